@@ -1,0 +1,156 @@
+//! Collectors: where user code emits records, one per output channel.
+
+use crate::dispatch::Edge;
+use crate::message::{Control, Disconnected};
+use crate::record::{Data, Record};
+use crate::time::Timestamp;
+
+/// Default number of records per batch between tasks.
+pub const DEFAULT_BATCH_SIZE: usize = 1024;
+
+/// The output of one channel of one instance: user code calls [`emit`](Self::emit);
+/// the collector buffers records and hands full batches to the channel's edges.
+///
+/// A record emitted while processing an input record inherits that record's
+/// event time unless it is emitted with [`emit_at`](Self::emit_at). When a
+/// channel has several edges (fan-out), every edge receives every record.
+///
+/// ```
+/// use streamwork_core::{Collector, Record};
+/// let mut out = Collector::<u32>::detached();
+/// out.emit(7);
+/// assert_eq!(out.take_buffered(), vec![Record::new(7)]);
+/// ```
+pub struct Collector<T> {
+    buffer: Vec<Record<T>>,
+    batch_size: usize,
+    time: Option<Timestamp>,
+    edges: Vec<Box<dyn Edge<T>>>,
+    emitted: u64,
+    error: Option<Disconnected>,
+}
+
+impl<T: Data> Collector<T> {
+    /// A collector dispatching to `edges` in batches of `batch_size`. A
+    /// collector with no edges discards what it is given (an explicitly dropped
+    /// channel).
+    pub fn new(edges: Vec<Box<dyn Edge<T>>>, batch_size: usize) -> Self {
+        let batch_size = batch_size.max(1);
+        Collector {
+            buffer: Vec::with_capacity(batch_size),
+            batch_size,
+            time: None,
+            edges,
+            emitted: 0,
+            error: None,
+        }
+    }
+
+    /// A collector with no edges that keeps everything buffered until
+    /// [`take_buffered`](Self::take_buffered): for unit tests of operators.
+    pub fn detached() -> Self {
+        Collector {
+            buffer: Vec::new(),
+            batch_size: usize::MAX,
+            time: None,
+            edges: Vec::new(),
+            emitted: 0,
+            error: None,
+        }
+    }
+
+    /// Emits `value` with the current event time (that of the input record
+    /// being processed, if any).
+    #[inline]
+    pub fn emit(&mut self, value: T) {
+        let time = self.time;
+        self.push(Record { value, time });
+    }
+
+    /// Emits `value` at event time `time`.
+    #[inline]
+    pub fn emit_at(&mut self, value: T, time: Timestamp) {
+        self.push(Record {
+            value,
+            time: Some(time),
+        });
+    }
+
+    #[inline]
+    fn push(&mut self, record: Record<T>) {
+        self.buffer.push(record);
+        self.emitted += 1;
+        if self.buffer.len() >= self.batch_size {
+            self.dispatch();
+        }
+    }
+
+    /// Records emitted so far.
+    pub fn emitted(&self) -> u64 {
+        self.emitted
+    }
+
+    /// Sets the event time inherited by records emitted with [`emit`](Self::emit).
+    #[inline]
+    pub fn set_time(&mut self, time: Option<Timestamp>) {
+        self.time = time;
+    }
+
+    /// Removes and returns the buffered records (see [`detached`](Self::detached)).
+    pub fn take_buffered(&mut self) -> Vec<Record<T>> {
+        std::mem::take(&mut self.buffer)
+    }
+
+    fn dispatch(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        if self.error.is_some() || self.edges.is_empty() {
+            if self.batch_size != usize::MAX {
+                self.buffer.clear();
+            }
+            return;
+        }
+        let last = self.edges.len() - 1;
+        for i in 0..last {
+            let mut copy = self.buffer.clone();
+            if let Err(e) = self.edges[i].push(&mut copy) {
+                self.error = Some(e);
+            }
+        }
+        if let Err(e) = self.edges[last].push(&mut self.buffer) {
+            self.error = Some(e);
+        }
+        self.buffer.clear();
+    }
+
+    /// Hands everything buffered to the edges and asks them to send it now.
+    pub fn flush(&mut self) -> Result<(), Disconnected> {
+        self.dispatch();
+        for edge in &mut self.edges {
+            if let Err(e) = edge.flush() {
+                self.error = Some(e);
+            }
+        }
+        self.check()
+    }
+
+    /// Flushes, then sends `control` down every edge.
+    pub fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        self.flush()?;
+        for edge in &mut self.edges {
+            if let Err(e) = edge.control(control) {
+                self.error = Some(e);
+            }
+        }
+        self.check()
+    }
+
+    /// The first delivery failure, if any.
+    pub fn check(&self) -> Result<(), Disconnected> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

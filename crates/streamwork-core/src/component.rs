@@ -1,0 +1,318 @@
+//! The user-facing traits: [`Source`], [`Operator`], [`CoOperator`], [`Sink`],
+//! and the context they run in.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::collector::Collector;
+use crate::error::ConnectorError;
+use crate::grouping::KeyGroups;
+use crate::outputs::Outputs;
+use crate::record::{Data, Record};
+use crate::state::{CurrentKey, Key};
+use crate::time::Timestamp;
+
+/// Index of one parallel instance of a component, from 0.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstanceIdx(pub u32);
+
+/// What one instance knows about where it runs, given to `open`.
+#[derive(Clone, Debug)]
+pub struct InstanceContext {
+    component: Arc<str>,
+    instance: InstanceIdx,
+    parallelism: u32,
+    key_groups: KeyGroups,
+}
+
+impl InstanceContext {
+    /// Context of instance `instance` of `parallelism` instances of `component`.
+    pub fn new(
+        component: impl Into<Arc<str>>,
+        instance: u32,
+        parallelism: u32,
+        key_groups: KeyGroups,
+    ) -> Self {
+        InstanceContext {
+            component: component.into(),
+            instance: InstanceIdx(instance),
+            parallelism,
+            key_groups,
+        }
+    }
+
+    /// The component's name, as given in the job.
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// The component's name, shared.
+    pub fn component_arc(&self) -> Arc<str> {
+        self.component.clone()
+    }
+
+    /// This instance's index, in `0..parallelism`.
+    pub fn instance(&self) -> InstanceIdx {
+        self.instance
+    }
+
+    /// How many instances the component has.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+
+    /// The job's key groups.
+    pub fn key_groups(&self) -> KeyGroups {
+        self.key_groups
+    }
+}
+
+/// What a source did in one [`Source::poll`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SourcePoll {
+    /// It emitted records (or may have more at once): poll again.
+    Emitted,
+    /// Nothing is available now: the runtime flushes pending batches (adaptive
+    /// flushing) and polls again. A source should wait briefly (up to ~50 ms)
+    /// for input before returning `Idle`, rather than spin.
+    Idle,
+    /// The input has ended: the source is closed and end-of-stream sent.
+    Finished,
+}
+
+/// A component that brings records into the job.
+///
+/// Each instance is a clone of the value given to the job, opened with its own
+/// [`InstanceContext`] (a parallel source splits its input by instance index).
+pub trait Source: Clone + Send + 'static {
+    /// Output channel(s): a [`Collector<T>`] or a struct of collectors.
+    type Out: Outputs;
+
+    /// Prepares this instance.
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Emits what is available now, preferably no more than about one batch.
+    fn poll(&mut self, out: &mut Self::Out) -> Result<SourcePoll, ConnectorError>;
+
+    /// Releases resources at the end (input ended, or the job stops).
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+}
+
+/// How an operator's input is partitioned: [`NoKey`] for any stream, or
+/// [`ByKey<K>`] for a stream keyed by `K` (only a keyed stream can connect).
+pub trait KeyKind: Send + 'static {
+    /// The current-key handle given to the operator (`()` when unkeyed).
+    type Ref<'a>: Copy;
+    /// The extracted key (`()` when unkeyed).
+    type Owned;
+    /// Extracts the key of an input record (`()` when unkeyed).
+    type Extractor<T: 'static>: Clone + Send + Sync;
+    /// The key of `value`, extracted by `extractor`.
+    fn extract<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Owned;
+    /// The handle on an extracted key.
+    fn as_ref(key: &Self::Owned) -> Self::Ref<'_>;
+}
+
+/// The input of an operator that accepts any stream.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct NoKey;
+
+impl KeyKind for NoKey {
+    type Ref<'a> = ();
+    type Owned = ();
+    type Extractor<T: 'static> = ();
+    #[inline]
+    fn extract<T: 'static>(_: &(), _: &T) {}
+    #[inline]
+    fn as_ref(_: &()) {}
+}
+
+/// The input of an operator that needs a stream keyed by `K`.
+pub struct ByKey<K>(PhantomData<fn() -> K>);
+
+/// Extracts a key from a record; shared by the dispatcher and the receiver.
+pub type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
+
+impl<K: Key> KeyKind for ByKey<K> {
+    type Ref<'a> = CurrentKey<'a, K>;
+    type Owned = K;
+    type Extractor<T: 'static> = KeyFn<T, K>;
+    #[inline]
+    fn extract<T: 'static>(extractor: &KeyFn<T, K>, value: &T) -> K {
+        extractor(value)
+    }
+    #[inline]
+    fn as_ref(key: &K) -> CurrentKey<'_, K> {
+        CurrentKey::new(key)
+    }
+}
+
+/// What an operator sees while processing one record: its outputs, the
+/// record's event time, its instance and, for keyed operators, the key.
+pub struct Context<'a, K: KeyKind, O> {
+    key: K::Ref<'a>,
+    out: &'a mut O,
+    time: Option<Timestamp>,
+    instance: &'a InstanceContext,
+}
+
+impl<'a, K: KeyKind, O> Context<'a, K, O> {
+    pub(crate) fn new(
+        key: K::Ref<'a>,
+        out: &'a mut O,
+        time: Option<Timestamp>,
+        instance: &'a InstanceContext,
+    ) -> Self {
+        Context {
+            key,
+            out,
+            time,
+            instance,
+        }
+    }
+
+    /// The output channel(s).
+    #[inline]
+    pub fn out(&mut self) -> &mut O {
+        self.out
+    }
+
+    /// Event time of the record being processed.
+    pub fn timestamp(&self) -> Option<Timestamp> {
+        self.time
+    }
+
+    /// Where this instance runs.
+    pub fn instance(&self) -> &InstanceContext {
+        self.instance
+    }
+}
+
+impl<K: KeyKind, T: Data> Context<'_, K, Collector<T>> {
+    /// Emits on the single output channel, at the input record's event time.
+    #[inline]
+    pub fn emit(&mut self, value: T) {
+        self.out.emit(value);
+    }
+
+    /// Emits on the single output channel at event time `time`.
+    #[inline]
+    pub fn emit_at(&mut self, value: T, time: Timestamp) {
+        self.out.emit_at(value, time);
+    }
+}
+
+impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
+    /// The key of the record being processed: the handle keyed state takes.
+    #[inline]
+    pub fn key(&self) -> CurrentKey<'a, K> {
+        self.key
+    }
+}
+
+/// A component that transforms records: one input, one or more output channels.
+///
+/// Write it with `#[operator]` on a function or an impl block, or implement it
+/// directly:
+///
+/// ```
+/// use streamwork_core::{Collector, Context, NoKey, Operator};
+/// #[derive(Clone)]
+/// struct Double;
+/// impl Operator for Double {
+///     type In = u64;
+///     type Key = NoKey;
+///     type Out = Collector<u64>;
+///     fn on_record(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
+///         ctx.emit(value * 2);
+///     }
+/// }
+/// ```
+pub trait Operator: Clone + Send + 'static {
+    /// Input record type.
+    type In: Data;
+    /// [`NoKey`], or [`ByKey<K>`] to require a stream keyed by `K`.
+    type Key: KeyKind;
+    /// Output channel(s): a [`Collector<T>`] or a struct of collectors.
+    type Out: Outputs;
+
+    /// Prepares this instance.
+    fn open(&mut self, ctx: &InstanceContext) {
+        let _ = ctx;
+    }
+
+    /// Processes one record.
+    fn on_record(&mut self, value: Self::In, ctx: &mut Context<'_, Self::Key, Self::Out>);
+
+    /// Called once when every input has ended: emit what is left.
+    fn on_end(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+}
+
+/// A component with two inputs of distinct types (the base joins build on).
+pub trait CoOperator: Clone + Send + 'static {
+    /// Left input type.
+    type Left: Data;
+    /// Right input type.
+    type Right: Data;
+    /// Output channel(s).
+    type Out: Outputs;
+
+    /// Prepares this instance.
+    fn open(&mut self, ctx: &InstanceContext) {
+        let _ = ctx;
+    }
+
+    /// Processes one record of the left input.
+    fn on_left(&mut self, value: Self::Left, ctx: &mut Context<'_, NoKey, Self::Out>);
+
+    /// Processes one record of the right input.
+    fn on_right(&mut self, value: Self::Right, ctx: &mut Context<'_, NoKey, Self::Out>);
+
+    /// Called once when the left input has ended.
+    fn on_left_end(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+
+    /// Called once when the right input has ended.
+    fn on_right_end(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+
+    /// Called once when both inputs have ended.
+    fn on_end(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+}
+
+/// A component that writes records out of the job.
+pub trait Sink: Clone + Send + 'static {
+    /// Input record type.
+    type In: Data;
+
+    /// Prepares this instance.
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Writes one record.
+    fn write(&mut self, record: Record<Self::In>) -> Result<(), ConnectorError>;
+
+    /// Called when there is nothing to do right now (adaptive flushing): a
+    /// buffered writer flushes here.
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+
+    /// Called once at end of input: flush and release resources.
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.flush()
+    }
+}

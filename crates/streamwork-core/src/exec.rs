@@ -1,0 +1,544 @@
+//! The runtime interface: type-erased instances the runtime drives, and the
+//! typed wrappers that run user code inside them.
+//!
+//! The runtime moves batches as `Box<dyn Any + Send>` and calls
+//! [`InputTask::on_batch`] once per batch; the typed wrapper downcasts once
+//! and loops over the records with monomorphised calls into user code.
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::collector::Collector;
+use crate::component::{
+    CoOperator, Context, InstanceContext, KeyKind, NoKey, Operator, Sink, Source, SourcePoll,
+};
+use crate::dispatch::Edge;
+use crate::error::TaskError;
+use crate::message::{Control, Disconnected, SenderIdx};
+use crate::outputs::Outputs;
+use crate::record::{Data, Record};
+
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<(Arc<str>, u32)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The component and instance whose user code this thread is running (or last
+/// ran when it panicked): how the runtime names the culprit of a panic inside
+/// a fused chain.
+pub fn current_component() -> Option<(Arc<str>, u32)> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Marks this thread as running `ctx`'s user code until dropped. Entered once
+/// per batch; left as is when unwinding, so the panicking component stays
+/// recorded.
+struct Scope {
+    previous: Option<(Arc<str>, u32)>,
+}
+
+impl Scope {
+    fn enter(ctx: &InstanceContext) -> Scope {
+        let current = Some((ctx.component_arc(), ctx.instance().0));
+        Scope {
+            previous: CURRENT.with(|c| c.replace(current)),
+        }
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let previous = self.previous.take();
+            CURRENT.with(|c| *c.borrow_mut() = previous);
+        }
+    }
+}
+
+/// Live counters of one instance, updated once per batch (relaxed atomics,
+/// never per record) and readable while the job runs.
+#[derive(Debug, Default)]
+pub struct InstanceCounters {
+    records_in: AtomicU64,
+    records_out: AtomicU64,
+}
+
+impl InstanceCounters {
+    /// Records received so far.
+    pub fn records_in(&self) -> u64 {
+        self.records_in.load(Ordering::Relaxed)
+    }
+    /// Records emitted so far (all channels).
+    pub fn records_out(&self) -> u64 {
+        self.records_out.load(Ordering::Relaxed)
+    }
+    fn add_in(&self, n: u64) {
+        self.records_in.fetch_add(n, Ordering::Relaxed);
+    }
+    fn set_out(&self, n: u64) {
+        self.records_out.store(n, Ordering::Relaxed);
+    }
+}
+
+/// A source instance as the runtime drives it.
+pub trait SourceTask: Send {
+    /// Opens the source.
+    fn open(&mut self) -> Result<(), TaskError>;
+    /// Polls once.
+    fn poll(&mut self) -> Result<SourcePoll, TaskError>;
+    /// Sends what is buffered.
+    fn flush(&mut self) -> Result<(), TaskError>;
+    /// Closes the source and sends end-of-stream downstream.
+    fn finish(&mut self) -> Result<(), TaskError>;
+}
+
+/// An instance reading channels, as the runtime drives it. The runtime counts
+/// end-of-stream messages per port and calls [`on_port_end`](Self::on_port_end)
+/// when every sender of a port has ended, then [`finish`](Self::finish).
+pub trait InputTask: Send {
+    /// Opens the instance.
+    fn open(&mut self) -> Result<(), TaskError>;
+    /// Processes one batch (a `Vec<Record<T>>` of the port's type).
+    fn on_batch(
+        &mut self,
+        port: usize,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), TaskError>;
+    /// Every sender into `port` has ended.
+    fn on_port_end(&mut self, port: usize) -> Result<(), TaskError>;
+    /// Sends what is buffered (the input is momentarily empty).
+    fn flush(&mut self) -> Result<(), TaskError>;
+    /// Every port has ended: emit what is left and end the outputs.
+    fn finish(&mut self) -> Result<(), TaskError>;
+}
+
+fn downcast_batch<T: 'static>(batch: Box<dyn Any + Send>) -> Vec<Record<T>> {
+    match batch.downcast::<Vec<Record<T>>>() {
+        Ok(batch) => *batch,
+        Err(_) => panic!(
+            "streamwork internal error: a batch of the wrong type reached a port of `{}`",
+            std::any::type_name::<T>()
+        ),
+    }
+}
+
+/// Runs a [`Source`].
+pub struct SourceInstance<S: Source> {
+    source: S,
+    out: S::Out,
+    ctx: InstanceContext,
+    counters: Arc<InstanceCounters>,
+}
+
+impl<S: Source> SourceInstance<S> {
+    /// Wraps `source` with its outputs.
+    pub fn new(source: S, out: S::Out, ctx: InstanceContext, counters: Arc<InstanceCounters>) -> Self {
+        SourceInstance {
+            source,
+            out,
+            ctx,
+            counters,
+        }
+    }
+}
+
+impl<S: Source> SourceTask for SourceInstance<S> {
+    fn open(&mut self) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        Ok(self.source.open(&self.ctx)?)
+    }
+
+    fn poll(&mut self) -> Result<SourcePoll, TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        let poll = self.source.poll(&mut self.out)?;
+        self.counters.set_out(self.out.emitted());
+        Ok(poll)
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        Ok(self.out.flush()?)
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        self.source.close()?;
+        self.out.control(&Control::EndOfStream)?;
+        self.counters.set_out(self.out.emitted());
+        Ok(())
+    }
+}
+
+/// Runs an [`Operator`], as a task root or fused into its upstream.
+pub struct OperatorInstance<O: Operator> {
+    operator: O,
+    out: O::Out,
+    ctx: InstanceContext,
+    counters: Arc<InstanceCounters>,
+    extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
+    sender_edges: Vec<u32>,
+    opened: bool,
+}
+
+impl<O: Operator> OperatorInstance<O> {
+    /// Wraps `operator`. `extractors` holds the key extractor of each incoming
+    /// edge; `sender_edges` maps each sender index to its edge ordinal.
+    pub fn new(
+        operator: O,
+        out: O::Out,
+        ctx: InstanceContext,
+        counters: Arc<InstanceCounters>,
+        extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
+        sender_edges: Vec<u32>,
+    ) -> Self {
+        OperatorInstance {
+            operator,
+            out,
+            ctx,
+            counters,
+            extractors,
+            sender_edges,
+            opened: false,
+        }
+    }
+
+    fn ensure_open(&mut self) {
+        if !self.opened {
+            let _scope = Scope::enter(&self.ctx);
+            self.opened = true;
+            self.operator.open(&self.ctx);
+        }
+    }
+
+    fn process(&mut self, edge: usize, records: impl Iterator<Item = Record<O::In>>) -> u64 {
+        let _scope = Scope::enter(&self.ctx);
+        let OperatorInstance {
+            operator,
+            out,
+            ctx,
+            extractors,
+            ..
+        } = self;
+        let Some(extractor) = extractors.get(edge).or(extractors.first()) else {
+            return 0;
+        };
+        let mut n = 0;
+        for record in records {
+            n += 1;
+            let time = record.time;
+            out.set_time(time);
+            let key = O::Key::extract(extractor, &record.value);
+            let mut context = Context::new(O::Key::as_ref(&key), &mut *out, time, ctx);
+            operator.on_record(record.value, &mut context);
+        }
+        n
+    }
+
+    fn end(&mut self) -> Result<(), Disconnected> {
+        self.ensure_open();
+        let _scope = Scope::enter(&self.ctx);
+        self.out.set_time(None);
+        self.operator.on_end(&mut self.out);
+        self.out.control(&Control::EndOfStream)?;
+        self.counters.set_out(self.out.emitted());
+        Ok(())
+    }
+}
+
+impl<O: Operator> InputTask for OperatorInstance<O> {
+    fn open(&mut self) -> Result<(), TaskError> {
+        self.ensure_open();
+        Ok(())
+    }
+
+    fn on_batch(
+        &mut self,
+        _port: usize,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), TaskError> {
+        let batch = downcast_batch::<O::In>(batch);
+        let edge = self.sender_edges.get(from.0 as usize).copied().unwrap_or(0) as usize;
+        let n = self.process(edge, batch.into_iter());
+        self.counters.add_in(n);
+        self.counters.set_out(self.out.emitted());
+        Ok(self.out.check()?)
+    }
+
+    fn on_port_end(&mut self, _port: usize) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        Ok(self.out.flush()?)
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        Ok(self.end()?)
+    }
+}
+
+/// Operators fused into an upstream task receive batches through [`Edge`].
+impl<O: Operator> Edge<O::In> for OperatorInstance<O> {
+    fn push(&mut self, records: &mut Vec<Record<O::In>>) -> Result<(), Disconnected> {
+        self.ensure_open();
+        let n = self.process(0, records.drain(..));
+        self.counters.add_in(n);
+        self.counters.set_out(self.out.emitted());
+        self.out.check()
+    }
+
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        self.out.flush()
+    }
+
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        match control {
+            Control::EndOfStream => self.end(),
+        }
+    }
+}
+
+/// Runs a [`CoOperator`] (always a task root: it has two ports).
+pub struct CoOperatorInstance<C: CoOperator> {
+    operator: C,
+    out: C::Out,
+    ctx: InstanceContext,
+    counters: Arc<InstanceCounters>,
+}
+
+impl<C: CoOperator> CoOperatorInstance<C> {
+    /// Wraps `operator`.
+    pub fn new(operator: C, out: C::Out, ctx: InstanceContext, counters: Arc<InstanceCounters>) -> Self {
+        CoOperatorInstance {
+            operator,
+            out,
+            ctx,
+            counters,
+        }
+    }
+}
+
+impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
+    fn open(&mut self) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        self.operator.open(&self.ctx);
+        Ok(())
+    }
+
+    fn on_batch(
+        &mut self,
+        port: usize,
+        _from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        let n;
+        if port == 0 {
+            let batch = downcast_batch::<C::Left>(batch);
+            n = batch.len() as u64;
+            for record in batch {
+                self.out.set_time(record.time);
+                let mut context = Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
+                self.operator.on_left(record.value, &mut context);
+            }
+        } else {
+            let batch = downcast_batch::<C::Right>(batch);
+            n = batch.len() as u64;
+            for record in batch {
+                self.out.set_time(record.time);
+                let mut context = Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
+                self.operator.on_right(record.value, &mut context);
+            }
+        }
+        self.counters.add_in(n);
+        self.counters.set_out(self.out.emitted());
+        Ok(())
+    }
+
+    fn on_port_end(&mut self, port: usize) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        self.out.set_time(None);
+        if port == 0 {
+            self.operator.on_left_end(&mut self.out);
+        } else {
+            self.operator.on_right_end(&mut self.out);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        Ok(self.out.flush()?)
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        self.out.set_time(None);
+        self.operator.on_end(&mut self.out);
+        self.out.control(&Control::EndOfStream)?;
+        self.counters.set_out(self.out.emitted());
+        Ok(())
+    }
+}
+
+/// Runs a [`Sink`], as a task root or fused into its upstream.
+pub struct SinkInstance<S: Sink> {
+    sink: S,
+    ctx: InstanceContext,
+    counters: Arc<InstanceCounters>,
+    opened: bool,
+    error: Option<crate::error::ConnectorError>,
+}
+
+impl<S: Sink> SinkInstance<S> {
+    /// Wraps `sink`.
+    pub fn new(sink: S, ctx: InstanceContext, counters: Arc<InstanceCounters>) -> Self {
+        SinkInstance {
+            sink,
+            ctx,
+            counters,
+            opened: false,
+            error: None,
+        }
+    }
+
+    fn ensure_open(&mut self) -> Result<(), TaskError> {
+        if !self.opened {
+            let _scope = Scope::enter(&self.ctx);
+            self.opened = true;
+            self.sink.open(&self.ctx)?;
+        }
+        Ok(())
+    }
+
+    fn write_all(&mut self, records: impl Iterator<Item = Record<S::In>>) -> Result<(), TaskError> {
+        self.ensure_open()?;
+        let _scope = Scope::enter(&self.ctx);
+        let mut n = 0;
+        for record in records {
+            n += 1;
+            self.sink.write(record)?;
+        }
+        self.counters.add_in(n);
+        Ok(())
+    }
+
+    /// The error a fused sink hit, which its task reports.
+    pub fn take_error(&mut self) -> Option<crate::error::ConnectorError> {
+        self.error.take()
+    }
+}
+
+impl<S: Sink> InputTask for SinkInstance<S> {
+    fn open(&mut self) -> Result<(), TaskError> {
+        self.ensure_open()
+    }
+
+    fn on_batch(
+        &mut self,
+        _port: usize,
+        _from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), TaskError> {
+        let batch = downcast_batch::<S::In>(batch);
+        self.write_all(batch.into_iter())
+    }
+
+    fn on_port_end(&mut self, _port: usize) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        Ok(self.sink.flush()?)
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.ensure_open()?;
+        let _scope = Scope::enter(&self.ctx);
+        Ok(self.sink.close()?)
+    }
+}
+
+/// A fused sink cannot return its own error through [`Edge`], whose only error
+/// is [`Disconnected`]; it fails the task by panicking with the error text,
+/// which the runtime reports with the sink's component and instance.
+impl<S: Sink> Edge<S::In> for SinkInstance<S> {
+    fn push(&mut self, records: &mut Vec<Record<S::In>>) -> Result<(), Disconnected> {
+        if let Err(e) = self.write_all(records.drain(..)) {
+            fused_sink_failed(&self.ctx, &e);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        if let Err(e) = self.sink.flush() {
+            fused_sink_failed(&self.ctx, &e.into());
+        }
+        Ok(())
+    }
+
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        match control {
+            Control::EndOfStream => {
+                if let Err(e) = InputTask::finish(self) {
+                    fused_sink_failed(&self.ctx, &e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Marker payload of a panic raised to fail a task from inside a fused chain;
+/// the runtime reports it as the named component's error, not as a user panic.
+#[derive(Debug)]
+pub struct FusedFailure {
+    /// The component that failed.
+    pub component: String,
+    /// Its instance.
+    pub instance: u32,
+    /// The error text.
+    pub message: String,
+}
+
+fn fused_sink_failed(ctx: &InstanceContext, error: &TaskError) -> ! {
+    std::panic::panic_any(FusedFailure {
+        component: ctx.component().to_string(),
+        instance: ctx.instance().0,
+        message: error.to_string(),
+    })
+}
+
+/// The identity operator behind [`JobBuilder::merge`](crate::JobBuilder::merge).
+pub struct Identity<T>(PhantomData<fn() -> T>);
+
+impl<T> Identity<T> {
+    /// The identity on `T`.
+    pub fn new() -> Self {
+        Identity(PhantomData)
+    }
+}
+
+impl<T> Default for Identity<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Clone for Identity<T> {
+    fn clone(&self) -> Self {
+        Identity(PhantomData)
+    }
+}
+
+impl<T: Data> Operator for Identity<T> {
+    type In = T;
+    type Key = NoKey;
+    type Out = Collector<T>;
+
+    #[inline]
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {
+        ctx.emit(value);
+    }
+}

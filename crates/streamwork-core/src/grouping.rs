@@ -1,0 +1,221 @@
+//! Groupings: how an edge picks the target instance(s) of each record (ch. 3).
+//!
+//! * **forward**: instance `i` sends to instance `i` of a component of equal
+//!   parallelism; such edges are fused into one task (no channel at all);
+//! * **shuffle**: round-robin over the target instances, record by record;
+//! * **fields** (key): the key's [stable hash](crate::hash) picks one of
+//!   [`KeyGroups`] key groups, and key groups are assigned to instances in
+//!   contiguous ranges, so every record of a key goes to the same instance;
+//! * **broadcast**: every target instance gets a copy;
+//! * **global**: everything goes to instance 0;
+//! * **custom**: a user function picks the instance.
+
+use std::fmt;
+
+/// The number of key groups of a job: the unit in which keyed state is
+/// partitioned and redistributed on rescaling. It bounds the largest parallelism
+/// of a keyed component. Default: [`KeyGroups::DEFAULT`] (128, as Flink's
+/// default maximum parallelism).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KeyGroups(u32);
+
+impl KeyGroups {
+    /// 128 key groups.
+    pub const DEFAULT: KeyGroups = KeyGroups(128);
+
+    /// `n` key groups; `None` if `n` is 0.
+    pub fn new(n: u32) -> Option<Self> {
+        (n > 0).then_some(KeyGroups(n))
+    }
+
+    /// How many key groups there are.
+    pub fn count(self) -> u32 {
+        self.0
+    }
+
+    /// The key group of a key with stable hash `hash`: `hash % count`.
+    #[inline]
+    pub fn key_group(self, hash: u64) -> u32 {
+        (hash % u64::from(self.0)) as u32
+    }
+
+    /// The instance (of `parallelism`) that owns `key_group`:
+    /// `key_group * parallelism / count`, so each instance owns one contiguous range.
+    #[inline]
+    pub fn instance_of(self, key_group: u32, parallelism: u32) -> u32 {
+        ((u64::from(key_group) * u64::from(parallelism)) / u64::from(self.0)) as u32
+    }
+
+    /// The instance (of `parallelism`) that receives a key with stable hash `hash`.
+    #[inline]
+    pub fn route(self, hash: u64, parallelism: u32) -> u32 {
+        self.instance_of(self.key_group(hash), parallelism)
+    }
+}
+
+impl Default for KeyGroups {
+    fn default() -> Self {
+        KeyGroups::DEFAULT
+    }
+}
+
+/// The kind of grouping of an edge, as data (for plans, the web view, the docs).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupingKind {
+    /// Same instance index, fused into the upstream task when possible.
+    Forward,
+    /// Round-robin.
+    Shuffle,
+    /// By key (fields grouping).
+    Key,
+    /// Every instance.
+    Broadcast,
+    /// Instance 0.
+    Global,
+    /// A user function.
+    Custom,
+}
+
+impl fmt::Display for GroupingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GroupingKind::Forward => "forward",
+            GroupingKind::Shuffle => "shuffle",
+            GroupingKind::Key => "key",
+            GroupingKind::Broadcast => "broadcast",
+            GroupingKind::Global => "global",
+            GroupingKind::Custom => "custom",
+        })
+    }
+}
+
+/// Where one record goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// One instance, by index.
+    One(u32),
+    /// Every instance.
+    All,
+}
+
+/// The per-record routing decision of an edge. Implementations are small and
+/// monomorphised into the dispatcher, so routing costs no dynamic call.
+pub trait Route<T>: Send + 'static {
+    /// Picks the target of `value` among `targets` instances.
+    fn route(&mut self, value: &T, targets: u32) -> Target;
+}
+
+/// Round-robin, starting at an offset so that parallel senders do not all start
+/// on instance 0.
+#[derive(Clone, Debug)]
+pub struct ShuffleRoute {
+    next: u32,
+}
+
+impl ShuffleRoute {
+    /// Starts at instance `start` (taken modulo the number of targets).
+    pub fn starting_at(start: u32) -> Self {
+        ShuffleRoute { next: start }
+    }
+}
+
+impl<T> Route<T> for ShuffleRoute {
+    #[inline]
+    fn route(&mut self, _: &T, targets: u32) -> Target {
+        let target = self.next % targets;
+        self.next = target + 1;
+        Target::One(target)
+    }
+}
+
+/// Fields grouping: the key's stable hash, through key groups, onto an instance.
+pub struct KeyRoute<F> {
+    key_hash: F,
+    key_groups: KeyGroups,
+}
+
+impl<F> KeyRoute<F> {
+    /// Routes by `key_hash(value)` over `key_groups`.
+    pub fn new(key_hash: F, key_groups: KeyGroups) -> Self {
+        KeyRoute {
+            key_hash,
+            key_groups,
+        }
+    }
+}
+
+impl<T, F: FnMut(&T) -> u64 + Send + 'static> Route<T> for KeyRoute<F> {
+    #[inline]
+    fn route(&mut self, value: &T, targets: u32) -> Target {
+        Target::One(self.key_groups.route((self.key_hash)(value), targets))
+    }
+}
+
+/// Everything to one fixed instance: global grouping (instance 0), or a forward
+/// edge that could not be fused (instance `i` to instance `i`).
+#[derive(Clone, Debug)]
+pub struct FixedRoute(pub u32);
+
+impl<T> Route<T> for FixedRoute {
+    #[inline]
+    fn route(&mut self, _: &T, _: u32) -> Target {
+        Target::One(self.0)
+    }
+}
+
+/// Every instance gets a copy.
+#[derive(Clone, Debug)]
+pub struct BroadcastRoute;
+
+impl<T> Route<T> for BroadcastRoute {
+    #[inline]
+    fn route(&mut self, _: &T, _: u32) -> Target {
+        Target::All
+    }
+}
+
+/// A user function `(value, targets) -> instance`; results are taken modulo
+/// the number of targets so a bad function cannot index out of range.
+pub struct CustomRoute<F>(pub F);
+
+impl<T, F: FnMut(&T, u32) -> u32 + Send + 'static> Route<T> for CustomRoute<F> {
+    #[inline]
+    fn route(&mut self, value: &T, targets: u32) -> Target {
+        Target::One((self.0)(value, targets) % targets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn key_groups_cover_instances_in_contiguous_ranges() {
+        let kg = KeyGroups::DEFAULT;
+        let owners: Vec<u32> = (0..kg.count()).map(|g| kg.instance_of(g, 3)).collect();
+        assert_eq!(owners.first(), Some(&0));
+        assert_eq!(owners.last(), Some(&2));
+        assert!(owners.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn shuffle_is_round_robin() {
+        let mut r = ShuffleRoute::starting_at(1);
+        let picks: Vec<Target> = (0..4).map(|_| Route::<u8>::route(&mut r, &0, 3)).collect();
+        assert_eq!(
+            picks,
+            vec![Target::One(1), Target::One(2), Target::One(0), Target::One(1)]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn key_route_is_in_range_and_deterministic(hash in any::<u64>(), parallelism in 1u32..=128) {
+            let kg = KeyGroups::DEFAULT;
+            let a = kg.route(hash, parallelism);
+            prop_assert!(a < parallelism);
+            prop_assert_eq!(a, kg.route(hash, parallelism));
+        }
+    }
+}

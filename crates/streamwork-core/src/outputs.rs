@@ -1,0 +1,156 @@
+//! Output channel sets: one [`Collector`] (channel `out`), or a struct of named,
+//! typed collectors derived with `#[derive(Outputs)]`.
+//!
+//! A derived set's stream handles are a typestate: each channel must be taken
+//! (connected) or dropped explicitly before the set can be finished, so an
+//! output channel left unconnected is a compile error, not a silent data loss.
+
+use std::any::Any;
+use std::collections::VecDeque;
+
+use crate::collector::Collector;
+use crate::dispatch::Edge;
+use crate::graph::{NodeId, Stream};
+use crate::message::{Control, Disconnected};
+use crate::record::Data;
+use crate::time::Timestamp;
+
+/// Name and type of one output channel (for plans and the web view).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelInfo {
+    /// The channel's name (`out` for a single collector).
+    pub name: &'static str,
+    /// The Rust type of its records.
+    pub type_name: &'static str,
+}
+
+/// The edges of each output channel of one instance, as the runtime built them,
+/// from which an [`Outputs`] value is assembled.
+pub struct OutputParts {
+    channels: VecDeque<Vec<Box<dyn Any + Send>>>,
+    batch_size: usize,
+}
+
+impl OutputParts {
+    /// Parts for channels in order; each element of a channel's list is a
+    /// `Box<dyn Edge<T>>` boxed as `Any`.
+    pub fn new(channels: Vec<Vec<Box<dyn Any + Send>>>, batch_size: usize) -> Self {
+        OutputParts {
+            channels: channels.into(),
+            batch_size,
+        }
+    }
+
+    /// Assembles the collector of the next channel, of type `T`.
+    ///
+    /// # Panics
+    ///
+    /// If the parts do not match the channel types, which the typed builder
+    /// rules out: this would be a bug in Streamwork, reported as such.
+    pub fn next_collector<T: Data>(&mut self) -> Collector<T> {
+        let edges = self.channels.pop_front().unwrap_or_default();
+        let edges = edges
+            .into_iter()
+            .map(|edge| match edge.downcast::<Box<dyn Edge<T>>>() {
+                Ok(edge) => *edge,
+                Err(_) => panic!(
+                    "streamwork internal error: an edge of the wrong type was wired to a channel of `{}`",
+                    std::any::type_name::<T>()
+                ),
+            })
+            .collect();
+        Collector::new(edges, self.batch_size)
+    }
+}
+
+/// A set of output channels. Implemented by [`Collector<T>`] (one channel
+/// named `out`) and by structs of collectors with `#[derive(Outputs)]`.
+pub trait Outputs: Send + Sized + 'static {
+    /// The builder-side stream handle(s) of the channels.
+    type Streams;
+
+    /// Names and types of the channels, in order.
+    fn channels() -> Vec<ChannelInfo>;
+
+    /// Stream handles for the channels of component `node` of job `job`.
+    #[doc(hidden)]
+    fn streams(job: u64, node: NodeId) -> Self::Streams;
+
+    /// Builds the collectors from the runtime's edges.
+    #[doc(hidden)]
+    fn assemble(parts: &mut OutputParts) -> Self;
+
+    /// Sets the event time inherited by emitted records.
+    fn set_time(&mut self, time: Option<Timestamp>);
+
+    /// Flushes every channel.
+    fn flush(&mut self) -> Result<(), Disconnected>;
+
+    /// Sends a control message down every channel.
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected>;
+
+    /// Records emitted on all channels so far.
+    fn emitted(&self) -> u64;
+
+    /// The first delivery failure of any channel, if any.
+    fn check(&self) -> Result<(), Disconnected>;
+}
+
+impl<T: Data> Outputs for Collector<T> {
+    type Streams = Stream<T>;
+
+    fn channels() -> Vec<ChannelInfo> {
+        vec![ChannelInfo {
+            name: "out",
+            type_name: std::any::type_name::<T>(),
+        }]
+    }
+
+    fn streams(job: u64, node: NodeId) -> Stream<T> {
+        Stream::__new(job, node, 0)
+    }
+
+    fn assemble(parts: &mut OutputParts) -> Self {
+        parts.next_collector()
+    }
+
+    #[inline]
+    fn set_time(&mut self, time: Option<Timestamp>) {
+        Collector::set_time(self, time);
+    }
+
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        Collector::flush(self)
+    }
+
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        Collector::control(self, control)
+    }
+
+    fn emitted(&self) -> u64 {
+        Collector::emitted(self)
+    }
+
+    fn check(&self) -> Result<(), Disconnected> {
+        Collector::check(self)
+    }
+}
+
+/// Typestate of a channel of a derived output set that has been connected or
+/// explicitly dropped.
+#[derive(Debug)]
+pub struct Handled;
+
+/// Implemented only by [`Handled`]: every channel of a derived output set must
+/// be connected or dropped before `done()` compiles.
+#[diagnostic::on_unimplemented(
+    message = "an output channel is neither connected nor dropped: `{Self}`",
+    label = "this component has an output channel that nothing reads",
+    note = "connect every output channel to a downstream component, or drop it explicitly (`drop NAME.CHANNEL;` in `job!`, `.drop_CHANNEL()` in the builder)"
+)]
+pub trait ChannelHandled {}
+impl ChannelHandled for Handled {}
+
+/// The unconnected state of channel `Name` (a marker type named after the
+/// channel) carrying records of type `T`.
+pub struct Unconnected<Name, T>(pub Stream<T>, pub std::marker::PhantomData<Name>);

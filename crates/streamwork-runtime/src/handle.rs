@@ -1,0 +1,305 @@
+//! Starting a job, stopping it, waiting for it.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use streamwork_core::exec::{FusedFailure, InstanceCounters, current_component};
+use streamwork_core::graph::ComponentKind;
+use streamwork_core::{JobGraph, TaskError};
+
+use crate::error::JobError;
+use crate::report::{ComponentReport, InstanceReport, JobReport};
+use crate::task::{Ended, Flags, run_input, run_source};
+use crate::wiring::{Builder, Task, TaskBody};
+
+/// Runs `graph` to completion on this machine's threads: until every source
+/// has ended and everything has drained, or until a failure.
+pub fn run(graph: JobGraph) -> Result<JobReport, JobError> {
+    start(graph)?.join()
+}
+
+/// Starts `graph` and returns at once with a handle to stop it or wait for it.
+pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
+    let flags = Flags {
+        stop: Arc::new(AtomicBool::new(false)),
+        abort: Arc::new(AtomicBool::new(false)),
+    };
+    let failure = Arc::new(Mutex::new(None::<JobError>));
+    let mut builder = Builder::new(&graph, flags.abort.clone());
+    let roots = builder.roots();
+    let mut tasks = Vec::with_capacity(roots.len());
+    for (node, instance) in roots {
+        let built = catch_unwind(AssertUnwindSafe(|| builder.task(node, instance)));
+        match built {
+            Ok(task) => tasks.push(task),
+            Err(payload) => return Err(panic_error(&graph, node, instance, payload)),
+        }
+    }
+    builder.release_senders();
+    let counters = std::mem::take(&mut builder.counters);
+    drop(builder);
+
+    let mut threads = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let name = format!("{}#{}", task.component, task.instance);
+        let component = task.component.to_string();
+        let thread_flags = flags.clone();
+        let thread_failure = failure.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || drive(task, &thread_flags, &thread_failure));
+        match spawned {
+            Ok(handle) => threads.push(handle),
+            Err(source) => {
+                flags.abort.store(true, Ordering::Relaxed);
+                for handle in threads {
+                    let _ = handle.join();
+                }
+                return Err(JobError::Spawn { component, source });
+            }
+        }
+    }
+    let components = graph
+        .nodes()
+        .iter()
+        .map(|n| (n.name().to_string(), n.kind()))
+        .collect();
+    Ok(JobHandle {
+        job: graph.name().to_string(),
+        components,
+        counters,
+        threads,
+        flags,
+        failure,
+        started: Instant::now(),
+    })
+}
+
+/// Runs one task on its thread, recording a failure and aborting the job.
+fn drive(mut task: Task, flags: &Flags, failure: &Mutex<Option<JobError>>) -> Ended {
+    let result = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
+        TaskBody::Source(source) => run_source(source.as_mut(), flags),
+        TaskBody::Input {
+            task,
+            ports,
+            senders_per_port,
+        } => run_input(task.as_mut(), ports, senders_per_port, flags),
+    }));
+    let error = match result {
+        Ok(Ok(ended)) => return ended,
+        Ok(Err(source)) => JobError::Failed {
+            component: task.component.to_string(),
+            instance: task.instance,
+            source,
+        },
+        Err(payload) => {
+            let (component, instance) = current_component()
+                .map(|(c, i)| (c.to_string(), i))
+                .unwrap_or_else(|| (task.component.to_string(), task.instance));
+            payload_error(component, instance, payload)
+        }
+    };
+    record_failure(failure, error);
+    flags.abort.store(true, Ordering::Relaxed);
+    // Dropping the task here closes its channels, waking its neighbours.
+    drop(task);
+    Ended::Aborted
+}
+
+/// Keeps the first failure that is not a mere consequence of another.
+fn record_failure(failure: &Mutex<Option<JobError>>, error: JobError) {
+    let mut slot = failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let replace = match &*slot {
+        None => true,
+        Some(existing) => existing.is_cascade() && !error.is_cascade(),
+    };
+    if replace {
+        *slot = Some(error);
+    }
+}
+
+fn payload_error(component: String, instance: u32, payload: Box<dyn std::any::Any + Send>) -> JobError {
+    let payload = match payload.downcast::<FusedFailure>() {
+        Ok(fused) => {
+            return JobError::Failed {
+                component: fused.component,
+                instance: fused.instance,
+                source: TaskError::Connector(streamwork_core::ConnectorError {
+                    domain: streamwork_core::ErrorDomain::External,
+                    message: fused.message,
+                    source: None,
+                }),
+            };
+        }
+        Err(payload) => payload,
+    };
+    let message = if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    };
+    JobError::Panicked {
+        component,
+        instance,
+        message,
+    }
+}
+
+fn panic_error(
+    graph: &JobGraph,
+    node: usize,
+    instance: u32,
+    payload: Box<dyn std::any::Any + Send>,
+) -> JobError {
+    let (component, instance) = current_component()
+        .map(|(c, i)| (c.to_string(), i))
+        .unwrap_or_else(|| (graph.nodes()[node].name().to_string(), instance));
+    payload_error(component, instance, payload)
+}
+
+/// A running job.
+pub struct JobHandle {
+    job: String,
+    components: Vec<(String, ComponentKind)>,
+    counters: Vec<Vec<Arc<InstanceCounters>>>,
+    threads: Vec<JoinHandle<Ended>>,
+    flags: Flags,
+    failure: Arc<Mutex<Option<JobError>>>,
+    started: Instant,
+}
+
+/// Stops a running job gracefully from anywhere: sources end their streams,
+/// and everything in flight drains to the sinks.
+#[derive(Clone, Debug)]
+pub struct StopHandle {
+    stop: Arc<AtomicBool>,
+}
+
+impl StopHandle {
+    /// Asks the job to stop.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn ctrl_c_registry() -> &'static Mutex<Vec<Weak<AtomicBool>>> {
+    static REGISTRY: OnceLock<Mutex<Vec<Weak<AtomicBool>>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+impl JobHandle {
+    /// A handle that stops this job gracefully.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            stop: self.flags.stop.clone(),
+        }
+    }
+
+    /// Asks the job to stop gracefully; [`join`](Self::join) then returns once drained.
+    pub fn stop(&self) {
+        self.flags.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops this job gracefully on Ctrl-C (SIGINT/SIGTERM). A second Ctrl-C
+    /// while draining exits the process with status 130.
+    pub fn stop_on_ctrl_c(&self) -> Result<(), JobError> {
+        static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+        let installed = INSTALLED.get_or_init(|| {
+            ctrlc::set_handler(|| {
+                let flags = ctrl_c_registry()
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut any_set = false;
+                for flag in flags.iter().filter_map(Weak::upgrade) {
+                    any_set |= flag.swap(true, Ordering::Relaxed);
+                }
+                if any_set {
+                    std::process::exit(130);
+                }
+                eprintln!("streamwork: stopping (Ctrl-C again to exit at once)");
+            })
+            .map_err(|e| e.to_string())
+        });
+        installed.clone().map_err(JobError::CtrlC)?;
+        ctrl_c_registry()
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(Arc::downgrade(&self.flags.stop));
+        Ok(())
+    }
+
+    /// The counts so far, while the job runs.
+    pub fn snapshot(&self) -> JobReport {
+        JobReport {
+            job: self.job.clone(),
+            elapsed: self.started.elapsed(),
+            stopped: self.flags.stop.load(Ordering::Relaxed),
+            components: self
+                .components
+                .iter()
+                .zip(&self.counters)
+                .map(|((name, kind), counters)| ComponentReport {
+                    name: name.clone(),
+                    kind: *kind,
+                    instances: counters
+                        .iter()
+                        .map(|c| InstanceReport {
+                            records_in: c.records_in(),
+                            records_out: c.records_out(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether every task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// Waits for the job to end: its report, or the failure that ended it.
+    pub fn join(mut self) -> Result<JobReport, JobError> {
+        for thread in std::mem::take(&mut self.threads) {
+            if thread.join().is_err() {
+                // `drive` catches every panic; a thread can only die here if
+                // reporting itself panicked. Make sure the job does not pass.
+                self.flags.abort.store(true, Ordering::Relaxed);
+            }
+        }
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        if self.flags.abort.load(Ordering::Relaxed) {
+            return Err(JobError::Failed {
+                component: self.job.clone(),
+                instance: 0,
+                source: TaskError::UpstreamFailed,
+            });
+        }
+        Ok(self.snapshot())
+    }
+}
+
+impl Drop for JobHandle {
+    /// Dropping a handle without joining stops the job and waits for it, so
+    /// that no task outlives its handle.
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.flags.stop.store(true, Ordering::Relaxed);
+            for thread in std::mem::take(&mut self.threads) {
+                let _ = thread.join();
+            }
+        }
+    }
+}
