@@ -1,1 +1,93 @@
-//! Streamwork.
+//! Streamwork: stream processing in Rust, after *Grokking Streaming Systems*.
+//!
+//! A job is a DAG of sources, operators and sinks with parallel instances,
+//! wired by typed streams: `job!` (or the [`JobBuilder`](prelude::JobBuilder))
+//! checks the graph at compile time, and the runtime runs it as tasks on
+//! threads with batches flowing through bounded channels.
+//!
+//! ```
+//! use streamwork::prelude::*;
+//!
+//! #[operator]
+//! fn double(value: u64, out: &mut Collector<u64>) {
+//!     out.emit(value * 2);
+//! }
+//!
+//! let sink = CollectSink::new();
+//! let job = job! {
+//!     name "doubling";
+//!     source numbers = VecSource::new(vec![1u64, 2, 3]);
+//!     operator doubled = Double <- numbers;
+//!     sink collected = sink.clone() <- doubled;
+//! }?;
+//! job.run()?;
+//! let mut values = sink.values();
+//! values.sort();
+//! assert_eq!(values, vec![2, 4, 6]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The crates behind the facade:
+//! * [`core`]: traits, records, collectors, groupings, keyed state, the builder;
+//! * [`runtime`]: the engine that runs a job graph;
+//! * [`connectors`]: sources and sinks;
+//! * `streamwork-macros`: `#[operator]`, `#[derive(Outputs)]` and `job!`.
+
+#![warn(missing_docs)]
+
+pub use streamwork_connectors as connectors;
+pub use streamwork_core as core;
+pub use streamwork_macros::{Outputs, job, operator};
+pub use streamwork_runtime as runtime;
+
+use streamwork_core::JobGraph;
+use streamwork_runtime::{JobError, JobHandle, JobReport};
+
+/// Running a built job graph.
+pub trait Run {
+    /// Runs to completion; see [`runtime::run`].
+    fn run(self) -> Result<JobReport, JobError>;
+    /// Starts and returns a handle; see [`runtime::start`].
+    fn start(self) -> Result<JobHandle, JobError>;
+}
+
+impl Run for JobGraph {
+    fn run(self) -> Result<JobReport, JobError> {
+        streamwork_runtime::run(self)
+    }
+
+    fn start(self) -> Result<JobHandle, JobError> {
+        streamwork_runtime::start(self)
+    }
+}
+
+/// Everything a job needs, in one import.
+pub mod prelude {
+    pub use crate::Run;
+    pub use crate::{Outputs, job, operator};
+    pub use streamwork_connectors::{
+        BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
+        TcpLineSource, VecSource,
+    };
+    pub use streamwork_core::{
+        ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data, GroupingKind,
+        InstanceContext, JobBuilder, JobGraph, KeyedState, KeyedStream, NoKey, Operator, Record,
+        Sink, Source, SourcePoll, Stream, Timestamp,
+    };
+    pub use streamwork_runtime::{JobError, JobHandle, JobReport};
+}
+
+/// Paths used by the code the macros generate. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use streamwork_core::graph::{Input, IntoInputs, JobBuilder, JobGraph, NodeId, Stream};
+    pub use streamwork_core::outputs::{
+        ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs, Unconnected,
+    };
+    pub use streamwork_core::{
+        ByKey, Collector, Context, CurrentKey, GraphError, InstanceContext, KeyGroups, NoKey, Operator,
+    };
+    pub use streamwork_core::message::{Control, Disconnected};
+    pub use streamwork_core::time::Timestamp;
+    pub use streamwork_core::record::Data;
+}

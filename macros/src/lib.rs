@@ -1,1 +1,60 @@
-//! Macros.
+//! Streamwork's macros: `#[operator]`, `#[derive(Outputs)]` and `job!`.
+//!
+//! The entry points here are thin: each macro's logic lives in its own
+//! module, over `proc_macro2` tokens so it can be unit-tested:
+//! * [`operator`](mod@operator): an `Operator` impl from a function or an impl block;
+//! * [`outputs`](mod@outputs): named, typed output channels with a typestate
+//!   that makes an unconnected channel a compile error;
+//! * [`job`](mod@job): parse → graph IR → structural checks → codegen to the
+//!   typed builder, every problem reported with a span on the user's tokens.
+//!
+//! Use them through the `streamwork` facade, which re-exports them.
+
+#![warn(missing_docs)]
+
+use proc_macro::TokenStream;
+
+mod diag;
+mod job;
+mod operator;
+mod outputs;
+
+/// Turns a function or an impl block into an `Operator`.
+///
+/// On a function `fn name(value: In, out: &mut Out)`, it generates a unit
+/// struct `Name` (the function name in CamelCase, or `#[operator(name = X)]`)
+/// implementing `Operator`. On an impl block with
+/// `fn on_record(&mut self, value: In, out: &mut Out)` (and optionally
+/// `open(&mut self, ctx: &InstanceContext)` and `on_end(&mut self, out: &mut Out)`),
+/// it implements `Operator` for the type, whose fields are per-instance state.
+/// A first parameter `key: CurrentKey<'_, K>` makes the operator keyed by `K`:
+/// it then only connects to a stream keyed by `K`.
+#[proc_macro_attribute]
+pub fn operator(args: TokenStream, item: TokenStream) -> TokenStream {
+    operator::expand(args.into(), item.into()).into()
+}
+
+/// Derives `Outputs` for a struct of `Collector<T>` fields: one named output
+/// channel per field.
+#[proc_macro_derive(Outputs)]
+pub fn derive_outputs(item: TokenStream) -> TokenStream {
+    outputs::expand(item.into()).into()
+}
+
+/// Describes a job graph; evaluates to `Result<JobGraph, GraphError>`.
+///
+/// ```text
+/// job! {
+///     name "vehicle_count";
+///     source lines = FileSource::text("in.txt");
+///     operator parsed[2] = ParseVehicle <- lines.shuffle();
+///     operator counts[2] = CountVehicles::default() <- parsed.key(|v: &String| v.clone());
+///     operator split { cars, trucks } = SplitByKind <- counts;
+///     sink out = StdoutSink::display() <- split.cars;
+///     drop split.trucks;
+/// }
+/// ```
+#[proc_macro]
+pub fn job(input: TokenStream) -> TokenStream {
+    job::expand(input.into()).into()
+}

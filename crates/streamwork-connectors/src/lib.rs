@@ -1,1 +1,38 @@
-//! Connectors.
+//! Sources and sinks for Streamwork jobs: in-memory, a deterministic generator,
+//! files of lines, TCP lines (the book's `nc -lk 9990` readers), stdout, files,
+//! and a collecting sink for tests.
+//!
+//! ```
+//! use streamwork_connectors::{CollectSink, VecSource};
+//! use streamwork_core::JobBuilder;
+//! let mut job = JobBuilder::new("copy");
+//! let words = job.source("words", 1, VecSource::new(vec!["a", "b"]));
+//! let sink = CollectSink::new();
+//! job.sink("collect", 1, sink.clone(), words);
+//! // streamwork_runtime::run(job.build()?)? then sink.values() == ["a", "b"]
+//! # Ok::<(), streamwork_core::GraphError>(())
+//! ```
+//!
+//! Malformed input (invalid UTF-8, a line a parser rejects) is counted in an
+//! [`InputErrors`] handle and reported; by default it is skipped, never a panic.
+//!
+//! Not here: message queues (Kafka comes with its own issue), transactional
+//! sinks (with the checkpoint issue).
+
+#![warn(missing_docs)]
+
+mod collect;
+mod errors;
+pub mod file;
+mod generator;
+mod memory;
+mod stdout;
+mod tcp;
+
+pub use collect::CollectSink;
+pub use errors::{BadInput, InputErrors};
+pub use file::{FileSink, FileSource};
+pub use generator::GeneratorSource;
+pub use memory::VecSource;
+pub use stdout::StdoutSink;
+pub use tcp::TcpLineSource;

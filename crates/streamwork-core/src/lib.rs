@@ -21,6 +21,8 @@
 //! * [`state`]: keyed state, reachable only from keyed operators;
 //! * [`exec`]: the interface the runtime drives.
 
+#![warn(missing_docs)]
+
 pub mod collector;
 pub mod component;
 pub mod dispatch;

@@ -44,6 +44,8 @@
 //! What it is not: a scheduler of many jobs, a cluster manager, or a place for
 //! user-facing traits (those are in `streamwork-core`).
 
+#![warn(missing_docs)]
+
 mod channel;
 mod error;
 mod handle;

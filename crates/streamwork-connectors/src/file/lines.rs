@@ -1,0 +1,105 @@
+//! Decoding lines: UTF-8 check, optional parsing, malformed input policy.
+//! Shared by the file and TCP sources.
+
+use std::sync::Arc;
+
+use streamwork_core::ConnectorError;
+
+use crate::errors::{BadInput, InputErrors};
+
+/// Parses one line into a record, or says why it cannot.
+pub type LineParser<T> = Arc<dyn Fn(&str) -> Result<T, String> + Send + Sync>;
+
+/// How lines become records.
+pub struct Lines<T> {
+    parse: LineParser<T>,
+    skip_blank: bool,
+    policy: BadInput,
+    errors: InputErrors,
+}
+
+impl<T> Clone for Lines<T> {
+    fn clone(&self) -> Self {
+        Lines {
+            parse: self.parse.clone(),
+            skip_blank: self.skip_blank,
+            policy: self.policy,
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+impl Lines<String> {
+    /// Each line as a `String`.
+    pub fn text() -> Self {
+        Lines::parsed(|line| Ok(line.to_string()))
+    }
+}
+
+impl<T> Lines<T> {
+    /// Each line through `parse`.
+    pub fn parsed(parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static) -> Self {
+        Lines {
+            parse: Arc::new(parse),
+            skip_blank: false,
+            policy: BadInput::Skip,
+            errors: InputErrors::new(),
+        }
+    }
+
+    /// Ignores lines that are empty or only whitespace.
+    pub fn skip_blank(mut self, skip: bool) -> Self {
+        self.skip_blank = skip;
+        self
+    }
+
+    /// What to do with malformed lines.
+    pub fn on_bad_input(mut self, policy: BadInput) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Counts malformed lines into `errors` (shared with the caller).
+    pub fn count_errors_in(mut self, errors: InputErrors) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// The malformed-input counter.
+    pub fn errors(&self) -> &InputErrors {
+        &self.errors
+    }
+
+    /// Decodes one raw line (without its terminator). `where_` describes its
+    /// position for error messages.
+    pub fn decode(
+        &self,
+        raw: &[u8],
+        where_: impl FnOnce() -> String,
+    ) -> Result<Option<T>, ConnectorError> {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let line = match std::str::from_utf8(raw) {
+            Ok(line) => line,
+            Err(e) => return self.bad(format!("{}: invalid UTF-8 ({e})", where_())),
+        };
+        if self.skip_blank && line.trim().is_empty() {
+            return Ok(None);
+        }
+        match (self.parse)(line) {
+            Ok(record) => Ok(Some(record)),
+            Err(reason) => self.bad(format!("{}: {reason}", where_())),
+        }
+    }
+
+    fn bad(&self, what: String) -> Result<Option<T>, ConnectorError> {
+        match self.policy {
+            BadInput::Skip => {
+                self.errors.record(what);
+                Ok(None)
+            }
+            BadInput::Fail => Err(ConnectorError::user(format!(
+                "malformed input: {what} (skip such lines with BadInput::Skip)"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Files of lines: a source reading a file or a directory, and a sink writing
+//! one file per instance.
+
+mod lines;
+mod sink;
+mod source;
+
+pub use lines::{LineParser, Lines};
+pub use sink::FileSink;
+pub use source::FileSource;

@@ -1,0 +1,177 @@
+//! Reads lines from a file, or from every file of a directory.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use streamwork_core::{Collector, ConnectorError, Data, InstanceContext, Source, SourcePoll};
+
+use super::lines::Lines;
+
+/// Emits the lines of a file, or of the files of a directory (in name order;
+/// with parallelism P, instance `w` reads the files at positions `i % P == w`).
+/// Its position is a file index and a byte offset.
+///
+/// ```no_run
+/// use streamwork_connectors::FileSource;
+/// let lines = FileSource::text("input.txt");
+/// let numbers = FileSource::parsed("numbers.txt", |l| l.parse::<u64>().map_err(|e| e.to_string()));
+/// # let _ = (lines, numbers);
+/// ```
+pub struct FileSource<T> {
+    path: PathBuf,
+    lines: Lines<T>,
+    files: Vec<PathBuf>,
+    file_idx: usize,
+    reader: Option<BufReader<File>>,
+    offset: u64,
+    line_no: u64,
+    buf: Vec<u8>,
+}
+
+/// Cloning gives an unopened source with the same settings.
+impl<T> Clone for FileSource<T> {
+    fn clone(&self) -> Self {
+        FileSource {
+            path: self.path.clone(),
+            lines: self.lines.clone(),
+            files: Vec::new(),
+            file_idx: 0,
+            reader: None,
+            offset: 0,
+            line_no: 0,
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl FileSource<String> {
+    /// Each line of `path` as a `String`.
+    pub fn text(path: impl AsRef<Path>) -> Self {
+        FileSource::with_lines(path, Lines::text())
+    }
+}
+
+impl<T: Data> FileSource<T> {
+    /// Each line of `path` through `parse`.
+    pub fn parsed(
+        path: impl AsRef<Path>,
+        parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static,
+    ) -> Self {
+        FileSource::with_lines(path, Lines::parsed(parse))
+    }
+
+    /// Lines of `path` decoded as `lines` says.
+    pub fn with_lines(path: impl AsRef<Path>, lines: Lines<T>) -> Self {
+        FileSource {
+            path: path.as_ref().to_path_buf(),
+            lines,
+            files: Vec::new(),
+            file_idx: 0,
+            reader: None,
+            offset: 0,
+            line_no: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Changes how lines are decoded (blank lines, bad input policy, counter).
+    pub fn map_lines(mut self, f: impl FnOnce(Lines<T>) -> Lines<T>) -> Self {
+        self.lines = f(self.lines);
+        self
+    }
+
+    /// The malformed-input counter.
+    pub fn errors(&self) -> &crate::InputErrors {
+        self.lines.errors()
+    }
+
+    /// The current position: index of the file being read, and byte offset in it.
+    pub fn position(&self) -> (usize, u64) {
+        (self.file_idx, self.offset)
+    }
+
+    fn open_next(&mut self) -> Result<bool, ConnectorError> {
+        let Some(path) = self.files.get(self.file_idx) else {
+            return Ok(false);
+        };
+        let file = File::open(path)
+            .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
+        self.reader = Some(BufReader::with_capacity(256 * 1024, file));
+        self.offset = 0;
+        self.line_no = 0;
+        Ok(true)
+    }
+}
+
+const LINES_PER_POLL: usize = 1024;
+
+impl<T: Data> Source for FileSource<T> {
+    type Out = Collector<T>;
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        let meta = std::fs::metadata(&self.path).map_err(|e| {
+            ConnectorError::io(format!("reading input {}", self.path.display()), e)
+        })?;
+        let mut all = if meta.is_dir() {
+            let entries = std::fs::read_dir(&self.path).map_err(|e| {
+                ConnectorError::io(format!("listing directory {}", self.path.display()), e)
+            })?;
+            let mut files = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|e| {
+                    ConnectorError::io(format!("listing directory {}", self.path.display()), e)
+                })?;
+                if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                    files.push(entry.path());
+                }
+            }
+            files.sort();
+            files
+        } else {
+            vec![self.path.clone()]
+        };
+        let (me, parallelism) = (ctx.instance().0 as usize, ctx.parallelism() as usize);
+        let mut i = 0;
+        all.retain(|_| {
+            let mine = i % parallelism == me;
+            i += 1;
+            mine
+        });
+        self.files = all;
+        self.file_idx = 0;
+        self.open_next()?;
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Collector<T>) -> Result<SourcePoll, ConnectorError> {
+        for _ in 0..LINES_PER_POLL {
+            let Some(reader) = self.reader.as_mut() else {
+                return Ok(SourcePoll::Finished);
+            };
+            self.buf.clear();
+            let n = reader.read_until(b'\n', &mut self.buf).map_err(|e| {
+                ConnectorError::io(format!("reading {}", self.files[self.file_idx].display()), e)
+            })?;
+            if n == 0 {
+                self.reader = None;
+                self.file_idx += 1;
+                if !self.open_next()? {
+                    return Ok(SourcePoll::Finished);
+                }
+                continue;
+            }
+            self.offset += n as u64;
+            self.line_no += 1;
+            let raw = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+            let (path, line_no) = (&self.files[self.file_idx], self.line_no);
+            if let Some(record) = self
+                .lines
+                .decode(raw, || format!("{}:{line_no}", path.display()))?
+            {
+                out.emit(record);
+            }
+        }
+        Ok(SourcePoll::Emitted)
+    }
+}

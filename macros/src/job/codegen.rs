@@ -1,0 +1,186 @@
+//! Lowering a checked `job!` to calls to the typed builder.
+//!
+//! Every edge is generated with the span of the user's input, so that when
+//! rustc finds a stream of the wrong type (or an unkeyed stream feeding a
+//! keyed operator) the error points at that input.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+
+use super::{InputSpec, JobSpec, Kind, Ports, StreamRef};
+
+/// The expansion after errors: the errors, and an expression of the right
+/// type so that no follow-on error buries them.
+pub(crate) fn failed(errors: TokenStream) -> TokenStream {
+    quote! {{
+        #errors
+        #[allow(unreachable_code)]
+        let __sw_failed: ::std::result::Result<
+            ::streamwork::__private::JobGraph,
+            ::streamwork::__private::GraphError,
+        > = loop {};
+        __sw_failed
+    }}
+}
+
+fn stream_var(stream: &StreamRef) -> syn::Ident {
+    match &stream.channel {
+        Some(channel) => format_ident!(
+            "__sw_s_{}__{}",
+            stream.component,
+            channel,
+            span = stream.component.span()
+        ),
+        None => format_ident!("__sw_s_{}", stream.component, span = stream.component.span()),
+    }
+}
+
+fn grouped(input: &InputSpec) -> Vec<TokenStream> {
+    let vars: Vec<_> = input.refs.iter().map(stream_var).collect();
+    let Some(grouping) = &input.grouping else {
+        return vars.iter().map(|v| quote!(#v)).collect();
+    };
+    let kind = grouping.kind.to_string();
+    let method = match kind.as_str() {
+        "key" | "fields" => format_ident!("key_by", span = grouping.kind.span()),
+        "custom" => format_ident!("partition_by", span = grouping.kind.span()),
+        _ => grouping.kind.clone(),
+    };
+    match &grouping.arg {
+        Some(arg) if !arg.is_empty() => {
+            if vars.len() == 1 {
+                let v = &vars[0];
+                vec![quote!(#v.#method(#arg))]
+            } else {
+                vars.iter()
+                    .map(|v| quote!(#v.#method(::std::clone::Clone::clone(&__sw_group_fn))))
+                    .collect()
+            }
+        }
+        _ => vars.iter().map(|v| quote!(#v.#method())).collect(),
+    }
+}
+
+/// The argument passed for one port's inputs.
+fn port_inputs(inputs: &[InputSpec]) -> TokenStream {
+    let p = quote!(::streamwork::__private);
+    if let [input] = inputs
+        && input.refs.len() == 1
+    {
+        let expr = &grouped(input)[0];
+        return quote_spanned!(input.span=> #expr);
+    }
+    let mut items = Vec::new();
+    let mut lets = Vec::new();
+    for input in inputs {
+        if input.refs.len() > 1
+            && let Some(arg) = input.grouping.as_ref().and_then(|g| g.arg.as_ref())
+        {
+            lets.push(quote!(let __sw_group_fn = #arg;));
+        }
+        let exprs = grouped(input);
+        let span = input.span;
+        let converted = exprs
+            .into_iter()
+            .map(|e| quote_spanned!(span=> #p::IntoInputs::into_inputs(#e)));
+        let group_let = lets.pop();
+        items.push(quote!({ #group_let ::std::vec![#(#converted),*] }));
+    }
+    quote!({
+        let mut __sw_inputs = ::std::vec::Vec::new();
+        #( __sw_inputs.extend(#items); )*
+        __sw_inputs
+    })
+}
+
+pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
+    let p = quote!(::streamwork::__private);
+    let name = spec
+        .name
+        .as_ref()
+        .map(|n| quote!(#n))
+        .unwrap_or_else(|| quote!("job"));
+    let mut body = quote!(let mut __sw_job = #p::JobBuilder::new(#name););
+    for (setting, value) in &spec.settings {
+        body.extend(match setting.to_string().as_str() {
+            "key_groups" => quote_spanned! {setting.span()=>
+                __sw_job.key_groups(#p::KeyGroups::new(#value).unwrap_or_default());
+            },
+            _ => quote_spanned!(setting.span()=> __sw_job.#setting(#value);),
+        });
+    }
+    let dropped: Vec<(String, Option<String>)> = spec
+        .drops
+        .iter()
+        .map(|d| {
+            (
+                d.target.component.to_string(),
+                d.target.channel.as_ref().map(|c| c.to_string()),
+            )
+        })
+        .collect();
+    for &i in order {
+        let component = &spec.components[i];
+        let name_str = component.name.to_string();
+        let expr = &component.expr;
+        let parallelism = component
+            .parallelism
+            .as_ref()
+            .map(|p| quote!((#p) as u32))
+            .unwrap_or_else(|| quote!(1u32));
+        let out = format_ident!("__sw_out_{}", component.name);
+        let span = component.kind_span;
+        let call = match (component.kind, &component.ports) {
+            (Kind::Source, _) => quote_spanned!(span=> __sw_job.source(#name_str, #parallelism, #expr)),
+            (Kind::Operator, Some(Ports::Single(inputs))) => {
+                let inputs = port_inputs(inputs);
+                quote_spanned!(span=> __sw_job.operator(#name_str, #parallelism, #expr, #inputs))
+            }
+            (Kind::Operator, Some(Ports::Two { left, right })) => {
+                let (left, right) = (port_inputs(left), port_inputs(right));
+                quote_spanned!(span=> __sw_job.co_operator(#name_str, #parallelism, #expr, #left, #right))
+            }
+            (Kind::Sink, Some(Ports::Single(inputs))) => {
+                let inputs = port_inputs(inputs);
+                quote_spanned!(span=> __sw_job.sink(#name_str, #parallelism, #expr, #inputs))
+            }
+            _ => unreachable!("shapes were checked"),
+        };
+        if component.kind == Kind::Sink {
+            body.extend(quote!(#call;));
+            continue;
+        }
+        body.extend(quote!(let #out = #call;));
+        match &component.channels {
+            None => {
+                let var = stream_var(&StreamRef {
+                    component: component.name.clone(),
+                    channel: None,
+                });
+                body.extend(quote!(#[allow(unused_variables)] let #var = #out;));
+            }
+            Some(channels) => {
+                body.extend(quote!(let __sw_outs = #out;));
+                for channel in channels {
+                    let key = (name_str.clone(), Some(channel.to_string()));
+                    if dropped.contains(&key) {
+                        let drop = format_ident!("drop_{}", channel, span = channel.span());
+                        body.extend(quote!(let __sw_outs = __sw_outs.#drop();));
+                    } else {
+                        let var = stream_var(&StreamRef {
+                            component: component.name.clone(),
+                            channel: Some(channel.clone()),
+                        });
+                        body.extend(quote!(#[allow(non_snake_case)] let (#var, __sw_outs) = __sw_outs.#channel();));
+                    }
+                }
+                let done = format_ident!("done", span = component.name.span());
+                body.extend(quote!(__sw_outs.#done();));
+            }
+        }
+    }
+    quote!({
+        #body
+        __sw_job.build()
+    })
+}

@@ -1,0 +1,264 @@
+//! `#[operator]`: an `Operator` implementation from a plain function or from
+//! an impl block with per-instance state.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, ImplItem, ImplItemFn, Item, ItemFn, ItemImpl, PathArguments, Type};
+
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let result = syn::parse2::<Item>(item.clone()).and_then(|parsed| match parsed {
+        Item::Fn(function) => from_fn(args, function),
+        Item::Impl(block) => from_impl(args, block),
+        other => Err(syn::Error::new(
+            other.span(),
+            "`#[operator]` goes on a function `fn name(value: In, out: &mut Out)` or on an impl block with `fn on_record`",
+        )),
+    });
+    match result {
+        Ok(tokens) => tokens,
+        // Hand the item back unchanged so one mistake is not buried under
+        // follow-on errors.
+        Err(error) => {
+            let error = error.to_compile_error();
+            quote!(#error #item)
+        }
+    }
+}
+
+/// The signature of a record handler: optional key, value, output.
+struct Handler {
+    key: Option<Type>,
+    input: Type,
+    output: Type,
+}
+
+/// `K` if `ty` is `CurrentKey<'_, K>`.
+fn current_key_type(ty: &Type) -> Option<Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "CurrentKey" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    args.args.iter().find_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t.clone()),
+        _ => None,
+    })
+}
+
+/// `X` if `ty` is `&mut X`.
+fn mut_ref_target(ty: &Type) -> Option<Type> {
+    match ty {
+        Type::Reference(r) if r.mutability.is_some() => Some((*r.elem).clone()),
+        _ => None,
+    }
+}
+
+fn handler(inputs: Vec<&syn::PatType>, span: Span, what: &str) -> syn::Result<Handler> {
+    let usage = format!(
+        "{what} must take `(value: In, out: &mut Out)`, or `(key: CurrentKey<'_, K>, value: In, out: &mut Out)` for a keyed operator"
+    );
+    let (key, input, output) = match inputs.as_slice() {
+        [value, out] => (None, value, out),
+        [key, value, out] => {
+            let Some(key) = current_key_type(&key.ty) else {
+                return Err(syn::Error::new(key.ty.span(), format!("expected `CurrentKey<'_, K>`: {usage}")));
+            };
+            (Some(key), value, out)
+        }
+        _ => return Err(syn::Error::new(span, usage)),
+    };
+    let Some(output) = mut_ref_target(&output.ty) else {
+        return Err(syn::Error::new(
+            output.ty.span(),
+            "the output parameter must be `&mut Collector<T>` or `&mut` a `#[derive(Outputs)]` struct",
+        ));
+    };
+    Ok(Handler {
+        key,
+        input: (*input.ty).clone(),
+        output,
+    })
+}
+
+fn typed_args(inputs: &syn::punctuated::Punctuated<FnArg, syn::Token![,]>) -> Vec<&syn::PatType> {
+    inputs
+        .iter()
+        .filter_map(|a| match a {
+            FnArg::Typed(t) => Some(t),
+            FnArg::Receiver(_) => None,
+        })
+        .collect()
+}
+
+fn key_kind(handler: &Handler) -> TokenStream {
+    let p = quote!(::streamwork::__private);
+    match &handler.key {
+        Some(k) => quote!(#p::ByKey<#k>),
+        None => quote!(#p::NoKey),
+    }
+}
+
+fn camel_case(name: &str) -> String {
+    name.split('_')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            match chars.next() {
+                Some(first) => first.to_uppercase().chain(chars).collect::<String>(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+/// `name = Ident` from the attribute's arguments, if given.
+fn name_override(args: TokenStream) -> syn::Result<Option<syn::Ident>> {
+    if args.is_empty() {
+        return Ok(None);
+    }
+    let parsed: syn::MetaNameValue = syn::parse2(args)?;
+    if !parsed.path.is_ident("name") {
+        return Err(syn::Error::new(parsed.path.span(), "expected `name = TypeName`"));
+    }
+    match parsed.value {
+        syn::Expr::Path(path) if path.path.get_ident().is_some() => {
+            Ok(path.path.get_ident().cloned())
+        }
+        other => Err(syn::Error::new(other.span(), "expected a type name, as in `name = Doubler`")),
+    }
+}
+
+fn from_fn(args: TokenStream, function: ItemFn) -> syn::Result<TokenStream> {
+    let p = quote!(::streamwork::__private);
+    let sig = &function.sig;
+    if let Some(FnArg::Receiver(r)) = sig.inputs.first() {
+        return Err(syn::Error::new(r.span(), "put `#[operator]` on the impl block, not on a method"));
+    }
+    let handler = handler(typed_args(&sig.inputs), sig.span(), "an `#[operator]` function")?;
+    let fn_name = &sig.ident;
+    let struct_name = name_override(args)?
+        .unwrap_or_else(|| format_ident!("{}", camel_case(&fn_name.to_string()), span = fn_name.span()));
+    let vis = &function.vis;
+    let (input, output, key) = (&handler.input, &handler.output, key_kind(&handler));
+    let call = if handler.key.is_some() {
+        quote!(#fn_name(ctx.key(), value, ctx.out()))
+    } else {
+        quote!(#fn_name(value, ctx.out()))
+    };
+    let doc = format!("The operator generated by `#[operator]` from [`{fn_name}`].");
+    Ok(quote! {
+        #function
+
+        #[doc = #doc]
+        #[derive(Clone, Copy, Debug, Default)]
+        #vis struct #struct_name;
+
+        impl #p::Operator for #struct_name {
+            type In = #input;
+            type Key = #key;
+            type Out = #output;
+
+            #[inline]
+            fn on_record(&mut self, value: #input, ctx: &mut #p::Context<'_, #key, #output>) {
+                #call
+            }
+        }
+    })
+}
+
+fn method<'a>(block: &'a ItemImpl, name: &str) -> Option<&'a ImplItemFn> {
+    block.items.iter().find_map(|item| match item {
+        ImplItem::Fn(f) if f.sig.ident == name => Some(f),
+        _ => None,
+    })
+}
+
+fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
+    let p = quote!(::streamwork::__private);
+    if let Some((_, path, _)) = &block.trait_ {
+        return Err(syn::Error::new(
+            path.span(),
+            "`#[operator]` goes on an inherent impl block (`impl MyOperator { fn on_record(..) }`), not on a trait impl",
+        ));
+    }
+    if !args.is_empty() {
+        return Err(syn::Error::new(args.span(), "`#[operator]` on an impl block takes no arguments"));
+    }
+    let Some(on_record) = method(&block, "on_record") else {
+        return Err(syn::Error::new(
+            block.self_ty.span(),
+            "an `#[operator]` impl block needs `fn on_record(&mut self, value: In, out: &mut Out)`",
+        ));
+    };
+    let handler = handler(typed_args(&on_record.sig.inputs), on_record.sig.span(), "`on_record`")?;
+    let self_ty = &block.self_ty;
+    let (generics, where_clause) = (&block.generics, &block.generics.where_clause);
+    let (input, output, key) = (&handler.input, &handler.output, key_kind(&handler));
+    let call = if handler.key.is_some() {
+        quote!(<#self_ty>::on_record(self, ctx.key(), value, ctx.out()))
+    } else {
+        quote!(<#self_ty>::on_record(self, value, ctx.out()))
+    };
+    let open = method(&block, "open").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn open(&mut self, ctx: &#p::InstanceContext) {
+                <#self_ty>::open(self, ctx)
+            }
+        }
+    });
+    let on_end = method(&block, "on_end").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn on_end(&mut self, out: &mut #output) {
+                <#self_ty>::on_end(self, out)
+            }
+        }
+    });
+    Ok(quote! {
+        #block
+
+        impl #generics #p::Operator for #self_ty #where_clause {
+            type In = #input;
+            type Key = #key;
+            type Out = #output;
+
+            #[inline]
+            fn on_record(&mut self, value: #input, ctx: &mut #p::Context<'_, #key, #output>) {
+                #call
+            }
+
+            #open
+            #on_end
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camel_cases_function_names() {
+        assert_eq!(camel_case("parse_vehicle"), "ParseVehicle");
+        assert_eq!(camel_case("x"), "X");
+    }
+
+    #[test]
+    fn keyed_when_first_parameter_is_current_key() {
+        let out = expand(
+            TokenStream::new(),
+            quote!(fn count(key: CurrentKey<'_, String>, v: u64, out: &mut Collector<u64>) {}),
+        )
+        .to_string();
+        assert!(out.contains("ByKey < String >"), "{out}");
+    }
+
+    #[test]
+    fn explains_a_missing_on_record() {
+        let out = expand(TokenStream::new(), quote!(impl Counter { fn other(&mut self) {} })).to_string();
+        assert!(out.contains("needs `fn on_record"));
+    }
+}

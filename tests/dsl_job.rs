@@ -1,0 +1,103 @@
+//! `job!`, `#[operator]` and `#[derive(Outputs)]` end to end.
+
+use streamwork::prelude::*;
+
+#[operator]
+fn double(value: u64, out: &mut Collector<u64>) {
+    out.emit(value * 2);
+}
+
+#[derive(Outputs)]
+struct Parity {
+    even: Collector<u64>,
+    odd: Collector<String>,
+}
+
+#[operator]
+fn split_parity(value: u64, out: &mut Parity) {
+    if value % 2 == 0 {
+        out.even.emit(value);
+    } else {
+        out.odd.emit(format!("odd {value}"));
+    }
+}
+
+#[derive(Clone, Default)]
+struct Counter {
+    counts: KeyedState<u64, u64>,
+}
+
+#[operator]
+impl Counter {
+    fn on_record(&mut self, key: CurrentKey<'_, u64>, _value: u64, out: &mut Collector<(u64, u64)>) {
+        let count = self.counts.get_or_default(key);
+        *count += 1;
+        out.emit((*key, *count));
+    }
+}
+
+#[derive(Clone)]
+struct Tag;
+impl CoOperator for Tag {
+    type Left = u64;
+    type Right = String;
+    type Out = Collector<String>;
+    fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
+        ctx.emit(format!("L{value}"));
+    }
+    fn on_right(&mut self, value: String, ctx: &mut Context<'_, NoKey, Collector<String>>) {
+        ctx.emit(format!("R{value}"));
+    }
+}
+
+#[test]
+fn a_job_with_channels_fan_in_keyed_state_and_two_inputs() {
+    let counted = CollectSink::new();
+    let tagged = CollectSink::new();
+    let graph = job! {
+        name "dsl";
+        batch_size 7;
+        source numbers[2] = VecSource::new((0..100u64).collect());
+        operator doubled[2] = Double <- numbers;
+        operator parity { even, odd } = SplitParity <- numbers.shuffle();
+        operator counts[3] = Counter::default() <- (doubled, parity.even).key(|v: &u64| v % 10);
+        operator tags = Tag <- left(doubled.global()), right(parity.odd);
+        sink counted_out = counted.clone() <- counts;
+        sink tagged_out = tagged.clone() <- tags;
+    }
+    .unwrap();
+    let plan = graph.plan();
+    assert_eq!(plan.components.len(), 7);
+    assert!(plan.to_mermaid().contains("even: key"));
+    let report = graph.run().unwrap();
+    // 100 doubled + 50 even values.
+    assert_eq!(report.component("counts").unwrap().records_in(), 150);
+    let finals: std::collections::BTreeMap<u64, u64> = counted.values().into_iter().fold(
+        Default::default(),
+        |mut m, (k, c)| {
+            let e = m.entry(k).or_insert(0);
+            *e = (*e).max(c);
+            m
+        },
+    );
+    let mut expected = std::collections::BTreeMap::new();
+    for v in (0..100u64).map(|v| v * 2).chain((0..100).filter(|v| v % 2 == 0)) {
+        *expected.entry(v % 10).or_insert(0) += 1;
+    }
+    assert_eq!(finals, expected);
+    assert_eq!(tagged.values().len(), 150);
+}
+
+#[test]
+fn dropped_channels_discard_their_records() {
+    let evens = CollectSink::new();
+    let graph = job! {
+        source numbers = VecSource::new((0..10u64).collect());
+        operator parity { even, odd } = SplitParity <- numbers;
+        sink out = evens.clone() <- parity.even;
+        drop parity.odd;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    assert_eq!(evens.values(), vec![0, 2, 4, 6, 8]);
+}
