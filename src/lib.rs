@@ -82,7 +82,8 @@ pub mod prelude {
 pub mod __private {
     pub use streamwork_core::graph::{Input, IntoInputs, JobBuilder, JobGraph, NodeId, Stream};
     pub use streamwork_core::outputs::{
-        ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs, Unconnected,
+        AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs,
+        Unconnected, all_channels_handled,
     };
     pub use streamwork_core::{
         ByKey, Collector, Context, CurrentKey, GraphError, InstanceContext, KeyGroups, NoKey, Operator,

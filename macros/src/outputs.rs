@@ -4,8 +4,8 @@
 //! Besides the `Outputs` impl, the derive generates the channels' stream
 //! handles as a typestate struct `NameStreams<C0, C1, ...>`: each channel
 //! starts `Unconnected<marker, T>`; `.channel()` takes its stream and
-//! `.drop_channel()` discards it, both turning it `Handled`; `.done()` compiles
-//! only when every channel is `Handled`.
+//! `.drop_channel()` discards it, both turning it `Handled`;
+//! `all_channels_handled(streams)` compiles only when every channel is `Handled`.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -130,7 +130,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
     }
 
     let streams_doc = format!(
-        "Stream handles of the output channels of [`{name}`]; every channel must be taken or dropped before `done()` compiles."
+        "Stream handles of the output channels of [`{name}`]; every channel must be taken or dropped before `all_channels_handled` accepts them."
     );
     Ok(quote! {
         #[doc(hidden)]
@@ -140,17 +140,14 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         }
 
         #[doc = #streams_doc]
-        #[must_use = "every output channel must be connected or dropped, then `done()` called"]
+        #[must_use = "every output channel must be connected or dropped, then checked with `all_channels_handled`"]
         #vis struct #streams<#(#params),*> {
             #( #idents: #params, )*
         }
 
         #methods
 
-        impl<#(#params: #p::ChannelHandled),*> #streams<#(#params),*> {
-            /// Checks that every channel was connected or dropped.
-            pub fn done(self) {}
-        }
+        impl<#(#params: #p::ChannelHandled),*> #p::AllChannelsHandled for #streams<#(#params),*> {}
 
         impl #p::Outputs for #name {
             type Streams = #streams<#(#unconnected),*>;
@@ -214,6 +211,6 @@ mod tests {
         let out = expand(quote!(struct S { big: Collector<u64>, small: Collector<String> })).to_string();
         assert!(out.contains("fn big"));
         assert!(out.contains("fn drop_small"));
-        assert!(out.contains("fn done"));
+        assert!(out.contains("AllChannelsHandled"));
     }
 }

@@ -46,7 +46,10 @@ pub use component::{
 pub use error::{ConnectorError, ErrorDomain, GraphError, TaskError};
 pub use graph::{ComponentKind, Input, IntoInputs, JobBuilder, JobConfig, JobGraph, KeyedStream, NodeId, Stream};
 pub use grouping::{GroupingKind, KeyGroups};
-pub use outputs::{ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected};
+pub use outputs::{
+    AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,
+    all_channels_handled,
+};
 pub use plan::JobPlan;
 pub use record::{Data, Record};
 pub use state::{CurrentKey, Key, KeyedState};

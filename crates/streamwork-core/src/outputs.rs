@@ -146,10 +146,23 @@ pub struct Handled;
 #[diagnostic::on_unimplemented(
     message = "an output channel is neither connected nor dropped: `{Self}`",
     label = "this component has an output channel that nothing reads",
-    note = "connect every output channel to a downstream component, or drop it explicitly (`drop NAME.CHANNEL;` in `job!`, `.drop_CHANNEL()` in the builder)"
+    note = "connect every output channel to a downstream component, or drop it explicitly (`drop NAME.CHANNEL;` in `job!`, `.drop_CHANNEL()` in the builder)",
+    note = "in `job!`, declare every channel of the component: `operator NAME { a, b } = ...`"
 )]
 pub trait ChannelHandled {}
 impl ChannelHandled for Handled {}
+
+/// Implemented (by `#[derive(Outputs)]`) for a set of channel streams whose
+/// every channel is [`Handled`].
+pub trait AllChannelsHandled {}
+
+/// Compiles only when every channel of `streams` was connected or dropped.
+///
+/// `job!` calls it after wiring a component with named channels; builder users
+/// call it the same way after taking or dropping each channel.
+pub fn all_channels_handled<S: AllChannelsHandled>(streams: S) {
+    let _ = streams;
+}
 
 /// The unconnected state of channel `Name` (a marker type named after the
 /// channel) carrying records of type `T`.

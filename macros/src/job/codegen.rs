@@ -14,12 +14,12 @@ use super::{InputSpec, JobSpec, Kind, Ports, StreamRef};
 pub(crate) fn failed(errors: TokenStream) -> TokenStream {
     quote! {{
         #errors
-        #[allow(unreachable_code)]
-        let __sw_failed: ::std::result::Result<
+        ::std::result::Result::<
             ::streamwork::__private::JobGraph,
             ::streamwork::__private::GraphError,
-        > = loop {};
-        __sw_failed
+        >::Err(::streamwork::__private::GraphError::NoSource {
+            job: ::std::string::String::new(),
+        })
     }}
 }
 
@@ -41,23 +41,29 @@ fn grouped(input: &InputSpec) -> Vec<TokenStream> {
         return vars.iter().map(|v| quote!(#v)).collect();
     };
     let kind = grouping.kind.to_string();
+    let span = grouping.kind.span();
     let method = match kind.as_str() {
-        "key" | "fields" => format_ident!("key_by", span = grouping.kind.span()),
-        "custom" => format_ident!("partition_by", span = grouping.kind.span()),
+        "key" | "fields" => format_ident!("key_by", span = span),
+        "custom" => format_ident!("partition_by", span = span),
         _ => grouping.kind.clone(),
     };
     match &grouping.arg {
         Some(arg) if !arg.is_empty() => {
             if vars.len() == 1 {
                 let v = &vars[0];
-                vec![quote!(#v.#method(#arg))]
+                vec![quote_spanned!(span=> #v.#method(#arg))]
             } else {
                 vars.iter()
-                    .map(|v| quote!(#v.#method(::std::clone::Clone::clone(&__sw_group_fn))))
+                    .map(|v| {
+                        quote_spanned!(span=> #v.#method(::std::clone::Clone::clone(&__sw_group_fn)))
+                    })
                     .collect()
             }
         }
-        _ => vars.iter().map(|v| quote!(#v.#method())).collect(),
+        _ => vars
+            .iter()
+            .map(|v| quote_spanned!(span=> #v.#method()))
+            .collect(),
     }
 }
 
@@ -67,8 +73,7 @@ fn port_inputs(inputs: &[InputSpec]) -> TokenStream {
     if let [input] = inputs
         && input.refs.len() == 1
     {
-        let expr = &grouped(input)[0];
-        return quote_spanned!(input.span=> #expr);
+        return grouped(input).remove(0);
     }
     let mut items = Vec::new();
     let mut lets = Vec::new();
@@ -174,8 +179,8 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
                         body.extend(quote!(#[allow(non_snake_case)] let (#var, __sw_outs) = __sw_outs.#channel();));
                     }
                 }
-                let done = format_ident!("done", span = component.name.span());
-                body.extend(quote!(__sw_outs.#done();));
+                let span = component.name.span();
+                body.extend(quote_spanned!(span=> #p::all_channels_handled(__sw_outs);));
             }
         }
     }
