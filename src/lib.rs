@@ -71,8 +71,8 @@ pub mod prelude {
     };
     pub use streamwork_core::{
         ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data, GroupingKind,
-        InstanceContext, JobBuilder, JobGraph, KeyedState, KeyedStream, NoKey, Operator, Record,
-        Sink, Source, SourcePoll, Stream, Timestamp,
+        Input, InstanceContext, JobBuilder, JobGraph, KeyedState, KeyedStream, NoKey, Operator,
+        Record, Sink, Source, SourcePoll, Stream, Timestamp,
     };
     pub use streamwork_runtime::{JobError, JobHandle, JobReport};
 }
@@ -81,14 +81,15 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use streamwork_core::graph::{Input, IntoInputs, JobBuilder, JobGraph, NodeId, Stream};
+    pub use streamwork_core::message::{Control, Disconnected};
     pub use streamwork_core::outputs::{
         AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs,
         Unconnected, all_channels_handled,
     };
-    pub use streamwork_core::{
-        ByKey, Collector, Context, CurrentKey, GraphError, InstanceContext, KeyGroups, NoKey, Operator,
-    };
-    pub use streamwork_core::message::{Control, Disconnected};
-    pub use streamwork_core::time::Timestamp;
     pub use streamwork_core::record::Data;
+    pub use streamwork_core::time::Timestamp;
+    pub use streamwork_core::{
+        ByKey, Collector, Context, CurrentKey, GraphError, InstanceContext, KeyGroups, NoKey,
+        Operator,
+    };
 }

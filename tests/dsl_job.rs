@@ -29,7 +29,12 @@ struct Counter {
 
 #[operator]
 impl Counter {
-    fn on_record(&mut self, key: CurrentKey<'_, u64>, _value: u64, out: &mut Collector<(u64, u64)>) {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        _value: u64,
+        out: &mut Collector<(u64, u64)>,
+    ) {
         let count = self.counts.get_or_default(key);
         *count += 1;
         out.emit((*key, *count));
@@ -72,16 +77,20 @@ fn a_job_with_channels_fan_in_keyed_state_and_two_inputs() {
     let report = graph.run().unwrap();
     // 100 doubled + 50 even values.
     assert_eq!(report.component("counts").unwrap().records_in(), 150);
-    let finals: std::collections::BTreeMap<u64, u64> = counted.values().into_iter().fold(
-        Default::default(),
-        |mut m, (k, c)| {
-            let e = m.entry(k).or_insert(0);
-            *e = (*e).max(c);
-            m
-        },
-    );
+    let finals: std::collections::BTreeMap<u64, u64> =
+        counted
+            .values()
+            .into_iter()
+            .fold(Default::default(), |mut m, (k, c)| {
+                let e = m.entry(k).or_insert(0);
+                *e = (*e).max(c);
+                m
+            });
     let mut expected = std::collections::BTreeMap::new();
-    for v in (0..100u64).map(|v| v * 2).chain((0..100).filter(|v| v % 2 == 0)) {
+    for v in (0..100u64)
+        .map(|v| v * 2)
+        .chain((0..100).filter(|v| v % 2 == 0))
+    {
         *expected.entry(v % 10).or_insert(0) += 1;
     }
     assert_eq!(finals, expected);

@@ -35,7 +35,12 @@ fn source_map_keyed_count_sink() {
     let mut job = JobBuilder::new("smoke");
     let nums = job.source("nums", 2, GeneratorSource::new(|i| i).take(10_000));
     let tripled = job.operator("triple", 2, Triple, nums);
-    let counts = job.operator("count", 3, CountByKey::default(), tripled.key_by(|v: &u64| v % 7));
+    let counts = job.operator(
+        "count",
+        3,
+        CountByKey::default(),
+        tripled.key_by(|v: &u64| v % 7),
+    );
     let sink = CollectSink::new();
     job.sink("sink", 1, sink.clone(), counts);
     let report = job.build().unwrap().run().unwrap();

@@ -19,7 +19,10 @@ impl Diagnostics {
 
     /// The errors as `compile_error!` invocations.
     pub(crate) fn to_tokens(&self) -> TokenStream {
-        self.errors.iter().map(syn::Error::to_compile_error).collect()
+        self.errors
+            .iter()
+            .map(syn::Error::to_compile_error)
+            .collect()
     }
 
     #[cfg(test)]
@@ -29,7 +32,10 @@ impl Diagnostics {
 }
 
 /// The closest of `candidates` to `name`, if close enough to suggest.
-pub(crate) fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn suggest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (edit_distance(name, c), c))

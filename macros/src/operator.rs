@@ -65,7 +65,10 @@ fn handler(inputs: Vec<&syn::PatType>, span: Span, what: &str) -> syn::Result<Ha
         [value, out] => (None, value, out),
         [key, value, out] => {
             let Some(key) = current_key_type(&key.ty) else {
-                return Err(syn::Error::new(key.ty.span(), format!("expected `CurrentKey<'_, K>`: {usage}")));
+                return Err(syn::Error::new(
+                    key.ty.span(),
+                    format!("expected `CurrentKey<'_, K>`: {usage}"),
+                ));
             };
             (Some(key), value, out)
         }
@@ -122,13 +125,19 @@ fn name_override(args: TokenStream) -> syn::Result<Option<syn::Ident>> {
     }
     let parsed: syn::MetaNameValue = syn::parse2(args)?;
     if !parsed.path.is_ident("name") {
-        return Err(syn::Error::new(parsed.path.span(), "expected `name = TypeName`"));
+        return Err(syn::Error::new(
+            parsed.path.span(),
+            "expected `name = TypeName`",
+        ));
     }
     match parsed.value {
         syn::Expr::Path(path) if path.path.get_ident().is_some() => {
             Ok(path.path.get_ident().cloned())
         }
-        other => Err(syn::Error::new(other.span(), "expected a type name, as in `name = Doubler`")),
+        other => Err(syn::Error::new(
+            other.span(),
+            "expected a type name, as in `name = Doubler`",
+        )),
     }
 }
 
@@ -136,12 +145,24 @@ fn from_fn(args: TokenStream, function: ItemFn) -> syn::Result<TokenStream> {
     let p = quote!(::streamwork::__private);
     let sig = &function.sig;
     if let Some(FnArg::Receiver(r)) = sig.inputs.first() {
-        return Err(syn::Error::new(r.span(), "put `#[operator]` on the impl block, not on a method"));
+        return Err(syn::Error::new(
+            r.span(),
+            "put `#[operator]` on the impl block, not on a method",
+        ));
     }
-    let handler = handler(typed_args(&sig.inputs), sig.span(), "an `#[operator]` function")?;
+    let handler = handler(
+        typed_args(&sig.inputs),
+        sig.span(),
+        "an `#[operator]` function",
+    )?;
     let fn_name = &sig.ident;
-    let struct_name = name_override(args)?
-        .unwrap_or_else(|| format_ident!("{}", camel_case(&fn_name.to_string()), span = fn_name.span()));
+    let struct_name = name_override(args)?.unwrap_or_else(|| {
+        format_ident!(
+            "{}",
+            camel_case(&fn_name.to_string()),
+            span = fn_name.span()
+        )
+    });
     let vis = &function.vis;
     let (input, output, key) = (&handler.input, &handler.output, key_kind(&handler));
     let call = if handler.key.is_some() {
@@ -186,7 +207,10 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
         ));
     }
     if !args.is_empty() {
-        return Err(syn::Error::new(args.span(), "`#[operator]` on an impl block takes no arguments"));
+        return Err(syn::Error::new(
+            args.span(),
+            "`#[operator]` on an impl block takes no arguments",
+        ));
     }
     let Some(on_record) = method(&block, "on_record") else {
         return Err(syn::Error::new(
@@ -194,7 +218,11 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             "an `#[operator]` impl block needs `fn on_record(&mut self, value: In, out: &mut Out)`",
         ));
     };
-    let handler = handler(typed_args(&on_record.sig.inputs), on_record.sig.span(), "`on_record`")?;
+    let handler = handler(
+        typed_args(&on_record.sig.inputs),
+        on_record.sig.span(),
+        "`on_record`",
+    )?;
     let self_ty = &block.self_ty;
     let (generics, where_clause) = (&block.generics, &block.generics.where_clause);
     let (input, output, key) = (&handler.input, &handler.output, key_kind(&handler));
@@ -250,7 +278,9 @@ mod tests {
     fn keyed_when_first_parameter_is_current_key() {
         let out = expand(
             TokenStream::new(),
-            quote!(fn count(key: CurrentKey<'_, String>, v: u64, out: &mut Collector<u64>) {}),
+            quote!(
+                fn count(key: CurrentKey<'_, String>, v: u64, out: &mut Collector<u64>) {}
+            ),
         )
         .to_string();
         assert!(out.contains("ByKey < String >"), "{out}");
@@ -258,7 +288,11 @@ mod tests {
 
     #[test]
     fn explains_a_missing_on_record() {
-        let out = expand(TokenStream::new(), quote!(impl Counter { fn other(&mut self) {} })).to_string();
+        let out = expand(
+            TokenStream::new(),
+            quote!(impl Counter { fn other(&mut self) {} }),
+        )
+        .to_string();
         assert!(out.contains("needs `fn on_record"));
     }
 }

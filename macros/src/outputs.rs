@@ -77,7 +77,9 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
     let p = quote!(::streamwork::__private);
     let streams = format_ident!("{}Streams", name);
     let markers = format_ident!("__streamwork_channels_of_{}", name);
-    let params: Vec<_> = (0..channels.len()).map(|i| format_ident!("C{}", i)).collect();
+    let params: Vec<_> = (0..channels.len())
+        .map(|i| format_ident!("C{}", i))
+        .collect();
     let idents: Vec<_> = channels.iter().map(|(i, _)| i.clone()).collect();
     let items: Vec<_> = channels.iter().map(|(_, t)| t.clone()).collect();
     let names: Vec<String> = idents.iter().map(|i| i.to_string()).collect();
@@ -100,17 +102,35 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         let self_args: Vec<TokenStream> = params
             .iter()
             .enumerate()
-            .map(|(j, param)| if j == k { unconnected[k].clone() } else { quote!(#param) })
+            .map(|(j, param)| {
+                if j == k {
+                    unconnected[k].clone()
+                } else {
+                    quote!(#param)
+                }
+            })
             .collect();
         let out_args: Vec<TokenStream> = params
             .iter()
             .enumerate()
-            .map(|(j, param)| if j == k { quote!(#p::Handled) } else { quote!(#param) })
+            .map(|(j, param)| {
+                if j == k {
+                    quote!(#p::Handled)
+                } else {
+                    quote!(#param)
+                }
+            })
             .collect();
         let rebuild: Vec<TokenStream> = idents
             .iter()
             .enumerate()
-            .map(|(j, i)| if j == k { quote!(#i: #p::Handled) } else { quote!(#i: self.#i) })
+            .map(|(j, i)| {
+                if j == k {
+                    quote!(#i: #p::Handled)
+                } else {
+                    quote!(#i: self.#i)
+                }
+            })
             .collect();
         let take_doc = format!("Takes the stream of channel `{ident}` to connect it.");
         let drop_doc = format!("Drops channel `{ident}`: its records are discarded.");
@@ -202,13 +222,23 @@ mod tests {
 
     #[test]
     fn rejects_non_collector_fields() {
-        let out = expand(quote!(struct S { a: Vec<u8> }));
+        let out = expand(quote!(
+            struct S {
+                a: Vec<u8>,
+            }
+        ));
         assert!(out.to_string().contains("must have type `Collector<T>`"));
     }
 
     #[test]
     fn generates_one_take_and_drop_method_per_channel() {
-        let out = expand(quote!(struct S { big: Collector<u64>, small: Collector<String> })).to_string();
+        let out = expand(quote!(
+            struct S {
+                big: Collector<u64>,
+                small: Collector<String>,
+            }
+        ))
+        .to_string();
         assert!(out.contains("fn big"));
         assert!(out.contains("fn drop_small"));
         assert!(out.contains("AllChannelsHandled"));

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use streamwork_core::{Collector, ConnectorError, Data, InstanceContext, Source, SourcePoll, Timestamp};
+use streamwork_core::{
+    Collector, ConnectorError, Data, InstanceContext, Source, SourcePoll, Timestamp,
+};
 
 type Make<T> = Arc<dyn Fn(u64) -> T + Send + Sync>;
 type Stamp<T> = Arc<dyn Fn(u64, &T) -> Timestamp + Send + Sync>;

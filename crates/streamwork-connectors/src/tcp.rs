@@ -117,7 +117,10 @@ impl<T: Data> Source for TcpLineSource<T> {
                     self.line_no += 1;
                     let raw = &self.buf[..self.buf.len() - 1];
                     let (addr, line_no) = (&self.addr, self.line_no);
-                    if let Some(record) = self.lines.decode(raw, || format!("{addr} line {line_no}"))? {
+                    if let Some(record) = self
+                        .lines
+                        .decode(raw, || format!("{addr} line {line_no}"))?
+                    {
                         out.emit(record);
                     }
                     self.buf.clear();

@@ -134,7 +134,12 @@ pub struct SourceInstance<S: Source> {
 
 impl<S: Source> SourceInstance<S> {
     /// Wraps `source` with its outputs.
-    pub fn new(source: S, out: S::Out, ctx: InstanceContext, counters: Arc<InstanceCounters>) -> Self {
+    pub fn new(
+        source: S,
+        out: S::Out,
+        ctx: InstanceContext,
+        counters: Arc<InstanceCounters>,
+    ) -> Self {
         SourceInstance {
             source,
             out,
@@ -310,7 +315,12 @@ pub struct CoOperatorInstance<C: CoOperator> {
 
 impl<C: CoOperator> CoOperatorInstance<C> {
     /// Wraps `operator`.
-    pub fn new(operator: C, out: C::Out, ctx: InstanceContext, counters: Arc<InstanceCounters>) -> Self {
+    pub fn new(
+        operator: C,
+        out: C::Out,
+        ctx: InstanceContext,
+        counters: Arc<InstanceCounters>,
+    ) -> Self {
         CoOperatorInstance {
             operator,
             out,
@@ -340,7 +350,8 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
             n = batch.len() as u64;
             for record in batch {
                 self.out.set_time(record.time);
-                let mut context = Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
+                let mut context =
+                    Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
                 self.operator.on_left(record.value, &mut context);
             }
         } else {
@@ -348,7 +359,8 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
             n = batch.len() as u64;
             for record in batch {
                 self.out.set_time(record.time);
-                let mut context = Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
+                let mut context =
+                    Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
                 self.operator.on_right(record.value, &mut context);
             }
         }

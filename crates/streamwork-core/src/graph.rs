@@ -99,7 +99,12 @@ pub struct EdgeWiring {
 type EdgeMaker<T> = Arc<dyn Fn(GroupingKind, EdgeWiring) -> Box<dyn Edge<T>> + Send + Sync>;
 
 fn dispatcher<T: Data, R: crate::grouping::Route<T>>(route: R, w: EdgeWiring) -> Box<dyn Edge<T>> {
-    Box::new(ChannelDispatcher::new(route, w.from, w.targets, w.batch_size))
+    Box::new(ChannelDispatcher::new(
+        route,
+        w.from,
+        w.targets,
+        w.batch_size,
+    ))
 }
 
 fn basic_maker<T: Data>() -> EdgeMaker<T> {
@@ -158,6 +163,14 @@ impl<T, K> Clone for KeyedStream<T, K> {
     }
 }
 
+impl<T: Data, K: Key> KeyedStream<T, K> {
+    /// This fields-grouped stream as a plain input, for an operator that is
+    /// not keyed (it receives all records of a key but no keyed context).
+    pub fn as_input(self) -> Input<T> {
+        self.input
+    }
+}
+
 impl<T: Data> Stream<T> {
     #[doc(hidden)]
     pub fn __new(job: u64, node: NodeId, channel: u32) -> Self {
@@ -202,7 +215,10 @@ impl<T: Data> Stream<T> {
 
     /// Fields grouping by `key`: every record with the same key goes to the
     /// same instance, through the [stable hash](crate::hash) and key groups.
-    pub fn key_by<K: Key>(self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> KeyedStream<T, K> {
+    pub fn key_by<K: Key>(
+        self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> KeyedStream<T, K> {
         let key: KeyFn<T, K> = Arc::new(key);
         let route_key = key.clone();
         let make: EdgeMaker<T> = Arc::new(move |_, w: EdgeWiring| {
@@ -346,10 +362,8 @@ pub struct PortInfo {
 }
 
 /// Builds a source instance.
-pub type SourceFactory = Box<
-    dyn Fn(InstanceContext, OutputParts, Arc<InstanceCounters>) -> Box<dyn SourceTask>
-        + Send,
->;
+pub type SourceFactory =
+    Box<dyn Fn(InstanceContext, OutputParts, Arc<InstanceCounters>) -> Box<dyn SourceTask> + Send>;
 /// Builds an instance that reads its inputs from channels. The last argument
 /// maps, per port, each sender index to the ordinal of its edge at that port.
 pub type RootFactory = Box<
@@ -358,9 +372,8 @@ pub type RootFactory = Box<
 >;
 /// Builds an instance fused into its upstream's task: a `Box<dyn Edge<In>>`
 /// boxed as `Any`.
-pub type FusedFactory = Box<
-    dyn Fn(InstanceContext, OutputParts, Arc<InstanceCounters>) -> Box<dyn Any + Send> + Send,
->;
+pub type FusedFactory =
+    Box<dyn Fn(InstanceContext, OutputParts, Arc<InstanceCounters>) -> Box<dyn Any + Send> + Send>;
 
 /// How the runtime instantiates a component.
 pub enum NodeFactory {
@@ -572,7 +585,12 @@ impl JobBuilder {
     ) -> <S::Out as Outputs>::Streams {
         let factory: SourceFactory = Box::new(move |ctx, mut parts, counters| {
             let out = S::Out::assemble(&mut parts);
-            Box::new(exec::SourceInstance::new(source.clone(), out, ctx, counters))
+            Box::new(exec::SourceInstance::new(
+                source.clone(),
+                out,
+                ctx,
+                counters,
+            ))
         });
         let node = self.add_node(
             name,

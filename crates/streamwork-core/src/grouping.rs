@@ -205,7 +205,12 @@ mod tests {
         let picks: Vec<Target> = (0..4).map(|_| Route::<u8>::route(&mut r, &0, 3)).collect();
         assert_eq!(
             picks,
-            vec![Target::One(1), Target::One(2), Target::One(0), Target::One(1)]
+            vec![
+                Target::One(1),
+                Target::One(2),
+                Target::One(0),
+                Target::One(1)
+            ]
         );
     }
 

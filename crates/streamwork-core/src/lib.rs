@@ -44,7 +44,9 @@ pub use component::{
     Source, SourcePoll,
 };
 pub use error::{ConnectorError, ErrorDomain, GraphError, TaskError};
-pub use graph::{ComponentKind, Input, IntoInputs, JobBuilder, JobConfig, JobGraph, KeyedStream, NodeId, Stream};
+pub use graph::{
+    ComponentKind, Input, IntoInputs, JobBuilder, JobConfig, JobGraph, KeyedStream, NodeId, Stream,
+};
 pub use grouping::{GroupingKind, KeyGroups};
 pub use outputs::{
     AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,

@@ -147,7 +147,7 @@ pub struct Handled;
     message = "an output channel is neither connected nor dropped: `{Self}`",
     label = "this component has an output channel that nothing reads",
     note = "connect every output channel to a downstream component, or drop it explicitly (`drop NAME.CHANNEL;` in `job!`, `.drop_CHANNEL()` in the builder)",
-    note = "in `job!`, declare every channel of the component: `operator NAME { a, b } = ...`"
+    note = "in `job!`, declare every channel of the component: `operator NAME {{ a, b }} = ...`"
 )]
 pub trait ChannelHandled {}
 impl ChannelHandled for Handled {}

@@ -131,7 +131,10 @@ impl JobPlan {
 
     /// Graphviz DOT text.
     pub fn to_dot(&self) -> String {
-        let mut s = format!("digraph \"{}\" {{\n  rankdir=LR;\n", self.name.replace('"', "'"));
+        let mut s = format!(
+            "digraph \"{}\" {{\n  rankdir=LR;\n",
+            self.name.replace('"', "'")
+        );
         for (i, c) in self.components.iter().enumerate() {
             let shape = match c.kind {
                 ComponentKind::Source => "invhouse",

@@ -111,7 +111,9 @@ fn drive(mut task: Task, flags: &Flags, failure: &Mutex<Option<JobError>>) -> En
 
 /// Keeps the first failure that is not a mere consequence of another.
 fn record_failure(failure: &Mutex<Option<JobError>>, error: JobError) {
-    let mut slot = failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = failure
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let replace = match &*slot {
         None => true,
         Some(existing) => existing.is_cascade() && !error.is_cascade(),
@@ -121,7 +123,11 @@ fn record_failure(failure: &Mutex<Option<JobError>>, error: JobError) {
     }
 }
 
-fn payload_error(component: String, instance: u32, payload: Box<dyn std::any::Any + Send>) -> JobError {
+fn payload_error(
+    component: String,
+    instance: u32,
+    payload: Box<dyn std::any::Any + Send>,
+) -> JobError {
     let payload = match payload.downcast::<FusedFailure>() {
         Ok(fused) => {
             return JobError::Failed {

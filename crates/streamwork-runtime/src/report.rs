@@ -72,7 +72,11 @@ impl fmt::Display for JobReport {
             "component", "kind", "records in", "records out"
         )?;
         for c in &self.components {
-            let per: Vec<String> = c.instances.iter().map(|i| i.records_in.to_string()).collect();
+            let per: Vec<String> = c
+                .instances
+                .iter()
+                .map(|i| i.records_in.to_string())
+                .collect();
             writeln!(
                 f,
                 "  {:<24} {:>8} {:>12} {:>12}  [{}]",

@@ -54,13 +54,8 @@ impl Layout {
             let incoming: Vec<usize> = (0..edges.len())
                 .filter(|&e| edges[e].to().0 as usize == to)
                 .collect();
-            let fusable = matches!(
-                node.factory(),
-                NodeFactory::Input {
-                    fused: Some(_),
-                    ..
-                }
-            ) && node.ports().len() == 1
+            let fusable = matches!(node.factory(), NodeFactory::Input { fused: Some(_), .. })
+                && node.ports().len() == 1
                 && incoming.len() == 1
                 && edges[incoming[0]].grouping() == GroupingKind::Forward;
             if fusable {

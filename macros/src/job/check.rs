@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Component, JobSpec, Kind, Ports, StreamRef, GROUPINGS};
+use super::{Component, GROUPINGS, JobSpec, Kind, Ports, StreamRef};
 use crate::diag::{Diagnostics, suggest};
 
 /// Checks `spec`; returns the components in dependency order (upstream first).
@@ -34,7 +34,9 @@ pub(crate) fn check(spec: &JobSpec, diagnostics: &mut Diagnostics) -> Vec<usize>
     let mut upstream: Vec<Vec<usize>> = vec![Vec::new(); spec.components.len()];
     for (i, component) in spec.components.iter().enumerate() {
         check_shape(component, diagnostics);
-        let Some(ports) = &component.ports else { continue };
+        let Some(ports) = &component.ports else {
+            continue;
+        };
         for input in ports.all() {
             for stream in &input.refs {
                 if let Some(j) = resolve(spec, &index, stream, diagnostics) {
@@ -62,7 +64,9 @@ pub(crate) fn check(spec: &JobSpec, diagnostics: &mut Diagnostics) -> Vec<usize>
                 {
                     diagnostics.error(
                         grouping.kind.span(),
-                        format!("grouping `{kind}` needs a function, as in `.{kind}(|record| ...)`"),
+                        format!(
+                            "grouping `{kind}` needs a function, as in `.{kind}(|record| ...)`"
+                        ),
                     );
                 } else if !matches!(kind.as_str(), "key" | "fields" | "custom")
                     && grouping.arg.as_ref().is_some_and(|a| !a.is_empty())
@@ -103,13 +107,19 @@ fn check_shape(component: &Component, diagnostics: &mut Diagnostics) {
         _ => {}
     }
     if component.kind == Kind::Sink && component.channels.is_some() {
-        diagnostics.error(name.span(), format!("sink `{name}` has no output channels to declare"));
+        diagnostics.error(
+            name.span(),
+            format!("sink `{name}` has no output channels to declare"),
+        );
     }
     if let Some(channels) = &component.channels {
         let mut seen = HashSet::new();
         for channel in channels {
             if !seen.insert(channel.to_string()) {
-                diagnostics.error(channel.span(), format!("channel `{channel}` is declared twice"));
+                diagnostics.error(
+                    channel.span(),
+                    format!("channel `{channel}` is declared twice"),
+                );
             }
             if GROUPINGS.contains(&channel.to_string().as_str()) {
                 diagnostics.error(
@@ -119,7 +129,10 @@ fn check_shape(component: &Component, diagnostics: &mut Diagnostics) {
             }
         }
         if channels.is_empty() {
-            diagnostics.error(name.span(), "declare at least one channel between `{ }`, or remove them");
+            diagnostics.error(
+                name.span(),
+                "declare at least one channel between `{ }`, or remove them",
+            );
         }
     }
 }
@@ -153,13 +166,27 @@ fn resolve(
     match (&target.channels, &stream.channel) {
         (Some(channels), Some(channel)) => {
             if !channels.iter().any(|c| c == channel) {
-                let list = channels.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
-                let hint = suggest(&channel.to_string(), channels.iter().map(|c| c.to_string()).collect::<Vec<_>>().iter().map(String::as_str))
-                    .map(|s| format!(" (did you mean `{s}`?)"))
-                    .unwrap_or_default();
+                let list = channels
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let hint = suggest(
+                    &channel.to_string(),
+                    channels
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(String::as_str),
+                )
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
                 diagnostics.error(
                     channel.span(),
-                    format!("unknown channel `{channel}` of `{name}`{hint}: its channels are {list}"),
+                    format!(
+                        "unknown channel `{channel}` of `{name}`{hint}: its channels are {list}"
+                    ),
                 );
                 return None;
             }
@@ -310,7 +337,14 @@ fn order(spec: &JobSpec, upstream: &[Vec<usize>], diagnostics: &mut Diagnostics)
     let mut order = Vec::new();
     let mut cycles = Vec::new();
     for i in 0..spec.components.len() {
-        visit(i, upstream, &mut marks, &mut Vec::new(), &mut order, &mut cycles);
+        visit(
+            i,
+            upstream,
+            &mut marks,
+            &mut Vec::new(),
+            &mut order,
+            &mut cycles,
+        );
     }
     let mut reported = HashSet::new();
     for cycle in cycles {
@@ -356,9 +390,20 @@ mod tests {
             operator b = O <- c;
             sink d = K <- b;
         });
-        assert!(e.iter().any(|m| m.starts_with("duplicate component name `a`")), "{e:?}");
-        assert!(e.iter().any(|m| m.starts_with("unknown stream `c`")), "{e:?}");
-        assert!(e.iter().any(|m| m.contains("output of source `a` is never used")), "{e:?}");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("duplicate component name `a`")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|m| m.starts_with("unknown stream `c`")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.contains("output of source `a` is never used")),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -369,7 +414,11 @@ mod tests {
             operator b = O <- a;
             sink k = K <- b;
         });
-        assert_eq!(e.iter().filter(|m| m.contains("part of a cycle")).count(), 2, "{e:?}");
+        assert_eq!(
+            e.iter().filter(|m| m.contains("part of a cycle")).count(),
+            2,
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -392,7 +441,15 @@ mod tests {
             operator split { big, small } = O <- s;
             sink k = K <- split.bog;
         });
-        assert!(e.iter().any(|m| m.starts_with("unknown channel `bog` of `split` (did you mean `big`?)")), "{e:?}");
-        assert!(e.iter().any(|m| m.starts_with("output channel `split.small` is never connected")), "{e:?}");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("unknown channel `bog` of `split` (did you mean `big`?)")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("output channel `split.small` is never connected")),
+            "{e:?}"
+        );
     }
 }

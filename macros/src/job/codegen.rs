@@ -31,7 +31,11 @@ fn stream_var(stream: &StreamRef) -> syn::Ident {
             channel,
             span = stream.component.span()
         ),
-        None => format_ident!("__sw_s_{}", stream.component, span = stream.component.span()),
+        None => format_ident!(
+            "__sw_s_{}",
+            stream.component,
+            span = stream.component.span()
+        ),
     }
 }
 
@@ -136,7 +140,9 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         let out = format_ident!("__sw_out_{}", component.name);
         let span = component.kind_span;
         let call = match (component.kind, &component.ports) {
-            (Kind::Source, _) => quote_spanned!(span=> __sw_job.source(#name_str, #parallelism, #expr)),
+            (Kind::Source, _) => {
+                quote_spanned!(span=> __sw_job.source(#name_str, #parallelism, #expr))
+            }
             (Kind::Operator, Some(Ports::Single(inputs))) => {
                 let inputs = port_inputs(inputs);
                 quote_spanned!(span=> __sw_job.operator(#name_str, #parallelism, #expr, #inputs))

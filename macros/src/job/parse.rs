@@ -24,7 +24,7 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::{Ident, LitStr, Token, braced, bracketed, parenthesized};
 
-use super::{Component, DropSpec, Grouping, InputSpec, JobSpec, Kind, Ports, StreamRef, GROUPINGS};
+use super::{Component, DropSpec, GROUPINGS, Grouping, InputSpec, JobSpec, Kind, Ports, StreamRef};
 
 const SETTINGS: &[&str] = &["batch_size", "channel_capacity", "key_groups"];
 
@@ -48,8 +48,12 @@ impl Parse for JobSpec {
                     input.parse::<Token![;]>()?;
                     spec.settings.push((keyword, value));
                 }
-                "source" => spec.components.push(component(input, Kind::Source, keyword)?),
-                "operator" => spec.components.push(component(input, Kind::Operator, keyword)?),
+                "source" => spec
+                    .components
+                    .push(component(input, Kind::Source, keyword)?),
+                "operator" => spec
+                    .components
+                    .push(component(input, Kind::Operator, keyword)?),
                 "sink" => spec.components.push(component(input, Kind::Sink, keyword)?),
                 "drop" => {
                     let target = stream_ref(input)?;
@@ -98,7 +102,11 @@ fn component(input: ParseStream, kind: Kind, keyword: Ident) -> syn::Result<Comp
     input.parse::<Token![=]>().map_err(|e| {
         syn::Error::new(
             e.span(),
-            format!("expected `=` and the {} value after `{} {name}`", kind.word(), kind.word()),
+            format!(
+                "expected `=` and the {} value after `{} {name}`",
+                kind.word(),
+                kind.word()
+            ),
         )
     })?;
     let expr = expression(input)?;
@@ -130,7 +138,10 @@ fn component(input: ParseStream, kind: Kind, keyword: Ident) -> syn::Result<Comp
 /// Tokens up to the first top-level `;` or `<-`.
 fn expression(input: ParseStream) -> syn::Result<TokenStream> {
     let mut tokens = TokenStream::new();
-    while !input.is_empty() && !input.peek(Token![;]) && !(input.peek(Token![<]) && input.peek2(Token![-])) {
+    while !input.is_empty()
+        && !input.peek(Token![;])
+        && !(input.peek(Token![<]) && input.peek2(Token![-]))
+    {
         let tree: TokenTree = input.parse()?;
         tokens.extend([tree]);
     }
@@ -263,10 +274,14 @@ mod tests {
         })
         .unwrap();
         assert_eq!(spec.components.len(), 4);
-        let Some(Ports::Single(inputs)) = &spec.components[1].ports else { panic!() };
+        let Some(Ports::Single(inputs)) = &spec.components[1].ports else {
+            panic!()
+        };
         assert_eq!(inputs.len(), 2);
         assert_eq!(inputs[0].grouping.as_ref().unwrap().kind, "key");
-        let Some(Ports::Two { right, .. }) = &spec.components[2].ports else { panic!() };
+        let Some(Ports::Two { right, .. }) = &spec.components[2].ports else {
+            panic!()
+        };
         assert_eq!(right[0].refs.len(), 2);
         assert_eq!(right[0].refs[0].channel.as_ref().unwrap(), "y");
     }
@@ -274,6 +289,9 @@ mod tests {
     #[test]
     fn expression_stops_at_arrow() {
         let spec: JobSpec = syn::parse2(quote!(operator b = Vec::<u8>::new() <- a;)).unwrap();
-        assert_eq!(spec.components[0].expr.to_string(), "Vec :: < u8 > :: new ()");
+        assert_eq!(
+            spec.components[0].expr.to_string(),
+            "Vec :: < u8 > :: new ()"
+        );
     }
 }

@@ -41,7 +41,10 @@ impl<T> Clone for FileSink<T> {
 
 impl<T: Data> FileSink<T> {
     /// Writes into directory `dir`, formatting each record with `format`.
-    pub fn new(dir: impl AsRef<Path>, format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static) -> Self {
+    pub fn new(
+        dir: impl AsRef<Path>,
+        format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
+    ) -> Self {
         FileSink {
             path: dir.as_ref().to_path_buf(),
             single: false,

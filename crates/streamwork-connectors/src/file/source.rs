@@ -110,9 +110,8 @@ impl<T: Data> Source for FileSource<T> {
     type Out = Collector<T>;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        let meta = std::fs::metadata(&self.path).map_err(|e| {
-            ConnectorError::io(format!("reading input {}", self.path.display()), e)
-        })?;
+        let meta = std::fs::metadata(&self.path)
+            .map_err(|e| ConnectorError::io(format!("reading input {}", self.path.display()), e))?;
         let mut all = if meta.is_dir() {
             let entries = std::fs::read_dir(&self.path).map_err(|e| {
                 ConnectorError::io(format!("listing directory {}", self.path.display()), e)
@@ -151,7 +150,10 @@ impl<T: Data> Source for FileSource<T> {
             };
             self.buf.clear();
             let n = reader.read_until(b'\n', &mut self.buf).map_err(|e| {
-                ConnectorError::io(format!("reading {}", self.files[self.file_idx].display()), e)
+                ConnectorError::io(
+                    format!("reading {}", self.files[self.file_idx].display()),
+                    e,
+                )
             })?;
             if n == 0 {
                 self.reader = None;
