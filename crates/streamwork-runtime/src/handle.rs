@@ -23,6 +23,7 @@ pub fn run(graph: JobGraph) -> Result<JobReport, JobError> {
 
 /// Starts `graph` and returns at once with a handle to stop it or wait for it.
 pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
+    let started = Instant::now();
     let flags = Flags {
         stop: Arc::new(AtomicBool::new(false)),
         abort: Arc::new(AtomicBool::new(false)),
@@ -74,7 +75,7 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
         threads,
         flags,
         failure,
-        started: Instant::now(),
+        started,
     })
 }
 

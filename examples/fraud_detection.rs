@@ -1,0 +1,280 @@
+//! Chapter 4: fraud detection. Transactions fan out to three analyzers, each
+//! keyed by card; their scores fan in to an aggregator keyed by transaction id,
+//! which writes one fraud score per transaction to the score store.
+//!
+//! ```sh
+//! cargo run --release --example fraud_detection
+//! cargo run --release --example fraud_detection -- --port 9990   # lines: id,card,amount_cents,x_km,y_km,time_s
+//! ```
+
+mod common;
+
+use std::collections::{HashMap, VecDeque};
+
+use clap::Parser;
+use common::{InputArgs, LineSource};
+use streamwork::prelude::*;
+
+/// Fraud detection (Grokking Streaming Systems, chapter 4).
+#[derive(Parser, Debug)]
+struct Args {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Instances of each analyzer and of the aggregator.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=128))]
+    parallelism: u32,
+}
+
+/// A card transaction.
+#[derive(Clone, Debug)]
+struct Transaction {
+    id: u64,
+    card: u32,
+    amount_cents: u64,
+    /// Where it happened, in km on a flat map.
+    x_km: f64,
+    y_km: f64,
+    /// When, in seconds.
+    time_s: i64,
+}
+
+impl Transaction {
+    fn parse(line: &str) -> Result<Transaction, String> {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [id, card, amount, x, y, time] = fields.as_slice() else {
+            return Err(format!(
+                "expected 6 comma-separated fields, got {}",
+                fields.len()
+            ));
+        };
+        let bad = |what: &str| format!("bad {what}");
+        Ok(Transaction {
+            id: id.parse().map_err(|_| bad("id"))?,
+            card: card.parse().map_err(|_| bad("card"))?,
+            amount_cents: amount.parse().map_err(|_| bad("amount"))?,
+            x_km: x.parse().map_err(|_| bad("x"))?,
+            y_km: y.parse().map_err(|_| bad("y"))?,
+            time_s: time.parse().map_err(|_| bad("time"))?,
+        })
+    }
+
+    /// Generated traffic: 500 cards, one transaction a second; about one in
+    /// fifty is made suspicious (a large amount far from home).
+    fn generated(seq: u64) -> String {
+        let card = (common::mix(seq, 7) % 500) as u32;
+        let home_x = f64::from(card % 50) * 10.0;
+        let home_y = f64::from(card / 50) * 10.0;
+        let odd = common::mix(seq, 11) % 50 == 0;
+        let amount = if odd {
+            90_000 + common::mix(seq, 13) % 50_000
+        } else {
+            500 + common::mix(seq, 17) % 9_500
+        };
+        let (x, y) = if odd {
+            (home_x + 900.0, home_y + 700.0)
+        } else {
+            (home_x + 1.0, home_y + 2.0)
+        };
+        format!("{seq},{card},{amount},{x},{y},{seq}")
+    }
+}
+
+/// One analyzer's opinion of one transaction, in `[0, 1]`.
+#[derive(Clone, Debug)]
+struct Score {
+    transaction: u64,
+    analyzer: &'static str,
+    score: f64,
+}
+
+/// Parses transaction lines; a line that does not parse is counted, reported
+/// in the summary, and skipped.
+#[derive(Clone)]
+struct ParseTransactions {
+    errors: InputErrors,
+}
+
+#[operator]
+impl ParseTransactions {
+    fn on_record(&mut self, line: String, out: &mut Collector<Transaction>) {
+        match Transaction::parse(&line) {
+            Ok(transaction) => out.emit(transaction),
+            Err(reason) => self.errors.record(format!("`{line}`: {reason}")),
+        }
+    }
+}
+
+/// Flags amounts far above the card's average ticket.
+#[derive(Clone, Default)]
+struct AverageTicketAnalyzer {
+    totals: KeyedState<u32, (u64, u64)>,
+}
+
+#[operator]
+impl AverageTicketAnalyzer {
+    fn on_record(&mut self, card: CurrentKey<'_, u32>, t: Transaction, out: &mut Collector<Score>) {
+        let (sum, n) = self.totals.get_or_default(card);
+        let score = if *n >= 3 && t.amount_cents as f64 > 5.0 * (*sum as f64 / *n as f64) {
+            1.0
+        } else {
+            0.0
+        };
+        *sum += t.amount_cents;
+        *n += 1;
+        out.emit(Score {
+            transaction: t.id,
+            analyzer: "average_ticket",
+            score,
+        });
+    }
+}
+
+/// Flags transactions too far from the card's previous one to have travelled.
+#[derive(Clone, Default)]
+struct ProximityAnalyzer {
+    last: KeyedState<u32, (f64, f64, i64)>,
+}
+
+#[operator]
+impl ProximityAnalyzer {
+    fn on_record(&mut self, card: CurrentKey<'_, u32>, t: Transaction, out: &mut Collector<Score>) {
+        let score = match self.last.get(card) {
+            Some(&(x, y, time)) => {
+                let km = ((t.x_km - x).powi(2) + (t.y_km - y).powi(2)).sqrt();
+                let hours = ((t.time_s - time).abs() as f64 / 3600.0).max(1.0 / 60.0);
+                if km / hours > 1000.0 { 1.0 } else { 0.0 }
+            }
+            None => 0.0,
+        };
+        self.last.insert(card, (t.x_km, t.y_km, t.time_s));
+        out.emit(Score {
+            transaction: t.id,
+            analyzer: "proximity",
+            score,
+        });
+    }
+}
+
+/// Flags cards used too often within the last ten minutes.
+#[derive(Clone, Default)]
+struct TransactionCountAnalyzer {
+    recent: KeyedState<u32, VecDeque<i64>>,
+}
+
+#[operator]
+impl TransactionCountAnalyzer {
+    fn on_record(&mut self, card: CurrentKey<'_, u32>, t: Transaction, out: &mut Collector<Score>) {
+        let recent = self.recent.get_or_default(card);
+        while recent.front().is_some_and(|&time| time < t.time_s - 600) {
+            recent.pop_front();
+        }
+        recent.push_back(t.time_s);
+        let score = if recent.len() > 5 { 0.5 } else { 0.0 };
+        out.emit(Score {
+            transaction: t.id,
+            analyzer: "transaction_count",
+            score,
+        });
+    }
+}
+
+/// The combined score of a transaction.
+#[derive(Clone, Debug)]
+struct FraudScore {
+    transaction: u64,
+    score: f64,
+    reasons: Vec<&'static str>,
+}
+
+const ANALYZERS: usize = 3;
+
+/// Waits for every analyzer's score of a transaction, then emits the total.
+#[derive(Clone, Default)]
+struct ScoreAggregator {
+    pending: KeyedState<u64, Vec<Score>>,
+}
+
+#[operator]
+impl ScoreAggregator {
+    fn on_record(
+        &mut self,
+        transaction: CurrentKey<'_, u64>,
+        score: Score,
+        out: &mut Collector<FraudScore>,
+    ) {
+        let scores = self.pending.get_or_default(transaction);
+        scores.push(score);
+        if scores.len() == ANALYZERS {
+            let scores = self.pending.remove(transaction).unwrap_or_default();
+            out.emit(FraudScore {
+                transaction: *transaction,
+                score: scores.iter().map(|s| s.score).sum(),
+                reasons: scores
+                    .iter()
+                    .filter(|s| s.score > 0.0)
+                    .map(|s| s.analyzer)
+                    .collect(),
+            });
+        }
+    }
+}
+
+/// The score store (the book writes to a database): keeps every score,
+/// prints flagged transactions, and reports at the end.
+#[derive(Clone)]
+struct ScoreStore {
+    scores: HashMap<u64, f64>,
+    flagged: u64,
+}
+
+impl Sink for ScoreStore {
+    type In = FraudScore;
+
+    fn write(&mut self, record: Record<FraudScore>) -> Result<(), ConnectorError> {
+        let fraud = record.value;
+        if fraud.score >= 1.0 {
+            self.flagged += 1;
+            println!(
+                "transaction {} flagged: score {:.1} ({})",
+                fraud.transaction,
+                fraud.score,
+                fraud.reasons.join(", ")
+            );
+        }
+        self.scores.insert(fraud.transaction, fraud.score);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        eprintln!(
+            "score store: {} transactions scored, {} flagged",
+            self.scores.len(),
+            self.flagged
+        );
+        Ok(())
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let errors = InputErrors::new();
+    let source = LineSource::from_args(&args.input, &errors, Transaction::generated);
+    let p = args.parallelism;
+    let graph = job! {
+        name "fraud_detection";
+        source lines = source;
+        operator transactions = ParseTransactions { errors: errors.clone() } <- lines;
+        operator average_ticket[p] = AverageTicketAnalyzer::default() <- transactions.key(|t: &Transaction| t.card);
+        operator proximity[p] = ProximityAnalyzer::default() <- transactions.key(|t: &Transaction| t.card);
+        operator transaction_count[p] = TransactionCountAnalyzer::default() <- transactions.key(|t: &Transaction| t.card);
+        operator aggregator[p] = ScoreAggregator::default()
+            <- (average_ticket, proximity, transaction_count).key(|s: &Score| s.transaction);
+        sink store = ScoreStore { scores: HashMap::new(), flagged: 0 } <- aggregator;
+    }?;
+    eprintln!("{}", graph.plan().to_mermaid());
+    let handle = graph.start()?;
+    handle.stop_on_ctrl_c()?;
+    let report = handle.join()?;
+    common::print_summary(&report, &LineSource::describe(&args.input), &errors);
+    Ok(())
+}
