@@ -124,6 +124,11 @@ impl<T: Data> Source for TcpLineSource<T> {
                         out.emit(record);
                     }
                     self.buf.clear();
+                    if reader.buffer().is_empty() {
+                        // Nothing more has arrived: let the runtime flush now
+                        // rather than block in the next read (adaptive flushing).
+                        return Ok(SourcePoll::Idle);
+                    }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     return Ok(SourcePoll::Idle);

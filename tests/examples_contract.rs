@@ -1,0 +1,94 @@
+//! The examples as a user runs them: the `vehicle_count` contract (exact
+//! sorted totals on stdout for any parallelism and grouping, malformed lines
+//! counted on stderr), and every example ending by itself on generated data.
+//!
+//! `cargo test` builds the examples before running tests; they are found next
+//! to this test's executable.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> Command {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir");
+    let path: PathBuf = dir.join("examples").join(name);
+    assert!(path.exists(), "example {name} not built at {}", path.display());
+    Command::new(path)
+}
+
+fn input_file() -> (PathBuf, String, u64) {
+    let kinds = ["car", "truck", "bus", "van", "motorcycle", "tram", "bike"];
+    let mut content = Vec::new();
+    let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut state = 12345u64;
+    let mut malformed = 0;
+    for i in 0..5000u64 {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        match i % 101 {
+            7 => content.extend_from_slice(b"\n"),
+            13 => {
+                malformed += 1;
+                content.extend_from_slice(b"\xc3\x28 broken\n");
+            }
+            _ => {
+                let kind = kinds[(state >> 33) as usize % kinds.len()];
+                *expected.entry(kind).or_default() += 1;
+                content.extend_from_slice(kind.as_bytes());
+                content.push(b'\n');
+            }
+        }
+    }
+    let path = std::env::temp_dir().join(format!("streamwork-vehicles-{}.txt", std::process::id()));
+    std::fs::write(&path, content).unwrap();
+    let stdout = expected.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+    (path, stdout, malformed)
+}
+
+#[test]
+fn vehicle_count_prints_exact_sorted_totals_for_any_parallelism_and_grouping() {
+    let (path, expected, malformed) = input_file();
+    for parallelism in [1, 2, 5, 16] {
+        for grouping in ["fields", "shuffle"] {
+            let output = example("vehicle_count")
+                .args(["--input", path.to_str().unwrap()])
+                .args(["--parallelism", &parallelism.to_string(), "--grouping", grouping])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(output.status.success(), "{stderr}");
+            assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "N={parallelism} {grouping}");
+            assert!(stderr.contains(&format!("malformed input skipped: {malformed}")), "{stderr}");
+            assert!(stderr.contains(&format!("grouping: {grouping}")), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn every_example_runs_on_generated_data_and_ends() {
+    for name in [
+        "vehicle_count",
+        "parallel_vehicle_count",
+        "fraud_detection",
+        "stream_fork",
+        "stream_merge",
+        "stream_split",
+    ] {
+        let output = example(name).args(["--events", "3000"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains("finished in"), "{name} printed no summary: {stderr}");
+    }
+}
+
+#[test]
+fn a_missing_input_file_fails_with_a_clear_error() {
+    let output = example("vehicle_count")
+        .args(["--input", "/nonexistent/vehicles.txt"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("/nonexistent/vehicles.txt"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
