@@ -93,3 +93,8 @@ pub mod __private {
         Operator,
     };
 }
+
+/// Compiles the code of README.md as a doctest, so that the README never lies.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

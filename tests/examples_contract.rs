@@ -11,9 +11,16 @@ use std::process::Command;
 
 fn example(name: &str) -> Command {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
     let path: PathBuf = dir.join("examples").join(name);
-    assert!(path.exists(), "example {name} not built at {}", path.display());
+    assert!(
+        path.exists(),
+        "example {name} not built at {}",
+        path.display()
+    );
     Command::new(path)
 }
 
@@ -24,7 +31,9 @@ fn input_file() -> (PathBuf, String, u64) {
     let mut state = 12345u64;
     let mut malformed = 0;
     for i in 0..5000u64 {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         match i % 101 {
             7 => content.extend_from_slice(b"\n"),
             13 => {
@@ -41,7 +50,10 @@ fn input_file() -> (PathBuf, String, u64) {
     }
     let path = std::env::temp_dir().join(format!("streamwork-vehicles-{}.txt", std::process::id()));
     std::fs::write(&path, content).unwrap();
-    let stdout = expected.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+    let stdout = expected
+        .iter()
+        .map(|(k, v)| format!("{k}\t{v}\n"))
+        .collect();
     (path, stdout, malformed)
 }
 
@@ -52,14 +64,29 @@ fn vehicle_count_prints_exact_sorted_totals_for_any_parallelism_and_grouping() {
         for grouping in ["fields", "shuffle"] {
             let output = example("vehicle_count")
                 .args(["--input", path.to_str().unwrap()])
-                .args(["--parallelism", &parallelism.to_string(), "--grouping", grouping])
+                .args([
+                    "--parallelism",
+                    &parallelism.to_string(),
+                    "--grouping",
+                    grouping,
+                ])
                 .output()
                 .unwrap();
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(output.status.success(), "{stderr}");
-            assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "N={parallelism} {grouping}");
-            assert!(stderr.contains(&format!("malformed input skipped: {malformed}")), "{stderr}");
-            assert!(stderr.contains(&format!("grouping: {grouping}")), "{stderr}");
+            assert_eq!(
+                String::from_utf8_lossy(&output.stdout),
+                expected,
+                "N={parallelism} {grouping}"
+            );
+            assert!(
+                stderr.contains(&format!("malformed input skipped: {malformed}")),
+                "{stderr}"
+            );
+            assert!(
+                stderr.contains(&format!("grouping: {grouping}")),
+                "{stderr}"
+            );
         }
     }
 }
@@ -77,7 +104,10 @@ fn every_example_runs_on_generated_data_and_ends() {
         let output = example(name).args(["--events", "3000"]).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{name}: {stderr}");
-        assert!(stderr.contains("finished in"), "{name} printed no summary: {stderr}");
+        assert!(
+            stderr.contains("finished in"),
+            "{name} printed no summary: {stderr}"
+        );
     }
 }
 

@@ -4,6 +4,9 @@ use std::sync::{Arc, Mutex};
 
 use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Sink};
 
+/// Records received so far, with the receiving instance.
+type Received<T> = Arc<Mutex<Vec<(u32, Record<T>)>>>;
+
 /// Keeps every record it receives, with the index of the instance that
 /// received it, in a shared buffer the test reads after the job. Records are
 /// appended once per flush, not per record.
@@ -14,7 +17,7 @@ use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Sink};
 /// assert!(sink.values().is_empty());
 /// ```
 pub struct CollectSink<T> {
-    shared: Arc<Mutex<Vec<(u32, Record<T>)>>>,
+    shared: Received<T>,
     pending: Vec<(u32, Record<T>)>,
     instance: u32,
 }

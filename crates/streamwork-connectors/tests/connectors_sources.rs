@@ -4,7 +4,9 @@ use std::io::Write;
 use std::net::TcpListener;
 
 use streamwork_connectors::file::Lines;
-use streamwork_connectors::{BadInput, FileSource, GeneratorSource, InputErrors, TcpLineSource, VecSource};
+use streamwork_connectors::{
+    BadInput, FileSource, GeneratorSource, InputErrors, TcpLineSource, VecSource,
+};
 use streamwork_core::{Collector, InstanceContext, KeyGroups, Source, SourcePoll, Timestamp};
 
 fn drain<S: Source<Out = Collector<T>>, T: streamwork_core::Data>(
@@ -12,7 +14,12 @@ fn drain<S: Source<Out = Collector<T>>, T: streamwork_core::Data>(
     instance: u32,
     parallelism: u32,
 ) -> Result<Vec<T>, streamwork_core::ConnectorError> {
-    source.open(&InstanceContext::new("test", instance, parallelism, KeyGroups::DEFAULT))?;
+    source.open(&InstanceContext::new(
+        "test",
+        instance,
+        parallelism,
+        KeyGroups::DEFAULT,
+    ))?;
     let mut out = Collector::detached();
     for _ in 0..100_000 {
         if source.poll(&mut out)? == SourcePoll::Finished {
@@ -36,10 +43,18 @@ fn file_source_skips_blank_and_counts_invalid_utf8() {
     let path = dir.join("in.txt");
     std::fs::write(&path, b"car\r\n\n  \ntruck\n\xff\xfe\nvan").unwrap();
     let errors = InputErrors::new();
-    let source = FileSource::with_lines(&path, Lines::text().skip_blank(true).count_errors_in(errors.clone()));
+    let source = FileSource::with_lines(
+        &path,
+        Lines::text()
+            .skip_blank(true)
+            .count_errors_in(errors.clone()),
+    );
     assert_eq!(drain(source, 0, 1).unwrap(), vec!["car", "truck", "van"]);
     assert_eq!(errors.count(), 1);
-    assert!(errors.examples()[0].ends_with("in.txt:5: invalid UTF-8 (invalid utf-8 sequence of 1 bytes from index 0)"));
+    assert!(
+        errors.examples()[0]
+            .ends_with("in.txt:5: invalid UTF-8 (invalid utf-8 sequence of 1 bytes from index 0)")
+    );
 }
 
 #[test]
@@ -50,7 +65,12 @@ fn file_source_fails_on_bad_input_when_asked() {
     let source = FileSource::parsed(&path, |l| l.parse::<u64>().map_err(|e| e.to_string()))
         .map_lines(|l| l.on_bad_input(BadInput::Fail));
     let error = drain(source, 0, 1).unwrap_err();
-    assert!(error.to_string().contains("n.txt:2: invalid digit found in string"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("n.txt:2: invalid digit found in string"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -82,17 +102,28 @@ fn generator_is_deterministic_and_split_by_instance() {
 
 #[test]
 fn generator_stamps_event_time() {
-    let mut source = GeneratorSource::new(|i| i).take(3).with_timestamps(|seq, _| Timestamp::from_millis(seq as i64 * 5));
-    source.open(&InstanceContext::new("g", 0, 1, KeyGroups::DEFAULT)).unwrap();
+    let mut source = GeneratorSource::new(|i| i)
+        .take(3)
+        .with_timestamps(|seq, _| Timestamp::from_millis(seq as i64 * 5));
+    source
+        .open(&InstanceContext::new("g", 0, 1, KeyGroups::DEFAULT))
+        .unwrap();
     let mut out = Collector::detached();
     while source.poll(&mut out).unwrap() != SourcePoll::Finished {}
-    let times: Vec<_> = out.take_buffered().into_iter().map(|r| r.time.unwrap().millis()).collect();
+    let times: Vec<_> = out
+        .take_buffered()
+        .into_iter()
+        .map(|r| r.time.unwrap().millis())
+        .collect();
     assert_eq!(times, vec![0, 5, 10]);
 }
 
 #[test]
 fn vec_source_splits_by_index() {
-    assert_eq!(drain(VecSource::new(vec![1, 2, 3, 4, 5]), 1, 2).unwrap(), vec![2, 4]);
+    assert_eq!(
+        drain(VecSource::new(vec![1, 2, 3, 4, 5]), 1, 2).unwrap(),
+        vec![2, 4]
+    );
 }
 
 #[test]
@@ -108,7 +139,8 @@ fn tcp_source_reads_lines_split_across_packets() {
         }
     });
     let errors = InputErrors::new();
-    let source = TcpLineSource::text(addr.to_string()).map_lines(|l| l.count_errors_in(errors.clone()));
+    let source =
+        TcpLineSource::text(addr.to_string()).map_lines(|l| l.count_errors_in(errors.clone()));
     let lines = drain(source, 0, 1).unwrap();
     server.join().unwrap();
     assert_eq!(lines, vec!["alpha", "beta", "gamma"]);
@@ -121,5 +153,8 @@ fn tcp_source_reports_a_refused_connection() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let error = drain(TcpLineSource::text(addr.to_string()), 0, 1).unwrap_err();
-    assert!(error.to_string().contains("is `nc -lk PORT` running?"), "{error}");
+    assert!(
+        error.to_string().contains("is `nc -lk PORT` running?"),
+        "{error}"
+    );
 }

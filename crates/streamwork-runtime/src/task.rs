@@ -59,8 +59,8 @@ pub(crate) fn run_input(
     let mut open: Vec<usize> = (0..ports.len())
         .filter(|&p| senders_per_port[p] > 0)
         .collect();
-    for port in 0..ports.len() {
-        if senders_per_port[port] == 0 {
+    for (port, &senders) in senders_per_port.iter().enumerate() {
+        if senders == 0 {
             task.on_port_end(port)?;
         }
     }

@@ -137,11 +137,13 @@ fn component(input: ParseStream, kind: Kind, keyword: Ident) -> syn::Result<Comp
 
 /// Tokens up to the first top-level `;` or `<-`.
 fn expression(input: ParseStream) -> syn::Result<TokenStream> {
+    let at_end = |input: ParseStream| {
+        input.is_empty()
+            || input.peek(Token![;])
+            || (input.peek(Token![<]) && input.peek2(Token![-]))
+    };
     let mut tokens = TokenStream::new();
-    while !input.is_empty()
-        && !input.peek(Token![;])
-        && !(input.peek(Token![<]) && input.peek2(Token![-]))
-    {
+    while !at_end(input) {
         let tree: TokenTree = input.parse()?;
         tokens.extend([tree]);
     }
