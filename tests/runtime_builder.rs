@@ -1,3 +1,5 @@
+//! The typed builder without the macro: source → map → keyed count → sink.
+
 use streamwork::prelude::*;
 
 #[derive(Clone)]
