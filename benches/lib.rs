@@ -1,35 +1,138 @@
 //! Workloads shared by the criterion benches and `cargo xtask bench`: each as a
 //! Streamwork job and as the hand-written single-threaded loop it is compared to.
+//!
+//! The events are those of the benchmark contract: event `i` in `0..N` has
+//! `key(i) = (i * 2654435761) % K`, `value(i) = i`, `time(i) = i` ms; with P
+//! source instances, instance `w` generates the `i` with `i % P == w`.
+//!
+//! * **W1** map and filter: `y = value * 3`, keep even `y`, count at the sink;
+//!   result: kept records and the wrapping sum of kept `y`;
+//! * **W2** keyed count: exchange by key, count per key; result: distinct keys
+//!   and the wrapping sum of `(key + 1) * count`;
+//! * **W2 latency**: W2 fed by a source pacing itself, stamping each record with
+//!   its emission time; the sink reads the age of sampled records.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 
-/// Distinct keys of the keyed workloads.
+/// Distinct keys of the keyed workloads, unless a workload says otherwise.
 pub const KEYS: u64 = 10_000;
 
-/// The key of event `i`: `(i * 2654435761) % KEYS`.
+/// The key of event `i` among `keys` keys: `(i * 2654435761) % keys`.
 #[inline]
-pub fn key(i: u64) -> u64 {
-    i.wrapping_mul(2_654_435_761) % KEYS
+pub fn key(i: u64, keys: u64) -> u64 {
+    i.wrapping_mul(2_654_435_761) % keys
 }
 
-/// What a workload computed: a record count and a checksum, identical for the
-/// job and the baseline.
+/// What a workload computed: identical for the job and its baseline.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// Result records.
     pub records: u64,
-    /// Wrapping sum of `(key + 1) * count` over the results.
+    /// The workload's checksum.
     pub checksum: u64,
 }
 
-/// Maps event `i` to `(key(i), i)`.
+/// Adds sink-side partial outcomes together, once per sink instance.
+#[derive(Clone, Default)]
+struct Totals(Arc<(AtomicU64, AtomicU64)>);
+
+impl Totals {
+    fn add(&self, outcome: Outcome) {
+        self.0.0.fetch_add(outcome.records, Ordering::Relaxed);
+        self.0.1.fetch_add(outcome.checksum, Ordering::Relaxed);
+    }
+
+    fn outcome(&self) -> Outcome {
+        Outcome {
+            records: self.0.0.load(Ordering::Relaxed),
+            checksum: self.0.1.load(Ordering::Relaxed),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- W1
+
+/// `y = value * 3`, kept when even.
 #[operator]
-fn with_key(value: u64, out: &mut Collector<(u64, u64)>) {
-    out.emit((key(value), value));
+fn triple_keep_even(value: u64, out: &mut Collector<u64>) {
+    let y = value.wrapping_mul(3);
+    if y.is_multiple_of(2) {
+        out.emit(y);
+    }
+}
+
+/// Counts and sums what it receives.
+#[derive(Clone)]
+struct CountSum {
+    totals: Totals,
+    local: Outcome,
+}
+
+impl Sink for CountSum {
+    type In = u64;
+
+    #[inline]
+    fn write(&mut self, record: Record<u64>) -> Result<(), ConnectorError> {
+        self.local.records += 1;
+        self.local.checksum = self.local.checksum.wrapping_add(record.value);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.totals.add(self.local);
+        Ok(())
+    }
+}
+
+/// W1 as a Streamwork job.
+pub fn w1_job(events: u64, parallelism: u32) -> Outcome {
+    let totals = Totals::default();
+    let sink = CountSum {
+        totals: totals.clone(),
+        local: Outcome::default(),
+    };
+    let graph = job! {
+        name "W1";
+        source events[parallelism] = GeneratorSource::new(|i| i).take(events);
+        operator kept[parallelism] = TripleKeepEven <- events;
+        sink count[parallelism] = sink <- kept;
+    }
+    .expect("W1 is well formed");
+    graph.run().expect("W1 runs");
+    totals.outcome()
+}
+
+/// W1 as a hand-written loop.
+pub fn w1_baseline(events: u64) -> Outcome {
+    let mut outcome = Outcome::default();
+    for i in 0..events {
+        let y = std::hint::black_box(i).wrapping_mul(3);
+        if y.is_multiple_of(2) {
+            outcome.records += 1;
+            outcome.checksum = outcome.checksum.wrapping_add(y);
+        }
+    }
+    outcome
+}
+
+// ---------------------------------------------------------------- W2
+
+/// Maps event `i` to `(key(i), i)`.
+#[derive(Clone)]
+struct WithKey {
+    keys: u64,
+}
+
+#[operator]
+impl WithKey {
+    fn on_record(&mut self, value: u64, out: &mut Collector<(u64, u64)>) {
+        out.emit((key(value, self.keys), value));
+    }
 }
 
 /// Counts events per key; emits `(key, count)` per key at the end.
@@ -56,14 +159,14 @@ impl CountPerKey {
     }
 }
 
-/// Sums results into shared totals once, at the end of its input.
+/// Sums `(key + 1) * count` over the results.
 #[derive(Clone)]
-pub struct ChecksumSink {
-    totals: Arc<(AtomicU64, AtomicU64)>,
+struct KeyChecksum {
+    totals: Totals,
     local: Outcome,
 }
 
-impl Sink for ChecksumSink {
+impl Sink for KeyChecksum {
     type In = (u64, u64);
 
     #[inline]
@@ -78,45 +181,48 @@ impl Sink for ChecksumSink {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
-        self.totals
-            .0
-            .fetch_add(self.local.records, Ordering::Relaxed);
-        self.totals
-            .1
-            .fetch_add(self.local.checksum, Ordering::Relaxed);
+        self.totals.add(self.local);
         Ok(())
     }
 }
 
-/// source → map → keyed count → sink over `events` generated events, every
-/// component with `parallelism` instances (source, map and the sink fuse with
-/// their neighbours; the keyed exchange goes through channels).
-pub fn keyed_count_job(events: u64, parallelism: u32) -> Outcome {
-    let totals = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-    let sink = ChecksumSink {
+/// W2 as a Streamwork job: source → map → keyed count → sink, every component
+/// with `parallelism` instances; the keyed exchange goes through channels, the
+/// rest is fused.
+pub fn w2_job(events: u64, parallelism: u32) -> Outcome {
+    w2_job_with_batch(
+        events,
+        parallelism,
+        streamwork::core::collector::DEFAULT_BATCH_SIZE,
+    )
+}
+
+/// W2 with `batch_size` records per batch between tasks.
+pub fn w2_job_with_batch(events: u64, parallelism: u32, batch_size: usize) -> Outcome {
+    let totals = Totals::default();
+    let sink = KeyChecksum {
         totals: totals.clone(),
         local: Outcome::default(),
     };
     let graph = job! {
-        name "keyed_count";
+        name "W2";
+        batch_size batch_size;
         source events[parallelism] = GeneratorSource::new(|i| i).take(events);
-        operator keyed[parallelism] = WithKey <- events;
-        operator counts[parallelism] = CountPerKey::default() <- keyed.key(|(key, _): &(u64, u64)| *key);
+        operator keyed[parallelism] = WithKey { keys: KEYS } <- events;
+        operator counts[parallelism] = CountPerKey::default()
+            <- keyed.key(|(key, _): &(u64, u64)| *key);
         sink checksum[parallelism] = sink <- counts;
     }
-    .expect("the benchmark job is well formed");
-    graph.run().expect("the benchmark job runs");
-    Outcome {
-        records: totals.0.load(Ordering::Relaxed),
-        checksum: totals.1.load(Ordering::Relaxed),
-    }
+    .expect("W2 is well formed");
+    graph.run().expect("W2 runs");
+    totals.outcome()
 }
 
-/// The same computation as a plain single-threaded loop, with the same hash map.
-pub fn keyed_count_baseline(events: u64) -> Outcome {
+/// W2 as a hand-written loop with the same hash map as keyed state.
+pub fn w2_baseline(events: u64) -> Outcome {
     let mut counts: FastHashMap<u64, u64> = FastHashMap::default();
     for i in 0..events {
-        let (key, _value) = std::hint::black_box((key(i), i));
+        let (key, _value) = std::hint::black_box((key(i, KEYS), i));
         *counts.entry(key).or_insert(0) += 1;
     }
     let mut outcome = Outcome::default();
@@ -125,4 +231,166 @@ pub fn keyed_count_baseline(events: u64) -> Outcome {
         outcome.checksum = outcome.checksum.wrapping_add((key + 1).wrapping_mul(count));
     }
     outcome
+}
+
+// ---------------------------------------------------------------- W2 latency
+
+/// Emits events `i` at `rate` events per second (per instance share), each
+/// stamped with its emission time in nanoseconds since `epoch`. One clock read
+/// per poll: records due in the same poll share it.
+#[derive(Clone)]
+struct PacedSource {
+    events: u64,
+    rate_per_instance: f64,
+    epoch: Instant,
+    next: u64,
+    step: u64,
+    emitted: u64,
+    started: Option<Instant>,
+}
+
+impl Source for PacedSource {
+    type Out = Collector<(u64, u64)>;
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.next = u64::from(ctx.instance().0);
+        self.step = u64::from(ctx.parallelism());
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Collector<(u64, u64)>) -> Result<SourcePoll, ConnectorError> {
+        if self.next >= self.events {
+            return Ok(SourcePoll::Finished);
+        }
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        let due = (now.duration_since(started).as_secs_f64() * self.rate_per_instance) as u64;
+        if due <= self.emitted {
+            // Sleep until the next record is due, at most 1 ms: a pacing
+            // source must not spin a core the pipeline needs.
+            let wait = (self.emitted + 1) as f64 / self.rate_per_instance
+                - now.duration_since(started).as_secs_f64();
+            if wait > 50e-6 {
+                std::thread::sleep(Duration::from_secs_f64(wait.min(1e-3)));
+            }
+            return Ok(SourcePoll::Idle);
+        }
+        let stamp = now.duration_since(self.epoch).as_nanos() as u64;
+        for _ in 0..(due - self.emitted).min(4096) {
+            if self.next >= self.events {
+                break;
+            }
+            out.emit((key(self.next, KEYS), stamp));
+            self.next += self.step;
+            self.emitted += 1;
+        }
+        Ok(SourcePoll::Idle)
+    }
+}
+
+/// Counts per key as records arrive and passes each record on.
+#[derive(Clone, Default)]
+struct RunningCount {
+    counts: KeyedState<u64, u64>,
+}
+
+#[operator]
+impl RunningCount {
+    fn on_record(&mut self, key: CurrentKey<'_, u64>, event: (u64, u64), out: &mut Collector<u64>) {
+        *self.counts.get_or_default(key) += 1;
+        out.emit(event.1);
+    }
+}
+
+/// Records the age of every 16th record it receives.
+#[derive(Clone)]
+struct LatencySink {
+    epoch: Instant,
+    seen: u64,
+    samples: Vec<u64>,
+    shared: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Sink for LatencySink {
+    type In = u64;
+
+    #[inline]
+    fn write(&mut self, record: Record<u64>) -> Result<(), ConnectorError> {
+        self.seen += 1;
+        if self.seen.is_multiple_of(16) {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            self.samples.push(now.saturating_sub(record.value));
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        shared.append(&mut self.samples);
+        Ok(())
+    }
+}
+
+/// End-to-end latency of W2 at `rate` events per second in total.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Latency {
+    /// Median, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile, microseconds.
+    pub p99_us: f64,
+    /// Samples taken.
+    pub samples: usize,
+}
+
+/// Runs W2 paced at `rate` events per second for `events` events and measures
+/// the latency from emission to the sink.
+pub fn w2_latency(events: u64, parallelism: u32, rate: f64) -> Latency {
+    let epoch = Instant::now();
+    let shared = Arc::new(Mutex::new(Vec::new()));
+    let source = PacedSource {
+        events,
+        rate_per_instance: rate / f64::from(parallelism),
+        epoch,
+        next: 0,
+        step: 1,
+        emitted: 0,
+        started: None,
+    };
+    let sink = LatencySink {
+        epoch,
+        seen: 0,
+        samples: Vec::new(),
+        shared: shared.clone(),
+    };
+    let graph = job! {
+        name "W2-latency";
+        source events[parallelism] = source;
+        operator counts[parallelism] = RunningCount::default() <- events.key(|(key, _): &(u64, u64)| *key);
+        sink ages[parallelism] = sink <- counts;
+    }
+    .expect("the latency job is well formed");
+    graph.run().expect("the latency job runs");
+    let mut samples = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
+    samples.sort_unstable();
+    let percentile = |p: f64| {
+        if samples.is_empty() {
+            return 0.0;
+        }
+        let idx = ((samples.len() as f64 - 1.0) * p).round() as usize;
+        samples[idx] as f64 / 1000.0
+    };
+    Latency {
+        p50_us: percentile(0.50),
+        p99_us: percentile(0.99),
+        samples: samples.len(),
+    }
+}
+
+/// Peak resident memory of this process so far (VmHWM), in bytes, where the
+/// platform reports it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

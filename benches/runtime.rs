@@ -1,30 +1,201 @@
-//! The runtime's hot path: source → map → keyed count → sink over 10 million
-//! generated events, next to a hand-written single-threaded loop doing the
-//! same work in the same run.
+//! Criterion benchmarks of the hot path, each beside the hand-written loop
+//! doing the same work in the same run:
+//!
+//! * `keyed_count_10M`: source → map → keyed count → sink over 10 million events (W2);
+//! * `map_filter_10M`: source → map/filter → sink, fully fused (W1);
+//! * `channel`: records through one channel between two tasks;
+//! * `dispatcher`: the key dispatcher routing batches to 4 targets;
+//! * `fused_chain`: three fused maps between a source and a sink;
+//! * `keyed_state`: keyed state updates against a std `HashMap`;
+//! * `batching`: W2 at several batch sizes.
+
+use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use streamwork_benches::{keyed_count_baseline, keyed_count_job};
+use streamwork::core::dispatch::{ChannelDispatcher, Edge};
+use streamwork::core::grouping::{KeyGroups, KeyRoute};
+use streamwork::core::hash::{FastHashMap, stable_hash};
+use streamwork::core::message::{ChannelSender, Disconnected, Envelope, SenderIdx};
+use streamwork::prelude::*;
+use streamwork_benches::{KEYS, key, w1_baseline, w1_job, w2_baseline, w2_job, w2_job_with_batch};
 
 const EVENTS: u64 = 10_000_000;
 
-fn hot_path(c: &mut Criterion) {
-    let expected = keyed_count_baseline(EVENTS);
+fn keyed_count(c: &mut Criterion) {
+    let expected = w2_baseline(EVENTS);
     let mut group = c.benchmark_group("keyed_count_10M");
     group.sample_size(10);
     group.throughput(Throughput::Elements(EVENTS));
-    group.bench_function("hand_written_loop", |b| {
-        b.iter(|| keyed_count_baseline(EVENTS))
-    });
+    group.bench_function("hand_written_loop", |b| b.iter(|| w2_baseline(EVENTS)));
     for parallelism in [1u32, 2] {
-        assert_eq!(keyed_count_job(EVENTS, parallelism), expected);
+        assert_eq!(w2_job(EVENTS, parallelism), expected);
         group.bench_with_input(
             BenchmarkId::new("streamwork", parallelism),
             &parallelism,
-            |b, &p| b.iter(|| keyed_count_job(EVENTS, p)),
+            |b, &p| b.iter(|| w2_job(EVENTS, p)),
         );
     }
     group.finish();
 }
 
-criterion_group!(benches, hot_path);
+fn map_filter(c: &mut Criterion) {
+    let expected = w1_baseline(EVENTS);
+    let mut group = c.benchmark_group("map_filter_10M");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(EVENTS));
+    group.bench_function("hand_written_loop", |b| b.iter(|| w1_baseline(EVENTS)));
+    assert_eq!(w1_job(EVENTS, 1), expected);
+    group.bench_function("streamwork/1", |b| b.iter(|| w1_job(EVENTS, 1)));
+    group.finish();
+}
+
+#[derive(Clone)]
+struct Discard;
+
+impl Sink for Discard {
+    type In = u64;
+    #[inline]
+    fn write(&mut self, record: Record<u64>) -> Result<(), ConnectorError> {
+        black_box(record);
+        Ok(())
+    }
+}
+
+#[operator]
+fn add_one(value: u64, out: &mut Collector<u64>) {
+    out.emit(value.wrapping_add(1));
+}
+
+fn channel_and_fusion(c: &mut Criterion) {
+    const N: u64 = 2_000_000;
+    let mut group = c.benchmark_group("transport_2M");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N));
+    group.bench_function("hand_written_loop", |b| {
+        b.iter(|| {
+            (0..N)
+                .map(|i| black_box(i).wrapping_add(3))
+                .fold(0u64, u64::wrapping_add)
+        })
+    });
+    group.bench_function("channel", |b| {
+        b.iter(|| {
+            let graph = job! {
+                source numbers = GeneratorSource::new(|i| i).take(N);
+                sink out = Discard <- numbers.shuffle();
+            }
+            .unwrap();
+            graph.run().unwrap()
+        })
+    });
+    group.bench_function("fused_chain", |b| {
+        b.iter(|| {
+            let graph = job! {
+                source numbers = GeneratorSource::new(|i| i).take(N);
+                operator a = AddOne <- numbers;
+                operator b = AddOne <- a;
+                operator c = AddOne <- b;
+                sink out = Discard <- c;
+            }
+            .unwrap();
+            graph.run().unwrap()
+        })
+    });
+    group.finish();
+}
+
+/// Counts what it is sent, without a channel.
+struct CountingSender(u64);
+
+impl ChannelSender for CountingSender {
+    fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+        if let streamwork::core::message::Payload::Batch(batch) = envelope.payload {
+            self.0 += batch
+                .downcast::<Vec<Record<(u64, u64)>>>()
+                .map(|b| b.len() as u64)
+                .unwrap_or(0);
+        }
+        Ok(())
+    }
+}
+
+fn dispatcher(c: &mut Criterion) {
+    const N: u64 = 1 << 20;
+    let records: Vec<Record<(u64, u64)>> = (0..N).map(|i| Record::new((key(i, KEYS), i))).collect();
+    let mut group = c.benchmark_group("dispatcher_1M");
+    group.throughput(Throughput::Elements(N));
+    group.bench_function("key_route_4_targets", |b| {
+        b.iter(|| {
+            let targets: Vec<Box<dyn ChannelSender>> = (0..4)
+                .map(|_| Box::new(CountingSender(0)) as Box<dyn ChannelSender>)
+                .collect();
+            let route = KeyRoute::new(|r: &(u64, u64)| stable_hash(&r.0), KeyGroups::DEFAULT, 4);
+            let mut dispatcher = ChannelDispatcher::new(route, SenderIdx(0), targets, 1024);
+            for chunk in records.chunks(1024) {
+                let mut batch = chunk.to_vec();
+                dispatcher.push(&mut batch).unwrap();
+            }
+            dispatcher.flush().unwrap();
+        })
+    });
+    group.finish();
+}
+
+fn keyed_state(c: &mut Criterion) {
+    const N: u64 = 1 << 20;
+    let keys: Vec<u64> = (0..N).map(|i| key(i, KEYS)).collect();
+    let mut group = c.benchmark_group("keyed_state_1M");
+    group.throughput(Throughput::Elements(N));
+    group.bench_function("keyed_state", |b| {
+        b.iter(|| {
+            let mut state = KeyedState::<u64, u64>::new();
+            for k in &keys {
+                *state.get_or_default(CurrentKey::for_testing(k)) += 1;
+            }
+            state.len()
+        })
+    });
+    group.bench_function("std_hash_map_stable_hasher", |b| {
+        b.iter(|| {
+            let mut map = FastHashMap::<u64, u64>::default();
+            for k in &keys {
+                *map.entry(*k).or_insert(0) += 1;
+            }
+            map.len()
+        })
+    });
+    group.bench_function("std_hash_map_siphash", |b| {
+        b.iter(|| {
+            let mut map = std::collections::HashMap::<u64, u64>::new();
+            for k in &keys {
+                *map.entry(*k).or_insert(0) += 1;
+            }
+            map.len()
+        })
+    });
+    group.finish();
+}
+
+fn batching(c: &mut Criterion) {
+    const N: u64 = 2_000_000;
+    let mut group = c.benchmark_group("batching_w2_2M");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N));
+    for batch in [16usize, 128, 1024, 4096] {
+        group.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
+            b.iter(|| w2_job_with_batch(N, 1, batch))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    keyed_count,
+    map_filter,
+    channel_and_fusion,
+    dispatcher,
+    keyed_state,
+    batching
+);
 criterion_main!(benches);

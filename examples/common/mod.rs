@@ -41,7 +41,7 @@ impl LineSource {
     pub fn from_args(
         args: &InputArgs,
         errors: &InputErrors,
-        generate: impl Fn(u64) -> String + Send + Sync + 'static,
+        generate: impl Fn(u64) -> String + Clone + Send + Sync + 'static,
     ) -> LineSource {
         let lines = || {
             Lines::text()
@@ -54,7 +54,9 @@ impl LineSource {
                 format!("127.0.0.1:{port}"),
                 lines(),
             )),
-            (None, None) => LineSource::Generated(GeneratorSource::new(generate).take(args.events)),
+            (None, None) => {
+                LineSource::Generated(GeneratorSource::new(generate).take(args.events).boxed())
+            }
         }
     }
 

@@ -2,8 +2,12 @@
 //!
 //! * `ci`: exactly what CI runs (`.ci/run`): format check, clippy, the main
 //!   example, the whole test suite;
-//! * `bench`: the criterion benchmarks of the runtime's hot path, in release
-//!   mode, with the hand-written baseline measured in the same run.
+//! * `bench [--quick]`: the standard workloads at parallelism 1 and 2, each
+//!   beside its hand-written baseline, as one table and as JSON in
+//!   `target/bench/results.json`; `--quick` runs a reduced size (a smoke check);
+//! * `criterion [ARGS]`: the criterion micro-benchmarks.
+
+mod bench;
 
 use std::process::Command;
 
@@ -12,23 +16,33 @@ use anyhow::{Context, bail};
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("ci") => ci(),
-        Some("bench") => bench(&args[1..]),
+        Some("ci") => run("bash", &[".ci/run"]),
+        Some("bench") => bench::run(&args[1..]),
+        Some("criterion") => {
+            let mut cargo = vec!["bench", "-p", "streamwork-benches", "--bench", "runtime"];
+            if args.len() > 1 {
+                cargo.push("--");
+                cargo.extend(args[1..].iter().map(String::as_str));
+            }
+            run("cargo", &cargo)
+        }
         _ => {
-            eprintln!("usage: cargo xtask <ci | bench [criterion args]>");
+            eprintln!("usage: cargo xtask <ci | bench [--quick] | criterion [ARGS]>");
             bail!("unknown or missing command")
         }
     }
 }
 
-fn project_root() -> std::path::PathBuf {
+/// The workspace root.
+pub(crate) fn project_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the project root")
         .to_path_buf()
 }
 
-fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
+/// Runs a command in the project root, failing if it fails.
+pub(crate) fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
     eprintln!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
@@ -39,17 +53,4 @@ fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
         bail!("`{program} {}` failed: {status}", args.join(" "));
     }
     Ok(())
-}
-
-fn ci() -> anyhow::Result<()> {
-    run("bash", &[".ci/run"])
-}
-
-fn bench(extra: &[String]) -> anyhow::Result<()> {
-    let mut args = vec!["bench", "-p", "streamwork-benches", "--bench", "runtime"];
-    if !extra.is_empty() {
-        args.push("--");
-        args.extend(extra.iter().map(String::as_str));
-    }
-    run("cargo", &args)
 }

@@ -7,13 +7,90 @@ use streamwork_core::{
     Collector, ConnectorError, Data, InstanceContext, Source, SourcePoll, Timestamp,
 };
 
-type Make<T> = Arc<dyn Fn(u64) -> T + Send + Sync>;
-type Stamp<T> = Arc<dyn Fn(u64, &T) -> Timestamp + Send + Sync>;
+/// How a generator makes record `seq`: any `Fn(u64) -> T` (called without
+/// dynamic dispatch), or a type-erased [`DynMake`].
+pub trait Generate<T>: Clone + Send + 'static {
+    /// Record `seq`.
+    fn generate(&self, seq: u64) -> T;
+}
+
+impl<T, F: Fn(u64) -> T + Clone + Send + 'static> Generate<T> for F {
+    #[inline]
+    fn generate(&self, seq: u64) -> T {
+        self(seq)
+    }
+}
+
+/// A type-erased record generator, for when the source's type must be named.
+pub struct DynMake<T>(Arc<dyn Fn(u64) -> T + Send + Sync>);
+
+impl<T> Clone for DynMake<T> {
+    fn clone(&self) -> Self {
+        DynMake(self.0.clone())
+    }
+}
+
+impl<T: 'static> Generate<T> for DynMake<T> {
+    #[inline]
+    fn generate(&self, seq: u64) -> T {
+        (self.0)(seq)
+    }
+}
+/// A shared, type-erased stamping function.
+type StampFn<T> = Arc<dyn Fn(u64, &T) -> Option<Timestamp> + Send + Sync>;
+
+/// A type-erased event-time stamp (what [`GeneratorSource::boxed`] keeps).
+pub struct DynStamp<T>(StampFn<T>);
+
+impl<T> Clone for DynStamp<T> {
+    fn clone(&self) -> Self {
+        DynStamp(self.0.clone())
+    }
+}
+
+impl<T: 'static> Stamp<T> for DynStamp<T> {
+    #[inline]
+    fn stamp(&self, seq: u64, value: &T) -> Option<Timestamp> {
+        (self.0)(seq, value)
+    }
+}
+
+/// How a generator stamps event time: not at all, or by a function.
+pub trait Stamp<T>: Clone + Send + 'static {
+    /// The event time of record `seq`, if any.
+    fn stamp(&self, seq: u64, value: &T) -> Option<Timestamp>;
+}
+
+/// No event time.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct NoStamp;
+
+impl<T> Stamp<T> for NoStamp {
+    #[inline]
+    fn stamp(&self, _: u64, _: &T) -> Option<Timestamp> {
+        None
+    }
+}
+
+/// Event time from a function of the sequence number and the record.
+#[derive(Clone)]
+pub struct StampWith<G>(G);
+
+impl<T, G: Fn(u64, &T) -> Timestamp + Clone + Send + 'static> Stamp<T> for StampWith<G> {
+    #[inline]
+    fn stamp(&self, seq: u64, value: &T) -> Option<Timestamp> {
+        Some((self.0)(seq, value))
+    }
+}
 
 /// Generates records `make(seq)` for `seq` in `0..count` (or forever), split
 /// across instances: instance `w` of `P` generates the `seq` with
 /// `seq % P == w`, in increasing order. The output is therefore the same for
 /// every run and every parallelism, which makes generated jobs checkable.
+///
+/// The generating function is a type parameter, called without dynamic
+/// dispatch; [`boxed`](Self::boxed) erases it when the source's type must be
+/// named (`GeneratorSource<T>`).
 ///
 /// ```
 /// use streamwork_connectors::GeneratorSource;
@@ -21,46 +98,59 @@ type Stamp<T> = Arc<dyn Fn(u64, &T) -> Timestamp + Send + Sync>;
 /// # let _ = numbers;
 /// ```
 #[derive(Clone)]
-pub struct GeneratorSource<T> {
-    make: Make<T>,
-    stamp: Option<Stamp<T>>,
+pub struct GeneratorSource<T, F = DynMake<T>, S = DynStamp<T>> {
+    make: F,
+    stamp: S,
     count: Option<u64>,
     rate: Option<f64>,
     next: u64,
     step: u64,
     started: Option<Instant>,
     emitted: u64,
+    _type: std::marker::PhantomData<fn() -> T>,
 }
 
 const PER_POLL: u64 = 1024;
 
-impl<T: Data> GeneratorSource<T> {
+impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, NoStamp> {
     /// An unbounded generator of `make(seq)`.
-    pub fn new(make: impl Fn(u64) -> T + Send + Sync + 'static) -> Self {
+    pub fn new(make: F) -> Self {
         GeneratorSource {
-            make: Arc::new(make),
-            stamp: None,
+            make,
+            stamp: NoStamp,
             count: None,
             rate: None,
             next: 0,
             step: 1,
             started: None,
             emitted: 0,
+            _type: std::marker::PhantomData,
         }
     }
 
+    /// Stamps each record with event time `stamp(seq, &record)`.
+    pub fn with_timestamps<G>(self, stamp: G) -> GeneratorSource<T, F, StampWith<G>>
+    where
+        G: Fn(u64, &T) -> Timestamp + Clone + Send + 'static,
+    {
+        GeneratorSource {
+            make: self.make,
+            stamp: StampWith(stamp),
+            count: self.count,
+            rate: self.rate,
+            next: self.next,
+            step: self.step,
+            started: self.started,
+            emitted: self.emitted,
+            _type: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
     /// Generates only `seq < count`, then ends.
     pub fn take(mut self, count: u64) -> Self {
         self.count = Some(count);
-        self
-    }
-
-    /// Stamps each record with event time `stamp(seq, &record)`.
-    pub fn with_timestamps(
-        mut self,
-        stamp: impl Fn(u64, &T) -> Timestamp + Send + Sync + 'static,
-    ) -> Self {
-        self.stamp = Some(Arc::new(stamp));
         self
     }
 
@@ -74,9 +164,31 @@ impl<T: Data> GeneratorSource<T> {
     pub fn position(&self) -> u64 {
         self.next
     }
+
+    /// The same generator with its functions type-erased, so that its type can
+    /// be named as `GeneratorSource<T>` (at the cost of a dynamic call per record).
+    pub fn boxed(self) -> GeneratorSource<T>
+    where
+        F: Sync,
+        S: Sync,
+    {
+        let stamp = self.stamp;
+        let make = self.make;
+        GeneratorSource {
+            make: DynMake(Arc::new(move |seq| make.generate(seq))),
+            stamp: DynStamp(Arc::new(move |seq, value: &T| stamp.stamp(seq, value))),
+            count: self.count,
+            rate: self.rate,
+            next: self.next,
+            step: self.step,
+            started: self.started,
+            emitted: self.emitted,
+            _type: std::marker::PhantomData,
+        }
+    }
 }
 
-impl<T: Data> Source for GeneratorSource<T> {
+impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     type Out = Collector<T>;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
@@ -97,21 +209,23 @@ impl<T: Data> Source for GeneratorSource<T> {
             }
             budget = budget.min(due - self.emitted);
         }
-        for _ in 0..budget {
-            if self.count.is_some_and(|count| self.next >= count) {
-                return Ok(SourcePoll::Finished);
-            }
-            let value = (self.make)(self.next);
-            match &self.stamp {
-                Some(stamp) => {
-                    let time = stamp(self.next, &value);
-                    out.emit_at(value, time);
-                }
-                None => out.emit(value),
-            }
-            self.next += self.step;
-            self.emitted += 1;
-        }
+        // How many of this instance's sequence numbers remain before `count`.
+        let remaining = match self.count {
+            Some(count) if self.next >= count => return Ok(SourcePoll::Finished),
+            Some(count) => (count - self.next).div_ceil(self.step),
+            None => u64::MAX,
+        };
+        let n = budget.min(remaining);
+        let (first, step) = (self.next, self.step);
+        let (make, stamp) = (&self.make, &self.stamp);
+        out.extend_records((0..n).map(|k| {
+            let seq = first + k * step;
+            let value = make.generate(seq);
+            let time = stamp.stamp(seq, &value);
+            streamwork_core::Record { value, time }
+        }));
+        self.next = first + n * step;
+        self.emitted += n;
         if self.rate.is_some() {
             // A paced source flushes what it emitted at once: low latency.
             return Ok(SourcePoll::Idle);

@@ -32,7 +32,7 @@ mod tcp;
 pub use collect::CollectSink;
 pub use errors::{BadInput, InputErrors};
 pub use file::{FileSink, FileSource};
-pub use generator::GeneratorSource;
+pub use generator::{DynMake, DynStamp, Generate, GeneratorSource, NoStamp, Stamp, StampWith};
 pub use memory::VecSource;
 pub use stdout::StdoutSink;
 pub use tcp::TcpLineSource;

@@ -140,15 +140,18 @@ pub type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 
 impl<K: Key> KeyKind for ByKey<K> {
     type Ref<'a> = CurrentKey<'a, K>;
-    type Owned = K;
+    /// The key and its stable hash, computed once per record.
+    type Owned = (K, u64);
     type Extractor<T: 'static> = KeyFn<T, K>;
     #[inline]
-    fn extract<T: 'static>(extractor: &KeyFn<T, K>, value: &T) -> K {
-        extractor(value)
+    fn extract<T: 'static>(extractor: &KeyFn<T, K>, value: &T) -> (K, u64) {
+        let key = extractor(value);
+        let hash = crate::hash::stable_hash(&key);
+        (key, hash)
     }
     #[inline]
-    fn as_ref(key: &K) -> CurrentKey<'_, K> {
-        CurrentKey::new(key)
+    fn as_ref(key: &(K, u64)) -> CurrentKey<'_, K> {
+        CurrentKey::new(&key.0, key.1)
     }
 }
 

@@ -228,16 +228,7 @@ impl<O: Operator> OperatorInstance<O> {
         let Some(extractor) = extractors.get(edge).or(extractors.first()) else {
             return 0;
         };
-        let mut n = 0;
-        for record in records {
-            n += 1;
-            let time = record.time;
-            out.set_time(time);
-            let key = O::Key::extract(extractor, &record.value);
-            let mut context = Context::new(O::Key::as_ref(&key), &mut *out, time, ctx);
-            operator.on_record(record.value, &mut context);
-        }
-        n
+        run_records::<O>(operator, out, ctx, extractor, records)
     }
 
     fn end(&mut self) -> Result<(), Disconnected> {
@@ -303,6 +294,29 @@ impl<O: Operator> Edge<O::In> for OperatorInstance<O> {
             Control::EndOfStream => self.end(),
         }
     }
+}
+
+/// The per-record loop of an operator, a function of its own so that the
+/// operator and its outputs arrive as distinct (`noalias`) references and the
+/// optimizer can keep their fields in registers across records.
+#[inline(never)]
+fn run_records<O: Operator>(
+    operator: &mut O,
+    out: &mut O::Out,
+    ctx: &InstanceContext,
+    extractor: &<O::Key as KeyKind>::Extractor<O::In>,
+    records: impl Iterator<Item = Record<O::In>>,
+) -> u64 {
+    let mut n = 0;
+    for record in records {
+        n += 1;
+        let time = record.time;
+        out.set_time(time);
+        let key = O::Key::extract(extractor, &record.value);
+        let mut context = Context::new(O::Key::as_ref(&key), &mut *out, time, ctx);
+        operator.on_record(record.value, &mut context);
+    }
+    n
 }
 
 /// Runs a [`CoOperator`] (always a task root: it has two ports).

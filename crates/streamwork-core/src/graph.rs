@@ -215,16 +215,22 @@ impl<T: Data> Stream<T> {
 
     /// Fields grouping by `key`: every record with the same key goes to the
     /// same instance, through the [stable hash](crate::hash) and key groups.
-    pub fn key_by<K: Key>(
-        self,
-        key: impl Fn(&T) -> K + Send + Sync + 'static,
-    ) -> KeyedStream<T, K> {
-        let key: KeyFn<T, K> = Arc::new(key);
+    pub fn key_by<K: Key, F>(self, key: F) -> KeyedStream<T, K>
+    where
+        F: Fn(&T) -> K + Send + Sync + 'static,
+    {
+        // The dispatcher calls the key function through `Arc<F>`: a static call,
+        // inlined into the routing loop. The receiver gets it as a `KeyFn`.
+        let key = Arc::new(key);
         let route_key = key.clone();
         let make: EdgeMaker<T> = Arc::new(move |_, w: EdgeWiring| {
             let key = route_key.clone();
-            let kg = w.key_groups;
-            dispatcher(KeyRoute::new(move |v: &T| stable_hash(&key(v)), kg), w)
+            let route = KeyRoute::new(
+                move |v: &T| stable_hash(&key(v)),
+                w.key_groups,
+                w.targets.len() as u32,
+            );
+            dispatcher(route, w)
         });
         KeyedStream {
             input: Input {

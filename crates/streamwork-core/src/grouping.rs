@@ -4,8 +4,10 @@
 //!   parallelism; such edges are fused into one task (no channel at all);
 //! * **shuffle**: round-robin over the target instances, record by record;
 //! * **fields** (key): the key's [stable hash](crate::hash) picks one of
-//!   [`KeyGroups`] key groups, and key groups are assigned to instances in
-//!   contiguous ranges, so every record of a key goes to the same instance;
+//!   [`KeyGroups`] key groups (`(hash * count) >> 64`, the high half of the
+//!   128-bit product: uniform, and no division on the hot path), and key groups
+//!   are assigned to instances in contiguous ranges, so every record of a key
+//!   goes to the same instance;
 //! * **broadcast**: every target instance gets a copy;
 //! * **global**: everything goes to instance 0;
 //! * **custom**: a user function picks the instance.
@@ -33,10 +35,10 @@ impl KeyGroups {
         self.0
     }
 
-    /// The key group of a key with stable hash `hash`: `hash % count`.
+    /// The key group of a key with stable hash `hash`: `(hash * count) >> 64`.
     #[inline]
     pub fn key_group(self, hash: u64) -> u32 {
-        (hash % u64::from(self.0)) as u32
+        ((u128::from(hash) * u128::from(self.0)) >> 64) as u32
     }
 
     /// The instance (of `parallelism`) that owns `key_group`:
@@ -132,22 +134,29 @@ impl<T> Route<T> for ShuffleRoute {
 pub struct KeyRoute<F> {
     key_hash: F,
     key_groups: KeyGroups,
+    /// The owning instance of each key group, for the edge's parallelism.
+    owners: Vec<u32>,
 }
 
 impl<F> KeyRoute<F> {
-    /// Routes by `key_hash(value)` over `key_groups`.
-    pub fn new(key_hash: F, key_groups: KeyGroups) -> Self {
+    /// Routes by `key_hash(value)` over `key_groups`, onto `parallelism` instances.
+    pub fn new(key_hash: F, key_groups: KeyGroups, parallelism: u32) -> Self {
+        let owners = (0..key_groups.count())
+            .map(|group| key_groups.instance_of(group, parallelism))
+            .collect();
         KeyRoute {
             key_hash,
             key_groups,
+            owners,
         }
     }
 }
 
 impl<T, F: FnMut(&T) -> u64 + Send + 'static> Route<T> for KeyRoute<F> {
     #[inline]
-    fn route(&mut self, value: &T, targets: u32) -> Target {
-        Target::One(self.key_groups.route((self.key_hash)(value), targets))
+    fn route(&mut self, value: &T, _targets: u32) -> Target {
+        let group = self.key_groups.key_group((self.key_hash)(value));
+        Target::One(self.owners[group as usize])
     }
 }
 
@@ -197,6 +206,21 @@ mod tests {
         assert_eq!(owners.first(), Some(&0));
         assert_eq!(owners.last(), Some(&2));
         assert!(owners.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn key_groups_are_the_high_half_of_the_product() {
+        let kg = KeyGroups::DEFAULT;
+        assert_eq!(kg.key_group(0), 0);
+        assert_eq!(kg.key_group(u64::MAX), 127);
+        assert_eq!(kg.key_group(1 << 63), 64);
+    }
+
+    #[test]
+    fn key_route_uses_the_owner_table() {
+        let mut route = KeyRoute::new(|v: &u64| *v, KeyGroups::DEFAULT, 4);
+        assert_eq!(route.route(&0, 4), Target::One(0));
+        assert_eq!(route.route(&u64::MAX, 4), Target::One(3));
     }
 
     #[test]

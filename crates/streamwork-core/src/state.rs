@@ -8,19 +8,25 @@
 use std::hash::Hash;
 use std::ops::Deref;
 
-use crate::hash::FastHashMap;
+use hashbrown::hash_table::{Entry, HashTable};
+
+use crate::hash::stable_hash;
 
 /// Bound on key types: hashable with the stable hash, comparable, clonable,
 /// sendable.
 pub trait Key: Hash + Eq + Clone + Send + Sync + 'static {}
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
 
-/// The key of the record being processed by a keyed operator.
+/// The key of the record being processed by a keyed operator, with its
+/// stable hash (computed once per record, reused by every state access).
 ///
 /// It cannot be constructed outside Streamwork: holding one proves that the
 /// code runs inside a keyed operator, on a stream partitioned by this key.
 #[derive(Debug)]
-pub struct CurrentKey<'a, K>(&'a K);
+pub struct CurrentKey<'a, K> {
+    key: &'a K,
+    hash: u64,
+}
 
 impl<K> Clone for CurrentKey<'_, K> {
     fn clone(&self) -> Self {
@@ -30,100 +36,172 @@ impl<K> Clone for CurrentKey<'_, K> {
 impl<K> Copy for CurrentKey<'_, K> {}
 
 impl<'a, K> CurrentKey<'a, K> {
-    pub(crate) fn new(key: &'a K) -> Self {
-        CurrentKey(key)
+    pub(crate) fn new(key: &'a K, hash: u64) -> Self {
+        CurrentKey { key, hash }
+    }
+
+    /// A current key made by hand, for unit tests and benchmarks of keyed
+    /// operators and state. It proves nothing: code that calls this can reach
+    /// keyed state outside a keyed operator, so production code never should.
+    pub fn for_testing(key: &'a K) -> Self
+    where
+        K: std::hash::Hash,
+    {
+        CurrentKey::new(key, stable_hash(key))
     }
 
     /// The key itself.
     pub fn get(self) -> &'a K {
-        self.0
+        self.key
+    }
+
+    /// The key's [stable hash](crate::hash).
+    pub fn hash(self) -> u64 {
+        self.hash
     }
 }
 
 impl<K> Deref for CurrentKey<'_, K> {
     type Target = K;
     fn deref(&self) -> &K {
-        self.0
+        self.key
     }
 }
 
 /// A value per key, scoped by the current key of a keyed operator.
+///
+/// Backed by a SwissTable (`hashbrown::HashTable`) probed with the hash the
+/// current key carries: one hash computation per record, one probe per access.
 ///
 /// ```
 /// use streamwork_core::state::KeyedState;
 /// let counts: KeyedState<String, u64> = KeyedState::new();
 /// assert!(counts.is_empty());
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct KeyedState<K, V> {
-    values: FastHashMap<K, V>,
+    table: HashTable<(K, V)>,
 }
 
-impl<K: super::state::Key, V> Default for KeyedState<K, V> {
+impl<K: Key + std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for KeyedState<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.table.iter().map(|(k, v)| (k, v)))
+            .finish()
+    }
+}
+
+impl<K: Key, V> Default for KeyedState<K, V> {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn rehash<K: Key, V>(entry: &(K, V)) -> u64 {
+    stable_hash(&entry.0)
 }
 
 impl<K: Key, V> KeyedState<K, V> {
     /// Empty state.
     pub fn new() -> Self {
         KeyedState {
-            values: FastHashMap::default(),
+            table: HashTable::new(),
         }
     }
 
     /// The value of the current key.
+    #[inline]
     pub fn get(&self, key: CurrentKey<'_, K>) -> Option<&V> {
-        self.values.get(key.get())
+        self.table
+            .find(key.hash, |(k, _)| k == key.key)
+            .map(|(_, v)| v)
     }
 
     /// The value of the current key, mutably.
+    #[inline]
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
-        self.values.get_mut(key.get())
+        self.table
+            .find_mut(key.hash, |(k, _)| k == key.key)
+            .map(|(_, v)| v)
     }
 
     /// The value of the current key, inserting `V::default()` first if absent.
     /// The key is cloned only on insertion.
+    #[inline]
     pub fn get_or_default(&mut self, key: CurrentKey<'_, K>) -> &mut V
     where
         V: Default,
     {
-        if !self.values.contains_key(key.get()) {
-            self.values.insert(key.get().clone(), V::default());
+        match self.table.entry(key.hash, |(k, _)| k == key.key, rehash) {
+            Entry::Occupied(entry) => &mut entry.into_mut().1,
+            Entry::Vacant(entry) => &mut entry.insert((key.key.clone(), V::default())).into_mut().1,
         }
-        self.values
-            .get_mut(key.get())
-            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
     /// Sets the value of the current key, returning the previous one.
     pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V> {
-        self.values.insert(key.get().clone(), value)
+        match self.table.entry(key.hash, |(k, _)| k == key.key, rehash) {
+            Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().1, value)),
+            Entry::Vacant(entry) => {
+                entry.insert((key.key.clone(), value));
+                None
+            }
+        }
     }
 
     /// Removes the value of the current key.
     pub fn remove(&mut self, key: CurrentKey<'_, K>) -> Option<V> {
-        self.values.remove(key.get())
+        match self.table.find_entry(key.hash, |(k, _)| k == key.key) {
+            Ok(entry) => Some(entry.remove().0.1),
+            Err(_) => None,
+        }
     }
 
     /// Number of keys with a value.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.table.len()
     }
 
     /// Whether no key has a value.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.table.is_empty()
     }
 
     /// Every key and value, in no particular order (for end-of-stream output).
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.values.iter()
+        self.table.iter().map(|(k, v)| (k, v))
     }
 
     /// Takes every key and value out, leaving the state empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
-        self.values.drain()
+        self.table.drain()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &String) -> CurrentKey<'_, String> {
+        CurrentKey::new(k, stable_hash(k))
+    }
+
+    #[test]
+    fn values_are_scoped_by_key() {
+        let mut state = KeyedState::<String, u64>::new();
+        let (a, b) = ("a".to_string(), "b".to_string());
+        *state.get_or_default(key(&a)) += 2;
+        *state.get_or_default(key(&a)) += 3;
+        assert_eq!(state.get(key(&a)), Some(&5));
+        assert_eq!(state.get(key(&b)), None);
+        assert_eq!(state.insert(key(&b), 7), None);
+        assert_eq!(state.insert(key(&b), 8), Some(7));
+        assert_eq!(state.len(), 2);
+        assert_eq!(state.remove(key(&a)), Some(5));
+        assert_eq!(state.remove(key(&a)), None);
+        let mut rest: Vec<_> = state.drain().collect();
+        rest.sort();
+        assert_eq!(rest, vec![("b".to_string(), 8)]);
+        assert!(state.is_empty());
     }
 }
