@@ -70,9 +70,10 @@ pub mod prelude {
         TcpLineSource, VecSource,
     };
     pub use streamwork_core::{
-        ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data, GroupingKind,
-        Input, InstanceContext, JobBuilder, JobGraph, KeyedState, KeyedStream, NoKey, Operator,
-        Record, Sink, Source, SourcePoll, Stream, Timestamp,
+        AnyTime, ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data,
+        EventTime, GroupingKind, Input, InstanceContext, JobBuilder, JobGraph, KeyedState,
+        KeyedStream, NoKey, Operator, Record, Sink, Source, SourcePoll, Stream, Timestamp,
+        Unwatermarked, Watermarked,
     };
     pub use streamwork_runtime::{JobError, JobHandle, JobReport};
 }
@@ -89,8 +90,8 @@ pub mod __private {
     pub use streamwork_core::record::Data;
     pub use streamwork_core::time::Timestamp;
     pub use streamwork_core::{
-        ByKey, Collector, Context, CurrentKey, GraphError, InstanceContext, KeyGroups, NoKey,
-        Operator,
+        AnyTime, ByKey, Collector, Context, CurrentKey, EventTime, GraphError, InstanceContext,
+        KeyGroups, NoKey, Operator, StreamTime,
     };
 }
 

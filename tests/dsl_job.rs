@@ -47,6 +47,7 @@ impl CoOperator for Tag {
     type Left = u64;
     type Right = String;
     type Out = Collector<String>;
+    type Time = AnyTime;
     fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
         ctx.emit(format!("L{value}"));
     }

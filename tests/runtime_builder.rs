@@ -8,6 +8,7 @@ impl Operator for Triple {
     type In = u64;
     type Key = NoKey;
     type Out = Collector<u64>;
+    type Time = AnyTime;
     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
         ctx.emit(v * 3);
     }
@@ -21,6 +22,7 @@ impl Operator for CountByKey {
     type In = u64;
     type Key = ByKey<u64>;
     type Out = Collector<(u64, u64)>;
+    type Time = AnyTime;
     fn on_record(&mut self, _v: u64, ctx: &mut Context<'_, ByKey<u64>, Collector<(u64, u64)>>) {
         let key = ctx.key();
         *self.counts.get_or_default(key) += 1;

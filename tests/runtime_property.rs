@@ -36,6 +36,7 @@ impl Operator for Apply {
     type In = u64;
     type Key = NoKey;
     type Out = Collector<u64>;
+    type Time = AnyTime;
     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
         match self.0 {
             Op::Add(k) => ctx.emit(v.wrapping_add(k)),
@@ -62,6 +63,7 @@ impl Operator for CountPerKey {
     type In = u64;
     type Key = ByKey<u64>;
     type Out = Collector<u64>;
+    type Time = AnyTime;
     fn on_record(&mut self, _: u64, ctx: &mut Context<'_, ByKey<u64>, Collector<u64>>) {
         let key = ctx.key();
         let count = self.counts.get_or_default(key);

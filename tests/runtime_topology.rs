@@ -97,6 +97,7 @@ impl CoOperator for NameNumbers {
     type Left = u64;
     type Right = (u64, String);
     type Out = Collector<String>;
+    type Time = AnyTime;
 
     fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
         match self.names.get(&value) {

@@ -28,7 +28,9 @@ mod outputs;
 /// `open(&mut self, ctx: &InstanceContext)` and `on_end(&mut self, out: &mut Out)`),
 /// it implements `Operator` for the type, whose fields are per-instance state.
 /// A first parameter `key: CurrentKey<'_, K>` makes the operator keyed by `K`:
-/// it then only connects to a stream keyed by `K`.
+/// it then only connects to a stream keyed by `K`. An impl block may also
+/// define `on_watermark`, `on_processing_time` and `on_batch_end`; with
+/// `#[operator(event_time)]` the operator only connects to watermarked streams.
 #[proc_macro_attribute]
 pub fn operator(args: TokenStream, item: TokenStream) -> TokenStream {
     operator::expand(args.into(), item.into()).into()

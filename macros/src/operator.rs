@@ -118,26 +118,50 @@ fn camel_case(name: &str) -> String {
         .collect()
 }
 
-/// `name = Ident` from the attribute's arguments, if given.
-fn name_override(args: TokenStream) -> syn::Result<Option<syn::Ident>> {
-    if args.is_empty() {
-        return Ok(None);
-    }
-    let parsed: syn::MetaNameValue = syn::parse2(args)?;
-    if !parsed.path.is_ident("name") {
-        return Err(syn::Error::new(
-            parsed.path.span(),
-            "expected `name = TypeName`",
-        ));
-    }
-    match parsed.value {
-        syn::Expr::Path(path) if path.path.get_ident().is_some() => {
-            Ok(path.path.get_ident().cloned())
+/// The attribute's arguments: `name = Type` (functions only) and `event_time`.
+#[derive(Default)]
+struct Args {
+    name: Option<syn::Ident>,
+    event_time: bool,
+}
+
+fn parse_args(args: TokenStream) -> syn::Result<Args> {
+    let mut parsed = Args::default();
+    let metas = syn::parse::Parser::parse2(
+        syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        args,
+    )?;
+    for meta in metas {
+        match meta {
+            syn::Meta::Path(path) if path.is_ident("event_time") => parsed.event_time = true,
+            syn::Meta::NameValue(nv) if nv.path.is_ident("name") => match nv.value {
+                syn::Expr::Path(path) if path.path.get_ident().is_some() => {
+                    parsed.name = path.path.get_ident().cloned();
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        other.span(),
+                        "expected a type name, as in `name = Doubler`",
+                    ));
+                }
+            },
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "expected `name = TypeName` or `event_time`",
+                ));
+            }
         }
-        other => Err(syn::Error::new(
-            other.span(),
-            "expected a type name, as in `name = Doubler`",
-        )),
+    }
+    Ok(parsed)
+}
+
+fn time_requirement(args: &Args) -> TokenStream {
+    let p = quote!(::streamwork::__private);
+    if args.event_time {
+        quote!(#p::EventTime)
+    } else {
+        quote!(#p::AnyTime)
     }
 }
 
@@ -156,7 +180,9 @@ fn from_fn(args: TokenStream, function: ItemFn) -> syn::Result<TokenStream> {
         "an `#[operator]` function",
     )?;
     let fn_name = &sig.ident;
-    let struct_name = name_override(args)?.unwrap_or_else(|| {
+    let args = parse_args(args)?;
+    let time = time_requirement(&args);
+    let struct_name = args.name.clone().unwrap_or_else(|| {
         format_ident!(
             "{}",
             camel_case(&fn_name.to_string()),
@@ -182,6 +208,7 @@ fn from_fn(args: TokenStream, function: ItemFn) -> syn::Result<TokenStream> {
             type In = #input;
             type Key = #key;
             type Out = #output;
+            type Time = #time;
 
             #[inline]
             fn on_record(&mut self, value: #input, ctx: &mut #p::Context<'_, #key, #output>) {
@@ -206,12 +233,14 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             "`#[operator]` goes on an inherent impl block (`impl MyOperator { fn on_record(..) }`), not on a trait impl",
         ));
     }
-    if !args.is_empty() {
+    let args = parse_args(args)?;
+    if let Some(name) = &args.name {
         return Err(syn::Error::new(
-            args.span(),
-            "`#[operator]` on an impl block takes no arguments",
+            name.span(),
+            "`name = ...` is for functions: an impl block's operator is its own type",
         ));
     }
+    let time = time_requirement(&args);
     let Some(on_record) = method(&block, "on_record") else {
         return Err(syn::Error::new(
             block.self_ty.span(),
@@ -245,6 +274,27 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             }
         }
     });
+    let on_watermark = method(&block, "on_watermark").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn on_watermark(&mut self, watermark: #p::Timestamp, out: &mut #output) {
+                <#self_ty>::on_watermark(self, watermark, out)
+            }
+        }
+    });
+    let on_processing_time = method(&block, "on_processing_time").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn on_processing_time(&mut self, now: #p::Timestamp, out: &mut #output) {
+                <#self_ty>::on_processing_time(self, now, out)
+            }
+        }
+    });
+    let on_batch_end = method(&block, "on_batch_end").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn on_batch_end(&mut self, out: &mut #output) {
+                <#self_ty>::on_batch_end(self, out)
+            }
+        }
+    });
     Ok(quote! {
         #block
 
@@ -252,6 +302,7 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             type In = #input;
             type Key = #key;
             type Out = #output;
+            type Time = #time;
 
             #[inline]
             fn on_record(&mut self, value: #input, ctx: &mut #p::Context<'_, #key, #output>) {
@@ -260,6 +311,9 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
 
             #open
             #on_end
+            #on_watermark
+            #on_processing_time
+            #on_batch_end
         }
     })
 }

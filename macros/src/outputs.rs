@@ -87,7 +87,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
     let unconnected: Vec<TokenStream> = idents
         .iter()
         .zip(&items)
-        .map(|(i, t)| quote!(#p::Unconnected<#markers::#i, #t>))
+        .map(|(i, t)| quote!(#p::Unconnected<#markers::#i, #t, __SwTm>))
         .collect();
 
     let mut methods = TokenStream::new();
@@ -136,9 +136,9 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         let drop_doc = format!("Drops channel `{ident}`: its records are discarded.");
         methods.extend(quote_spanned! {ident.span()=>
             #[allow(dead_code)]
-            impl<#(#other_params),*> #streams<#(#self_args),*> {
+            impl<__SwTm: #p::StreamTime, #(#other_params),*> #streams<#(#self_args),*> {
                 #[doc = #take_doc]
-                pub fn #ident(self) -> (#p::Stream<#item>, #streams<#(#out_args),*>) {
+                pub fn #ident(self) -> (#p::Stream<#item, __SwTm>, #streams<#(#out_args),*>) {
                     (self.#ident.0, #streams { #(#rebuild),* })
                 }
                 #[doc = #drop_doc]
@@ -170,7 +170,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         impl<#(#params: #p::ChannelHandled),*> #p::AllChannelsHandled for #streams<#(#params),*> {}
 
         impl #p::Outputs for #name {
-            type Streams = #streams<#(#unconnected),*>;
+            type Streams<__SwTm: #p::StreamTime> = #streams<#(#unconnected),*>;
 
             fn channels() -> ::std::vec::Vec<#p::ChannelInfo> {
                 ::std::vec![#( #p::ChannelInfo {
@@ -179,7 +179,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
                 } ),*]
             }
 
-            fn streams(job: u64, node: #p::NodeId) -> Self::Streams {
+            fn streams<__SwTm: #p::StreamTime>(job: u64, node: #p::NodeId) -> Self::Streams<__SwTm> {
                 #streams {
                     #( #idents: #p::Unconnected(#p::Stream::__new(job, node, #indices), ::std::marker::PhantomData), )*
                 }
@@ -210,6 +210,11 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
 
             fn check(&self) -> ::std::result::Result<(), #p::Disconnected> {
                 #( self.#idents.check()?; )*
+                ::std::result::Result::Ok(())
+            }
+
+            fn tick(&mut self, now: #p::Timestamp) -> ::std::result::Result<(), #p::Disconnected> {
+                #( self.#idents.tick(now)?; )*
                 ::std::result::Result::Ok(())
             }
         }

@@ -178,6 +178,17 @@ impl<T: Data> Collector<T> {
         self.check()
     }
 
+    /// Passes a processing-time tick to every edge (fused operators fire their
+    /// processing-time timers).
+    pub fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        for edge in &mut self.edges {
+            if let Err(e) = edge.on_processing_time(now) {
+                self.error = Some(e);
+            }
+        }
+        self.check()
+    }
+
     /// The first delivery failure, if any.
     pub fn check(&self) -> Result<(), Disconnected> {
         match self.error {

@@ -155,6 +155,64 @@ impl<K: Key> KeyKind for ByKey<K> {
     }
 }
 
+/// Whether a stream carries watermarks: the time marker of a [`Stream`](crate::Stream).
+pub trait StreamTime: Send + Sync + 'static {}
+
+/// A stream without watermarks: its event time never advances (until its end).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Unwatermarked;
+
+/// A stream downstream of a watermark strategy: event time advances.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Watermarked;
+
+impl StreamTime for Unwatermarked {}
+impl StreamTime for Watermarked {}
+
+/// What an operator needs of its input's time, and what its output then is.
+pub trait TimeRequirement: Send + 'static {
+    /// The time marker of the output streams, given the inputs' marker `Tm`.
+    type Out<Tm: StreamTime>: StreamTime;
+    /// Whether the runtime forwards the inputs' watermarks and idleness
+    /// downstream (false for operators that generate their own).
+    const FORWARDS_WATERMARKS: bool = true;
+}
+
+/// Works on any stream; output streams carry watermarks if the inputs do.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AnyTime;
+
+/// Works in event time (event-time windows and timers): the inputs must carry
+/// watermarks, or the job does not compile.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct EventTime;
+
+/// Assigns timestamps and generates watermarks: any input, watermarked output.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AssignsWatermarks;
+
+impl TimeRequirement for AnyTime {
+    type Out<Tm: StreamTime> = Tm;
+}
+impl TimeRequirement for EventTime {
+    type Out<Tm: StreamTime> = Tm;
+}
+impl TimeRequirement for AssignsWatermarks {
+    type Out<Tm: StreamTime> = Watermarked;
+    const FORWARDS_WATERMARKS: bool = false;
+}
+
+/// `Self` (an operator's [`TimeRequirement`]) accepts inputs of time marker `Tm`.
+#[diagnostic::on_unimplemented(
+    message = "this operator works in event time, but its input stream has no watermarks",
+    label = "an event-time window or timer needs watermarks to ever fire",
+    note = "attach a watermark strategy after the source, as in `operator timed = Watermarks::bounded(Duration::from_secs(4)).timestamps(|r| ...) <- source;`, and read from `timed`"
+)]
+pub trait Admits<Tm: StreamTime> {}
+impl<Tm: StreamTime> Admits<Tm> for AnyTime {}
+impl Admits<Watermarked> for EventTime {}
+impl<Tm: StreamTime> Admits<Tm> for AssignsWatermarks {}
+
 /// What an operator sees while processing one record: its outputs, the
 /// record's event time, its instance and, for keyed operators, the key.
 pub struct Context<'a, K: KeyKind, O> {
@@ -231,6 +289,7 @@ impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
 ///     type In = u64;
 ///     type Key = NoKey;
 ///     type Out = Collector<u64>;
+///     type Time = streamwork_core::AnyTime;
 ///     fn on_record(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
 ///         ctx.emit(value * 2);
 ///     }
@@ -243,6 +302,8 @@ pub trait Operator: Clone + Send + 'static {
     type Key: KeyKind;
     /// Output channel(s): a [`Collector<T>`] or a struct of collectors.
     type Out: Outputs;
+    /// [`AnyTime`], or [`EventTime`] to require a watermarked input.
+    type Time: TimeRequirement;
 
     /// Prepares this instance.
     fn open(&mut self, ctx: &InstanceContext) {
@@ -252,7 +313,31 @@ pub trait Operator: Clone + Send + 'static {
     /// Processes one record.
     fn on_record(&mut self, value: Self::In, ctx: &mut Context<'_, Self::Key, Self::Out>);
 
-    /// Called once when every input has ended: emit what is left.
+    /// Event time has advanced to `watermark` (the minimum over every input):
+    /// fire event-time timers and windows here. The runtime forwards the
+    /// watermark downstream after this returns, so results emitted here
+    /// precede it.
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        let _ = (watermark, out);
+    }
+
+    /// The wall clock reads `now` (milliseconds since the epoch): fire
+    /// processing-time timers here. Called at least every 50 ms while the job
+    /// runs, and after every batch.
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
+        let _ = (now, out);
+    }
+
+    /// Called after each batch of input records: the place to do once per
+    /// batch what need not be done per record (a watermark strategy emits its
+    /// watermark here, coalesced).
+    fn on_batch_end(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+
+    /// Called once when every input has ended: emit what is left. Event time
+    /// has reached its end first ([`on_watermark`](Self::on_watermark) with
+    /// [`Timestamp::MAX`]).
     fn on_end(&mut self, out: &mut Self::Out) {
         let _ = out;
     }
@@ -266,6 +351,8 @@ pub trait CoOperator: Clone + Send + 'static {
     type Right: Data;
     /// Output channel(s).
     type Out: Outputs;
+    /// [`AnyTime`], or [`EventTime`] to require watermarked inputs.
+    type Time: TimeRequirement;
 
     /// Prepares this instance.
     fn open(&mut self, ctx: &InstanceContext) {
@@ -286,6 +373,16 @@ pub trait CoOperator: Clone + Send + 'static {
     /// Called once when the right input has ended.
     fn on_right_end(&mut self, out: &mut Self::Out) {
         let _ = out;
+    }
+
+    /// Event time (the minimum over both inputs) has advanced to `watermark`.
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        let _ = (watermark, out);
+    }
+
+    /// The wall clock reads `now`: fire processing-time timers here.
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
+        let _ = (now, out);
     }
 
     /// Called once when both inputs have ended.

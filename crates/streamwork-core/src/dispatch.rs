@@ -20,6 +20,13 @@ pub trait Edge<T>: Send {
     fn flush(&mut self) -> Result<(), Disconnected>;
     /// Delivers a control message to every target, after flushing.
     fn control(&mut self, control: &Control) -> Result<(), Disconnected>;
+    /// The wall clock reads `now`: a fused downstream fires its
+    /// processing-time timers. Channels ignore it (their receivers tick
+    /// themselves).
+    fn on_processing_time(&mut self, now: crate::Timestamp) -> Result<(), Disconnected> {
+        let _ = now;
+        Ok(())
+    }
 }
 
 /// The dispatcher of a channel edge: routes records into per-target batches and

@@ -13,12 +13,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::collector::Collector;
 use crate::component::{
     CoOperator, Context, InstanceContext, KeyKind, NoKey, Operator, Sink, Source, SourcePoll,
+    TimeRequirement,
 };
 use crate::dispatch::Edge;
 use crate::error::TaskError;
 use crate::message::{Control, Disconnected, SenderIdx};
 use crate::outputs::Outputs;
 use crate::record::{Data, Record};
+use crate::time::Timestamp;
 
 thread_local! {
     static CURRENT: std::cell::RefCell<Option<(Arc<str>, u32)>> = const { std::cell::RefCell::new(None) };
@@ -89,13 +91,18 @@ pub trait SourceTask: Send {
     fn poll(&mut self) -> Result<SourcePoll, TaskError>;
     /// Sends what is buffered.
     fn flush(&mut self) -> Result<(), TaskError>;
+    /// The wall clock reads `now`: fused operators fire processing-time timers.
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError>;
     /// Closes the source and sends end-of-stream downstream.
     fn finish(&mut self) -> Result<(), TaskError>;
 }
 
 /// An instance reading channels, as the runtime drives it. The runtime counts
-/// end-of-stream messages per port and calls [`on_port_end`](Self::on_port_end)
-/// when every sender of a port has ended, then [`finish`](Self::finish).
+/// end-of-stream messages per port and tracks the watermark of every sender:
+/// it calls [`on_watermark`](Self::on_watermark) when the minimum over all
+/// active senders advances, [`on_idle`](Self::on_idle) when every remaining
+/// sender is idle, [`on_port_end`](Self::on_port_end) when every sender of a
+/// port has ended, then [`finish`](Self::finish).
 pub trait InputTask: Send {
     /// Opens the instance.
     fn open(&mut self) -> Result<(), TaskError>;
@@ -106,6 +113,12 @@ pub trait InputTask: Send {
         from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), TaskError>;
+    /// The instance's event time advanced to `watermark`.
+    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), TaskError>;
+    /// Every sender that has not ended is idle.
+    fn on_idle(&mut self) -> Result<(), TaskError>;
+    /// The wall clock reads `now`.
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError>;
     /// Every sender into `port` has ended.
     fn on_port_end(&mut self, port: usize) -> Result<(), TaskError>;
     /// Sends what is buffered (the input is momentarily empty).
@@ -166,6 +179,10 @@ impl<S: Source> SourceTask for SourceInstance<S> {
         Ok(self.out.flush()?)
     }
 
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError> {
+        Ok(self.out.tick(now)?)
+    }
+
     fn finish(&mut self) -> Result<(), TaskError> {
         let _scope = Scope::enter(&self.ctx);
         self.source.close()?;
@@ -184,6 +201,7 @@ pub struct OperatorInstance<O: Operator> {
     extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
     sender_edges: Vec<u32>,
     opened: bool,
+    watermark: Timestamp,
 }
 
 impl<O: Operator> OperatorInstance<O> {
@@ -205,6 +223,7 @@ impl<O: Operator> OperatorInstance<O> {
             extractors,
             sender_edges,
             opened: false,
+            watermark: Timestamp::MIN,
         }
     }
 
@@ -228,10 +247,47 @@ impl<O: Operator> OperatorInstance<O> {
         let Some(extractor) = extractors.get(edge).or(extractors.first()) else {
             return 0;
         };
-        run_records::<O>(operator, out, ctx, extractor, records)
+        let n = run_records::<O>(operator, out, ctx, extractor, records);
+        out.set_time(None);
+        operator.on_batch_end(out);
+        n
+    }
+
+    fn advance(&mut self, watermark: Timestamp) -> Result<(), Disconnected> {
+        if watermark <= self.watermark {
+            return Ok(());
+        }
+        self.ensure_open();
+        let _scope = Scope::enter(&self.ctx);
+        self.watermark = watermark;
+        self.out.set_time(None);
+        self.operator.on_watermark(watermark, &mut self.out);
+        if O::Time::FORWARDS_WATERMARKS && watermark < Timestamp::MAX {
+            self.out.control(&Control::Watermark(watermark))?;
+        }
+        self.counters.set_out(self.out.emitted());
+        Ok(())
+    }
+
+    fn idle(&mut self) -> Result<(), Disconnected> {
+        if O::Time::FORWARDS_WATERMARKS {
+            self.out.control(&Control::Idle)?;
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        self.ensure_open();
+        let _scope = Scope::enter(&self.ctx);
+        self.out.set_time(None);
+        self.operator.on_processing_time(now, &mut self.out);
+        self.counters.set_out(self.out.emitted());
+        self.out.tick(now)
     }
 
     fn end(&mut self) -> Result<(), Disconnected> {
+        // End of input advances event time to its end: everything fires.
+        self.advance(Timestamp::MAX)?;
         self.ensure_open();
         let _scope = Scope::enter(&self.ctx);
         self.out.set_time(None);
@@ -260,6 +316,18 @@ impl<O: Operator> InputTask for OperatorInstance<O> {
         self.counters.add_in(n);
         self.counters.set_out(self.out.emitted());
         Ok(self.out.check()?)
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), TaskError> {
+        Ok(self.advance(watermark)?)
+    }
+
+    fn on_idle(&mut self) -> Result<(), TaskError> {
+        Ok(self.idle()?)
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError> {
+        Ok(self.tick(now)?)
     }
 
     fn on_port_end(&mut self, _port: usize) -> Result<(), TaskError> {
@@ -292,7 +360,13 @@ impl<O: Operator> Edge<O::In> for OperatorInstance<O> {
     fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
         match control {
             Control::EndOfStream => self.end(),
+            Control::Watermark(watermark) => self.advance(*watermark),
+            Control::Idle => self.idle(),
         }
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        self.tick(now)
     }
 }
 
@@ -325,6 +399,7 @@ pub struct CoOperatorInstance<C: CoOperator> {
     out: C::Out,
     ctx: InstanceContext,
     counters: Arc<InstanceCounters>,
+    watermark: Timestamp,
 }
 
 impl<C: CoOperator> CoOperatorInstance<C> {
@@ -340,6 +415,7 @@ impl<C: CoOperator> CoOperatorInstance<C> {
             out,
             ctx,
             counters,
+            watermark: Timestamp::MIN,
         }
     }
 }
@@ -380,7 +456,33 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
         }
         self.counters.add_in(n);
         self.counters.set_out(self.out.emitted());
+        Ok(self.out.check()?)
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), TaskError> {
+        if watermark <= self.watermark {
+            return Ok(());
+        }
+        let _scope = Scope::enter(&self.ctx);
+        self.watermark = watermark;
+        self.out.set_time(None);
+        self.operator.on_watermark(watermark, &mut self.out);
+        if watermark < Timestamp::MAX {
+            self.out.control(&Control::Watermark(watermark))?;
+        }
+        self.counters.set_out(self.out.emitted());
         Ok(())
+    }
+
+    fn on_idle(&mut self) -> Result<(), TaskError> {
+        Ok(self.out.control(&Control::Idle)?)
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        self.out.set_time(None);
+        self.operator.on_processing_time(now, &mut self.out);
+        Ok(self.out.tick(now)?)
     }
 
     fn on_port_end(&mut self, port: usize) -> Result<(), TaskError> {
@@ -399,6 +501,7 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
     }
 
     fn finish(&mut self) -> Result<(), TaskError> {
+        self.on_watermark(Timestamp::MAX)?;
         let _scope = Scope::enter(&self.ctx);
         self.out.set_time(None);
         self.operator.on_end(&mut self.out);
@@ -414,7 +517,6 @@ pub struct SinkInstance<S: Sink> {
     ctx: InstanceContext,
     counters: Arc<InstanceCounters>,
     opened: bool,
-    error: Option<crate::error::ConnectorError>,
 }
 
 impl<S: Sink> SinkInstance<S> {
@@ -425,7 +527,6 @@ impl<S: Sink> SinkInstance<S> {
             ctx,
             counters,
             opened: false,
-            error: None,
         }
     }
 
@@ -449,11 +550,6 @@ impl<S: Sink> SinkInstance<S> {
         self.counters.add_in(n);
         Ok(())
     }
-
-    /// The error a fused sink hit, which its task reports.
-    pub fn take_error(&mut self) -> Option<crate::error::ConnectorError> {
-        self.error.take()
-    }
 }
 
 impl<S: Sink> InputTask for SinkInstance<S> {
@@ -471,11 +567,24 @@ impl<S: Sink> InputTask for SinkInstance<S> {
         self.write_all(batch.into_iter())
     }
 
+    fn on_watermark(&mut self, _watermark: Timestamp) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn on_idle(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn on_processing_time(&mut self, _now: Timestamp) -> Result<(), TaskError> {
+        Ok(())
+    }
+
     fn on_port_end(&mut self, _port: usize) -> Result<(), TaskError> {
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
         Ok(self.sink.flush()?)
     }
 
@@ -498,19 +607,17 @@ impl<S: Sink> Edge<S::In> for SinkInstance<S> {
     }
 
     fn flush(&mut self) -> Result<(), Disconnected> {
-        if let Err(e) = self.sink.flush() {
-            fused_sink_failed(&self.ctx, &e.into());
+        if let Err(e) = InputTask::flush(self) {
+            fused_sink_failed(&self.ctx, &e);
         }
         Ok(())
     }
 
     fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
-        match control {
-            Control::EndOfStream => {
-                if let Err(e) = InputTask::finish(self) {
-                    fused_sink_failed(&self.ctx, &e);
-                }
-            }
+        if *control == Control::EndOfStream
+            && let Err(e) = InputTask::finish(self)
+        {
+            fused_sink_failed(&self.ctx, &e);
         }
         Ok(())
     }
@@ -562,6 +669,7 @@ impl<T: Data> Operator for Identity<T> {
     type In = T;
     type Key = NoKey;
     type Out = Collector<T>;
+    type Time = crate::component::AnyTime;
 
     #[inline]
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {

@@ -24,6 +24,7 @@
 //!     type In = u64;
 //!     type Key = NoKey;
 //!     type Out = Collector<u64>;
+//!     type Time = streamwork_core::AnyTime;
 //!     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
 //!         ctx.emit(v * 2)
 //!     }
@@ -43,7 +44,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::collector::DEFAULT_BATCH_SIZE;
 use crate::component::{
-    ByKey, CoOperator, InstanceContext, KeyFn, KeyKind, NoKey, Operator, Sink, Source,
+    Admits, ByKey, CoOperator, InstanceContext, KeyFn, KeyKind, NoKey, Operator, Sink, Source,
+    StreamTime, TimeRequirement, Unwatermarked,
 };
 use crate::dispatch::{ChannelDispatcher, Edge};
 use crate::error::GraphError;
@@ -62,21 +64,24 @@ use crate::state::Key;
 pub struct NodeId(pub u32);
 
 /// A typed handle on one output channel of a component, used to connect it.
-pub struct Stream<T> {
+///
+/// `Tm` says whether the stream carries watermarks ([`Watermarked`]) or not
+/// ([`Unwatermarked`]): an event-time operator only accepts watermarked streams.
+pub struct Stream<T, Tm = Unwatermarked> {
     job: u64,
     node: NodeId,
     channel: u32,
-    _type: PhantomData<fn() -> T>,
+    _type: PhantomData<fn() -> (T, Tm)>,
 }
 
-impl<T> Clone for Stream<T> {
+impl<T, Tm> Clone for Stream<T, Tm> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for Stream<T> {}
+impl<T, Tm> Copy for Stream<T, Tm> {}
 
-impl<T> std::fmt::Debug for Stream<T> {
+impl<T, Tm> std::fmt::Debug for Stream<T, Tm> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Stream({:?}.{})", self.node, self.channel)
     }
@@ -127,15 +132,16 @@ enum GroupingSpec {
 }
 
 /// A stream with its grouping chosen: one input edge of a component.
-pub struct Input<T> {
+pub struct Input<T, Tm = Unwatermarked> {
     job: u64,
     node: NodeId,
     channel: u32,
     grouping: GroupingSpec,
     make: EdgeMaker<T>,
+    _time: PhantomData<fn() -> Tm>,
 }
 
-impl<T> Clone for Input<T> {
+impl<T, Tm> Clone for Input<T, Tm> {
     fn clone(&self) -> Self {
         Input {
             job: self.job,
@@ -143,18 +149,19 @@ impl<T> Clone for Input<T> {
             channel: self.channel,
             grouping: self.grouping,
             make: self.make.clone(),
+            _time: PhantomData,
         }
     }
 }
 
 /// A stream grouped by key `K` (fields grouping): the only input a keyed
 /// operator (`type Key = ByKey<K>`) accepts.
-pub struct KeyedStream<T, K> {
-    input: Input<T>,
+pub struct KeyedStream<T, K, Tm = Unwatermarked> {
+    input: Input<T, Tm>,
     key: KeyFn<T, K>,
 }
 
-impl<T, K> Clone for KeyedStream<T, K> {
+impl<T, K, Tm> Clone for KeyedStream<T, K, Tm> {
     fn clone(&self) -> Self {
         KeyedStream {
             input: self.input.clone(),
@@ -163,15 +170,15 @@ impl<T, K> Clone for KeyedStream<T, K> {
     }
 }
 
-impl<T: Data, K: Key> KeyedStream<T, K> {
+impl<T: Data, K: Key, Tm: StreamTime> KeyedStream<T, K, Tm> {
     /// This fields-grouped stream as a plain input, for an operator that is
     /// not keyed (it receives all records of a key but no keyed context).
-    pub fn as_input(self) -> Input<T> {
+    pub fn as_input(self) -> Input<T, Tm> {
         self.input
     }
 }
 
-impl<T: Data> Stream<T> {
+impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
     #[doc(hidden)]
     pub fn __new(job: u64, node: NodeId, channel: u32) -> Self {
         Stream {
@@ -182,40 +189,41 @@ impl<T: Data> Stream<T> {
         }
     }
 
-    fn with(self, grouping: GroupingSpec) -> Input<T> {
+    fn with(self, grouping: GroupingSpec) -> Input<T, Tm> {
         Input {
             job: self.job,
             node: self.node,
             channel: self.channel,
             grouping,
             make: basic_maker(),
+            _time: PhantomData,
         }
     }
 
     /// Forward grouping: instance `i` feeds instance `i` (equal parallelism);
     /// the two components are fused into one task.
-    pub fn forward(self) -> Input<T> {
+    pub fn forward(self) -> Input<T, Tm> {
         self.with(GroupingSpec::Fixed(GroupingKind::Forward))
     }
 
     /// Shuffle grouping: records go round-robin to the instances.
-    pub fn shuffle(self) -> Input<T> {
+    pub fn shuffle(self) -> Input<T, Tm> {
         self.with(GroupingSpec::Fixed(GroupingKind::Shuffle))
     }
 
     /// Broadcast grouping: every instance receives every record.
-    pub fn broadcast(self) -> Input<T> {
+    pub fn broadcast(self) -> Input<T, Tm> {
         self.with(GroupingSpec::Fixed(GroupingKind::Broadcast))
     }
 
     /// Global grouping: every record goes to instance 0.
-    pub fn global(self) -> Input<T> {
+    pub fn global(self) -> Input<T, Tm> {
         self.with(GroupingSpec::Fixed(GroupingKind::Global))
     }
 
     /// Fields grouping by `key`: every record with the same key goes to the
     /// same instance, through the [stable hash](crate::hash) and key groups.
-    pub fn key_by<K: Key, F>(self, key: F) -> KeyedStream<T, K>
+    pub fn key_by<K: Key, F>(self, key: F) -> KeyedStream<T, K, Tm>
     where
         F: Fn(&T) -> K + Send + Sync + 'static,
     {
@@ -239,6 +247,7 @@ impl<T: Data> Stream<T> {
                 channel: self.channel,
                 grouping: GroupingSpec::Fixed(GroupingKind::Key),
                 make,
+                _time: PhantomData,
             },
             key,
         }
@@ -249,7 +258,7 @@ impl<T: Data> Stream<T> {
     pub fn partition_by(
         self,
         pick: impl Fn(&T, u32) -> u32 + Clone + Send + Sync + 'static,
-    ) -> Input<T> {
+    ) -> Input<T, Tm> {
         let make: EdgeMaker<T> =
             Arc::new(move |_, w: EdgeWiring| dispatcher(CustomRoute(pick.clone()), w));
         Input {
@@ -258,62 +267,65 @@ impl<T: Data> Stream<T> {
             channel: self.channel,
             grouping: GroupingSpec::Fixed(GroupingKind::Custom),
             make,
+            _time: PhantomData,
         }
     }
 }
 
 /// The streams feeding one input port, and for keyed ports the key extractor
-/// of each.
-pub struct Inputs<T: 'static, KK: KeyKind> {
-    items: Vec<(Input<T>, KK::Extractor<T>)>,
+/// of each. `Tm` is the streams' common time marker.
+pub struct Inputs<T: 'static, KK: KeyKind, Tm = Unwatermarked> {
+    items: Vec<(Input<T, Tm>, KK::Extractor<T>)>,
 }
 
 /// Conversion into the inputs of a port partitioned as `KK`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be connected to this input",
-    label = "the stream's record type or partitioning does not match this input",
+    label = "the stream's record type, partitioning or time does not match this input",
     note = "an operator with `type Key = ByKey<K>` (keyed state) needs a stream keyed by `K`: use `.key_by(|record| ...)` on the stream (`.key(...)` in `job!`)",
-    note = "several streams into one input (fan-in) are given as an array or a Vec"
+    note = "several streams into one input (fan-in) are given as an array or a Vec, and must all carry watermarks or none"
 )]
-pub trait IntoInputs<T: 'static, KK: KeyKind> {
+pub trait IntoInputs<T: 'static, KK: KeyKind, Tm> {
     /// Converts.
-    fn into_inputs(self) -> Inputs<T, KK>;
+    fn into_inputs(self) -> Inputs<T, KK, Tm>;
 }
 
-impl<T: Data> IntoInputs<T, NoKey> for Stream<T> {
-    fn into_inputs(self) -> Inputs<T, NoKey> {
+impl<T: Data, Tm: StreamTime> IntoInputs<T, NoKey, Tm> for Stream<T, Tm> {
+    fn into_inputs(self) -> Inputs<T, NoKey, Tm> {
         Inputs {
             items: vec![(self.with(GroupingSpec::Auto), ())],
         }
     }
 }
 
-impl<T: Data> IntoInputs<T, NoKey> for Input<T> {
-    fn into_inputs(self) -> Inputs<T, NoKey> {
+impl<T: Data, Tm: StreamTime> IntoInputs<T, NoKey, Tm> for Input<T, Tm> {
+    fn into_inputs(self) -> Inputs<T, NoKey, Tm> {
         Inputs {
             items: vec![(self, ())],
         }
     }
 }
 
-impl<T: Data, K: Key> IntoInputs<T, NoKey> for KeyedStream<T, K> {
-    fn into_inputs(self) -> Inputs<T, NoKey> {
+impl<T: Data, K: Key, Tm: StreamTime> IntoInputs<T, NoKey, Tm> for KeyedStream<T, K, Tm> {
+    fn into_inputs(self) -> Inputs<T, NoKey, Tm> {
         Inputs {
             items: vec![(self.input, ())],
         }
     }
 }
 
-impl<T: Data, K: Key> IntoInputs<T, ByKey<K>> for KeyedStream<T, K> {
-    fn into_inputs(self) -> Inputs<T, ByKey<K>> {
+impl<T: Data, K: Key, Tm: StreamTime> IntoInputs<T, ByKey<K>, Tm> for KeyedStream<T, K, Tm> {
+    fn into_inputs(self) -> Inputs<T, ByKey<K>, Tm> {
         Inputs {
             items: vec![(self.input, self.key)],
         }
     }
 }
 
-impl<T: Data, KK: KeyKind, X: IntoInputs<T, KK>> IntoInputs<T, KK> for Vec<X> {
-    fn into_inputs(self) -> Inputs<T, KK> {
+impl<T: Data, KK: KeyKind, Tm: StreamTime, X: IntoInputs<T, KK, Tm>> IntoInputs<T, KK, Tm>
+    for Vec<X>
+{
+    fn into_inputs(self) -> Inputs<T, KK, Tm> {
         Inputs {
             items: self
                 .into_iter()
@@ -323,14 +335,16 @@ impl<T: Data, KK: KeyKind, X: IntoInputs<T, KK>> IntoInputs<T, KK> for Vec<X> {
     }
 }
 
-impl<T: Data, KK: KeyKind, X: IntoInputs<T, KK>, const N: usize> IntoInputs<T, KK> for [X; N] {
-    fn into_inputs(self) -> Inputs<T, KK> {
+impl<T: Data, KK: KeyKind, Tm: StreamTime, X: IntoInputs<T, KK, Tm>, const N: usize>
+    IntoInputs<T, KK, Tm> for [X; N]
+{
+    fn into_inputs(self) -> Inputs<T, KK, Tm> {
         Vec::from(self).into_inputs()
     }
 }
 
-impl<T: Data, KK: KeyKind> IntoInputs<T, KK> for Inputs<T, KK> {
-    fn into_inputs(self) -> Inputs<T, KK> {
+impl<T: Data, KK: KeyKind, Tm: StreamTime> IntoInputs<T, KK, Tm> for Inputs<T, KK, Tm> {
+    fn into_inputs(self) -> Inputs<T, KK, Tm> {
         self
     }
 }
@@ -567,7 +581,12 @@ impl JobBuilder {
         id
     }
 
-    fn connect<T: Data, KK: KeyKind>(&mut self, to: NodeId, port: u32, inputs: &Inputs<T, KK>) {
+    fn connect<T: Data, KK: KeyKind, Tm>(
+        &mut self,
+        to: NodeId,
+        port: u32,
+        inputs: &Inputs<T, KK, Tm>,
+    ) {
         for (input, _) in &inputs.items {
             let make = input.make.clone();
             self.edges.push(PendingEdge {
@@ -588,7 +607,7 @@ impl JobBuilder {
         name: &str,
         parallelism: u32,
         source: S,
-    ) -> <S::Out as Outputs>::Streams {
+    ) -> <S::Out as Outputs>::Streams<Unwatermarked> {
         let factory: SourceFactory = Box::new(move |ctx, mut parts, counters| {
             let out = S::Out::assemble(&mut parts);
             Box::new(exec::SourceInstance::new(
@@ -606,17 +625,20 @@ impl JobBuilder {
             S::Out::channels(),
             NodeFactory::Source(factory),
         );
-        S::Out::streams(self.id, node)
+        S::Out::streams::<Unwatermarked>(self.id, node)
     }
 
     /// Adds an operator with `parallelism` instances reading `inputs`.
-    pub fn operator<O: Operator>(
+    pub fn operator<O: Operator, Tm: StreamTime>(
         &mut self,
         name: &str,
         parallelism: u32,
         operator: O,
-        inputs: impl IntoInputs<O::In, O::Key>,
-    ) -> <O::Out as Outputs>::Streams {
+        inputs: impl IntoInputs<O::In, O::Key, Tm>,
+    ) -> <O::Out as Outputs>::Streams<<O::Time as TimeRequirement>::Out<Tm>>
+    where
+        O::Time: Admits<Tm>,
+    {
         let inputs = inputs.into_inputs();
         let keyed = std::any::type_name::<O::Key>() != std::any::type_name::<NoKey>();
         let extractors: Vec<_> = inputs.items.iter().map(|(_, x)| x.clone()).collect();
@@ -662,18 +684,21 @@ impl JobBuilder {
             },
         );
         self.connect(node, 0, &inputs);
-        O::Out::streams(self.id, node)
+        O::Out::streams::<<O::Time as TimeRequirement>::Out<Tm>>(self.id, node)
     }
 
     /// Adds a two-input operator reading `left` and `right`.
-    pub fn co_operator<C: CoOperator>(
+    pub fn co_operator<C: CoOperator, Tm: StreamTime>(
         &mut self,
         name: &str,
         parallelism: u32,
         operator: C,
-        left: impl IntoInputs<C::Left, NoKey>,
-        right: impl IntoInputs<C::Right, NoKey>,
-    ) -> <C::Out as Outputs>::Streams {
+        left: impl IntoInputs<C::Left, NoKey, Tm>,
+        right: impl IntoInputs<C::Right, NoKey, Tm>,
+    ) -> <C::Out as Outputs>::Streams<<C::Time as TimeRequirement>::Out<Tm>>
+    where
+        C::Time: Admits<Tm>,
+    {
         let (left, right) = (left.into_inputs(), right.into_inputs());
         let root: RootFactory = Box::new(move |ctx, mut parts, counters, _| {
             let out = C::Out::assemble(&mut parts);
@@ -705,16 +730,16 @@ impl JobBuilder {
         );
         self.connect(node, 0, &left);
         self.connect(node, 1, &right);
-        C::Out::streams(self.id, node)
+        C::Out::streams::<<C::Time as TimeRequirement>::Out<Tm>>(self.id, node)
     }
 
     /// Adds a sink with `parallelism` instances reading `inputs`.
-    pub fn sink<S: Sink>(
+    pub fn sink<S: Sink, Tm: StreamTime>(
         &mut self,
         name: &str,
         parallelism: u32,
         sink: S,
-        inputs: impl IntoInputs<S::In, NoKey>,
+        inputs: impl IntoInputs<S::In, NoKey, Tm>,
     ) {
         let inputs = inputs.into_inputs();
         let root_sink = sink.clone();
@@ -746,12 +771,12 @@ impl JobBuilder {
 
     /// Merges (unions) several streams of one type into one stream, through an
     /// identity operator named `name`.
-    pub fn merge<T: Data>(
+    pub fn merge<T: Data, Tm: StreamTime>(
         &mut self,
         name: &str,
         parallelism: u32,
-        inputs: impl IntoInputs<T, NoKey>,
-    ) -> Stream<T> {
+        inputs: impl IntoInputs<T, NoKey, Tm>,
+    ) -> Stream<T, Tm> {
         self.operator(name, parallelism, exec::Identity::<T>::new(), inputs)
     }
 

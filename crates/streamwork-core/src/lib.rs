@@ -19,6 +19,7 @@
 //! * [`grouping`], [`hash`], [`dispatch`]: routing records to instances;
 //! * [`graph`], [`plan`]: building a job and looking at its shape;
 //! * [`state`]: keyed state, reachable only from keyed operators;
+//! * [`timer`]: event-time and processing-time timers;
 //! * [`exec`]: the interface the runtime drives.
 
 #![warn(missing_docs)]
@@ -37,11 +38,13 @@ pub mod plan;
 pub mod record;
 pub mod state;
 pub mod time;
+pub mod timer;
 
 pub use collector::Collector;
 pub use component::{
-    ByKey, CoOperator, Context, InstanceContext, InstanceIdx, KeyKind, NoKey, Operator, Sink,
-    Source, SourcePoll,
+    Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, InstanceContext,
+    InstanceIdx, KeyKind, NoKey, Operator, Sink, Source, SourcePoll, StreamTime, TimeRequirement,
+    Unwatermarked, Watermarked,
 };
 pub use error::{ConnectorError, ErrorDomain, GraphError, TaskError};
 pub use graph::{

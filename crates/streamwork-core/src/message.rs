@@ -21,6 +21,13 @@ pub struct SenderIdx(pub u32);
 pub enum Control {
     /// The sender will send nothing more.
     EndOfStream,
+    /// Event time has reached this point on the sender's stream: no record
+    /// with an earlier timestamp will follow (records with an earlier one are
+    /// late). A watermark from an idle sender makes it active again.
+    Watermark(crate::Timestamp),
+    /// The sender is idle: until it sends again, it does not hold back the
+    /// event time of its receivers.
+    Idle,
 }
 
 /// The payload of one message.

@@ -9,6 +9,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 
 use crate::collector::Collector;
+use crate::component::StreamTime;
 use crate::dispatch::Edge;
 use crate::graph::{NodeId, Stream};
 use crate::message::{Control, Disconnected};
@@ -66,15 +67,16 @@ impl OutputParts {
 /// A set of output channels. Implemented by [`Collector<T>`] (one channel
 /// named `out`) and by structs of collectors with `#[derive(Outputs)]`.
 pub trait Outputs: Send + Sized + 'static {
-    /// The builder-side stream handle(s) of the channels.
-    type Streams;
+    /// The builder-side stream handle(s) of the channels, for inputs of time
+    /// marker `Tm`.
+    type Streams<Tm: StreamTime>;
 
     /// Names and types of the channels, in order.
     fn channels() -> Vec<ChannelInfo>;
 
     /// Stream handles for the channels of component `node` of job `job`.
     #[doc(hidden)]
-    fn streams(job: u64, node: NodeId) -> Self::Streams;
+    fn streams<Tm: StreamTime>(job: u64, node: NodeId) -> Self::Streams<Tm>;
 
     /// Builds the collectors from the runtime's edges.
     #[doc(hidden)]
@@ -94,10 +96,13 @@ pub trait Outputs: Send + Sized + 'static {
 
     /// The first delivery failure of any channel, if any.
     fn check(&self) -> Result<(), Disconnected>;
+
+    /// Passes a processing-time tick down every channel.
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected>;
 }
 
 impl<T: Data> Outputs for Collector<T> {
-    type Streams = Stream<T>;
+    type Streams<Tm: StreamTime> = Stream<T, Tm>;
 
     fn channels() -> Vec<ChannelInfo> {
         vec![ChannelInfo {
@@ -106,7 +111,7 @@ impl<T: Data> Outputs for Collector<T> {
         }]
     }
 
-    fn streams(job: u64, node: NodeId) -> Stream<T> {
+    fn streams<Tm: StreamTime>(job: u64, node: NodeId) -> Stream<T, Tm> {
         Stream::__new(job, node, 0)
     }
 
@@ -133,6 +138,10 @@ impl<T: Data> Outputs for Collector<T> {
 
     fn check(&self) -> Result<(), Disconnected> {
         Collector::check(self)
+    }
+
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        Collector::tick(self, now)
     }
 }
 
@@ -165,5 +174,8 @@ pub fn all_channels_handled<S: AllChannelsHandled>(streams: S) {
 }
 
 /// The unconnected state of channel `Name` (a marker type named after the
-/// channel) carrying records of type `T`.
-pub struct Unconnected<Name, T>(pub Stream<T>, pub std::marker::PhantomData<Name>);
+/// channel) carrying records of type `T` with time marker `Tm`.
+pub struct Unconnected<Name, T, Tm: StreamTime>(
+    pub Stream<T, Tm>,
+    pub std::marker::PhantomData<Name>,
+);

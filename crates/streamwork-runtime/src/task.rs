@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
 use streamwork_core::exec::{InputTask, SourceTask};
-use streamwork_core::message::{Control, Envelope, Payload};
-use streamwork_core::{SourcePoll, TaskError};
-
-use crate::channel::ABORT_POLL;
+use streamwork_core::message::{Control, Envelope, Payload, SenderIdx};
+use streamwork_core::timer::wall_clock;
+use streamwork_core::{SourcePoll, TaskError, Timestamp};
 
 /// How a task ended without error.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -29,8 +29,12 @@ pub(crate) struct Flags {
     pub(crate) abort: Arc<AtomicBool>,
 }
 
+/// How often tasks tick processing time while running.
+const TICK: Duration = Duration::from_millis(20);
+
 pub(crate) fn run_source(task: &mut dyn SourceTask, flags: &Flags) -> Result<Ended, TaskError> {
     task.open()?;
+    let mut last_tick = Instant::now();
     loop {
         if flags.abort.load(Ordering::Relaxed) {
             return Ok(Ended::Aborted);
@@ -38,7 +42,12 @@ pub(crate) fn run_source(task: &mut dyn SourceTask, flags: &Flags) -> Result<End
         if flags.stop.load(Ordering::Relaxed) {
             break;
         }
-        match task.poll()? {
+        let poll = task.poll()?;
+        if last_tick.elapsed() >= TICK {
+            last_tick = Instant::now();
+            task.on_processing_time(wall_clock())?;
+        }
+        match poll {
             SourcePoll::Emitted => {}
             SourcePoll::Idle => task.flush()?,
             SourcePoll::Finished => break,
@@ -48,6 +57,119 @@ pub(crate) fn run_source(task: &mut dyn SourceTask, flags: &Flags) -> Result<End
     Ok(Ended::Completed)
 }
 
+/// Event time as seen from one sender into one port.
+#[derive(Copy, Clone, Debug)]
+struct SenderTime {
+    watermark: Timestamp,
+    idle: bool,
+    ended: bool,
+}
+
+/// The event time of an instance: the minimum watermark over every sender of
+/// every port that is neither idle nor ended (an ended sender counts as the
+/// end of time). It never goes back.
+struct EventClock {
+    senders: Vec<Vec<SenderTime>>,
+    current: Timestamp,
+    all_idle: bool,
+}
+
+/// What changed when a sender's time changed.
+enum Change {
+    None,
+    Advanced(Timestamp),
+    BecameIdle,
+}
+
+impl EventClock {
+    fn new(senders_per_port: &[u32]) -> Self {
+        let initial = SenderTime {
+            watermark: Timestamp::MIN,
+            idle: false,
+            ended: false,
+        };
+        EventClock {
+            senders: senders_per_port
+                .iter()
+                .map(|&n| vec![initial; n as usize])
+                .collect(),
+            current: Timestamp::MIN,
+            all_idle: false,
+        }
+    }
+
+    fn sender(&mut self, port: usize, from: SenderIdx) -> Option<&mut SenderTime> {
+        self.senders.get_mut(port)?.get_mut(from.0 as usize)
+    }
+
+    /// Records data from a sender: an idle sender becomes active again.
+    fn activity(&mut self, port: usize, from: SenderIdx) -> Change {
+        match self.sender(port, from) {
+            Some(sender) if sender.idle => {
+                sender.idle = false;
+                self.recompute()
+            }
+            _ => Change::None,
+        }
+    }
+
+    fn watermark(&mut self, port: usize, from: SenderIdx, watermark: Timestamp) -> Change {
+        if let Some(sender) = self.sender(port, from) {
+            sender.idle = false;
+            sender.watermark = sender.watermark.max(watermark);
+        }
+        self.recompute()
+    }
+
+    fn idle(&mut self, port: usize, from: SenderIdx) -> Change {
+        if let Some(sender) = self.sender(port, from) {
+            sender.idle = true;
+        }
+        self.recompute()
+    }
+
+    fn ended(&mut self, port: usize, from: SenderIdx) -> Change {
+        if let Some(sender) = self.sender(port, from) {
+            sender.ended = true;
+            sender.watermark = Timestamp::MAX;
+        }
+        self.recompute()
+    }
+
+    fn recompute(&mut self) -> Change {
+        let active = self
+            .senders
+            .iter()
+            .flatten()
+            .filter(|s| !s.idle && !s.ended);
+        let minimum = active.map(|s| s.watermark).min();
+        let all_ended = self.senders.iter().flatten().all(|s| s.ended);
+        let (minimum, all_idle) = match minimum {
+            Some(minimum) => (minimum, false),
+            None if all_ended => (Timestamp::MAX, false),
+            None => (self.current, true),
+        };
+        let became_idle = all_idle && !self.all_idle;
+        self.all_idle = all_idle;
+        if minimum > self.current {
+            self.current = minimum;
+            Change::Advanced(minimum)
+        } else if became_idle {
+            Change::BecameIdle
+        } else {
+            Change::None
+        }
+    }
+}
+
+fn apply(task: &mut dyn InputTask, change: Change) -> Result<(), TaskError> {
+    match change {
+        Change::None => Ok(()),
+        Change::Advanced(watermark) => task.on_watermark(watermark),
+        Change::BecameIdle => task.on_idle(),
+    }
+}
+
 pub(crate) fn run_input(
     task: &mut dyn InputTask,
     ports: &[Receiver<Envelope>],
@@ -55,6 +177,7 @@ pub(crate) fn run_input(
     flags: &Flags,
 ) -> Result<Ended, TaskError> {
     task.open()?;
+    let mut clock = EventClock::new(senders_per_port);
     let mut ended = vec![0u32; ports.len()];
     let mut open: Vec<usize> = (0..ports.len())
         .filter(|&p| senders_per_port[p] > 0)
@@ -65,15 +188,37 @@ pub(crate) fn run_input(
         }
     }
     let mut next_port = 0usize;
+    let mut last_tick = Instant::now();
     while !open.is_empty() {
-        let (port, envelope) = match receive(task, ports, &open, &mut next_port, flags)? {
-            Some(received) => received,
-            None => return Ok(Ended::Aborted),
+        let received = receive(task, ports, &open, &mut next_port, flags)?;
+        if last_tick.elapsed() >= TICK {
+            last_tick = Instant::now();
+            task.on_processing_time(wall_clock())?;
+        }
+        let (port, envelope) = match received {
+            Received::Message(port, envelope) => (port, envelope),
+            Received::Nothing => continue,
+            Received::Aborted => return Ok(Ended::Aborted),
         };
+        let from = envelope.from;
         match envelope.payload {
-            Payload::Batch(batch) => task.on_batch(port, envelope.from, batch)?,
+            Payload::Batch(batch) => {
+                let change = clock.activity(port, from);
+                apply(task, change)?;
+                task.on_batch(port, from, batch)?;
+            }
+            Payload::Control(Control::Watermark(watermark)) => {
+                let change = clock.watermark(port, from, watermark);
+                apply(task, change)?;
+            }
+            Payload::Control(Control::Idle) => {
+                let change = clock.idle(port, from);
+                apply(task, change)?;
+            }
             Payload::Control(Control::EndOfStream) => {
                 ended[port] += 1;
+                let change = clock.ended(port, from);
+                apply(task, change)?;
                 if ended[port] == senders_per_port[port] {
                     open.retain(|&p| p != port);
                     task.on_port_end(port)?;
@@ -86,58 +231,63 @@ pub(crate) fn run_input(
     Ok(Ended::Completed)
 }
 
+/// The outcome of waiting for a message.
+enum Received {
+    Message(usize, Envelope),
+    /// Nothing arrived within a tick: time to tick processing time.
+    Nothing,
+    Aborted,
+}
+
 /// The next message from any open port: without blocking if one is ready;
-/// otherwise flush (adaptive flushing) and block until one arrives. `None`
-/// when the job is aborted.
+/// otherwise flush (adaptive flushing) and block up to one tick.
 fn receive(
     task: &mut dyn InputTask,
     ports: &[Receiver<Envelope>],
     open: &[usize],
     next_port: &mut usize,
     flags: &Flags,
-) -> Result<Option<(usize, Envelope)>, TaskError> {
+) -> Result<Received, TaskError> {
     for i in 0..open.len() {
         let port = open[(*next_port + i) % open.len()];
         match ports[port].try_recv() {
             Ok(envelope) => {
                 *next_port = (*next_port + i + 1) % open.len();
-                return Ok(Some((port, envelope)));
+                return Ok(Received::Message(port, envelope));
             }
             Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => return disconnected(flags),
         }
     }
     task.flush()?;
-    loop {
-        if flags.abort.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        if let [port] = open {
-            match ports[*port].recv_timeout(ABORT_POLL) {
-                Ok(envelope) => return Ok(Some((*port, envelope))),
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return disconnected(flags),
-            }
-        }
-        let mut select = Select::new();
-        for &port in open {
-            select.recv(&ports[port]);
-        }
-        let Ok(ready) = select.ready_timeout(ABORT_POLL) else {
-            continue;
+    if flags.abort.load(Ordering::Relaxed) {
+        return Ok(Received::Aborted);
+    }
+    if let [port] = open {
+        return match ports[*port].recv_timeout(TICK) {
+            Ok(envelope) => Ok(Received::Message(*port, envelope)),
+            Err(RecvTimeoutError::Timeout) => Ok(Received::Nothing),
+            Err(RecvTimeoutError::Disconnected) => disconnected(flags),
         };
-        let port = open[ready];
-        match ports[port].try_recv() {
-            Ok(envelope) => return Ok(Some((port, envelope))),
-            Err(TryRecvError::Empty) => continue,
-            Err(TryRecvError::Disconnected) => return disconnected(flags),
-        }
+    }
+    let mut select = Select::new();
+    for &port in open {
+        select.recv(&ports[port]);
+    }
+    let Ok(ready) = select.ready_timeout(TICK) else {
+        return Ok(Received::Nothing);
+    };
+    let port = open[ready];
+    match ports[port].try_recv() {
+        Ok(envelope) => Ok(Received::Message(port, envelope)),
+        Err(TryRecvError::Empty) => Ok(Received::Nothing),
+        Err(TryRecvError::Disconnected) => disconnected(flags),
     }
 }
 
-fn disconnected<T>(flags: &Flags) -> Result<Option<T>, TaskError> {
+fn disconnected(flags: &Flags) -> Result<Received, TaskError> {
     if flags.abort.load(Ordering::Relaxed) {
-        Ok(None)
+        Ok(Received::Aborted)
     } else {
         Err(TaskError::UpstreamFailed)
     }
