@@ -64,7 +64,7 @@ impl Transaction {
         let card = (common::mix(seq, 7) % 500) as u32;
         let home_x = f64::from(card % 50) * 10.0;
         let home_y = f64::from(card / 50) * 10.0;
-        let odd = common::mix(seq, 11) % 50 == 0;
+        let odd = common::mix(seq, 11).is_multiple_of(50);
         let amount = if odd {
             90_000 + common::mix(seq, 13) % 50_000
         } else {

@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let errors = InputErrors::new();
     let source = LineSource::from_args(&args.input, &errors, |seq| {
-        if seq % 97 == 0 {
+        if seq.is_multiple_of(97) {
             "tractor".to_string()
         } else {
             common::vehicle_type(seq).to_string()

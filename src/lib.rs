@@ -31,6 +31,7 @@
 //! * [`core`]: traits, records, collectors, groupings, keyed state, the builder;
 //! * [`runtime`]: the engine that runs a job graph;
 //! * [`connectors`]: sources and sinks;
+//! * [`window`]: watermark strategies and windows;
 //! * `streamwork-macros`: `#[operator]`, `#[derive(Outputs)]` and `job!`.
 
 #![warn(missing_docs)]
@@ -39,6 +40,7 @@ pub use streamwork_connectors as connectors;
 pub use streamwork_core as core;
 pub use streamwork_macros::{Outputs, job, operator};
 pub use streamwork_runtime as runtime;
+pub use streamwork_window as window;
 
 use streamwork_core::JobGraph;
 use streamwork_runtime::{JobError, JobHandle, JobReport};
@@ -76,6 +78,9 @@ pub mod prelude {
         Unwatermarked, Watermarked,
     };
     pub use streamwork_runtime::{JobError, JobHandle, JobReport};
+    pub use streamwork_window::{
+        Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,
+    };
 }
 
 /// Paths used by the code the macros generate. Not a public API.

@@ -15,7 +15,7 @@ struct Parity {
 
 #[operator]
 fn split_parity(value: u64, out: &mut Parity) {
-    if value % 2 == 0 {
+    if value.is_multiple_of(2) {
         out.even.emit(value);
     } else {
         out.odd.emit(format!("odd {value}"));
@@ -90,7 +90,7 @@ fn a_job_with_channels_fan_in_keyed_state_and_two_inputs() {
     let mut expected = std::collections::BTreeMap::new();
     for v in (0..100u64)
         .map(|v| v * 2)
-        .chain((0..100).filter(|v| v % 2 == 0))
+        .chain((0..100u64).filter(|v| v.is_multiple_of(2)))
     {
         *expected.entry(v % 10).or_insert(0) += 1;
     }

@@ -106,6 +106,8 @@ pub trait Source: Clone + Send + 'static {
 /// How an operator's input is partitioned: [`NoKey`] for any stream, or
 /// [`ByKey<K>`] for a stream keyed by `K` (only a keyed stream can connect).
 pub trait KeyKind: Send + 'static {
+    /// The key as a value (`()` when unkeyed): what keyed results carry.
+    type Value: Clone + Eq + std::hash::Hash + Send + Sync + std::fmt::Debug + 'static;
     /// The current-key handle given to the operator (`()` when unkeyed).
     type Ref<'a>: Copy;
     /// The extracted key (`()` when unkeyed).
@@ -116,6 +118,10 @@ pub trait KeyKind: Send + 'static {
     fn extract<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Owned;
     /// The handle on an extracted key.
     fn as_ref(key: &Self::Owned) -> Self::Ref<'_>;
+    /// The key value behind a handle.
+    fn value<'a>(key: Self::Ref<'a>) -> &'a Self::Value;
+    /// The key's stable hash (0 when unkeyed).
+    fn hash(key: Self::Ref<'_>) -> u64;
 }
 
 /// The input of an operator that accepts any stream.
@@ -123,6 +129,7 @@ pub trait KeyKind: Send + 'static {
 pub struct NoKey;
 
 impl KeyKind for NoKey {
+    type Value = ();
     type Ref<'a> = ();
     type Owned = ();
     type Extractor<T: 'static> = ();
@@ -130,6 +137,14 @@ impl KeyKind for NoKey {
     fn extract<T: 'static>(_: &(), _: &T) {}
     #[inline]
     fn as_ref(_: &()) {}
+    #[inline]
+    fn value<'a>(_: ()) -> &'a () {
+        &()
+    }
+    #[inline]
+    fn hash(_: ()) -> u64 {
+        0
+    }
 }
 
 /// The input of an operator that needs a stream keyed by `K`.
@@ -139,6 +154,7 @@ pub struct ByKey<K>(PhantomData<fn() -> K>);
 pub type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 
 impl<K: Key> KeyKind for ByKey<K> {
+    type Value = K;
     type Ref<'a> = CurrentKey<'a, K>;
     /// The key and its stable hash, computed once per record.
     type Owned = (K, u64);
@@ -152,6 +168,14 @@ impl<K: Key> KeyKind for ByKey<K> {
     #[inline]
     fn as_ref(key: &(K, u64)) -> CurrentKey<'_, K> {
         CurrentKey::new(&key.0, key.1)
+    }
+    #[inline]
+    fn value<'a>(key: Self::Ref<'a>) -> &'a K {
+        key.get()
+    }
+    #[inline]
+    fn hash(key: CurrentKey<'_, K>) -> u64 {
+        key.hash()
     }
 }
 
@@ -251,6 +275,13 @@ impl<'a, K: KeyKind, O> Context<'a, K, O> {
     /// Where this instance runs.
     pub fn instance(&self) -> &InstanceContext {
         self.instance
+    }
+
+    /// The current key handle, whatever the partitioning (`()` when unkeyed):
+    /// for generic operators such as windows.
+    #[inline]
+    pub fn key_ref(&self) -> K::Ref<'a> {
+        self.key
     }
 }
 

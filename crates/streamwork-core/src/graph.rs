@@ -283,6 +283,7 @@ pub struct Inputs<T: 'static, KK: KeyKind, Tm = Unwatermarked> {
     message = "`{Self}` cannot be connected to this input",
     label = "the stream's record type, partitioning or time does not match this input",
     note = "an operator with `type Key = ByKey<K>` (keyed state) needs a stream keyed by `K`: use `.key_by(|record| ...)` on the stream (`.key(...)` in `job!`)",
+    note = "an event-time operator (event-time windows and timers) needs a `Watermarked` stream: read from a watermark strategy placed after the source, such as `Watermarks::bounded(Duration::from_secs(4)).timestamps(|record| ...)`",
     note = "several streams into one input (fan-in) are given as an array or a Vec, and must all carry watermarks or none"
 )]
 pub trait IntoInputs<T: 'static, KK: KeyKind, Tm> {

@@ -13,9 +13,9 @@ use hashbrown::hash_table::{Entry, HashTable};
 use crate::hash::stable_hash;
 
 /// Bound on key types: hashable with the stable hash, comparable, clonable,
-/// sendable.
-pub trait Key: Hash + Eq + Clone + Send + Sync + 'static {}
-impl<K: Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
+/// sendable, and printable for diagnostics.
+pub trait Key: Hash + Eq + Clone + Send + Sync + std::fmt::Debug + 'static {}
+impl<K: Hash + Eq + Clone + Send + Sync + std::fmt::Debug + 'static> Key for K {}
 
 /// The key of the record being processed by a keyed operator, with its
 /// stable hash (computed once per record, reused by every state access).
@@ -83,7 +83,7 @@ pub struct KeyedState<K, V> {
     table: HashTable<(K, V)>,
 }
 
-impl<K: Key + std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for KeyedState<K, V> {
+impl<K: Key, V: std::fmt::Debug> std::fmt::Debug for KeyedState<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map()
             .entries(self.table.iter().map(|(k, v)| (k, v)))

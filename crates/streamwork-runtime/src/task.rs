@@ -292,3 +292,50 @@ fn disconnected(flags: &Flags) -> Result<Received, TaskError> {
         Err(TaskError::UpstreamFailed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn advanced(change: Change) -> Option<i64> {
+        match change {
+            Change::Advanced(w) => Some(w.millis()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn event_time_is_the_minimum_over_ports_and_senders() {
+        let mut clock = EventClock::new(&[2, 1]);
+        assert_eq!(advanced(clock.watermark(0, SenderIdx(0), t(10))), None);
+        assert_eq!(advanced(clock.watermark(0, SenderIdx(1), t(5))), None);
+        assert_eq!(advanced(clock.watermark(1, SenderIdx(0), t(7))), Some(5));
+        assert_eq!(advanced(clock.watermark(0, SenderIdx(1), t(20))), Some(7));
+        // Never goes back, even if a sender reports an older watermark.
+        assert_eq!(advanced(clock.watermark(1, SenderIdx(0), t(1))), None);
+        assert_eq!(clock.current, t(7));
+    }
+
+    #[test]
+    fn idle_senders_are_skipped_until_they_speak_again() {
+        let mut clock = EventClock::new(&[2]);
+        clock.watermark(0, SenderIdx(0), t(10));
+        assert_eq!(advanced(clock.idle(0, SenderIdx(1))), Some(10));
+        assert!(matches!(clock.idle(0, SenderIdx(0)), Change::BecameIdle));
+        // Data from an idle sender makes it active; the clock does not go back.
+        assert!(matches!(clock.activity(0, SenderIdx(1)), Change::None));
+        assert_eq!(advanced(clock.watermark(0, SenderIdx(1), t(15))), Some(15));
+    }
+
+    #[test]
+    fn an_ended_sender_counts_as_the_end_of_time() {
+        let mut clock = EventClock::new(&[2]);
+        clock.watermark(0, SenderIdx(0), t(3));
+        assert_eq!(advanced(clock.ended(0, SenderIdx(1))), Some(3));
+        assert_eq!(advanced(clock.ended(0, SenderIdx(0))), Some(i64::MAX));
+    }
+}

@@ -1,0 +1,112 @@
+//! Count windows: every `slide` events of a key, the last `size` of them
+//! (tumbling when `size == slide`). Partials are kept per chunk of `slide`
+//! events, so a sliding count window merges `size / slide` partials instead
+//! of keeping every event. A window that never fills (at the end of the
+//! input) does not fire, as in Flink's count windows.
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+
+use hashbrown::hash_table::{Entry, HashTable};
+use streamwork_core::{AnyTime, Context, Data, KeyKind, Operator};
+
+use crate::aggregate::Aggregate;
+use crate::outputs::WindowOutputs;
+use crate::window::{CountWindow, Firing, WindowResult};
+
+#[derive(Clone)]
+struct KeyCounts<K, Acc> {
+    key: K,
+    hash: u64,
+    seen: u64,
+    chunks: VecDeque<Acc>,
+    current: Acc,
+    in_current: u64,
+}
+
+/// Count windows over a stream partitioned as `KK`; see the module docs.
+pub struct CountWindows<T, KK: KeyKind, A: Aggregate<T>> {
+    size: u64,
+    slide: u64,
+    aggregate: A,
+    keys: HashTable<KeyCounts<KK::Value, A::Acc>>,
+    _types: PhantomData<fn(T)>,
+}
+
+impl<T, KK: KeyKind, A: Aggregate<T>> Clone for CountWindows<T, KK, A> {
+    fn clone(&self) -> Self {
+        CountWindows {
+            size: self.size,
+            slide: self.slide,
+            aggregate: self.aggregate.clone(),
+            keys: self.keys.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T, KK: KeyKind, A: Aggregate<T>> CountWindows<T, KK, A> {
+    pub(crate) fn new(size: u64, slide: u64, aggregate: A) -> Self {
+        CountWindows {
+            size,
+            slide,
+            aggregate,
+            keys: HashTable::new(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> {
+    type In = T;
+    type Key = KK;
+    type Out = WindowOutputs<WindowResult<KK::Value, A::Out, CountWindow>, T>;
+    type Time = AnyTime;
+
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
+        let key = ctx.key_ref();
+        let (hash, key_value) = (KK::hash(key), KK::value(key));
+        let aggregate = &self.aggregate;
+        let state = match self.keys.entry(hash, |k| k.key == *key_value, |k| k.hash) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e
+                .insert(KeyCounts {
+                    key: key_value.clone(),
+                    hash,
+                    seen: 0,
+                    chunks: VecDeque::new(),
+                    current: aggregate.create(),
+                    in_current: 0,
+                })
+                .into_mut(),
+        };
+        aggregate.add(&mut state.current, &value);
+        state.in_current += 1;
+        state.seen += 1;
+        if state.in_current < self.slide {
+            return;
+        }
+        let full = std::mem::replace(&mut state.current, aggregate.create());
+        state.in_current = 0;
+        state.chunks.push_back(full);
+        let chunks = (self.size / self.slide) as usize;
+        while state.chunks.len() > chunks {
+            state.chunks.pop_front();
+        }
+        if state.seen >= self.size {
+            let parts: Vec<&A::Acc> = state.chunks.iter().collect();
+            let value = aggregate.result_of_parts(&parts);
+            let window = CountWindow {
+                first: state.seen - self.size,
+                end: state.seen,
+            };
+            let result = WindowResult {
+                key: state.key.clone(),
+                window,
+                value,
+                firing: Firing::Final,
+            };
+            ctx.out().results.emit(result);
+        }
+    }
+}

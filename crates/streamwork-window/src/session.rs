@@ -1,0 +1,233 @@
+//! Session windows: per key, events closer than a gap belong to one session
+//! `[first event, last event + gap)`; an event that bridges two sessions
+//! merges them (and their aggregates). Built on [`Timers`]: each session end
+//! is a timer of its key.
+
+use std::marker::PhantomData;
+
+use hashbrown::hash_table::{Entry, HashTable};
+use streamwork_core::timer::{Timers, wall_clock};
+use streamwork_core::{Context, Data, KeyKind, Operator, Timestamp};
+
+use crate::LateCounter;
+use crate::aggregate::Aggregate;
+use crate::domain::Domain;
+use crate::outputs::WindowOutputs;
+use crate::window::{Firing, Window, WindowResult};
+
+#[derive(Clone)]
+struct Session<Acc> {
+    start: i64,
+    end: i64,
+    acc: Acc,
+    fired: bool,
+}
+
+#[derive(Clone)]
+struct KeySessions<K, Acc> {
+    key: K,
+    hash: u64,
+    sessions: Vec<Session<Acc>>,
+}
+
+/// Session windows over a stream partitioned as `KK`; see the module docs.
+pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
+    gap: i64,
+    lateness: i64,
+    aggregate: A,
+    late: LateCounter,
+    keys: HashTable<KeySessions<KK::Value, A::Acc>>,
+    timers: Timers<(u64, KK::Value)>,
+    now: i64,
+    _types: PhantomData<fn(T, D)>,
+}
+
+impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SessionWindows<T, KK, D, A> {
+    fn clone(&self) -> Self {
+        SessionWindows {
+            gap: self.gap,
+            lateness: self.lateness,
+            aggregate: self.aggregate.clone(),
+            late: self.late.clone(),
+            keys: self.keys.clone(),
+            timers: self.timers.clone(),
+            now: self.now,
+            _types: PhantomData,
+        }
+    }
+}
+
+type Out<KK, A, T> =
+    WindowOutputs<WindowResult<<KK as KeyKind>::Value, <A as Aggregate<T>>::Out>, T>;
+
+impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, A> {
+    pub(crate) fn new(gap: i64, lateness: i64, aggregate: A, late: LateCounter) -> Self {
+        SessionWindows {
+            gap: gap.max(1),
+            lateness: lateness.max(0),
+            aggregate,
+            late,
+            keys: HashTable::new(),
+            timers: Timers::new(),
+            now: i64::MIN,
+            _types: PhantomData,
+        }
+    }
+
+    fn emit(
+        aggregate: &A,
+        key: &KK::Value,
+        session: &Session<A::Acc>,
+        firing: Firing,
+        out: &mut Out<KK, A, T>,
+    ) {
+        let value = aggregate.result(&session.acc);
+        let window = Window::from_millis(session.start, session.end);
+        out.results.emit_at(
+            WindowResult {
+                key: key.clone(),
+                window,
+                value,
+                firing,
+            },
+            Timestamp::from_millis(session.end - 1),
+        );
+    }
+
+    /// Fires the sessions that ended by `now` and forgets those past the lateness.
+    fn advance(&mut self, now: i64, out: &mut Out<KK, A, T>) {
+        self.now = self.now.max(now);
+        let due: Vec<(u64, KK::Value)> = self
+            .timers
+            .fire_event(Timestamp::from_millis(now))
+            .map(|(_, key)| key)
+            .collect();
+        for (hash, key) in due {
+            let Ok(mut entry) = self.keys.find_entry(hash, |k| k.key == key) else {
+                continue;
+            };
+            let state = entry.get_mut();
+            for session in state
+                .sessions
+                .iter_mut()
+                .filter(|s| !s.fired && s.end <= now)
+            {
+                session.fired = true;
+                Self::emit(&self.aggregate, &state.key, session, Firing::Final, out);
+            }
+            let horizon = now.saturating_sub(self.lateness);
+            state.sessions.retain(|s| !(s.fired && s.end <= horizon));
+            for session in &state.sessions {
+                let wake = if session.fired {
+                    session.end.saturating_add(self.lateness)
+                } else {
+                    session.end
+                };
+                self.timers
+                    .register_event(Timestamp::from_millis(wake), (hash, state.key.clone()));
+            }
+            if state.sessions.is_empty() {
+                entry.remove();
+            }
+        }
+    }
+}
+
+impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindows<T, KK, D, A> {
+    type In = T;
+    type Key = KK;
+    type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
+    type Time = D::Time;
+
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
+        let t = if D::EVENT_TIME {
+            ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN)
+        } else {
+            if self.now == i64::MIN {
+                self.now = wall_clock().millis();
+            }
+            self.now
+        };
+        let key = ctx.key_ref();
+        let (hash, key_value) = (KK::hash(key), KK::value(key));
+        let state = match self.keys.entry(hash, |k| k.key == *key_value, |k| k.hash) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e
+                .insert(KeySessions {
+                    key: key_value.clone(),
+                    hash,
+                    sessions: Vec::new(),
+                })
+                .into_mut(),
+        };
+        // The new event's session, merged with every session it overlaps.
+        let (mut start, mut end) = (t, t.saturating_add(self.gap));
+        let mut acc = self.aggregate.create();
+        self.aggregate.add(&mut acc, &value);
+        let mut fired = false;
+        let overlapping: Vec<usize> = (0..state.sessions.len())
+            .filter(|&i| state.sessions[i].start < end && start < state.sessions[i].end)
+            .collect();
+        for &i in &overlapping {
+            let s = &state.sessions[i];
+            start = start.min(s.start);
+            end = end.max(s.end);
+            fired |= s.fired;
+        }
+        if D::EVENT_TIME && end <= self.now && end.saturating_add(self.lateness) <= self.now {
+            // Its session closed longer ago than the allowed lateness.
+            self.late.add(1);
+            ctx.out().late.emit(value);
+            return;
+        }
+        for &i in overlapping.iter().rev() {
+            let s = state.sessions.remove(i);
+            self.aggregate.merge(&mut acc, &s.acc);
+            self.timers
+                .delete_event(Timestamp::from_millis(s.end), &(hash, state.key.clone()));
+        }
+        let mut session = Session {
+            start,
+            end,
+            acc,
+            fired,
+        };
+        if D::EVENT_TIME && end <= self.now {
+            // Late, within the lateness: the session fires at once.
+            let firing = if session.fired {
+                Firing::Update
+            } else {
+                Firing::Final
+            };
+            session.fired = true;
+            Self::emit(&self.aggregate, &state.key, &session, firing, ctx.out());
+            let cleanup = end.saturating_add(self.lateness);
+            self.timers
+                .register_event(Timestamp::from_millis(cleanup), (hash, state.key.clone()));
+        } else {
+            self.timers
+                .register_event(Timestamp::from_millis(end), (hash, state.key.clone()));
+        }
+        let position = state.sessions.partition_point(|s| s.start < session.start);
+        state.sessions.insert(position, session);
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        if D::EVENT_TIME || watermark == Timestamp::MAX {
+            self.advance(watermark.millis(), out);
+        }
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
+        if !D::EVENT_TIME {
+            self.advance(now.millis(), out);
+        }
+    }
+
+    fn on_batch_end(&mut self, out: &mut Self::Out) {
+        if !D::EVENT_TIME {
+            let now = wall_clock().millis();
+            self.advance(now, out);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Tumbling and sliding time windows, computed on slices.
+//!
+//! A sliding window of size `S` and slide `L` is cut into slices of
+//! `g = gcd(S, L)` (a tumbling window is one slice per window). Each event
+//! updates exactly one per-key partial aggregate, in its slice; a window's
+//! result merges the partials of the `S / g` slices it spans (the slicing of
+//! Scotty, Traub et al. 2018, and Cutty). So no event is stored or processed
+//! `S / L` times: only partials are merged, once per window.
+//!
+//! Windows are aligned to the epoch: they start at multiples of `L`. A window
+//! `[start, end)` fires when event time (the watermark) reaches `end`; with an
+//! allowed lateness `A`, its slices are kept until event time reaches
+//! `end + A`, and an event arriving late but within it updates the slices and
+//! re-fires the window as an [`Firing::Update`]; an event later than that goes
+//! to the `late` channel and is counted.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use hashbrown::hash_table::{Entry, HashTable};
+use streamwork_core::timer::wall_clock;
+use streamwork_core::{Context, Data, KeyKind, Operator, Timestamp};
+
+use crate::LateCounter;
+use crate::aggregate::Aggregate;
+use crate::domain::Domain;
+use crate::outputs::WindowOutputs;
+use crate::spec::Early;
+use crate::window::{Firing, Window, WindowResult};
+
+/// One key's partial aggregate in one slice.
+#[derive(Clone)]
+struct Partial<K, Acc> {
+    key: K,
+    hash: u64,
+    acc: Acc,
+    /// Events added, for early firing by count.
+    count: u64,
+    /// Changed since the last early firing by interval.
+    dirty: bool,
+}
+
+/// The partials of one slice, by key.
+struct Slice<K, Acc> {
+    partials: HashTable<Partial<K, Acc>>,
+}
+
+impl<K: Clone, Acc: Clone> Clone for Slice<K, Acc> {
+    fn clone(&self) -> Self {
+        Slice {
+            partials: self.partials.clone(),
+        }
+    }
+}
+
+impl<K, Acc> Slice<K, Acc> {
+    fn new() -> Self {
+        Slice {
+            partials: HashTable::new(),
+        }
+    }
+}
+
+/// The slice type of a window operator.
+type SliceOf<T, KK, A> = Slice<<KK as KeyKind>::Value, <A as Aggregate<T>>::Acc>;
+
+/// Partials of one key gathered from the slices of one window.
+type Gathered<'a, T, KK, A> = HashTable<(u64, &'a <KK as KeyKind>::Value, Vec<&'a <A as Aggregate<T>>::Acc>)>;
+
+/// Tumbling or sliding windows over a stream partitioned as `KK`, in time
+/// domain `D`, computing aggregate `A`. Built with [`Windows`](crate::Windows).
+pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
+    size: i64,
+    slide: i64,
+    slice: i64,
+    lateness: i64,
+    early: Early,
+    aggregate: A,
+    late: LateCounter,
+    /// Slices by index (slice `i` covers `[i * slice, (i + 1) * slice)`).
+    slices: BTreeMap<i64, Slice<KK::Value, A::Acc>>,
+    /// The most recently used slice, kept out of the map: in-order streams
+    /// reach it without walking the tree.
+    hot: Option<(i64, SliceOf<T, KK, A>)>,
+    /// Event time (or processing time) reached so far.
+    now: i64,
+    /// The next window end that has not fired.
+    next_end: Option<i64>,
+    /// Wall clock of the last early firing by interval.
+    last_early: i64,
+    _types: PhantomData<fn(T, D)>,
+}
+
+impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
+    fn clone(&self) -> Self {
+        SlicedWindows {
+            size: self.size,
+            slide: self.slide,
+            slice: self.slice,
+            lateness: self.lateness,
+            early: self.early,
+            aggregate: self.aggregate.clone(),
+            late: self.late.clone(),
+            slices: self.slices.clone(),
+            hot: self.hot.clone(),
+            now: self.now,
+            next_end: self.next_end,
+            last_early: self.last_early,
+            _types: PhantomData,
+        }
+    }
+}
+
+/// The end of the last window (of `size`, every `slide`) containing time `t`.
+fn last_end_containing(size: i64, slide: i64, t: i64) -> i64 {
+    t.div_euclid(slide) * slide + size
+}
+
+/// The end of the first window (of `size`, every `slide`) containing time `t`.
+fn first_end_containing(size: i64, slide: i64, t: i64) -> i64 {
+    let start = (t - size).div_euclid(slide) * slide + slide;
+    start + size
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
+    pub(crate) fn new(
+        size: i64,
+        slide: i64,
+        lateness: i64,
+        early: Early,
+        aggregate: A,
+        late: LateCounter,
+    ) -> Self {
+        let (size, slide) = (size.max(1), slide.max(1));
+        SlicedWindows {
+            size,
+            slide,
+            slice: gcd(size, slide),
+            lateness: lateness.max(0),
+            early,
+            aggregate,
+            late,
+            slices: BTreeMap::new(),
+            hot: None,
+            now: i64::MIN,
+            next_end: None,
+            last_early: 0,
+            _types: PhantomData,
+        }
+    }
+
+    fn last_end_containing(&self, t: i64) -> i64 {
+        last_end_containing(self.size, self.slide, t)
+    }
+
+    fn first_end_containing(&self, t: i64) -> i64 {
+        first_end_containing(self.size, self.slide, t)
+    }
+
+    fn slice_mut(&mut self, index: i64) -> &mut Slice<KK::Value, A::Acc> {
+        if self.hot.as_ref().is_none_or(|(i, _)| *i != index) {
+            if let Some((old, slice)) = self.hot.take() {
+                self.slices.insert(old, slice);
+            }
+            let slice = self.slices.remove(&index).unwrap_or_else(Slice::new);
+            self.hot = Some((index, slice));
+        }
+        match &mut self.hot {
+            Some((_, slice)) => slice,
+            None => unreachable!("just set"),
+        }
+    }
+
+    fn settle_hot(&mut self) {
+        if let Some((index, slice)) = self.hot.take() {
+            self.slices.insert(index, slice);
+        }
+    }
+
+    /// Results of window `[end - size, end)` for every key (or one key).
+    fn emit_window(
+        &mut self,
+        end: i64,
+        firing: Firing,
+        only: Option<(u64, &KK::Value)>,
+        out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>,
+    ) where
+        T: Data,
+    {
+        let start = end - self.size;
+        let window = Window::from_millis(start, end);
+        let (first, last) = (
+            start.div_euclid(self.slice),
+            (end - 1).div_euclid(self.slice),
+        );
+        let hot = self
+            .hot
+            .as_ref()
+            .filter(|(i, _)| (first..=last).contains(i));
+        let in_map = self.slices.range(first..=last).map(|(i, s)| (*i, s));
+        let mut parts: Vec<(i64, &SliceOf<T, KK, A>)> =
+            in_map.chain(hot.map(|(i, s)| (*i, s))).collect();
+        parts.sort_by_key(|(i, _)| *i);
+        let time = Timestamp::from_millis(end - 1);
+        match (parts.as_slice(), only) {
+            ([], _) => {}
+            (_, Some((hash, key))) => {
+                let accs: Vec<&A::Acc> = parts
+                    .iter()
+                    .filter_map(|(_, s)| s.partials.find(hash, |p| p.key == *key).map(|p| &p.acc))
+                    .collect();
+                if !accs.is_empty() {
+                    let value = self.aggregate.result_of_parts(&accs);
+                    out.results.emit_at(
+                        WindowResult {
+                            key: key.clone(),
+                            window,
+                            value,
+                            firing,
+                        },
+                        time,
+                    );
+                }
+            }
+            ([(_, one)], None) => {
+                for partial in one.partials.iter() {
+                    let value = self.aggregate.result(&partial.acc);
+                    out.results.emit_at(
+                        WindowResult {
+                            key: partial.key.clone(),
+                            window,
+                            value,
+                            firing,
+                        },
+                        time,
+                    );
+                }
+            }
+            (many, None) => {
+                let mut by_key: Gathered<'_, T, KK, A> = HashTable::new();
+                for (_, slice) in many {
+                    for partial in slice.partials.iter() {
+                        match by_key.entry(
+                            partial.hash,
+                            |(_, k, _)| **k == partial.key,
+                            |(h, _, _)| *h,
+                        ) {
+                            Entry::Occupied(mut e) => e.get_mut().2.push(&partial.acc),
+                            Entry::Vacant(e) => {
+                                e.insert((partial.hash, &partial.key, vec![&partial.acc]));
+                            }
+                        }
+                    }
+                }
+                for (_, key, accs) in by_key.iter() {
+                    let value = self.aggregate.result_of_parts(accs);
+                    out.results.emit_at(
+                        WindowResult {
+                            key: (*key).clone(),
+                            window,
+                            value,
+                            firing,
+                        },
+                        time,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Fires every window ending at or before `now`, then drops the slices no
+    /// window needs any more.
+    fn advance(&mut self, now: i64, out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>)
+    where
+        T: Data,
+    {
+        self.settle_hot();
+        self.now = self.now.max(now);
+        while let Some(end) = self.next_end {
+            if end > now {
+                break;
+            }
+            self.emit_window(end, Firing::Final, None, out);
+            // The next window end with data: skip gaps in the stream.
+            let next = end.saturating_add(self.slide);
+            let first_slice_after = self
+                .slices
+                .range((next - self.size).div_euclid(self.slice)..)
+                .next()
+                .map(|(i, _)| *i);
+            self.next_end =
+                first_slice_after.map(|i| next.max(self.first_end_containing(i * self.slice)));
+        }
+        // Drop slices whose last window has fired and passed the lateness.
+        let horizon = now.saturating_sub(self.lateness);
+        while let Some((&index, _)) = self.slices.first_key_value() {
+            let last_end = self.last_end_containing(index * self.slice);
+            let fired = self.next_end.is_none_or(|next| last_end < next);
+            if fired && last_end <= horizon {
+                self.slices.remove(&index);
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn early_by_interval(&mut self, out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>)
+    where
+        T: Data,
+    {
+        self.settle_hot();
+        let mut fired: std::collections::HashSet<(i64, u64)> = std::collections::HashSet::new();
+        let mut todo: Vec<(i64, u64, KK::Value)> = Vec::new();
+        let (size, slide, slice_len, now) = (self.size, self.slide, self.slice, self.now);
+        for (&index, slice) in self.slices.iter_mut() {
+            for partial in slice.partials.iter_mut().filter(|p| p.dirty) {
+                partial.dirty = false;
+                let t = index * slice_len;
+                let mut end = first_end_containing(size, slide, t);
+                while end <= last_end_containing(size, slide, t) {
+                    if end > now && fired.insert((end, partial.hash)) {
+                        todo.push((end, partial.hash, partial.key.clone()));
+                    }
+                    end += self.slide;
+                }
+            }
+        }
+        for (end, hash, key) in todo {
+            self.emit_window(end, Firing::Early, Some((hash, &key)), out);
+        }
+    }
+}
+
+impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindows<T, KK, D, A> {
+    type In = T;
+    type Key = KK;
+    type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
+    type Time = D::Time;
+
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
+        let t = if D::EVENT_TIME {
+            ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN)
+        } else {
+            if self.now == i64::MIN {
+                self.now = wall_clock().millis();
+            }
+            self.now
+        };
+        // Beyond the allowed lateness of every window containing it: late.
+        if D::EVENT_TIME && self.last_end_containing(t).saturating_add(self.lateness) <= self.now {
+            self.late.add(1);
+            ctx.out().late.emit(value);
+            return;
+        }
+        let key = ctx.key_ref();
+        let (hash, key_value) = (KK::hash(key), KK::value(key));
+        let index = t.div_euclid(self.slice);
+        let aggregate = self.aggregate.clone();
+        let every = self.early.every;
+        let slice = self.slice_mut(index);
+        let partial = match slice
+            .partials
+            .entry(hash, |p| p.key == *key_value, |p| p.hash)
+        {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e
+                .insert(Partial {
+                    key: key_value.clone(),
+                    hash,
+                    acc: aggregate.create(),
+                    count: 0,
+                    dirty: false,
+                })
+                .into_mut(),
+        };
+        aggregate.add(&mut partial.acc, &value);
+        partial.count += 1;
+        partial.dirty = true;
+        let early_now = every.is_some_and(|n| partial.count.is_multiple_of(n));
+        let first_end = self.first_end_containing(t);
+        let last_end = self.last_end_containing(t);
+        // The first of the record's windows that has not fired yet, if any.
+        let mut unfired = first_end;
+        while unfired <= self.now && unfired <= last_end {
+            unfired += self.slide;
+        }
+        if unfired <= last_end && self.next_end.is_none_or(|next| unfired < next) {
+            self.next_end = Some(unfired);
+        }
+        let late_within_lateness = D::EVENT_TIME && t < self.now;
+        if late_within_lateness || early_now {
+            let key_value = key_value.clone();
+            let mut end = first_end;
+            while end <= last_end {
+                if end <= self.now && late_within_lateness {
+                    self.emit_window(end, Firing::Update, Some((hash, &key_value)), ctx.out());
+                } else if end > self.now && early_now {
+                    self.emit_window(end, Firing::Early, Some((hash, &key_value)), ctx.out());
+                }
+                end += self.slide;
+            }
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        if D::EVENT_TIME || watermark == Timestamp::MAX {
+            self.advance(watermark.millis(), out);
+        }
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
+        if !D::EVENT_TIME {
+            self.advance(now.millis(), out);
+        }
+        if let Some(interval) = self.early.interval
+            && now.millis() - self.last_early >= interval
+        {
+            self.last_early = now.millis();
+            self.early_by_interval(out);
+        }
+    }
+
+    fn on_batch_end(&mut self, out: &mut Self::Out) {
+        if !D::EVENT_TIME {
+            // Processing time is read once per batch, not per record.
+            let now = wall_clock().millis();
+            self.advance(now, out);
+        }
+    }
+}

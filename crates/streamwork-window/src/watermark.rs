@@ -1,0 +1,236 @@
+//! Watermark strategies: where records get their event time and event time
+//! starts to advance.
+//!
+//! A watermark `W` means: no record with a timestamp below `W` will follow;
+//! one that does is late. A strategy runs as an operator right after the
+//! source (fused into its task): it stamps each record with its timestamp,
+//! tracks the largest seen, and after each batch emits the watermark if it
+//! advanced (watermarks are coalesced per batch, never per record):
+//!
+//! * **monotonic**: `W = max seen` (timestamps never go back);
+//! * **bounded out-of-orderness** `B`: `W = max seen - B`;
+//! * **custom**: a function of each record proposes watermarks (punctuations).
+//!
+//! With an idleness timeout, an instance that receives nothing for that long
+//! declares itself idle, so that it does not hold back event time downstream
+//! (the minimum over inputs skips idle ones) until it receives records again.
+//! A strategy can also drop and count records that are late when read, which
+//! makes lateness independent of timing and parallelism (the Nexmark rule).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use streamwork_core::message::Control;
+use streamwork_core::{
+    AssignsWatermarks, Collector, Context, Data, NoKey, Operator, Outputs, Timestamp,
+};
+
+use crate::LateCounter;
+
+type Propose<T> = Arc<dyn Fn(&T, Timestamp) -> Option<Timestamp> + Send + Sync>;
+
+/// How the watermark follows the timestamps.
+enum Generator<T> {
+    Monotonic,
+    Bounded(i64),
+    Custom(Propose<T>),
+}
+
+impl<T> Clone for Generator<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Generator::Monotonic => Generator::Monotonic,
+            Generator::Bounded(bound) => Generator::Bounded(*bound),
+            Generator::Custom(propose) => Generator::Custom(propose.clone()),
+        }
+    }
+}
+
+/// Entry points of watermark strategies.
+///
+/// ```
+/// use std::time::Duration;
+/// use streamwork_core::Timestamp;
+/// use streamwork_window::Watermarks;
+/// let strategy = Watermarks::bounded(Duration::from_secs(4))
+///     .idle_after(Duration::from_secs(10))
+///     .timestamps(|reading: &(u64, i64)| Timestamp::from_millis(reading.1));
+/// # let _ = strategy;
+/// ```
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Watermarks;
+
+/// A watermark strategy being described, for records of type `T`.
+pub struct WatermarkSpec<T> {
+    generator: Generator<T>,
+    idle_after: Option<i64>,
+    drop_late: Option<LateCounter>,
+}
+
+impl Watermarks {
+    /// Timestamps never go back: `W = max seen`.
+    pub fn monotonic<T>() -> WatermarkSpec<T> {
+        WatermarkSpec {
+            generator: Generator::Monotonic,
+            idle_after: None,
+            drop_late: None,
+        }
+    }
+
+    /// Records are at most `bound` out of order: `W = max seen - bound`.
+    pub fn bounded<T>(bound: Duration) -> WatermarkSpec<T> {
+        WatermarkSpec {
+            generator: Generator::Bounded(i64::try_from(bound.as_millis()).unwrap_or(i64::MAX)),
+            idle_after: None,
+            drop_late: None,
+        }
+    }
+
+    /// `propose(record, timestamp)` may return a new watermark after any record.
+    pub fn custom<T>(
+        propose: impl Fn(&T, Timestamp) -> Option<Timestamp> + Send + Sync + 'static,
+    ) -> WatermarkSpec<T> {
+        WatermarkSpec {
+            generator: Generator::Custom(Arc::new(propose)),
+            idle_after: None,
+            drop_late: None,
+        }
+    }
+}
+
+impl<T> WatermarkSpec<T> {
+    /// Declares an instance idle after `timeout` without records.
+    pub fn idle_after(mut self, timeout: Duration) -> Self {
+        self.idle_after = Some(
+            i64::try_from(timeout.as_millis())
+                .unwrap_or(i64::MAX)
+                .max(1),
+        );
+        self
+    }
+
+    /// Drops records whose timestamp is below the watermark when they are read,
+    /// counting them into `counter`.
+    pub fn drop_late(mut self, counter: LateCounter) -> Self {
+        self.drop_late = Some(counter);
+        self
+    }
+
+    /// Takes each record's event time from `timestamp`: the strategy's operator.
+    pub fn timestamps<F: Fn(&T) -> Timestamp + Clone + Send + 'static>(
+        self,
+        timestamp: F,
+    ) -> AssignWatermarks<T, F> {
+        AssignWatermarks {
+            generator: self.generator,
+            timestamp,
+            idle_after: self.idle_after,
+            drop_late: self.drop_late,
+            max_seen: None,
+            proposed: Timestamp::MIN,
+            emitted: Timestamp::MIN,
+            active: false,
+            idle: false,
+            last_active: 0,
+        }
+    }
+}
+
+/// The operator of a watermark strategy: stamps records, emits watermarks.
+/// Its output stream is watermarked, so event-time operators accept it.
+pub struct AssignWatermarks<T, F> {
+    generator: Generator<T>,
+    timestamp: F,
+    idle_after: Option<i64>,
+    drop_late: Option<LateCounter>,
+    max_seen: Option<i64>,
+    proposed: Timestamp,
+    emitted: Timestamp,
+    active: bool,
+    idle: bool,
+    last_active: i64,
+}
+
+impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
+    fn clone(&self) -> Self {
+        AssignWatermarks {
+            generator: self.generator.clone(),
+            timestamp: self.timestamp.clone(),
+            idle_after: self.idle_after,
+            drop_late: self.drop_late.clone(),
+            max_seen: self.max_seen,
+            proposed: self.proposed,
+            emitted: self.emitted,
+            active: self.active,
+            idle: self.idle,
+            last_active: self.last_active,
+        }
+    }
+}
+
+impl<T, F> AssignWatermarks<T, F> {
+    /// The watermark implied by what has been read so far.
+    fn current(&self) -> Timestamp {
+        match (&self.generator, self.max_seen) {
+            (Generator::Monotonic, Some(max)) => Timestamp::from_millis(max),
+            (Generator::Bounded(bound), Some(max)) => {
+                Timestamp::from_millis(max.saturating_sub(*bound))
+            }
+            (Generator::Custom(_), _) => self.proposed,
+            (_, None) => Timestamp::MIN,
+        }
+    }
+}
+
+impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for AssignWatermarks<T, F> {
+    type In = T;
+    type Key = NoKey;
+    type Out = Collector<T>;
+    type Time = AssignsWatermarks;
+
+    #[inline]
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {
+        let time = (self.timestamp)(&value);
+        if let Some(late) = &self.drop_late
+            && time < self.current()
+        {
+            late.add(1);
+            return;
+        }
+        if let Generator::Custom(propose) = &self.generator
+            && let Some(proposed) = propose(&value, time)
+        {
+            self.proposed = self.proposed.max(proposed);
+        }
+        self.max_seen = Some(
+            self.max_seen
+                .map_or(time.millis(), |m| m.max(time.millis())),
+        );
+        self.active = true;
+        ctx.emit_at(value, time);
+    }
+
+    fn on_batch_end(&mut self, out: &mut Collector<T>) {
+        let watermark = self.current();
+        if watermark > self.emitted {
+            self.emitted = watermark;
+            self.idle = false;
+            // A failed send is recorded by the collector and reported by the runtime.
+            let _ = Outputs::control(out, &Control::Watermark(watermark));
+        }
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Collector<T>) {
+        if self.active {
+            self.active = false;
+            self.idle = false;
+            self.last_active = now.millis();
+        } else if let Some(timeout) = self.idle_after
+            && !self.idle
+            && now.millis().saturating_sub(self.last_active) >= timeout
+        {
+            self.idle = true;
+            let _ = Outputs::control(out, &Control::Idle);
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Windowed results equal a batch computation over the same events, for random
+//! timestamps within the out-of-orderness bound (so no event is late), random
+//! keys, parallelism and batch sizes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use streamwork::prelude::*;
+
+type Event = (u8, i64);
+
+const BOUND: i64 = 50;
+
+fn at(event: &Event) -> Timestamp {
+    Timestamp::from_millis(event.1)
+}
+
+/// Events whose times never fall more than `BOUND` behind the largest so far.
+fn events() -> impl Strategy<Value = Vec<Event>> {
+    prop::collection::vec((0u8..5, 0i64..40, 0i64..=BOUND), 0..200).prop_map(|raw| {
+        let mut max = 0i64;
+        raw.into_iter()
+            .map(|(key, step, back)| {
+                max += step;
+                (key, (max - back).max(0))
+            })
+            .collect()
+    })
+}
+
+fn batch_windows(events: &[Event], size: i64, slide: i64) -> BTreeMap<(u8, i64), u64> {
+    let mut expected = BTreeMap::new();
+    for (key, t) in events {
+        let mut start = t.div_euclid(slide) * slide;
+        while start > t - size {
+            *expected.entry((*key, start)).or_insert(0) += 1;
+            start -= slide;
+        }
+    }
+    expected
+}
+
+fn streamed(
+    events: Vec<Event>,
+    size: u64,
+    slide: u64,
+    parallelism: u32,
+    batch: usize,
+) -> BTreeMap<(u8, i64), u64> {
+    let sink = CollectSink::new();
+    let graph = job! {
+        batch_size batch;
+        source events = VecSource::new(events);
+        operator timed = Watermarks::bounded(Duration::from_millis(BOUND as u64)).timestamps(at) <- events;
+        operator counts[parallelism] { results, late } =
+            Windows::sliding(Duration::from_millis(size), Duration::from_millis(slide)).count()
+            <- timed.key(|e: &Event| e.0);
+        sink out = sink.clone() <- counts.results;
+        sink late = StdoutSink::new(|_: &Event, _: &mut Vec<u8>| {}) <- counts.late;
+    }
+    .unwrap();
+    let report = graph.run().unwrap();
+    assert_eq!(
+        report.component("late").unwrap().records_in(),
+        0,
+        "no event may be late"
+    );
+    let mut got = BTreeMap::new();
+    for result in sink.values() {
+        assert_eq!(result.firing, Firing::Final);
+        let previous = got.insert((result.key, result.window.start.millis()), result.value);
+        assert!(previous.is_none(), "window fired twice");
+    }
+    got
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn tumbling_and_sliding_windows_match_a_batch_computation(
+        events in events(),
+        (size, slide) in prop_oneof![Just((100u64, 100u64)), Just((100, 25)), Just((90, 60)), Just((10, 10))],
+        parallelism in 1u32..4,
+        batch in prop_oneof![Just(1usize), Just(3), Just(1024)],
+    ) {
+        let expected = batch_windows(&events, size as i64, slide as i64);
+        prop_assert_eq!(streamed(events, size, slide, parallelism, batch), expected);
+    }
+}
