@@ -65,7 +65,11 @@ impl<K, Acc> Slice<K, Acc> {
 type SliceOf<T, KK, A> = Slice<<KK as KeyKind>::Value, <A as Aggregate<T>>::Acc>;
 
 /// Partials of one key gathered from the slices of one window.
-type Gathered<'a, T, KK, A> = HashTable<(u64, &'a <KK as KeyKind>::Value, Vec<&'a <A as Aggregate<T>>::Acc>)>;
+type Gathered<'a, T, KK, A> = HashTable<(
+    u64,
+    &'a <KK as KeyKind>::Value,
+    Vec<&'a <A as Aggregate<T>>::Acc>,
+)>;
 
 /// Tumbling or sliding windows over a stream partitioned as `KK`, in time
 /// domain `D`, computing aggregate `A`. Built with [`Windows`](crate::Windows).

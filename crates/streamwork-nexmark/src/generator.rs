@@ -1,0 +1,249 @@
+//! A deterministic Nexmark event generator, following the structure of the
+//! standard one (Beam's and Flink's): of every 50 events, 1 is a person, 3
+//! are auctions and 46 are bids; half of the bids go to a hot auction, three
+//! quarters come from a hot bidder, and three quarters of the auctions from a
+//! hot seller; prices follow `100 * 10^(6u)`. Event `n` is a pure function of
+//! `(seed, n)`, so any instance can generate any event and the stream is the
+//! same for every parallelism. Event times advance by `1000 / rate` ms per
+//! event from a base time, in order.
+
+use crate::model::{Auction, Bid, Event, Person};
+
+const PERSON_PROPORTION: u64 = 1;
+const AUCTION_PROPORTION: u64 = 3;
+const TOTAL_PROPORTION: u64 = 50;
+const FIRST_PERSON_ID: u64 = 1000;
+const FIRST_AUCTION_ID: u64 = 1000;
+const FIRST_CATEGORY_ID: u64 = 10;
+const NUM_CATEGORIES: u64 = 5;
+const HOT_AUCTION_RATIO: u64 = 2;
+const HOT_BIDDER_RATIO: u64 = 4;
+const HOT_SELLER_RATIO: u64 = 4;
+const NUM_ACTIVE_PEOPLE: u64 = 1000;
+const PERSON_ID_LEAD: u64 = 10;
+const IN_FLIGHT_AUCTIONS: u64 = 100;
+const AUCTION_ID_LEAD: u64 = 10;
+
+const FIRST_NAMES: &[&str] = &[
+    "Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter",
+];
+const LAST_NAMES: &[&str] = &[
+    "Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris",
+];
+const CITIES: &[&str] = &[
+    "Phoenix",
+    "Los Angeles",
+    "San Francisco",
+    "Boise",
+    "Portland",
+    "Bend",
+    "Redmond",
+    "Seattle",
+    "Kent",
+    "Cheyenne",
+];
+const STATES: &[&str] = &["AZ", "CA", "ID", "OR", "WA", "WY"];
+const CHANNELS: &[&str] = &["Google", "Facebook", "Baidu", "Apple"];
+
+/// Settings of the generator.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GeneratorConfig {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Event time of event 0, epoch milliseconds (default 2024-01-01 00:00:00 UTC).
+    pub base_time: i64,
+    /// Events per second of event time (default 10 000, as Beam's first rate).
+    pub events_per_second: u64,
+}
+
+impl Default for GeneratorConfig {
+    fn default() -> Self {
+        GeneratorConfig {
+            seed: 42,
+            base_time: 1_704_067_200_000,
+            events_per_second: 10_000,
+        }
+    }
+}
+
+/// SplitMix64: the random choices of one event.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+
+    fn string(&mut self, len: usize) -> String {
+        (0..len)
+            .map(|_| (b'a' + self.below(26) as u8) as char)
+            .collect()
+    }
+}
+
+/// The highest person id (from 0) created at or before event `n`.
+fn last_base0_person_id(n: u64) -> u64 {
+    n / TOTAL_PROPORTION * PERSON_PROPORTION
+}
+
+/// The highest auction id (from 0) created at or before event `n`.
+fn last_base0_auction_id(n: u64) -> u64 {
+    let epoch = n / TOTAL_PROPORTION;
+    let offset = n % TOTAL_PROPORTION;
+    let in_epoch = if offset < PERSON_PROPORTION {
+        // Before this epoch's auctions: the previous epoch's last one.
+        return (epoch * AUCTION_PROPORTION).saturating_sub(1);
+    } else {
+        (offset - PERSON_PROPORTION).min(AUCTION_PROPORTION - 1)
+    };
+    epoch * AUCTION_PROPORTION + in_epoch
+}
+
+/// A random recent person (from 0).
+fn next_base0_person_id(n: u64, random: &mut Random) -> u64 {
+    let people = last_base0_person_id(n) + 1;
+    let active = people.min(NUM_ACTIVE_PEOPLE);
+    let pick = random.below(active + PERSON_ID_LEAD);
+    (people - active + pick).min(people + PERSON_ID_LEAD)
+}
+
+/// A random in-flight auction (from 0).
+fn next_base0_auction_id(n: u64, random: &mut Random) -> u64 {
+    let last = last_base0_auction_id(n);
+    let min = last.saturating_sub(IN_FLIGHT_AUCTIONS);
+    min + random.below(last - min + 1 + AUCTION_ID_LEAD)
+}
+
+fn price(random: &mut Random) -> u64 {
+    (10f64.powf(random.unit() * 6.0) * 100.0).round() as u64
+}
+
+/// Event number `n` for `config`.
+pub fn event(config: &GeneratorConfig, n: u64) -> Event {
+    let mut random = Random(config.seed ^ n.wrapping_mul(0xd6e8_feb8_6659_fd93));
+    let rate = config.events_per_second.max(1);
+    let date_time = config.base_time + (n as i128 * 1000 / rate as i128) as i64;
+    let offset = n % TOTAL_PROPORTION;
+    if offset < PERSON_PROPORTION {
+        let id = last_base0_person_id(n) + FIRST_PERSON_ID;
+        let name = format!("{} {}", random.pick(FIRST_NAMES), random.pick(LAST_NAMES));
+        Event::Person(Person {
+            id,
+            email_address: format!("{}@{}.com", random.string(7), random.string(5)),
+            credit_card: (0..4)
+                .map(|_| format!("{:04}", random.below(10_000)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            city: random.pick(CITIES).to_string(),
+            state: random.pick(STATES).to_string(),
+            name,
+            date_time,
+            extra: random.string(20),
+        })
+    } else if offset < PERSON_PROPORTION + AUCTION_PROPORTION {
+        let id = last_base0_auction_id(n) + FIRST_AUCTION_ID;
+        let seller = if random.below(HOT_SELLER_RATIO) > 0 {
+            last_base0_person_id(n) / HOT_SELLER_RATIO * HOT_SELLER_RATIO
+        } else {
+            next_base0_person_id(n, &mut random)
+        } + FIRST_PERSON_ID;
+        let initial_bid = price(&mut random);
+        Event::Auction(Auction {
+            id,
+            item_name: random.string(10),
+            description: random.string(20),
+            initial_bid,
+            reserve: initial_bid + price(&mut random),
+            date_time,
+            expires: date_time + 1 + random.below(20_000) as i64,
+            seller,
+            category: FIRST_CATEGORY_ID + random.below(NUM_CATEGORIES),
+            extra: random.string(20),
+        })
+    } else {
+        let auction = if random.below(HOT_AUCTION_RATIO) > 0 {
+            last_base0_auction_id(n) / HOT_AUCTION_RATIO * HOT_AUCTION_RATIO
+        } else {
+            next_base0_auction_id(n, &mut random)
+        } + FIRST_AUCTION_ID;
+        let bidder = if random.below(HOT_BIDDER_RATIO) > 0 {
+            last_base0_person_id(n) / HOT_BIDDER_RATIO * HOT_BIDDER_RATIO + 1
+        } else {
+            next_base0_person_id(n, &mut random)
+        } + FIRST_PERSON_ID;
+        let channel = random.pick(CHANNELS);
+        Event::Bid(Bid {
+            auction,
+            bidder,
+            price: price(&mut random),
+            channel: channel.to_string(),
+            url: format!(
+                "https://www.nexmark.com/{}/item.htm?query=1",
+                random.string(5)
+            ),
+            date_time,
+            extra: random.string(10),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proportions_and_determinism() {
+        let config = GeneratorConfig::default();
+        let events: Vec<Event> = (0..5000).map(|n| event(&config, n)).collect();
+        let people = events
+            .iter()
+            .filter(|e| matches!(e, Event::Person(_)))
+            .count();
+        let auctions = events
+            .iter()
+            .filter(|e| matches!(e, Event::Auction(_)))
+            .count();
+        assert_eq!(
+            (people, auctions, events.len() - people - auctions),
+            (100, 300, 4600)
+        );
+        assert_eq!(event(&config, 4321), events[4321]);
+        assert!(
+            events
+                .windows(2)
+                .all(|w| w[0].date_time() <= w[1].date_time())
+        );
+    }
+
+    #[test]
+    fn bids_refer_to_existing_or_imminent_auctions_and_people() {
+        let config = GeneratorConfig::default();
+        for n in 0..20_000 {
+            if let Event::Bid(bid) = event(&config, n) {
+                assert!(bid.auction >= FIRST_AUCTION_ID);
+                assert!(
+                    bid.auction <= FIRST_AUCTION_ID + last_base0_auction_id(n) + AUCTION_ID_LEAD
+                );
+                assert!(
+                    bid.bidder <= FIRST_PERSON_ID + last_base0_person_id(n) + PERSON_ID_LEAD + 1
+                );
+            }
+        }
+    }
+}

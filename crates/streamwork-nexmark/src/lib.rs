@@ -1,0 +1,146 @@
+//! The Nexmark benchmark on Streamwork: the event model and its JSON-lines
+//! form, a deterministic generator, the queries as jobs, and the runner behind
+//! the `streamwork-nexmark` CLI (the contract is `shared/NEXMARK.md`).
+//!
+//! ```
+//! use streamwork_nexmark::{Input, Query, RunOptions, run};
+//! let summary = run(&RunOptions {
+//!     query: Query::Q2,
+//!     input: Input::Generated { events: 10_000, seed: 42 },
+//!     output: None,
+//!     parallelism: 2,
+//! })?;
+//! assert_eq!(summary.events, 10_000);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! Lateness is decided where the input is read, in input order: after each
+//! event the watermark is the largest `dateTime` so far minus 4 s, and an event
+//! below it is dropped and counted. The input is read by one instance, so the
+//! results do not depend on timing or on `--parallelism`.
+
+#![warn(missing_docs)]
+
+pub mod generator;
+pub mod model;
+pub mod queries;
+pub mod sink;
+pub mod source;
+pub mod time;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use streamwork::prelude::*;
+
+pub use generator::GeneratorConfig;
+pub use model::{Auction, Bid, Event, Person};
+pub use queries::Query;
+
+use sink::{RowSink, RowTarget};
+use source::NexmarkSource;
+
+/// Where the events come from.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A JSON-lines file; `-` is standard input.
+    File(PathBuf),
+    /// The generator.
+    Generated {
+        /// How many events.
+        events: u64,
+        /// Seed.
+        seed: u64,
+    },
+}
+
+/// One run of one query.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The query.
+    pub query: Query,
+    /// The events.
+    pub input: Input,
+    /// Where rows go; stdout when `None`.
+    pub output: Option<PathBuf>,
+    /// Parallelism of the query's operators.
+    pub parallelism: u32,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// Events read (late ones included, malformed lines not).
+    pub events: u64,
+    /// Events dropped as late.
+    pub late: u64,
+    /// Lines that were not Nexmark events.
+    pub malformed: u64,
+    /// Result rows written.
+    pub results: u64,
+    /// Wall time.
+    pub elapsed_s: f64,
+}
+
+impl Summary {
+    /// Events read per second of wall time.
+    pub fn events_per_sec(&self) -> f64 {
+        self.events as f64 / self.elapsed_s.max(1e-9)
+    }
+}
+
+/// Runs a query to the end of its input.
+pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
+    let malformed = InputErrors::new();
+    let late = LateCounter::new();
+    let parallelism = options.parallelism.max(1);
+    let (source, source_parallelism) = match &options.input {
+        Input::File(path) => {
+            let path = if path.as_os_str() == "-" {
+                PathBuf::from("/dev/stdin")
+            } else {
+                path.clone()
+            };
+            (NexmarkSource::file(path, &malformed), 1)
+        }
+        Input::Generated { events, seed } => {
+            let config = GeneratorConfig {
+                seed: *seed,
+                ..GeneratorConfig::default()
+            };
+            // `events` writes the input itself: one instance keeps it in order.
+            let instances = if options.query == Query::Events {
+                1
+            } else {
+                parallelism
+            };
+            (NexmarkSource::generated(config, *events), instances)
+        }
+    };
+    let target = match &options.output {
+        Some(path) => RowTarget::File(path.clone()),
+        None => RowTarget::Stdout,
+    };
+    let sink = RowSink::new(target);
+    let graph = queries::job(
+        options.query,
+        source,
+        source_parallelism,
+        parallelism,
+        &late,
+        sink.clone(),
+    )?;
+    let started = Instant::now();
+    let report = graph.run()?;
+    let events = report
+        .component("events")
+        .map(|c| c.records_out())
+        .unwrap_or(0);
+    Ok(Summary {
+        events,
+        late: late.get(),
+        malformed: malformed.count(),
+        results: sink.rows(),
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}

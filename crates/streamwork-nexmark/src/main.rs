@@ -1,0 +1,67 @@
+//! `streamwork-nexmark`: runs a Nexmark query on a JSON-lines input or on
+//! generated events, writing JSON rows; the summary goes to stderr.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use streamwork_nexmark::{Input, Query, RunOptions, run};
+
+/// Run a Nexmark query on Streamwork.
+#[derive(Parser, Debug)]
+#[command(name = "streamwork-nexmark")]
+struct Args {
+    /// The query: q0, q1, q2, q5, q7, or `events` to write the input events themselves.
+    #[arg(long)]
+    query: Query,
+    /// JSON-lines input file, `-` for stdin.
+    #[arg(long, conflicts_with = "events")]
+    input: Option<PathBuf>,
+    /// Generate this many events instead of reading them.
+    #[arg(long)]
+    events: Option<u64>,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Result file (stdout without it).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Instances of the query's operators (default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
+    parallelism: Option<u32>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let input = match (args.input, args.events) {
+        (Some(path), _) => Input::File(path),
+        (None, Some(events)) => Input::Generated {
+            events,
+            seed: args.seed,
+        },
+        (None, None) => anyhow::bail!(
+            "give an input with --input FILE (or - for stdin), or generate with --events COUNT"
+        ),
+    };
+    let parallelism = args.parallelism.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1)
+    });
+    let summary = run(&RunOptions {
+        query: args.query,
+        input,
+        output: args.output,
+        parallelism,
+    })?;
+    eprintln!(
+        "{}: {} events read, {} late, {} malformed, {} results in {:.3} s ({:.0} events/s, parallelism {parallelism})",
+        args.query,
+        summary.events,
+        summary.late,
+        summary.malformed,
+        summary.results,
+        summary.elapsed_s,
+        summary.events_per_sec()
+    );
+    Ok(())
+}

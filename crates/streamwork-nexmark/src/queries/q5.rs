@@ -1,0 +1,83 @@
+//! Q5, hot items: per sliding window of 10 s every 2 s, the auctions with the
+//! most bids (all of them on a tie).
+//!
+//! Bids are counted per auction and window by a keyed sliding window (on
+//! slices); the counts of a window are then gathered, keyed by the window, by
+//! an event-time operator that picks the maximum once event time passes the
+//! window's end, when every count of the window has arrived.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use streamwork::core::GraphError;
+use streamwork::prelude::*;
+
+use super::{OnlyBids, timestamps};
+use crate::model::Bid;
+use crate::sink::RowSink;
+use crate::source::NexmarkSource;
+use crate::time::format;
+
+/// The auctions of each window with the highest bid count.
+#[derive(Clone, Default)]
+struct HotItems {
+    windows: BTreeMap<(i64, i64), (u64, Vec<u64>)>,
+}
+
+#[operator(event_time)]
+impl HotItems {
+    fn on_record(
+        &mut self,
+        _window: CurrentKey<'_, i64>,
+        count: WindowResult<u64, u64>,
+        _out: &mut Collector<String>,
+    ) {
+        let bounds = (count.window.start.millis(), count.window.end.millis());
+        let (max, auctions) = self.windows.entry(bounds).or_insert((0, Vec::new()));
+        if count.value > *max {
+            *max = count.value;
+            auctions.clear();
+        }
+        if count.value == *max {
+            auctions.push(count.key);
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<String>) {
+        while let Some(entry) = self.windows.first_entry() {
+            let (start, end) = *entry.key();
+            if end > watermark.millis() {
+                break;
+            }
+            let (num, auctions) = entry.remove();
+            for auction in auctions {
+                out.emit(format!(
+                    "{{\"auction\":{auction},\"num\":{num},\"window_start\":\"{}\",\"window_end\":\"{}\"}}",
+                    format(start),
+                    format(end)
+                ));
+            }
+        }
+    }
+}
+
+pub(super) fn job(
+    source: NexmarkSource,
+    sp: u32,
+    p: u32,
+    late: &LateCounter,
+    sink: RowSink,
+) -> Result<JobGraph, GraphError> {
+    job! {
+        name "nexmark-q5";
+        source events[sp] = source;
+        operator timed[sp] = timestamps(late) <- events;
+        operator bids[p] = OnlyBids <- timed.shuffle();
+        operator counts[p] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(2)).count()
+            <- bids.key(|bid: &Bid| bid.auction);
+        operator hot[p] = HotItems::default()
+            <- counts.results.key(|count: &WindowResult<u64, u64>| count.window.start.millis());
+        sink out = sink <- hot.global();
+        drop counts.late;
+    }
+}

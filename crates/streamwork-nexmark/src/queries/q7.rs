@@ -1,0 +1,112 @@
+//! Q7, highest bid: per tumbling 10 s window, the bids whose price is the
+//! window's maximum.
+//!
+//! Each auction's highest bids per window are found by a keyed tumbling window
+//! (in parallel), then gathered by window to keep the overall maximum: the
+//! usual two-phase form of a global aggregate.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use streamwork::core::GraphError;
+use streamwork::prelude::*;
+use streamwork::window::Aggregate;
+
+use super::q0::bid_row;
+use super::{OnlyBids, timestamps};
+use crate::model::Bid;
+use crate::sink::RowSink;
+use crate::source::NexmarkSource;
+
+/// The highest price of a window and every bid at that price.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct MaxTies;
+
+impl Aggregate<Bid> for MaxTies {
+    type Acc = (u64, Vec<Bid>);
+    type Out = (u64, Vec<Bid>);
+
+    fn create(&self) -> Self::Acc {
+        (0, Vec::new())
+    }
+
+    fn add(&self, acc: &mut Self::Acc, bid: &Bid) {
+        if bid.price > acc.0 || acc.1.is_empty() {
+            acc.0 = bid.price;
+            acc.1.clear();
+        }
+        if bid.price == acc.0 {
+            acc.1.push(bid.clone());
+        }
+    }
+
+    fn merge(&self, into: &mut Self::Acc, other: &Self::Acc) {
+        for bid in &other.1 {
+            self.add(into, bid);
+        }
+    }
+
+    fn result(&self, acc: &Self::Acc) -> Self::Out {
+        acc.clone()
+    }
+}
+
+/// The overall highest bids of each window, from the per-auction ones.
+#[derive(Clone, Default)]
+struct HighestBids {
+    windows: BTreeMap<i64, (u64, Vec<Bid>)>,
+}
+
+#[operator(event_time)]
+impl HighestBids {
+    fn on_record(
+        &mut self,
+        _window: CurrentKey<'_, i64>,
+        best: WindowResult<u64, (u64, Vec<Bid>)>,
+        _out: &mut Collector<String>,
+    ) {
+        let slot = self
+            .windows
+            .entry(best.window.end.millis())
+            .or_insert((0, Vec::new()));
+        let (price, bids) = best.value;
+        if price > slot.0 || slot.1.is_empty() {
+            *slot = (price, Vec::new());
+        }
+        if price == slot.0 {
+            slot.1.extend(bids);
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<String>) {
+        while let Some(entry) = self.windows.first_entry() {
+            if *entry.key() > watermark.millis() {
+                break;
+            }
+            for bid in entry.remove().1 {
+                out.emit(bid_row(&bid));
+            }
+        }
+    }
+}
+
+pub(super) fn job(
+    source: NexmarkSource,
+    sp: u32,
+    p: u32,
+    late: &LateCounter,
+    sink: RowSink,
+) -> Result<JobGraph, GraphError> {
+    job! {
+        name "nexmark-q7";
+        source events[sp] = source;
+        operator timed[sp] = timestamps(late) <- events;
+        operator bids[p] = OnlyBids <- timed.shuffle();
+        operator best[p] { results, late } = Windows::tumbling(Duration::from_secs(10)).aggregate(MaxTies)
+            <- bids.key(|bid: &Bid| bid.auction);
+        operator highest[p] = HighestBids::default()
+            <- best.results.key(|best: &WindowResult<u64, (u64, Vec<Bid>)>| best.window.start.millis());
+        sink out = sink <- highest.global();
+        drop best.late;
+    }
+}
