@@ -30,7 +30,7 @@ fn input(dir: &Path) -> PathBuf {
             let mut e = event(&config, n);
             let jitter = (mix(n) % 3_000) as i64;
             let key = e.date_time() + jitter;
-            if mix(n + 7) % 500 == 0 {
+            if mix(n + 7).is_multiple_of(500) {
                 // Late: far behind everything around it.
                 let earlier = e.date_time() - 12_000;
                 set_time(&mut e, earlier);
@@ -119,7 +119,7 @@ fn expected(query: Query, bids: &[Value]) -> Vec<Value> {
             .collect(),
         Query::Q2 => bids
             .iter()
-            .filter(|b| b["auction"].as_u64().unwrap() % 123 == 0)
+            .filter(|b| b["auction"].as_u64().unwrap().is_multiple_of(123))
             .map(|b| json!({"auction": b["auction"], "price": b["price"]}))
             .collect(),
         Query::Q5 => {
