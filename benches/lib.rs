@@ -10,7 +10,11 @@
 //! * **W2** keyed count: exchange by key, count per key; result: distinct keys
 //!   and the wrapping sum of `(key + 1) * count`;
 //! * **W2 latency**: W2 fed by a source pacing itself, stamping each record with
-//!   its emission time; the sink reads the age of sampled records.
+//!   its emission time; the sink reads the age of sampled records;
+//! * **W3** keyed tumbling event-time window: 1000 ms windows, count per key per
+//!   window, watermark = time (monotonic); result: (window, key) results and
+//!   the wrapping sum of `(window_start / 1000 + 1) * (key + 1) * count`
+//!   (`W3-K100`: the same with 100 keys).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -230,6 +234,90 @@ pub fn w2_baseline(events: u64) -> Outcome {
         outcome.records += 1;
         outcome.checksum = outcome.checksum.wrapping_add((key + 1).wrapping_mul(count));
     }
+    outcome
+}
+
+// ---------------------------------------------------------------- W3
+
+/// Sums `(window_start / 1000 + 1) * (key + 1) * count` over window results.
+#[derive(Clone)]
+struct WindowChecksum {
+    totals: Totals,
+    local: Outcome,
+}
+
+impl Sink for WindowChecksum {
+    type In = WindowResult<u64, u64>;
+
+    #[inline]
+    fn write(&mut self, record: Record<WindowResult<u64, u64>>) -> Result<(), ConnectorError> {
+        let r = record.value;
+        let window = (r.window.start.millis() / 1000 + 1) as u64;
+        self.local.records += 1;
+        self.local.checksum = self
+            .local
+            .checksum
+            .wrapping_add(window.wrapping_mul(r.key + 1).wrapping_mul(r.value));
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.totals.add(self.local);
+        Ok(())
+    }
+}
+
+fn event_time(event: &(u64, u64)) -> Timestamp {
+    Timestamp::from_millis(event.1 as i64)
+}
+
+/// W3 as a Streamwork job, with `keys` distinct keys.
+pub fn w3_job(events: u64, parallelism: u32, keys: u64) -> Outcome {
+    let totals = Totals::default();
+    let sink = WindowChecksum {
+        totals: totals.clone(),
+        local: Outcome::default(),
+    };
+    let graph = job! {
+        name "W3";
+        source events[parallelism] = GeneratorSource::new(move |i| (key(i, keys), i)).take(events);
+        operator timed[parallelism] = Watermarks::monotonic()
+            .align(std::time::Duration::from_secs(30))
+            .timestamps(event_time) <- events;
+        operator counts[parallelism] { results, late } =
+            Windows::tumbling(std::time::Duration::from_millis(1000)).count()
+            <- timed.key(|(key, _): &(u64, u64)| *key);
+        sink checksum[parallelism] = sink <- counts.results;
+        drop counts.late;
+    }
+    .expect("W3 is well formed");
+    graph.run().expect("W3 runs");
+    totals.outcome()
+}
+
+/// W3 as a hand-written loop: a count per key for the current window,
+/// emitted when the window changes (time is `i`, in order).
+pub fn w3_baseline(events: u64, keys: u64) -> Outcome {
+    let mut outcome = Outcome::default();
+    let mut counts: FastHashMap<u64, u64> = FastHashMap::default();
+    let mut window = 0u64;
+    let mut close = |window: u64, counts: &mut FastHashMap<u64, u64>| {
+        for (key, count) in counts.drain() {
+            outcome.records += 1;
+            outcome.checksum = outcome
+                .checksum
+                .wrapping_add((window + 1).wrapping_mul(key + 1).wrapping_mul(count));
+        }
+    };
+    for i in 0..events {
+        let (key, time) = std::hint::black_box((key(i, keys), i));
+        if time / 1000 != window {
+            close(window, &mut counts);
+            window = time / 1000;
+        }
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    close(window, &mut counts);
     outcome
 }
 

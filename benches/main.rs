@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use streamwork_benches::{
-    Outcome, peak_rss_bytes, w1_baseline, w1_job, w2_baseline, w2_job, w2_latency,
+    Outcome, peak_rss_bytes, w1_baseline, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
+    w3_job,
 };
 
 #[derive(serde::Serialize)]
@@ -51,7 +52,9 @@ fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1))
             .map(String::as_str)
     };
-    let workload = value("--workload").context("--workload W1|W2")?.to_string();
+    let workload = value("--workload")
+        .context("--workload W1|W2|W3|W3-K100")?
+        .to_string();
     let parallelism: u32 = value("--parallelism").unwrap_or("1").parse()?;
     let events: u64 = value("--events").unwrap_or("10000000").parse()?;
     let runs: u32 = value("--runs").unwrap_or("3").parse()?;
@@ -59,7 +62,9 @@ fn main() -> anyhow::Result<()> {
     let (job, baseline): (JobFn, BaselineFn) = match workload.as_str() {
         "W1" => (w1_job, w1_baseline),
         "W2" => (w2_job, w2_baseline),
-        other => bail!("unknown workload {other}: expected W1 or W2"),
+        "W3" => (|n, p| w3_job(n, p, 10_000), |n| w3_baseline(n, 10_000)),
+        "W3-K100" => (|n, p| w3_job(n, p, 100), |n| w3_baseline(n, 100)),
+        other => bail!("unknown workload {other}: expected W1, W2, W3 or W3-K100"),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));
     let (outcome, elapsed_s) = best_of(runs, || job(events, parallelism));

@@ -83,11 +83,7 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
 fn drive(mut task: Task, flags: &Flags, failure: &Mutex<Option<JobError>>) -> Ended {
     let result = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
         TaskBody::Source(source) => run_source(source.as_mut(), flags),
-        TaskBody::Input {
-            task,
-            ports,
-            senders_per_port,
-        } => run_input(task.as_mut(), ports, senders_per_port, flags),
+        TaskBody::Input { task, ports } => run_input(task.as_mut(), ports, flags),
     }));
     let error = match result {
         Ok(Ok(ended)) => return ended,

@@ -172,34 +172,38 @@ fn apply(task: &mut dyn InputTask, change: Change) -> Result<(), TaskError> {
 
 pub(crate) fn run_input(
     task: &mut dyn InputTask,
-    ports: &[Receiver<Envelope>],
-    senders_per_port: &[u32],
+    ports: &[Vec<Receiver<Envelope>>],
     flags: &Flags,
 ) -> Result<Ended, TaskError> {
     task.open()?;
-    let mut clock = EventClock::new(senders_per_port);
-    let mut ended = vec![0u32; ports.len()];
-    let mut open: Vec<usize> = (0..ports.len())
-        .filter(|&p| senders_per_port[p] > 0)
+    let senders_per_port: Vec<u32> = ports.iter().map(|p| p.len() as u32).collect();
+    let mut clock = EventClock::new(&senders_per_port);
+    let mut remaining = senders_per_port.clone();
+    // Every (port, sender) channel that has not ended, visited round-robin.
+    let mut active: Vec<(usize, usize)> = ports
+        .iter()
+        .enumerate()
+        .flat_map(|(port, senders)| (0..senders.len()).map(move |sender| (port, sender)))
         .collect();
     for (port, &senders) in senders_per_port.iter().enumerate() {
         if senders == 0 {
             task.on_port_end(port)?;
         }
     }
-    let mut next_port = 0usize;
+    let mut next = 0usize;
     let mut last_tick = Instant::now();
-    while !open.is_empty() {
-        let received = receive(task, ports, &open, &mut next_port, flags)?;
+    while !active.is_empty() {
+        let received = receive(task, ports, &active, &mut next, flags)?;
         if last_tick.elapsed() >= TICK {
             last_tick = Instant::now();
             task.on_processing_time(wall_clock())?;
         }
-        let (port, envelope) = match received {
-            Received::Message(port, envelope) => (port, envelope),
+        let (slot, envelope) = match received {
+            Received::Message(slot, envelope) => (slot, envelope),
             Received::Nothing => continue,
             Received::Aborted => return Ok(Ended::Aborted),
         };
+        let (port, _) = active[slot];
         let from = envelope.from;
         match envelope.payload {
             Payload::Batch(batch) => {
@@ -216,11 +220,11 @@ pub(crate) fn run_input(
                 apply(task, change)?;
             }
             Payload::Control(Control::EndOfStream) => {
-                ended[port] += 1;
+                active.remove(slot);
+                remaining[port] -= 1;
                 let change = clock.ended(port, from);
                 apply(task, change)?;
-                if ended[port] == senders_per_port[port] {
-                    open.retain(|&p| p != port);
+                if remaining[port] == 0 {
                     task.on_port_end(port)?;
                 }
             }
@@ -233,27 +237,31 @@ pub(crate) fn run_input(
 
 /// The outcome of waiting for a message.
 enum Received {
+    /// A message from `active[slot]`.
     Message(usize, Envelope),
     /// Nothing arrived within a tick: time to tick processing time.
     Nothing,
     Aborted,
 }
 
-/// The next message from any open port: without blocking if one is ready;
+/// The next message from the active channels, visited round-robin so that no
+/// sender gets ahead of the others: without blocking if one is ready;
 /// otherwise flush (adaptive flushing) and block up to one tick.
 fn receive(
     task: &mut dyn InputTask,
-    ports: &[Receiver<Envelope>],
-    open: &[usize],
-    next_port: &mut usize,
+    ports: &[Vec<Receiver<Envelope>>],
+    active: &[(usize, usize)],
+    next: &mut usize,
     flags: &Flags,
 ) -> Result<Received, TaskError> {
-    for i in 0..open.len() {
-        let port = open[(*next_port + i) % open.len()];
-        match ports[port].try_recv() {
+    let n = active.len();
+    for i in 0..n {
+        let slot = (*next + i) % n;
+        let (port, sender) = active[slot];
+        match ports[port][sender].try_recv() {
             Ok(envelope) => {
-                *next_port = (*next_port + i + 1) % open.len();
-                return Ok(Received::Message(port, envelope));
+                *next = (slot + 1) % n;
+                return Ok(Received::Message(slot, envelope));
             }
             Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => return disconnected(flags),
@@ -263,23 +271,26 @@ fn receive(
     if flags.abort.load(Ordering::Relaxed) {
         return Ok(Received::Aborted);
     }
-    if let [port] = open {
-        return match ports[*port].recv_timeout(TICK) {
-            Ok(envelope) => Ok(Received::Message(*port, envelope)),
+    if let [(port, sender)] = active {
+        return match ports[*port][*sender].recv_timeout(TICK) {
+            Ok(envelope) => Ok(Received::Message(0, envelope)),
             Err(RecvTimeoutError::Timeout) => Ok(Received::Nothing),
             Err(RecvTimeoutError::Disconnected) => disconnected(flags),
         };
     }
     let mut select = Select::new();
-    for &port in open {
-        select.recv(&ports[port]);
+    for &(port, sender) in active {
+        select.recv(&ports[port][sender]);
     }
-    let Ok(ready) = select.ready_timeout(TICK) else {
+    let Ok(slot) = select.ready_timeout(TICK) else {
         return Ok(Received::Nothing);
     };
-    let port = open[ready];
-    match ports[port].try_recv() {
-        Ok(envelope) => Ok(Received::Message(port, envelope)),
+    let (port, sender) = active[slot];
+    match ports[port][sender].try_recv() {
+        Ok(envelope) => {
+            *next = (slot + 1) % n;
+            Ok(Received::Message(slot, envelope))
+        }
         Err(TryRecvError::Empty) => Ok(Received::Nothing),
         Err(TryRecvError::Disconnected) => disconnected(flags),
     }

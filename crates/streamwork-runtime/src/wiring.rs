@@ -21,8 +21,8 @@ pub(crate) enum TaskBody {
     Source(Box<dyn SourceTask>),
     Input {
         task: Box<dyn InputTask>,
-        ports: Vec<Receiver<Envelope>>,
-        senders_per_port: Vec<u32>,
+        /// Per port, one channel per sender, by sender index.
+        ports: Vec<Vec<Receiver<Envelope>>>,
     },
 }
 
@@ -105,8 +105,11 @@ pub(crate) struct Builder<'g> {
     graph: &'g JobGraph,
     layout: Layout,
     abort: Arc<AtomicBool>,
-    senders: HashMap<(usize, u32, usize), Sender<Envelope>>,
-    receivers: HashMap<(usize, u32, usize), Receiver<Envelope>>,
+    /// One channel per (node, instance, port, sender): each sender has its
+    /// own queue into each receiver, drained round-robin, so that every
+    /// upstream instance advances at the consumer's pace.
+    senders: HashMap<(usize, u32, usize, u32), Sender<Envelope>>,
+    receivers: HashMap<(usize, u32, usize, u32), Receiver<Envelope>>,
     pub(crate) counters: Vec<Vec<Arc<InstanceCounters>>>,
 }
 
@@ -122,9 +125,16 @@ impl<'g> Builder<'g> {
             }
             for instance in 0..node.parallelism() {
                 for port in 0..node.ports().len() {
-                    let (tx, rx) = bounded(capacity);
-                    senders.insert((node_idx, instance, port), tx);
-                    receivers.insert((node_idx, instance, port), rx);
+                    let n = layout.n_senders[&(node_idx, port)];
+                    // The port's capacity is shared among its senders, at
+                    // least two batches each so that a sender can keep one in
+                    // flight while the receiver works on another.
+                    let per_sender = capacity.div_ceil(n.max(1) as usize).max(2);
+                    for sender in 0..n {
+                        let (tx, rx) = bounded(per_sender);
+                        senders.insert((node_idx, instance, port, sender), tx);
+                        receivers.insert((node_idx, instance, port, sender), rx);
+                    }
                 }
             }
         }
@@ -171,14 +181,15 @@ impl<'g> Builder<'g> {
                 self.fused(to, instance)
             } else {
                 let port = edge.port() as usize;
+                let from = self.layout.sender_idx[&(e, instance)];
                 let targets = (0..graph.nodes()[to].parallelism())
                     .map(|target| {
-                        let tx = self.senders[&(to, target, port)].clone();
+                        let tx = self.senders[&(to, target, port, from.0)].clone();
                         Box::new(PortSender::new(tx, self.abort.clone())) as Box<dyn ChannelSender>
                     })
                     .collect();
                 edge.make_dispatcher(EdgeWiring {
-                    from: self.layout.sender_idx[&(e, instance)],
+                    from,
                     targets,
                     batch_size: graph.config().batch_size,
                     source_instance: instance,
@@ -219,18 +230,18 @@ impl<'g> Builder<'g> {
                     .collect();
                 let ports = (0..n_ports)
                     .map(|p| {
-                        self.receivers
-                            .remove(&(node, instance, p))
-                            .unwrap_or_else(|| unreachable!("one receiver per root port"))
+                        (0..self.layout.n_senders[&(node, p)])
+                            .map(|sender| {
+                                self.receivers
+                                    .remove(&(node, instance, p, sender))
+                                    .unwrap_or_else(|| unreachable!("one receiver per sender"))
+                            })
+                            .collect()
                     })
-                    .collect();
-                let senders_per_port = (0..n_ports)
-                    .map(|p| self.layout.n_senders[&(node, p)])
                     .collect();
                 TaskBody::Input {
                     task: root(ctx, outputs, counters, sender_edges),
                     ports,
-                    senders_per_port,
                 }
             }
         };

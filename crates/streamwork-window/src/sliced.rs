@@ -71,6 +71,27 @@ type Gathered<'a, T, KK, A> = HashTable<(
     Vec<&'a <A as Aggregate<T>>::Acc>,
 )>;
 
+/// The time range and window ends of the hot slice.
+#[derive(Copy, Clone, Debug)]
+struct HotBounds {
+    start: i64,
+    end: i64,
+    first_end: i64,
+    last_end: i64,
+}
+
+impl HotBounds {
+    const NONE: HotBounds = HotBounds {
+        start: 0,
+        end: 0,
+        first_end: 0,
+        last_end: 0,
+    };
+}
+
+/// How many emptied slice tables to keep for reuse.
+const SPARE_SLICES: usize = 4;
+
 /// Tumbling or sliding windows over a stream partitioned as `KK`, in time
 /// domain `D`, computing aggregate `A`. Built with [`Windows`](crate::Windows).
 pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
@@ -83,9 +104,13 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     late: LateCounter,
     /// Slices by index (slice `i` covers `[i * slice, (i + 1) * slice)`).
     slices: BTreeMap<i64, Slice<KK::Value, A::Acc>>,
-    /// The most recently used slice, kept out of the map: in-order streams
-    /// reach it without walking the tree.
+    /// The most recently used slice, kept out of the map with its bounds: an
+    /// in-order record reaches it without walking the tree or dividing.
     hot: Option<(i64, SliceOf<T, KK, A>)>,
+    hot_bounds: HotBounds,
+    /// Emptied tables of purged slices, reused so that a new slice does not
+    /// grow its table from nothing.
+    spare: Vec<SliceOf<T, KK, A>>,
     /// Event time (or processing time) reached so far.
     now: i64,
     /// The next window end that has not fired.
@@ -107,6 +132,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             late: self.late.clone(),
             slices: self.slices.clone(),
             hot: self.hot.clone(),
+            hot_bounds: self.hot_bounds,
+            spare: Vec::new(),
             now: self.now,
             next_end: self.next_end,
             last_early: self.last_early,
@@ -116,11 +143,13 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
 }
 
 /// The end of the last window (of `size`, every `slide`) containing time `t`.
+#[inline]
 fn last_end_containing(size: i64, slide: i64, t: i64) -> i64 {
     t.div_euclid(slide) * slide + size
 }
 
 /// The end of the first window (of `size`, every `slide`) containing time `t`.
+#[inline]
 fn first_end_containing(size: i64, slide: i64, t: i64) -> i64 {
     let start = (t - size).div_euclid(slide) * slide + slide;
     start + size
@@ -150,6 +179,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             late,
             slices: BTreeMap::new(),
             hot: None,
+            hot_bounds: HotBounds::NONE,
+            spare: Vec::new(),
             now: i64::MIN,
             next_end: None,
             last_early: 0,
@@ -165,24 +196,38 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         first_end_containing(self.size, self.slide, t)
     }
 
-    fn slice_mut(&mut self, index: i64) -> &mut Slice<KK::Value, A::Acc> {
-        if self.hot.as_ref().is_none_or(|(i, _)| *i != index) {
-            if let Some((old, slice)) = self.hot.take() {
-                self.slices.insert(old, slice);
-            }
-            let slice = self.slices.remove(&index).unwrap_or_else(Slice::new);
-            self.hot = Some((index, slice));
+    /// Makes the slice containing `t` the hot one and returns its bounds.
+    #[inline]
+    fn heat(&mut self, t: i64) -> HotBounds {
+        let bounds = self.hot_bounds;
+        if self.hot.is_some() && bounds.start <= t && t < bounds.end {
+            return bounds;
         }
-        match &mut self.hot {
-            Some((_, slice)) => slice,
-            None => unreachable!("just set"),
+        let index = t.div_euclid(self.slice);
+        if let Some((old, slice)) = self.hot.take() {
+            self.slices.insert(old, slice);
         }
+        let slice = self
+            .slices
+            .remove(&index)
+            .or_else(|| self.spare.pop())
+            .unwrap_or_else(Slice::new);
+        self.hot = Some((index, slice));
+        let start = index * self.slice;
+        self.hot_bounds = HotBounds {
+            start,
+            end: start + self.slice,
+            first_end: first_end_containing(self.size, self.slide, start),
+            last_end: last_end_containing(self.size, self.slide, start),
+        };
+        self.hot_bounds
     }
 
     fn settle_hot(&mut self) {
         if let Some((index, slice)) = self.hot.take() {
             self.slices.insert(index, slice);
         }
+        self.hot_bounds = HotBounds::NONE;
     }
 
     /// Results of window `[end - size, end)` for every key (or one key).
@@ -305,7 +350,12 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             let last_end = self.last_end_containing(index * self.slice);
             let fired = self.next_end.is_none_or(|next| last_end < next);
             if fired && last_end <= horizon {
-                self.slices.remove(&index);
+                if let Some(mut slice) = self.slices.remove(&index)
+                    && self.spare.len() < SPARE_SLICES
+                {
+                    slice.partials.clear();
+                    self.spare.push(slice);
+                }
             } else {
                 break;
             }
@@ -355,17 +405,25 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             self.now
         };
         // Beyond the allowed lateness of every window containing it: late.
-        if D::EVENT_TIME && self.last_end_containing(t).saturating_add(self.lateness) <= self.now {
+        let hot = self.hot_bounds;
+        let last_end = if self.hot.is_some() && hot.start <= t && t < hot.end {
+            hot.last_end
+        } else {
+            last_end_containing(self.size, self.slide, t)
+        };
+        if D::EVENT_TIME && last_end.saturating_add(self.lateness) <= self.now {
             self.late.add(1);
             ctx.out().late.emit(value);
             return;
         }
         let key = ctx.key_ref();
         let (hash, key_value) = (KK::hash(key), KK::value(key));
-        let index = t.div_euclid(self.slice);
-        let aggregate = self.aggregate.clone();
+        let bounds = self.heat(t);
+        let aggregate = &self.aggregate;
         let every = self.early.every;
-        let slice = self.slice_mut(index);
+        let Some((_, slice)) = self.hot.as_mut() else {
+            unreachable!("heat sets the hot slice")
+        };
         let partial = match slice
             .partials
             .entry(hash, |p| p.key == *key_value, |p| p.hash)
@@ -385,15 +443,16 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         partial.count += 1;
         partial.dirty = true;
         let early_now = every.is_some_and(|n| partial.count.is_multiple_of(n));
-        let first_end = self.first_end_containing(t);
-        let last_end = self.last_end_containing(t);
-        // The first of the record's windows that has not fired yet, if any.
-        let mut unfired = first_end;
-        while unfired <= self.now && unfired <= last_end {
-            unfired += self.slide;
-        }
-        if unfired <= last_end && self.next_end.is_none_or(|next| unfired < next) {
-            self.next_end = Some(unfired);
+        let (first_end, last_end) = (bounds.first_end, bounds.last_end);
+        if self.next_end.is_none_or(|next| first_end < next) {
+            // The first of the record's windows that has not fired yet, if any.
+            let mut unfired = first_end;
+            while unfired <= self.now && unfired <= last_end {
+                unfired += self.slide;
+            }
+            if unfired <= last_end && self.next_end.is_none_or(|next| unfired < next) {
+                self.next_end = Some(unfired);
+            }
         }
         let late_within_lateness = D::EVENT_TIME && t < self.now;
         if late_within_lateness || early_now {

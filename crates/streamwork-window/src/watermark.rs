@@ -16,13 +16,24 @@
 //! (the minimum over inputs skips idle ones) until it receives records again.
 //! A strategy can also drop and count records that are late when read, which
 //! makes lateness independent of timing and parallelism (the Nexmark rule).
+//!
+//! **Alignment** (opt-in, [`WatermarkSpec::align`]): parallel source instances
+//! progress at the whim of the scheduler, and one that runs ahead in event
+//! time makes every downstream window hold state from the slowest instance's
+//! watermark up to its own. An aligned strategy shares its instances'
+//! watermarks; an instance more than `max_drift` ahead of the slowest one
+//! waits (a few milliseconds at a time, per batch) before emitting more, so
+//! window state stays bounded by the drift. An idle or ended instance does not
+//! hold the others back. Waiting is bounded, so a stalled peer slows an
+//! instance down but never hangs it.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use streamwork_core::message::Control;
 use streamwork_core::{
-    AssignsWatermarks, Collector, Context, Data, NoKey, Operator, Outputs, Timestamp,
+    AssignsWatermarks, Collector, Context, Data, InstanceContext, NoKey, Operator, Outputs,
+    Timestamp,
 };
 
 use crate::LateCounter;
@@ -60,11 +71,33 @@ impl<T> Clone for Generator<T> {
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Watermarks;
 
+/// The watermarks of every instance of one aligned strategy.
+#[derive(Debug)]
+struct Alignment {
+    max_drift: i64,
+    watermarks: Mutex<Vec<i64>>,
+}
+
+impl Alignment {
+    /// Publishes `watermark` for `instance`; returns the minimum over all.
+    fn publish(&self, instance: usize, watermark: i64) -> i64 {
+        let mut all = self.watermarks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = all.get_mut(instance) {
+            *slot = watermark;
+        }
+        all.iter().copied().min().unwrap_or(watermark)
+    }
+}
+
+/// How long an instance ahead of the others waits per batch, at most.
+const ALIGNMENT_WAIT: Duration = Duration::from_millis(20);
+
 /// A watermark strategy being described, for records of type `T`.
 pub struct WatermarkSpec<T> {
     generator: Generator<T>,
     idle_after: Option<i64>,
     drop_late: Option<LateCounter>,
+    alignment: Option<Arc<Alignment>>,
 }
 
 impl Watermarks {
@@ -74,6 +107,7 @@ impl Watermarks {
             generator: Generator::Monotonic,
             idle_after: None,
             drop_late: None,
+            alignment: None,
         }
     }
 
@@ -83,6 +117,7 @@ impl Watermarks {
             generator: Generator::Bounded(i64::try_from(bound.as_millis()).unwrap_or(i64::MAX)),
             idle_after: None,
             drop_late: None,
+            alignment: None,
         }
     }
 
@@ -94,6 +129,7 @@ impl Watermarks {
             generator: Generator::Custom(Arc::new(propose)),
             idle_after: None,
             drop_late: None,
+            alignment: None,
         }
     }
 }
@@ -116,6 +152,16 @@ impl<T> WatermarkSpec<T> {
         self
     }
 
+    /// Aligns the instances of this strategy: none gets more than `max_drift`
+    /// ahead of the slowest (see the module docs).
+    pub fn align(mut self, max_drift: Duration) -> Self {
+        self.alignment = Some(Arc::new(Alignment {
+            max_drift: i64::try_from(max_drift.as_millis()).unwrap_or(i64::MAX),
+            watermarks: Mutex::new(Vec::new()),
+        }));
+        self
+    }
+
     /// Takes each record's event time from `timestamp`: the strategy's operator.
     pub fn timestamps<F: Fn(&T) -> Timestamp + Clone + Send + 'static>(
         self,
@@ -132,6 +178,8 @@ impl<T> WatermarkSpec<T> {
             active: false,
             idle: false,
             last_active: 0,
+            alignment: self.alignment,
+            instance: 0,
         }
     }
 }
@@ -149,6 +197,8 @@ pub struct AssignWatermarks<T, F> {
     active: bool,
     idle: bool,
     last_active: i64,
+    alignment: Option<Arc<Alignment>>,
+    instance: usize,
 }
 
 impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
@@ -164,6 +214,8 @@ impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
             active: self.active,
             idle: self.idle,
             last_active: self.last_active,
+            alignment: self.alignment.clone(),
+            instance: self.instance,
         }
     }
 }
@@ -187,6 +239,19 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     type Key = NoKey;
     type Out = Collector<T>;
     type Time = AssignsWatermarks;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.instance = ctx.instance().0 as usize;
+        if let Some(alignment) = &self.alignment {
+            let mut all = alignment
+                .watermarks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if all.len() < ctx.parallelism() as usize {
+                all.resize(ctx.parallelism() as usize, i64::MIN);
+            }
+        }
+    }
 
     #[inline]
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {
@@ -218,6 +283,24 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             // A failed send is recorded by the collector and reported by the runtime.
             let _ = Outputs::control(out, &Control::Watermark(watermark));
         }
+        if let Some(alignment) = &self.alignment {
+            // Wait, boundedly, while this instance is too far ahead of the slowest.
+            let started = Instant::now();
+            let mine = watermark.millis();
+            while mine.saturating_sub(alignment.publish(self.instance, mine)) > alignment.max_drift
+                && started.elapsed() < ALIGNMENT_WAIT
+            {
+                let _ = Outputs::flush(out);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+
+    fn on_end(&mut self, _out: &mut Collector<T>) {
+        if let Some(alignment) = &self.alignment {
+            // An ended instance no longer holds the others back.
+            alignment.publish(self.instance, i64::MAX);
+        }
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Collector<T>) {
@@ -230,6 +313,10 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             && now.millis().saturating_sub(self.last_active) >= timeout
         {
             self.idle = true;
+            if let Some(alignment) = &self.alignment {
+                // An idle instance does not hold the others back either.
+                alignment.publish(self.instance, i64::MAX);
+            }
             let _ = Outputs::control(out, &Control::Idle);
         }
     }
