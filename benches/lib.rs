@@ -321,6 +321,33 @@ pub fn w3_baseline(events: u64, keys: u64) -> Outcome {
     outcome
 }
 
+/// Counts per key in windows of `size_ms` every `slide_ms` over `events`
+/// events (`time(i) = i / per_ms` ms, `keys` keys, one instance): the input of
+/// the sliding-versus-tumbling benchmark. Returns the number of window results.
+pub fn keyed_window_job(events: u64, per_ms: u64, keys: u64, size_ms: u64, slide_ms: u64) -> u64 {
+    let totals = Totals::default();
+    let sink = WindowChecksum {
+        totals: totals.clone(),
+        local: Outcome::default(),
+    };
+    let (size, slide) = (
+        std::time::Duration::from_millis(size_ms),
+        std::time::Duration::from_millis(slide_ms),
+    );
+    let graph = job! {
+        name "keyed-windows";
+        source events = GeneratorSource::new(move |i| (key(i, keys), i / per_ms)).take(events);
+        operator timed = Watermarks::monotonic().timestamps(event_time) <- events;
+        operator counts { results, late } = Windows::sliding(size, slide).count()
+            <- timed.key(|(key, _): &(u64, u64)| *key);
+        sink checksum = sink <- counts.results;
+        drop counts.late;
+    }
+    .expect("the window job is well formed");
+    graph.run().expect("the window job runs");
+    totals.outcome().records
+}
+
 // ---------------------------------------------------------------- W2 latency
 
 /// Emits events `i` at `rate` events per second (per instance share), each

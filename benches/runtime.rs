@@ -7,7 +7,9 @@
 //! * `dispatcher`: the key dispatcher routing batches to 4 targets;
 //! * `fused_chain`: three fused maps between a source and a sink;
 //! * `keyed_state`: keyed state updates against a std `HashMap`;
-//! * `batching`: W2 at several batch sizes.
+//! * `batching`: W2 at several batch sizes;
+//! * `windows_2M`: sliding (10 s, 1 s) against tumbling (10 s) windows on the
+//!   same keyed input: slicing keeps sliding within a small factor of tumbling.
 
 use std::hint::black_box;
 
@@ -17,7 +19,9 @@ use streamwork::core::grouping::{KeyGroups, KeyRoute};
 use streamwork::core::hash::{FastHashMap, stable_hash};
 use streamwork::core::message::{ChannelSender, Disconnected, Envelope, SenderIdx};
 use streamwork::prelude::*;
-use streamwork_benches::{KEYS, key, w1_baseline, w1_job, w2_baseline, w2_job, w2_job_with_batch};
+use streamwork_benches::{
+    KEYS, key, keyed_window_job, w1_baseline, w1_job, w2_baseline, w2_job, w2_job_with_batch,
+};
 
 const EVENTS: u64 = 10_000_000;
 
@@ -189,6 +193,27 @@ fn batching(c: &mut Criterion) {
     group.finish();
 }
 
+fn windows(c: &mut Criterion) {
+    const N: u64 = 2_000_000;
+    let mut group = c.benchmark_group("windows_2M");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N));
+    // 10 events per ms (10 000 per second of event time); 1 000 keys, so a key
+    // has ~10 events per 1 s slice; and the degenerate 1 event per ms, where a
+    // key has about one event per slice and a sliding window emits as many
+    // results as there are events.
+    for (per_ms, keys) in [(10u64, 1_000u64), (1, 1_000)] {
+        let label = format!("{per_ms}_per_ms_{keys}_keys");
+        group.bench_function(BenchmarkId::new("tumbling_10s", &label), |b| {
+            b.iter(|| keyed_window_job(N, per_ms, keys, 10_000, 10_000))
+        });
+        group.bench_function(BenchmarkId::new("sliding_10s_every_1s", &label), |b| {
+            b.iter(|| keyed_window_job(N, per_ms, keys, 10_000, 1_000))
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     keyed_count,
@@ -196,6 +221,7 @@ criterion_group!(
     channel_and_fusion,
     dispatcher,
     keyed_state,
-    batching
+    batching,
+    windows
 );
 criterion_main!(benches);

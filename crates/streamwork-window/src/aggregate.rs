@@ -28,6 +28,12 @@ pub trait Aggregate<T>: Clone + Send + 'static {
     fn merge(&self, into: &mut Self::Acc, other: &Self::Acc);
     /// The result of an accumulator.
     fn result(&self, acc: &Self::Acc) -> Self::Out;
+    /// Whether a window over several parts should be computed with
+    /// [`result_of_parts`](Self::result_of_parts) rather than by merging
+    /// accumulators (true for full-window functions, whose merge would copy
+    /// the events).
+    const BY_PARTS: bool = false;
+
     /// The result over several partial accumulators, in time order.
     fn result_of_parts(&self, parts: &[&Self::Acc]) -> Self::Out {
         match parts {

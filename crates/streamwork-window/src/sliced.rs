@@ -289,7 +289,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
                     );
                 }
             }
-            (many, None) => {
+            (many, None) if A::BY_PARTS => {
                 let mut by_key: Gathered<'_, T, KK, A> = HashTable::new();
                 for (_, slice) in many {
                     for partial in slice.partials.iter() {
@@ -307,6 +307,39 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
                 }
                 for (_, key, accs) in by_key.iter() {
                     let value = self.aggregate.result_of_parts(accs);
+                    out.results.emit_at(
+                        WindowResult {
+                            key: (*key).clone(),
+                            window,
+                            value,
+                            firing,
+                        },
+                        time,
+                    );
+                }
+            }
+            (many, None) => {
+                // Incremental aggregates: merge the slices' partials per key.
+                let mut merged: HashTable<(u64, &KK::Value, A::Acc)> =
+                    HashTable::with_capacity(many[0].1.partials.len());
+                for (_, slice) in many {
+                    for partial in slice.partials.iter() {
+                        match merged.entry(
+                            partial.hash,
+                            |(_, k, _)| **k == partial.key,
+                            |(h, _, _)| *h,
+                        ) {
+                            Entry::Occupied(mut e) => {
+                                self.aggregate.merge(&mut e.get_mut().2, &partial.acc)
+                            }
+                            Entry::Vacant(e) => {
+                                e.insert((partial.hash, &partial.key, partial.acc.clone()));
+                            }
+                        }
+                    }
+                }
+                for (_, key, acc) in merged.iter() {
+                    let value = self.aggregate.result(acc);
                     out.results.emit_at(
                         WindowResult {
                             key: (*key).clone(),
