@@ -1,6 +1,9 @@
-//! Chapter 4: fraud detection. Transactions fan out to three analyzers, each
-//! keyed by card; their scores fan in to an aggregator keyed by transaction id,
-//! which writes one fraud score per transaction to the score store.
+//! Chapters 4 and 7: fraud detection. Transactions fan out to three analyzers,
+//! each keyed by card; their scores fan in to an aggregator keyed by
+//! transaction id, which writes one fraud score per transaction to the score
+//! store. As in chapter 7, the proximity and transaction-count analyzers are
+//! windowed, in event time with a watermark: each looks at a card's
+//! transactions of one 10-minute window at once.
 //!
 //! ```sh
 //! cargo run --release --example fraud_detection
@@ -9,7 +12,8 @@
 
 mod common;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::time::Duration;
 
 use clap::Parser;
 use common::{InputArgs, LineSource};
@@ -129,53 +133,49 @@ impl AverageTicketAnalyzer {
     }
 }
 
-/// Flags transactions too far from the card's previous one to have travelled.
-#[derive(Clone, Default)]
-struct ProximityAnalyzer {
-    last: KeyedState<u32, (f64, f64, i64)>,
-}
-
-#[operator]
-impl ProximityAnalyzer {
-    fn on_record(&mut self, card: CurrentKey<'_, u32>, t: Transaction, out: &mut Collector<Score>) {
-        let score = match self.last.get(card) {
-            Some(&(x, y, time)) => {
-                let km = ((t.x_km - x).powi(2) + (t.y_km - y).powi(2)).sqrt();
-                let hours = ((t.time_s - time).abs() as f64 / 3600.0).max(1.0 / 60.0);
+/// Flags transactions too far from the card's previous one (in the same
+/// window) to have travelled: a full-window function over the card's window.
+fn proximity_scores(window: WindowContents<'_, Transaction>) -> Vec<Score> {
+    let mut transactions: Vec<&Transaction> = window.iter().collect();
+    transactions.sort_by_key(|t| (t.time_s, t.id));
+    let mut scores = Vec::with_capacity(transactions.len());
+    let mut previous: Option<&Transaction> = None;
+    for t in transactions {
+        let score = match previous {
+            Some(p) => {
+                let km = ((t.x_km - p.x_km).powi(2) + (t.y_km - p.y_km).powi(2)).sqrt();
+                let hours = ((t.time_s - p.time_s).abs() as f64 / 3600.0).max(1.0 / 60.0);
                 if km / hours > 1000.0 { 1.0 } else { 0.0 }
             }
             None => 0.0,
         };
-        self.last.insert(card, (t.x_km, t.y_km, t.time_s));
-        out.emit(Score {
+        scores.push(Score {
             transaction: t.id,
             analyzer: "proximity",
             score,
         });
+        previous = Some(t);
     }
+    scores
 }
 
-/// Flags cards used too often within the last ten minutes.
-#[derive(Clone, Default)]
-struct TransactionCountAnalyzer {
-    recent: KeyedState<u32, VecDeque<i64>>,
-}
-
-#[operator]
-impl TransactionCountAnalyzer {
-    fn on_record(&mut self, card: CurrentKey<'_, u32>, t: Transaction, out: &mut Collector<Score>) {
-        let recent = self.recent.get_or_default(card);
-        while recent.front().is_some_and(|&time| time < t.time_s - 600) {
-            recent.pop_front();
-        }
-        recent.push_back(t.time_s);
-        let score = if recent.len() > 5 { 0.5 } else { 0.0 };
-        out.emit(Score {
+/// Flags every transaction of a card used more than 5 times in the window.
+fn count_scores(window: WindowContents<'_, Transaction>) -> Vec<Score> {
+    let score = if window.len() > 5 { 0.5 } else { 0.0 };
+    window
+        .iter()
+        .map(|t| Score {
             transaction: t.id,
             analyzer: "transaction_count",
             score,
-        });
-    }
+        })
+        .collect()
+}
+
+/// Turns a window's scores back into one record per transaction.
+#[operator]
+fn each_score(window: WindowResult<u32, Vec<Score>>, out: &mut Collector<Score>) {
+    out.extend(window.value);
 }
 
 /// The combined score of a transaction.
@@ -255,21 +255,45 @@ impl Sink for ScoreStore {
     }
 }
 
+/// Transactions too late for their window (beyond the watermark's 30 s bound).
+#[derive(Clone)]
+struct LateTransactions;
+
+impl Sink for LateTransactions {
+    type In = Transaction;
+
+    fn write(&mut self, record: Record<Transaction>) -> Result<(), ConnectorError> {
+        eprintln!(
+            "transaction {} arrived too late to be scored by the windowed analyzers",
+            record.value.id
+        );
+        Ok(())
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let errors = InputErrors::new();
     let source = LineSource::from_args(&args.input, &errors, Transaction::generated);
     let p = args.parallelism;
+    let window = Duration::from_secs(600);
     let graph = job! {
         name "fraud_detection";
         source lines = source;
         operator transactions = ParseTransactions { errors: errors.clone() } <- lines;
-        operator average_ticket[p] = AverageTicketAnalyzer::default() <- transactions.key(|t: &Transaction| t.card);
-        operator proximity[p] = ProximityAnalyzer::default() <- transactions.key(|t: &Transaction| t.card);
-        operator transaction_count[p] = TransactionCountAnalyzer::default() <- transactions.key(|t: &Transaction| t.card);
+        operator timed = Watermarks::bounded(Duration::from_secs(30))
+            .timestamps(|t: &Transaction| Timestamp::from_millis(t.time_s * 1000)) <- transactions;
+        operator average_ticket[p] = AverageTicketAnalyzer::default() <- timed.key(|t: &Transaction| t.card);
+        operator proximity_windows[p] { results, late } = Windows::tumbling(window).apply(proximity_scores)
+            <- timed.key(|t: &Transaction| t.card);
+        operator count_windows[p] { results, late } = Windows::tumbling(window).apply(count_scores)
+            <- timed.key(|t: &Transaction| t.card);
+        operator proximity[p] = EachScore <- proximity_windows.results;
+        operator transaction_count[p] = EachScore <- count_windows.results;
         operator aggregator[p] = ScoreAggregator::default()
             <- (average_ticket, proximity, transaction_count).key(|s: &Score| s.transaction);
         sink store = ScoreStore { scores: HashMap::new(), flagged: 0 } <- aggregator;
+        sink late = LateTransactions <- proximity_windows.late, count_windows.late;
     }?;
     eprintln!("{}", graph.plan().to_mermaid());
     let handle = graph.start()?;

@@ -100,8 +100,17 @@ fn every_example_runs_on_generated_data_and_ends() {
         "stream_fork",
         "stream_merge",
         "stream_split",
+        "windowing",
     ] {
         let output = example(name).args(["--events", "3000"]).output().unwrap();
+        if name == "windowing" {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                stdout.contains("(update: a late event arrived within the lateness)"),
+                "{stdout}"
+            );
+            assert!(stdout.contains("sent to the late channel"), "{stdout}");
+        }
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{name}: {stderr}");
         assert!(

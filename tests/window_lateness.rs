@@ -206,3 +206,35 @@ fn an_idle_input_does_not_hold_event_time_back() {
         (0, 2, Firing::Final)
     );
 }
+
+#[test]
+fn a_sliding_window_past_its_lateness_does_not_refire() {
+    // Window [0, 10) fires at W = 12; the event at 7 is late for it (no
+    // lateness) but on time for [5, 15), which counts it.
+    let events: Vec<Event> = vec![(1, 1), (1, 12), (1, 7)];
+    let results = CollectSink::new();
+    let graph = job! {
+        batch_size 1;
+        source events = VecSource::new(events);
+        operator timed = Watermarks::monotonic().timestamps(at) <- events;
+        operator counts { results, late } = Windows::sliding(ms(10), ms(5)).count() <- timed.key(|e: &Event| e.0);
+        sink out = results.clone() <- counts.results;
+        drop counts.late;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    let got: Vec<_> = results
+        .values()
+        .into_iter()
+        .map(|r| (r.window.start.millis(), r.value, r.firing))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (-5, 1, Firing::Final),
+            (0, 1, Firing::Final),
+            (5, 2, Firing::Final),
+            (10, 1, Firing::Final),
+        ]
+    );
+}

@@ -492,7 +492,8 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             let key_value = key_value.clone();
             let mut end = first_end;
             while end <= last_end {
-                if end <= self.now && late_within_lateness {
+                let within_lateness = end.saturating_add(self.lateness) > self.now;
+                if end <= self.now && late_within_lateness && within_lateness {
                     self.emit_window(end, Firing::Update, Some((hash, &key_value)), ctx.out());
                 } else if end > self.now && early_now {
                     self.emit_window(end, Firing::Early, Some((hash, &key_value)), ctx.out());
