@@ -64,7 +64,8 @@ fn main() -> anyhow::Result<()> {
         "W2" => (w2_job, w2_baseline),
         "W3" => (|n, p| w3_job(n, p, 10_000), |n| w3_baseline(n, 10_000)),
         "W3-K100" => (|n, p| w3_job(n, p, 100), |n| w3_baseline(n, 100)),
-        other => bail!("unknown workload {other}: expected W1, W2, W3 or W3-K100"),
+        "W3-K100K" => (|n, p| w3_job(n, p, 100_000), |n| w3_baseline(n, 100_000)),
+        other => bail!("unknown workload {other}: expected W1, W2, W3, W3-K100 or W3-K100K"),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));
     let (outcome, elapsed_s) = best_of(runs, || job(events, parallelism));

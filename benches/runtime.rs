@@ -9,7 +9,8 @@
 //! * `keyed_state`: keyed state updates against a std `HashMap`;
 //! * `batching`: W2 at several batch sizes;
 //! * `windows_2M`: sliding (10 s, 1 s) against tumbling (10 s) windows on the
-//!   same keyed input: slicing keeps sliding within a small factor of tumbling.
+//!   same keyed input: slicing keeps sliding within a small factor of tumbling;
+//! * `nexmark_generator_1M`: the Nexmark generator alone.
 
 use std::hint::black_box;
 
@@ -214,8 +215,25 @@ fn windows(c: &mut Criterion) {
     group.finish();
 }
 
+fn nexmark_generator(c: &mut Criterion) {
+    const N: u64 = 1_000_000;
+    let config = streamwork_nexmark::GeneratorConfig::default();
+    let mut group = c.benchmark_group("nexmark_generator_1M");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N));
+    group.bench_function("events", |b| {
+        b.iter(|| {
+            (0..N)
+                .map(|n| streamwork_nexmark::generator::event(&config, n).date_time())
+                .fold(0i64, i64::wrapping_add)
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    nexmark_generator,
     keyed_count,
     map_filter,
     channel_and_fusion,
