@@ -32,12 +32,14 @@
 //! * [`runtime`]: the engine that runs a job graph;
 //! * [`connectors`]: sources and sinks;
 //! * [`window`]: watermark strategies and windows;
+//! * [`join`]: stream-table, windowed, interval, table-table and unwindowed joins;
 //! * `streamwork-macros`: `#[operator]`, `#[derive(Outputs)]` and `job!`.
 
 #![warn(missing_docs)]
 
 pub use streamwork_connectors as connectors;
 pub use streamwork_core as core;
+pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, job, operator};
 pub use streamwork_runtime as runtime;
 pub use streamwork_window as window;
@@ -77,6 +79,7 @@ pub mod prelude {
         KeyedStream, NoKey, Operator, Record, Sink, Source, SourcePoll, Stream, Timestamp,
         Unwatermarked, Watermarked,
     };
+    pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{JobError, JobHandle, JobReport};
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,

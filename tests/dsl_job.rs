@@ -44,6 +44,7 @@ impl Counter {
 #[derive(Clone)]
 struct Tag;
 impl CoOperator for Tag {
+    type Key = NoKey;
     type Left = u64;
     type Right = String;
     type Out = Collector<String>;

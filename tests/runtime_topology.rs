@@ -94,6 +94,7 @@ struct NameNumbers {
 }
 
 impl CoOperator for NameNumbers {
+    type Key = NoKey;
     type Left = u64;
     type Right = (u64, String);
     type Out = Collector<String>;

@@ -122,6 +122,8 @@ pub trait KeyKind: Send + 'static {
     fn value<'a>(key: Self::Ref<'a>) -> &'a Self::Value;
     /// The key's stable hash (0 when unkeyed).
     fn hash(key: Self::Ref<'_>) -> u64;
+    /// The extracted form of a key value (for test harnesses).
+    fn owned(value: Self::Value) -> Self::Owned;
 }
 
 /// The input of an operator that accepts any stream.
@@ -145,6 +147,7 @@ impl KeyKind for NoKey {
     fn hash(_: ()) -> u64 {
         0
     }
+    fn owned(_: ()) {}
 }
 
 /// The input of an operator that needs a stream keyed by `K`.
@@ -176,6 +179,10 @@ impl<K: Key> KeyKind for ByKey<K> {
     #[inline]
     fn hash(key: CurrentKey<'_, K>) -> u64 {
         key.hash()
+    }
+    fn owned(value: K) -> (K, u64) {
+        let hash = crate::hash::stable_hash(&value);
+        (value, hash)
     }
 }
 
@@ -375,11 +382,17 @@ pub trait Operator: Clone + Send + 'static {
 }
 
 /// A component with two inputs of distinct types (the base joins build on).
+///
+/// With `type Key = ByKey<K>`, both inputs must be streams keyed by `K`: both
+/// are partitioned alike, so the records of a key from either side meet in
+/// the same instance, and the context carries the key.
 pub trait CoOperator: Clone + Send + 'static {
     /// Left input type.
     type Left: Data;
     /// Right input type.
     type Right: Data;
+    /// [`NoKey`], or [`ByKey<K>`] to require both inputs keyed by `K`.
+    type Key: KeyKind;
     /// Output channel(s).
     type Out: Outputs;
     /// [`AnyTime`], or [`EventTime`] to require watermarked inputs.
@@ -391,10 +404,10 @@ pub trait CoOperator: Clone + Send + 'static {
     }
 
     /// Processes one record of the left input.
-    fn on_left(&mut self, value: Self::Left, ctx: &mut Context<'_, NoKey, Self::Out>);
+    fn on_left(&mut self, value: Self::Left, ctx: &mut Context<'_, Self::Key, Self::Out>);
 
     /// Processes one record of the right input.
-    fn on_right(&mut self, value: Self::Right, ctx: &mut Context<'_, NoKey, Self::Out>);
+    fn on_right(&mut self, value: Self::Right, ctx: &mut Context<'_, Self::Key, Self::Out>);
 
     /// Called once when the left input has ended.
     fn on_left_end(&mut self, out: &mut Self::Out) {

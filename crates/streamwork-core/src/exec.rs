@@ -399,22 +399,32 @@ pub struct CoOperatorInstance<C: CoOperator> {
     out: C::Out,
     ctx: InstanceContext,
     counters: Arc<InstanceCounters>,
+    left_keys: Vec<<C::Key as KeyKind>::Extractor<C::Left>>,
+    right_keys: Vec<<C::Key as KeyKind>::Extractor<C::Right>>,
+    /// Per port, each sender index's edge ordinal.
+    sender_edges: Vec<Vec<u32>>,
     watermark: Timestamp,
 }
 
 impl<C: CoOperator> CoOperatorInstance<C> {
-    /// Wraps `operator`.
+    /// Wraps `operator`, with the key extractor of each edge of each side.
     pub fn new(
         operator: C,
         out: C::Out,
         ctx: InstanceContext,
         counters: Arc<InstanceCounters>,
+        left_keys: Vec<<C::Key as KeyKind>::Extractor<C::Left>>,
+        right_keys: Vec<<C::Key as KeyKind>::Extractor<C::Right>>,
+        sender_edges: Vec<Vec<u32>>,
     ) -> Self {
         CoOperatorInstance {
             operator,
             out,
             ctx,
             counters,
+            left_keys,
+            right_keys,
+            sender_edges,
             watermark: Timestamp::MIN,
         }
     }
@@ -430,27 +440,41 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
     fn on_batch(
         &mut self,
         port: usize,
-        _from: SenderIdx,
+        from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), TaskError> {
         let _scope = Scope::enter(&self.ctx);
+        let edge = self
+            .sender_edges
+            .get(port)
+            .and_then(|edges| edges.get(from.0 as usize))
+            .copied()
+            .unwrap_or(0) as usize;
         let n;
         if port == 0 {
             let batch = downcast_batch::<C::Left>(batch);
             n = batch.len() as u64;
+            let Some(extractor) = self.left_keys.get(edge).or(self.left_keys.first()) else {
+                return Ok(());
+            };
             for record in batch {
                 self.out.set_time(record.time);
+                let key = C::Key::extract(extractor, &record.value);
                 let mut context =
-                    Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
+                    Context::new(C::Key::as_ref(&key), &mut self.out, record.time, &self.ctx);
                 self.operator.on_left(record.value, &mut context);
             }
         } else {
             let batch = downcast_batch::<C::Right>(batch);
             n = batch.len() as u64;
+            let Some(extractor) = self.right_keys.get(edge).or(self.right_keys.first()) else {
+                return Ok(());
+            };
             for record in batch {
                 self.out.set_time(record.time);
+                let key = C::Key::extract(extractor, &record.value);
                 let mut context =
-                    Context::<NoKey, _>::new((), &mut self.out, record.time, &self.ctx);
+                    Context::new(C::Key::as_ref(&key), &mut self.out, record.time, &self.ctx);
                 self.operator.on_right(record.value, &mut context);
             }
         }

@@ -694,20 +694,26 @@ impl JobBuilder {
         name: &str,
         parallelism: u32,
         operator: C,
-        left: impl IntoInputs<C::Left, NoKey, Tm>,
-        right: impl IntoInputs<C::Right, NoKey, Tm>,
+        left: impl IntoInputs<C::Left, C::Key, Tm>,
+        right: impl IntoInputs<C::Right, C::Key, Tm>,
     ) -> <C::Out as Outputs>::Streams<<C::Time as TimeRequirement>::Out<Tm>>
     where
         C::Time: Admits<Tm>,
     {
         let (left, right) = (left.into_inputs(), right.into_inputs());
-        let root: RootFactory = Box::new(move |ctx, mut parts, counters, _| {
+        let keyed = std::any::type_name::<C::Key>() != std::any::type_name::<NoKey>();
+        let left_keys: Vec<_> = left.items.iter().map(|(_, x)| x.clone()).collect();
+        let right_keys: Vec<_> = right.items.iter().map(|(_, x)| x.clone()).collect();
+        let root: RootFactory = Box::new(move |ctx, mut parts, counters, senders| {
             let out = C::Out::assemble(&mut parts);
             Box::new(exec::CoOperatorInstance::new(
                 operator.clone(),
                 out,
                 ctx,
                 counters,
+                left_keys.clone(),
+                right_keys.clone(),
+                senders,
             ))
         });
         let node = self.add_node(
@@ -718,12 +724,12 @@ impl JobBuilder {
                 PortInfo {
                     name: "left",
                     type_name: std::any::type_name::<C::Left>(),
-                    keyed: false,
+                    keyed,
                 },
                 PortInfo {
                     name: "right",
                     type_name: std::any::type_name::<C::Right>(),
-                    keyed: false,
+                    keyed,
                 },
             ],
             C::Out::channels(),

@@ -20,7 +20,8 @@
 //! * [`graph`], [`plan`]: building a job and looking at its shape;
 //! * [`state`]: keyed state, reachable only from keyed operators;
 //! * [`timer`]: event-time and processing-time timers;
-//! * [`exec`]: the interface the runtime drives.
+//! * [`exec`]: the interface the runtime drives;
+//! * [`testkit`]: driving an operator by hand in unit tests.
 
 #![warn(missing_docs)]
 
@@ -37,6 +38,7 @@ pub mod outputs;
 pub mod plan;
 pub mod record;
 pub mod state;
+pub mod testkit;
 pub mod time;
 pub mod timer;
 

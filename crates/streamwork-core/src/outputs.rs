@@ -30,6 +30,7 @@ pub struct ChannelInfo {
 pub struct OutputParts {
     channels: VecDeque<Vec<Box<dyn Any + Send>>>,
     batch_size: usize,
+    detached: bool,
 }
 
 impl OutputParts {
@@ -39,6 +40,17 @@ impl OutputParts {
         OutputParts {
             channels: channels.into(),
             batch_size,
+            detached: false,
+        }
+    }
+
+    /// Parts whose collectors keep what they are given (see
+    /// [`Collector::detached`]): for test harnesses.
+    pub fn detached() -> Self {
+        OutputParts {
+            channels: VecDeque::new(),
+            batch_size: usize::MAX,
+            detached: true,
         }
     }
 
@@ -49,6 +61,9 @@ impl OutputParts {
     /// If the parts do not match the channel types, which the typed builder
     /// rules out: this would be a bug in Streamwork, reported as such.
     pub fn next_collector<T: Data>(&mut self) -> Collector<T> {
+        if self.detached {
+            return Collector::detached();
+        }
         let edges = self.channels.pop_front().unwrap_or_default();
         let edges = edges
             .into_iter()

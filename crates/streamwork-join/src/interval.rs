@@ -1,0 +1,163 @@
+//! Interval join: a left row at `ta` joins every right row at `tb` with
+//! `ta + lower <= tb <= ta + upper` (both bounds included), as soon as both
+//! are known. A left row is dropped once event time passes `ta + upper` (no
+//! right row can still match it), a right row once it passes `tb - lower`.
+//! Rows behind the watermark when they arrive are late: dropped and counted.
+
+use std::marker::PhantomData;
+
+use streamwork_core::hash::FastHashMap;
+use streamwork_core::timer::Timers;
+use streamwork_core::{ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Timestamp};
+use streamwork_window::LateCounter;
+
+use crate::JoinRow;
+
+/// Both sides' buffered rows of one key, with their times.
+type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
+
+/// An interval join of `L` and `R` keyed by `K`; see the module docs.
+pub struct IntervalJoin<L, R, K> {
+    lower: i64,
+    upper: i64,
+    late: LateCounter,
+    rows: FastHashMap<K, Rows<L, R>>,
+    /// When a key's buffers may shrink.
+    cleanup: Timers<K>,
+    watermark: i64,
+    _types: PhantomData<fn(L, R)>,
+}
+
+impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
+    fn clone(&self) -> Self {
+        IntervalJoin {
+            lower: self.lower,
+            upper: self.upper,
+            late: self.late.clone(),
+            rows: self.rows.clone(),
+            cleanup: self.cleanup.clone(),
+            watermark: self.watermark,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
+    pub(crate) fn new(lower: i64, upper: i64) -> Self {
+        IntervalJoin {
+            lower: lower.min(upper),
+            upper: upper.max(lower),
+            late: LateCounter::new(),
+            rows: FastHashMap::default(),
+            cleanup: Timers::new(),
+            watermark: i64::MIN,
+            _types: PhantomData,
+        }
+    }
+
+    /// Counts late rows (dropped) into `counter`.
+    pub fn count_late_in(mut self, counter: LateCounter) -> Self {
+        self.late = counter;
+        self
+    }
+
+    /// Rows currently buffered, both sides (for tests of state release).
+    pub fn buffered(&self) -> usize {
+        self.rows.values().map(|(l, r)| l.len() + r.len()).sum()
+    }
+
+    fn entry(&mut self, key: &K) -> &mut Rows<L, R> {
+        if !self.rows.contains_key(key) {
+            self.rows.insert(key.clone(), (Vec::new(), Vec::new()));
+        }
+        self.rows
+            .get_mut(key)
+            .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
+    type Left = L;
+    type Right = R;
+    type Key = ByKey<K>;
+    type Out = Collector<JoinRow<K, L, R>>;
+    type Time = EventTime;
+
+    fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let ta = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+        if ta < self.watermark {
+            self.late.add(1);
+            return;
+        }
+        let key = ctx.key().get().clone();
+        let (lower, upper) = (self.lower, self.upper);
+        let (_, rights) = self.entry(&key);
+        let matches: Vec<(i64, R)> = rights
+            .iter()
+            .filter(|(tb, _)| ta.saturating_add(lower) <= *tb && *tb <= ta.saturating_add(upper))
+            .cloned()
+            .collect();
+        for (tb, r) in matches {
+            let row = JoinRow {
+                key: key.clone(),
+                left: Some(value.clone()),
+                right: Some(r),
+            };
+            ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+        }
+        self.entry(&key).0.push((ta, value));
+        self.cleanup.register_event(
+            Timestamp::from_millis(ta.saturating_add(upper).saturating_add(1)),
+            key,
+        );
+    }
+
+    fn on_right(&mut self, value: R, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let tb = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+        if tb < self.watermark {
+            self.late.add(1);
+            return;
+        }
+        let key = ctx.key().get().clone();
+        let (lower, upper) = (self.lower, self.upper);
+        let (lefts, _) = self.entry(&key);
+        let matches: Vec<(i64, L)> = lefts
+            .iter()
+            .filter(|(ta, _)| ta.saturating_add(lower) <= tb && tb <= ta.saturating_add(upper))
+            .cloned()
+            .collect();
+        for (ta, l) in matches {
+            let row = JoinRow {
+                key: key.clone(),
+                left: Some(l),
+                right: Some(value.clone()),
+            };
+            ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+        }
+        self.entry(&key).1.push((tb, value));
+        self.cleanup.register_event(
+            Timestamp::from_millis(tb.saturating_sub(lower).saturating_add(1)),
+            key,
+        );
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Self::Out) {
+        self.watermark = watermark.millis();
+        let due: Vec<K> = self
+            .cleanup
+            .fire_event(watermark)
+            .map(|(_, key)| key)
+            .collect();
+        let (lower, upper, now) = (self.lower, self.upper, self.watermark);
+        for key in due {
+            if let Some((lefts, rights)) = self.rows.get_mut(&key) {
+                // Future rights have tb >= now; future lefts have ta >= now.
+                lefts.retain(|(ta, _)| ta.saturating_add(upper) >= now);
+                rights.retain(|(tb, _)| tb.saturating_sub(lower) >= now);
+                if lefts.is_empty() && rights.is_empty() {
+                    self.rows.remove(&key);
+                }
+            }
+        }
+    }
+}

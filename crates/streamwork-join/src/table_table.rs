@@ -1,0 +1,120 @@
+//! Table-table join: two changelogs in, a changelog out. An update or a
+//! deletion of a row retracts the join results it produced before, then
+//! inserts the new ones: downstream, applying the [`Delta`]s in order
+//! maintains exactly the join of the two current tables.
+
+use std::marker::PhantomData;
+
+use streamwork_core::hash::FastHashMap;
+use streamwork_core::{AnyTime, ByKey, CoOperator, Collector, Context, Data, Key};
+
+use crate::{Change, Delta, JoinRow};
+
+/// The current row of each side of one key.
+type Sides<L, R> = (Option<L>, Option<R>);
+
+/// An inner join of a table of `L` and a table of `R`, keyed by `K`.
+pub struct TableTableJoin<L, R, K> {
+    rows: FastHashMap<K, Sides<L, R>>,
+    _types: PhantomData<fn(L, R)>,
+}
+
+impl<L: Clone, R: Clone, K: Clone> Clone for TableTableJoin<L, R, K> {
+    fn clone(&self) -> Self {
+        TableTableJoin {
+            rows: self.rows.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<L: Data, R: Data, K: Key> Default for TableTableJoin<L, R, K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<L: Data, R: Data, K: Key> TableTableJoin<L, R, K> {
+    /// Empty tables.
+    pub fn new() -> Self {
+        TableTableJoin {
+            rows: FastHashMap::default(),
+            _types: PhantomData,
+        }
+    }
+
+    fn sides(&mut self, key: &K) -> &mut Sides<L, R> {
+        if !self.rows.contains_key(key) {
+            self.rows.insert(key.clone(), (None, None));
+        }
+        self.rows
+            .get_mut(key)
+            .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+type Out<K, L, R> = Collector<Delta<JoinRow<K, L, R>>>;
+
+fn row<K: Clone, L, R>(key: &K, left: L, right: R) -> JoinRow<K, L, R> {
+    JoinRow {
+        key: key.clone(),
+        left: Some(left),
+        right: Some(right),
+    }
+}
+
+impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
+    type Left = Change<K, L>;
+    type Right = Change<K, R>;
+    type Key = ByKey<K>;
+    type Out = Out<K, L, R>;
+    type Time = AnyTime;
+
+    fn on_left(&mut self, change: Change<K, L>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let (key, new) = match change {
+            Change::Upsert { key, value } => (key, Some(value)),
+            Change::Delete { key } => (key, None),
+        };
+        let (left, right) = self.sides(&key).clone();
+        if let Some(right) = &right {
+            if let Some(old) = left {
+                ctx.emit(Delta::Retract(row(&key, old, right.clone())));
+            }
+            if let Some(new) = &new {
+                ctx.emit(Delta::Insert(row(&key, new.clone(), right.clone())));
+            }
+        }
+        self.sides(&key).0 = new;
+        if self
+            .rows
+            .get(&key)
+            .is_some_and(|(l, r)| l.is_none() && r.is_none())
+        {
+            self.rows.remove(&key);
+        }
+    }
+
+    fn on_right(&mut self, change: Change<K, R>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let (key, new) = match change {
+            Change::Upsert { key, value } => (key, Some(value)),
+            Change::Delete { key } => (key, None),
+        };
+        let (left, right) = self.sides(&key).clone();
+        if let Some(left) = &left {
+            if let Some(old) = right {
+                ctx.emit(Delta::Retract(row(&key, left.clone(), old)));
+            }
+            if let Some(new) = &new {
+                ctx.emit(Delta::Insert(row(&key, left.clone(), new.clone())));
+            }
+        }
+        self.sides(&key).1 = new;
+        if self
+            .rows
+            .get(&key)
+            .is_some_and(|(l, r)| l.is_none() && r.is_none())
+        {
+            self.rows.remove(&key);
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Unwindowed stream-stream join: each row joins every row of the other side
+//! with its key seen so far, at once. Without a retention, both sides are kept
+//! for ever (state grows with the distinct rows: suitable for bounded inputs
+//! or small key spaces); with [`retention`](StreamStreamJoin::retention), a row
+//! is dropped once event time passes its own time plus the retention, and a
+//! row older than that when it arrives is late: dropped and counted.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use streamwork_core::hash::FastHashMap;
+use streamwork_core::timer::Timers;
+use streamwork_core::{AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Timestamp};
+use streamwork_window::LateCounter;
+
+use crate::JoinRow;
+
+/// Both sides' rows of one key, with their times.
+type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
+
+/// An unwindowed join of `L` and `R` keyed by `K`; see the module docs.
+pub struct StreamStreamJoin<L, R, K> {
+    retention: Option<i64>,
+    late: LateCounter,
+    rows: FastHashMap<K, Rows<L, R>>,
+    expiry: Timers<K>,
+    watermark: i64,
+    _types: PhantomData<fn(L, R)>,
+}
+
+impl<L: Clone, R: Clone, K: Clone> Clone for StreamStreamJoin<L, R, K> {
+    fn clone(&self) -> Self {
+        StreamStreamJoin {
+            retention: self.retention,
+            late: self.late.clone(),
+            rows: self.rows.clone(),
+            expiry: self.expiry.clone(),
+            watermark: self.watermark,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<L: Data, R: Data, K: Key> Default for StreamStreamJoin<L, R, K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
+    /// Keeps every row (no retention).
+    pub fn new() -> Self {
+        StreamStreamJoin {
+            retention: None,
+            late: LateCounter::new(),
+            rows: FastHashMap::default(),
+            expiry: Timers::new(),
+            watermark: i64::MIN,
+            _types: PhantomData,
+        }
+    }
+
+    /// Drops rows once event time passes their time plus `retention`.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// Counts rows dropped as late into `counter`.
+    pub fn count_late_in(mut self, counter: LateCounter) -> Self {
+        self.late = counter;
+        self
+    }
+
+    fn expired(&self, t: i64) -> bool {
+        self.retention
+            .is_some_and(|r| t.saturating_add(r) < self.watermark)
+    }
+
+    fn keep(&mut self, key: K, t: i64) {
+        if let Some(retention) = self.retention {
+            self.expiry.register_event(
+                Timestamp::from_millis(t.saturating_add(retention).saturating_add(1)),
+                key,
+            );
+        }
+    }
+
+    fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
+        if !self.rows.contains_key(key) {
+            self.rows.insert(key.clone(), (Vec::new(), Vec::new()));
+        }
+        self.rows
+            .get_mut(key)
+            .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
+    type Left = L;
+    type Right = R;
+    type Key = ByKey<K>;
+    type Out = Collector<JoinRow<K, L, R>>;
+    type Time = AnyTime;
+
+    fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
+        if self.expired(t) {
+            self.late.add(1);
+            return;
+        }
+        let key = ctx.key().get().clone();
+        let rights = self.rows_of(&key).1.clone();
+        for (_, r) in rights {
+            ctx.emit(JoinRow {
+                key: key.clone(),
+                left: Some(value.clone()),
+                right: Some(r),
+            });
+        }
+        self.rows_of(&key).0.push((t, value));
+        self.keep(key, t);
+    }
+
+    fn on_right(&mut self, value: R, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
+        if self.expired(t) {
+            self.late.add(1);
+            return;
+        }
+        let key = ctx.key().get().clone();
+        let lefts = self.rows_of(&key).0.clone();
+        for (_, l) in lefts {
+            ctx.emit(JoinRow {
+                key: key.clone(),
+                left: Some(l),
+                right: Some(value.clone()),
+            });
+        }
+        self.rows_of(&key).1.push((t, value));
+        self.keep(key, t);
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Self::Out) {
+        self.watermark = watermark.millis();
+        let Some(retention) = self.retention else {
+            return;
+        };
+        let due: Vec<K> = self
+            .expiry
+            .fire_event(watermark)
+            .map(|(_, key)| key)
+            .collect();
+        let now = self.watermark;
+        for key in due {
+            if let Some((lefts, rights)) = self.rows.get_mut(&key) {
+                lefts.retain(|(t, _)| t.saturating_add(retention) >= now);
+                rights.retain(|(t, _)| t.saturating_add(retention) >= now);
+                if lefts.is_empty() && rights.is_empty() {
+                    self.rows.remove(&key);
+                }
+            }
+        }
+    }
+}

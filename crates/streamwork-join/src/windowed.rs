@@ -1,0 +1,157 @@
+//! Windowed stream-stream join: both sides buffered per key per window; when
+//! event time passes a window's end, its matches are emitted, and for outer
+//! joins the rows that found no match, with the other side empty.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use streamwork_core::hash::FastHashMap;
+use streamwork_core::{ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Timestamp};
+use streamwork_window::LateCounter;
+
+use crate::{JoinKind, JoinRow};
+
+/// Both sides' rows of one key in one window.
+type Buffers<L, R> = (Vec<L>, Vec<R>);
+
+/// A windowed join of `L` and `R` keyed by `K`; see the module docs. Built with
+/// [`Join`](crate::Join).
+pub struct WindowJoin<L, R, K> {
+    kind: JoinKind,
+    size: i64,
+    slide: i64,
+    late: LateCounter,
+    /// Open windows by end, then by key.
+    windows: BTreeMap<i64, FastHashMap<K, Buffers<L, R>>>,
+    watermark: i64,
+    _types: PhantomData<fn(L, R)>,
+}
+
+impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
+    fn clone(&self) -> Self {
+        WindowJoin {
+            kind: self.kind,
+            size: self.size,
+            slide: self.slide,
+            late: self.late.clone(),
+            windows: self.windows.clone(),
+            watermark: self.watermark,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
+    pub(crate) fn new(kind: JoinKind, size: i64, slide: i64) -> Self {
+        WindowJoin {
+            kind,
+            size,
+            slide,
+            late: LateCounter::new(),
+            windows: BTreeMap::new(),
+            watermark: i64::MIN,
+            _types: PhantomData,
+        }
+    }
+
+    /// Counts events that arrive after every window they belong to has closed
+    /// (they are dropped) into `counter`.
+    pub fn count_late_in(mut self, counter: LateCounter) -> Self {
+        self.late = counter;
+        self
+    }
+
+    /// Ends of the open windows containing `t`.
+    fn open_ends(&self, t: i64) -> impl Iterator<Item = i64> + '_ {
+        let last_start = t.div_euclid(self.slide) * self.slide;
+        (0..)
+            .map(move |i| last_start - i * self.slide)
+            .take_while(move |start| *start > t - self.size)
+            .map(move |start| start + self.size)
+            .filter(move |end| *end > self.watermark)
+    }
+
+    fn insert(&mut self, key: &K, t: i64, side: impl Fn(&mut Buffers<L, R>)) {
+        let ends: Vec<i64> = self.open_ends(t).collect();
+        if ends.is_empty() {
+            self.late.add(1);
+            return;
+        }
+        for end in ends {
+            let buffers = self.windows.entry(end).or_default();
+            match buffers.get_mut(key) {
+                Some(b) => side(b),
+                None => {
+                    let mut b = (Vec::new(), Vec::new());
+                    side(&mut b);
+                    buffers.insert(key.clone(), b);
+                }
+            }
+        }
+    }
+}
+
+impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
+    type Left = L;
+    type Right = R;
+    type Key = ByKey<K>;
+    type Out = Collector<JoinRow<K, L, R>>;
+    type Time = EventTime;
+
+    fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+        let key = ctx.key();
+        self.insert(key.get(), t, |b| b.0.push(value.clone()));
+    }
+
+    fn on_right(&mut self, value: R, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+        let key = ctx.key();
+        self.insert(key.get(), t, |b| b.1.push(value.clone()));
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        self.watermark = watermark.millis();
+        while let Some(entry) = self.windows.first_entry() {
+            let end = *entry.key();
+            if end > self.watermark {
+                break;
+            }
+            let time = Timestamp::from_millis(end - 1);
+            for (key, (lefts, rights)) in entry.remove() {
+                let row = |left: Option<L>, right: Option<R>| JoinRow {
+                    key: key.clone(),
+                    left,
+                    right,
+                };
+                match self.kind {
+                    JoinKind::Semi => {
+                        if !rights.is_empty() {
+                            for l in lefts {
+                                out.emit_at(row(Some(l), None), time);
+                            }
+                        }
+                        continue;
+                    }
+                    kind => {
+                        for l in &lefts {
+                            for r in &rights {
+                                out.emit_at(row(Some(l.clone()), Some(r.clone())), time);
+                            }
+                        }
+                        if rights.is_empty() && kind.keeps_left() {
+                            for l in lefts.iter().cloned() {
+                                out.emit_at(row(Some(l), None), time);
+                            }
+                        }
+                        if lefts.is_empty() && kind.keeps_right() {
+                            for r in rights.iter().cloned() {
+                                out.emit_at(row(None, Some(r)), time);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Every join kind on small scripted inputs, one record per batch so that
+//! event time advances after each record.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use streamwork::prelude::*;
+
+type Left = (u32, i64, &'static str);
+type Right = (u32, i64, &'static str);
+/// A table update of the scripted tests.
+type Update = Change<u32, &'static str>;
+
+fn at(r: &(u32, i64, &'static str)) -> Timestamp {
+    Timestamp::from_millis(r.1)
+}
+
+fn rows(
+    sink: &CollectSink<JoinRow<u32, Left, Right>>,
+) -> BTreeSet<(u32, Option<&'static str>, Option<&'static str>)> {
+    sink.values()
+        .into_iter()
+        .map(|r| (r.key, r.left.map(|l| l.2), r.right.map(|r| r.2)))
+        .collect()
+}
+
+fn window_join(
+    join: streamwork::join::WindowJoin<Left, Right, u32>,
+    lefts: Vec<Left>,
+    rights: Vec<Right>,
+) -> CollectSink<JoinRow<u32, Left, Right>> {
+    let out = CollectSink::new();
+    let graph = job! {
+        batch_size 1;
+        source l = VecSource::new(lefts);
+        source r = VecSource::new(rights);
+        operator tl = Watermarks::monotonic().timestamps(at) <- l;
+        operator tr = Watermarks::monotonic().timestamps(at) <- r;
+        operator joined[2] = join <- left(tl.key(|x: &Left| x.0)), right(tr.key(|x: &Right| x.0));
+        sink o = out.clone() <- joined;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    out
+}
+
+fn inputs() -> (Vec<Left>, Vec<Right>) {
+    // Window [0, 10): key 1 on both sides, key 2 left only, key 3 right only.
+    // Window [10, 20): key 1 left only.
+    let lefts = vec![(1, 1, "a1"), (2, 2, "a2"), (1, 12, "a3")];
+    let rights = vec![(1, 3, "b1"), (3, 4, "b3"), (1, 5, "b2")];
+    (lefts, rights)
+}
+
+#[test]
+fn windowed_inner_and_outer_joins_emit_unmatched_rows_at_window_close() {
+    let ten = Duration::from_millis(10);
+    let (l, r) = inputs();
+    let inner = rows(&window_join(
+        Join::inner().tumbling(ten),
+        l.clone(),
+        r.clone(),
+    ));
+    assert_eq!(
+        inner,
+        [(1, Some("a1"), Some("b1")), (1, Some("a1"), Some("b2"))].into()
+    );
+    let left = rows(&window_join(
+        Join::left().tumbling(ten),
+        l.clone(),
+        r.clone(),
+    ));
+    assert_eq!(
+        left,
+        [
+            (1, Some("a1"), Some("b1")),
+            (1, Some("a1"), Some("b2")),
+            (2, Some("a2"), None),
+            (1, Some("a3"), None)
+        ]
+        .into()
+    );
+    let right = rows(&window_join(
+        Join::right().tumbling(ten),
+        l.clone(),
+        r.clone(),
+    ));
+    assert_eq!(
+        right,
+        [
+            (1, Some("a1"), Some("b1")),
+            (1, Some("a1"), Some("b2")),
+            (3, None, Some("b3"))
+        ]
+        .into()
+    );
+    let full = rows(&window_join(
+        Join::full().tumbling(ten),
+        l.clone(),
+        r.clone(),
+    ));
+    assert_eq!(full.len(), 5);
+    assert!(full.contains(&(3, None, Some("b3"))) && full.contains(&(2, Some("a2"), None)));
+    let semi = window_join(Join::semi().tumbling(ten), l, r);
+    assert_eq!(rows(&semi), [(1, Some("a1"), None)].into());
+    assert_eq!(semi.values().len(), 1, "a semi join emits a left row once");
+}
+
+#[test]
+fn windowed_join_drops_and_counts_late_rows_on_either_side() {
+    // One scripted stream, split into both sides after one watermark
+    // strategy: event time is exactly the largest time read so far.
+    #[derive(Clone, Debug)]
+    enum Side {
+        L(Left),
+        R(Right),
+    }
+    #[derive(Outputs)]
+    struct Split {
+        left: Collector<Left>,
+        right: Collector<Right>,
+    }
+    #[operator]
+    fn split_sides(side: Side, out: &mut Split) {
+        match side {
+            Side::L(l) => out.left.emit(l),
+            Side::R(r) => out.right.emit(r),
+        }
+    }
+    let script = vec![
+        Side::L((1, 1, "a1")),
+        Side::R((1, 2, "b1")),
+        Side::L((1, 30, "a2")),
+        // Window [0, 10) closed at W = 30: both of these are late.
+        Side::R((1, 3, "late-right")),
+        Side::L((1, 4, "late-left")),
+        Side::R((1, 31, "b2")),
+    ];
+    let late = LateCounter::new();
+    let out = CollectSink::new();
+    let graph = job! {
+        batch_size 1;
+        source script = VecSource::new(script);
+        operator timed = Watermarks::monotonic()
+            .timestamps(|s: &Side| Timestamp::from_millis(match s { Side::L(l) => l.1, Side::R(r) => r.1 })) <- script;
+        operator sides { left, right } = SplitSides <- timed;
+        operator joined = Join::full().tumbling(Duration::from_millis(10)).count_late_in(late.clone())
+            <- left(sides.left.key(|x: &Left| x.0)), right(sides.right.key(|x: &Right| x.0));
+        sink o = out.clone() <- joined;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    assert_eq!(
+        rows(&out),
+        [(1, Some("a1"), Some("b1")), (1, Some("a2"), Some("b2"))].into()
+    );
+    assert_eq!(late.get(), 2);
+}
+
+#[test]
+fn interval_bounds_are_inclusive_at_both_ends() {
+    let lefts: Vec<Left> = vec![(1, 100, "a")];
+    let rights: Vec<Right> = vec![
+        (1, 94, "too early"),
+        (1, 95, "lower bound"),
+        (1, 110, "upper bound"),
+        (1, 111, "too late"),
+    ];
+    let out = CollectSink::new();
+    let graph = job! {
+        source l = VecSource::new(lefts);
+        source r = VecSource::new(rights);
+        operator tl = Watermarks::bounded(Duration::from_millis(50)).timestamps(at) <- l;
+        operator tr = Watermarks::bounded(Duration::from_millis(50)).timestamps(at) <- r;
+        operator joined = Join::inner().interval(-5, 10) <- left(tl.key(|x: &Left| x.0)), right(tr.key(|x: &Right| x.0));
+        sink o = out.clone() <- joined;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    assert_eq!(
+        rows(&out),
+        [
+            (1, Some("a"), Some("lower bound")),
+            (1, Some("a"), Some("upper bound"))
+        ]
+        .into()
+    );
+}
+
+type Reading = (u32, i64, &'static str);
+
+#[test]
+fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
+    // One source feeds both sides in a fixed order, through a split.
+    #[derive(Clone, Debug)]
+    enum Input {
+        Event(Reading),
+        Table(Change<u32, &'static str>),
+    }
+    #[derive(Outputs)]
+    struct SideChannels {
+        events: Collector<Reading>,
+        table: Collector<Update>,
+    }
+    #[operator]
+    fn sides(input: Input, out: &mut SideChannels) {
+        match input {
+            Input::Event(e) => out.events.emit(e),
+            Input::Table(c) => out.table.emit(c),
+        }
+    }
+    let script = vec![
+        Input::Event((1, 0, "before any row")),
+        Input::Table(Change::Upsert {
+            key: 1,
+            value: "v1",
+        }),
+        Input::Event((1, 0, "with v1")),
+        Input::Table(Change::Upsert {
+            key: 1,
+            value: "v2",
+        }),
+        Input::Event((1, 0, "with v2")),
+        Input::Table(Change::Delete { key: 1 }),
+        Input::Event((1, 0, "after delete")),
+    ];
+    for (join, expected) in [
+        (
+            Join::inner(),
+            vec![("with v1", Some("v1")), ("with v2", Some("v2"))],
+        ),
+        (
+            Join::left(),
+            vec![
+                ("before any row", None),
+                ("with v1", Some("v1")),
+                ("with v2", Some("v2")),
+                ("after delete", None),
+            ],
+        ),
+    ] {
+        let out = CollectSink::new();
+        let graph = job! {
+            batch_size 1;
+            source script = VecSource::new(script.clone());
+            operator split { events, table } = Sides <- script;
+            operator enriched = join.stream_table() <- left(split.events.key(|e: &Reading| e.0)), right(split.table.key(|c: &Change<u32, &'static str>| *c.key()));
+            sink o = out.clone() <- enriched;
+        }
+        .unwrap();
+        graph.run().unwrap();
+        let got: Vec<_> = out
+            .values()
+            .into_iter()
+            .map(|r: JoinRow<u32, Reading, &str>| (r.left.unwrap().2, r.right))
+            .collect();
+        assert_eq!(got, expected);
+    }
+}
+
+#[test]
+fn temporal_join_uses_the_row_as_of_the_event_time() {
+    type Update = (u32, i64, Change<u32, &'static str>);
+    let events: Vec<Reading> = vec![
+        (1, 5, "at 5"),
+        (1, 15, "at 15"),
+        (1, 25, "at 25"),
+        (1, 40, "at 40"),
+    ];
+    let updates: Vec<Update> = vec![
+        (
+            1,
+            10,
+            Change::Upsert {
+                key: 1,
+                value: "from 10",
+            },
+        ),
+        (
+            1,
+            20,
+            Change::Upsert {
+                key: 1,
+                value: "from 20",
+            },
+        ),
+        (1, 30, Change::Delete { key: 1 }),
+        (
+            1,
+            50,
+            Change::Upsert {
+                key: 1,
+                value: "from 50",
+            },
+        ),
+    ];
+    let out = CollectSink::new();
+    let graph = job! {
+        source e = VecSource::new(events);
+        source u = VecSource::new(updates);
+        operator te = Watermarks::monotonic().timestamps(at) <- e;
+        operator tu = Watermarks::monotonic().timestamps(|u: &Update| Timestamp::from_millis(u.1)) <- u;
+        operator changes = TakeChange <- tu;
+        operator enriched = Join::left().stream_table().temporal()
+            <- left(te.key(|e: &Reading| e.0)), right(changes.key(|c: &Change<u32, &'static str>| *c.key()));
+        sink o = out.clone() <- enriched;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    let mut got: Vec<_> = out
+        .values()
+        .into_iter()
+        .map(|r: JoinRow<u32, Reading, &str>| (r.left.unwrap().2, r.right))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("at 15", Some("from 10")),
+            ("at 25", Some("from 20")),
+            ("at 40", None),
+            ("at 5", None)
+        ]
+    );
+}
+
+#[operator]
+fn take_change(
+    update: (u32, i64, Change<u32, &'static str>),
+    out: &mut Collector<Update>,
+) {
+    out.emit(update.2);
+}
+
+#[test]
+fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
+    #[derive(Clone, Debug)]
+    enum Input {
+        L(Change<u32, &'static str>),
+        R(Change<u32, &'static str>),
+    }
+    #[derive(Outputs)]
+    struct TableChannels {
+        left: Collector<Update>,
+        right: Collector<Update>,
+    }
+    #[operator]
+    fn tables(input: Input, out: &mut TableChannels) {
+        match input {
+            Input::L(c) => out.left.emit(c),
+            Input::R(c) => out.right.emit(c),
+        }
+    }
+    let script = vec![
+        Input::L(Change::Upsert {
+            key: 1,
+            value: "l1",
+        }),
+        Input::R(Change::Upsert {
+            key: 1,
+            value: "r1",
+        }),
+        Input::L(Change::Upsert {
+            key: 1,
+            value: "l2",
+        }),
+        Input::R(Change::Upsert {
+            key: 1,
+            value: "r2",
+        }),
+        Input::R(Change::Delete { key: 1 }),
+        Input::L(Change::Delete { key: 1 }),
+    ];
+    let out = CollectSink::new();
+    let graph = job! {
+        batch_size 1;
+        source script = VecSource::new(script);
+        operator split { left, right } = Tables <- script;
+        operator joined = Join::inner().tables()
+            <- left(split.left.key(|c: &Change<u32, &'static str>| *c.key())), right(split.right.key(|c: &Change<u32, &'static str>| *c.key()));
+        sink o = out.clone() <- joined;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    let got: Vec<String> = out
+        .values()
+        .into_iter()
+        .map(|d| match d {
+            Delta::Insert(r) => format!("+{}{}", r.left.unwrap(), r.right.unwrap()),
+            Delta::Retract(r) => format!("-{}{}", r.left.unwrap(), r.right.unwrap()),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec!["+l1r1", "-l1r1", "+l2r1", "-l2r1", "+l2r2", "-l2r2"]
+    );
+}
+
+#[test]
+fn unwindowed_join_emits_as_soon_as_both_sides_are_known() {
+    let lefts: Vec<Left> = vec![(1, 1, "a1"), (2, 2, "a2")];
+    let rights: Vec<Right> = vec![(1, 3, "b1"), (1, 4, "b2"), (3, 5, "b3")];
+    let out = CollectSink::new();
+    let graph = job! {
+        source l = VecSource::new(lefts);
+        source r = VecSource::new(rights);
+        operator joined[3] = Join::inner().unwindowed() <- left(l.key(|x: &Left| x.0)), right(r.key(|x: &Right| x.0));
+        sink o = out.clone() <- joined;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    assert_eq!(
+        rows(&out),
+        [(1, Some("a1"), Some("b1")), (1, Some("a1"), Some("b2"))].into()
+    );
+}
