@@ -325,10 +325,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
 }
 
 #[operator]
-fn take_change(
-    update: (u32, i64, Change<u32, &'static str>),
-    out: &mut Collector<Update>,
-) {
+fn take_change(update: (u32, i64, Change<u32, &'static str>), out: &mut Collector<Update>) {
     out.emit(update.2);
 }
 

@@ -6,8 +6,11 @@
 mod q0;
 mod q1;
 mod q2;
+mod q3;
+mod q4;
 mod q5;
 mod q7;
+mod q8;
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,7 +21,7 @@ use streamwork::core::GraphError;
 use streamwork::prelude::*;
 use streamwork::window::AssignWatermarks;
 
-use crate::model::{Bid, Event};
+use crate::model::{Auction, Bid, Event, Person};
 use crate::sink::RowSink;
 use crate::source::NexmarkSource;
 
@@ -34,10 +37,16 @@ pub enum Query {
     Q1,
     /// Bids on auctions `id % 123 == 0`.
     Q2,
+    /// Local item suggestion: category 10 auctions with their west-coast sellers.
+    Q3,
+    /// Average closing price per category.
+    Q4,
     /// Hot items: the most bid-on auctions of sliding 10 s windows.
     Q5,
     /// Highest bid of each tumbling 10 s window.
     Q7,
+    /// New users who opened an auction in the same tumbling 10 s window.
+    Q8,
     /// Every event, in the input format (to generate inputs).
     Events,
 }
@@ -49,11 +58,14 @@ impl FromStr for Query {
             "q0" | "0" => Ok(Query::Q0),
             "q1" | "1" => Ok(Query::Q1),
             "q2" | "2" => Ok(Query::Q2),
+            "q3" | "3" => Ok(Query::Q3),
+            "q4" | "4" => Ok(Query::Q4),
             "q5" | "5" => Ok(Query::Q5),
             "q7" | "7" => Ok(Query::Q7),
+            "q8" | "8" => Ok(Query::Q8),
             "events" => Ok(Query::Events),
             other => Err(format!(
-                "unknown query `{other}`: expected q0, q1, q2, q5, q7 (q3, q4 and q8 come with the joins) or events"
+                "unknown query `{other}`: expected q0, q1, q2, q3, q4, q5, q7, q8 or events"
             )),
         }
     }
@@ -65,8 +77,11 @@ impl fmt::Display for Query {
             Query::Q0 => "q0",
             Query::Q1 => "q1",
             Query::Q2 => "q2",
+            Query::Q3 => "q3",
+            Query::Q4 => "q4",
             Query::Q5 => "q5",
             Query::Q7 => "q7",
+            Query::Q8 => "q8",
             Query::Events => "events",
         })
     }
@@ -91,6 +106,22 @@ pub fn only_bids(event: Event, out: &mut Collector<Bid>) {
     }
 }
 
+/// Keeps the auctions.
+#[operator]
+pub fn only_auctions(event: Event, out: &mut Collector<Auction>) {
+    if let Event::Auction(auction) = event {
+        out.emit(auction);
+    }
+}
+
+/// Keeps the people.
+#[operator]
+pub fn only_people(event: Event, out: &mut Collector<Person>) {
+    if let Event::Person(person) = event {
+        out.emit(person);
+    }
+}
+
 /// A query's job: `source` at `source_parallelism`, the query at `parallelism`.
 pub fn job(
     query: Query,
@@ -104,8 +135,11 @@ pub fn job(
         Query::Q0 => q0::job(source, source_parallelism, parallelism, late, sink),
         Query::Q1 => q1::job(source, source_parallelism, parallelism, late, sink),
         Query::Q2 => q2::job(source, source_parallelism, parallelism, late, sink),
+        Query::Q3 => q3::job(source, source_parallelism, parallelism, late, sink),
+        Query::Q4 => q4::job(source, source_parallelism, parallelism, late, sink),
         Query::Q5 => q5::job(source, source_parallelism, parallelism, late, sink),
         Query::Q7 => q7::job(source, source_parallelism, parallelism, late, sink),
+        Query::Q8 => q8::job(source, source_parallelism, parallelism, late, sink),
         Query::Events => {
             let to_json = Arc::new(|event: &Event| event.to_json());
             job! {
