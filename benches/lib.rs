@@ -348,6 +348,92 @@ pub fn keyed_window_job(events: u64, per_ms: u64, keys: u64, size_ms: u64, slide
     totals.outcome().records
 }
 
+// ---------------------------------------------------------------- JOIN
+
+/// Counts join rows and sums `key + 1` over them.
+#[derive(Clone)]
+struct JoinChecksum {
+    totals: Totals,
+    local: Outcome,
+}
+
+impl Sink for JoinChecksum {
+    type In = JoinRow<u64, (u64, u64), (u64, u64)>;
+
+    #[inline]
+    fn write(&mut self, record: Record<Self::In>) -> Result<(), ConnectorError> {
+        self.local.records += 1;
+        self.local.checksum = self.local.checksum.wrapping_add(record.value.key + 1);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.totals.add(self.local);
+        Ok(())
+    }
+}
+
+/// Event `i` of the join workload: `i` even on the left, odd on the right,
+/// key `key(i / 2, 1000)`, time `i` ms.
+fn join_event(i: u64) -> (u64, u64) {
+    (key(i / 2, 1_000), i)
+}
+
+/// JOIN: an inner join of two streams per key in tumbling 1 s windows, over
+/// `events` events (half on each side). Its state is the open windows only,
+/// so its peak memory does not grow with the length of the run.
+pub fn join_job(events: u64, parallelism: u32) -> Outcome {
+    let totals = Totals::default();
+    let sink = JoinChecksum {
+        totals: totals.clone(),
+        local: Outcome::default(),
+    };
+    let half = events / 2;
+    let aligned = streamwork::window::AlignmentGroup::new(std::time::Duration::from_secs(30));
+    let graph = job! {
+        name "JOIN";
+        source lefts[parallelism] = GeneratorSource::new(|i| join_event(2 * i)).take(half);
+        source rights[parallelism] = GeneratorSource::new(|i| join_event(2 * i + 1)).take(half);
+        operator timed_lefts[parallelism] = Watermarks::monotonic().align_in(&aligned).timestamps(event_time) <- lefts;
+        operator timed_rights[parallelism] = Watermarks::monotonic().align_in(&aligned).timestamps(event_time) <- rights;
+        operator joined[parallelism] = Join::inner().tumbling(std::time::Duration::from_secs(1))
+            <- left(timed_lefts.key(|e: &(u64, u64)| e.0)), right(timed_rights.key(|e: &(u64, u64)| e.0));
+        sink checksum[parallelism] = sink <- joined;
+    }
+    .expect("the join job is well formed");
+    graph.run().expect("the join job runs");
+    totals.outcome()
+}
+
+/// JOIN as a hand-written loop: per window, the left and right counts of each
+/// key; a window's rows are the products.
+pub fn join_baseline(events: u64) -> Outcome {
+    let mut outcome = Outcome::default();
+    let mut counts: FastHashMap<u64, (u64, u64)> = FastHashMap::default();
+    let mut window = 0u64;
+    let mut close = |counts: &mut FastHashMap<u64, (u64, u64)>| {
+        for (key, (l, r)) in counts.drain() {
+            outcome.records += l * r;
+            outcome.checksum = outcome.checksum.wrapping_add((key + 1).wrapping_mul(l * r));
+        }
+    };
+    for i in 0..(events / 2 * 2) {
+        let (key, time) = std::hint::black_box(join_event(i));
+        if time / 1000 != window {
+            close(&mut counts);
+            window = time / 1000;
+        }
+        let entry = counts.entry(key).or_insert((0, 0));
+        if i.is_multiple_of(2) {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
+    close(&mut counts);
+    outcome
+}
+
 // ---------------------------------------------------------------- W2 latency
 
 /// Emits events `i` at `rate` events per second (per instance share), each

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use streamwork_benches::{
-    Outcome, peak_rss_bytes, w1_baseline, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
-    w3_job,
+    Outcome, join_baseline, join_job, peak_rss_bytes, w1_baseline, w1_job, w2_baseline, w2_job,
+    w2_latency, w3_baseline, w3_job,
 };
 
 #[derive(serde::Serialize)]
@@ -65,7 +65,8 @@ fn main() -> anyhow::Result<()> {
         "W3" => (|n, p| w3_job(n, p, 10_000), |n| w3_baseline(n, 10_000)),
         "W3-K100" => (|n, p| w3_job(n, p, 100), |n| w3_baseline(n, 100)),
         "W3-K100K" => (|n, p| w3_job(n, p, 100_000), |n| w3_baseline(n, 100_000)),
-        other => bail!("unknown workload {other}: expected W1, W2, W3, W3-K100 or W3-K100K"),
+        "JOIN" => (join_job, join_baseline),
+        other => bail!("unknown workload {other}: expected W1, W2, W3, W3-K100, W3-K100K or JOIN"),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));
     let (outcome, elapsed_s) = best_of(runs, || job(events, parallelism));

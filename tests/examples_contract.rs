@@ -101,6 +101,7 @@ fn every_example_runs_on_generated_data_and_ends() {
         "stream_merge",
         "stream_split",
         "windowing",
+        "emissions",
     ] {
         let output = example(name).args(["--events", "3000"]).output().unwrap();
         if name == "windowing" {

@@ -27,7 +27,7 @@ struct Measurement {
     peak_rss_bytes: Option<u64>,
 }
 
-const WORKLOADS: &[&str] = &["W1", "W2", "W3", "W3-K100", "W3-K100K"];
+const WORKLOADS: &[&str] = &["W1", "W2", "W3", "W3-K100", "W3-K100K", "JOIN"];
 const PARALLELISM: &[u32] = &[1, 2];
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {

@@ -44,7 +44,7 @@ pub use aggregate::{Aggregate, Apply, Count, MaxBy, Sum};
 pub use domain::{Domain, EventDomain, ProcessingDomain};
 pub use outputs::{WindowOutputs, WindowStreams};
 pub use spec::{WindowSpec, Windows};
-pub use watermark::{AssignWatermarks, WatermarkSpec, Watermarks};
+pub use watermark::{AlignmentGroup, AssignWatermarks, WatermarkSpec, Watermarks};
 pub use window::{CountWindow, Firing, Window, WindowContents, WindowResult};
 
 /// A shared count of late events (beyond the allowed lateness, or dropped by a

@@ -28,6 +28,7 @@
 //! instance down but never hangs it.
 
 use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use streamwork_core::message::Control;
@@ -71,19 +72,48 @@ impl<T> Clone for Generator<T> {
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Watermarks;
 
-/// The watermarks of every instance of one aligned strategy.
+/// Instances of watermark strategies kept within a drift of each other: every
+/// instance of one strategy with [`WatermarkSpec::align`], or of several
+/// strategies sharing a group with [`WatermarkSpec::align_in`] (the two inputs
+/// of a join, say).
+///
+/// ```
+/// use std::time::Duration;
+/// use streamwork_window::watermark::AlignmentGroup;
+/// let group = AlignmentGroup::new(Duration::from_secs(30));
+/// # let _ = group;
+/// ```
+#[derive(Clone, Debug)]
+pub struct AlignmentGroup(Arc<Alignment>);
+
 #[derive(Debug)]
 struct Alignment {
     max_drift: i64,
+    /// One slot per opened instance, in any member strategy.
     watermarks: Mutex<Vec<i64>>,
 }
 
-impl Alignment {
-    /// Publishes `watermark` for `instance`; returns the minimum over all.
-    fn publish(&self, instance: usize, watermark: i64) -> i64 {
-        let mut all = self.watermarks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = all.get_mut(instance) {
-            *slot = watermark;
+impl AlignmentGroup {
+    /// A group whose members stay within `max_drift` of the slowest.
+    pub fn new(max_drift: Duration) -> Self {
+        AlignmentGroup(Arc::new(Alignment {
+            max_drift: i64::try_from(max_drift.as_millis()).unwrap_or(i64::MAX),
+            watermarks: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// A slot for a new member instance.
+    fn join(&self) -> usize {
+        let mut all = self.0.watermarks.lock().unwrap_or_else(|p| p.into_inner());
+        all.push(i64::MIN);
+        all.len() - 1
+    }
+
+    /// Publishes `watermark` for slot `slot`; returns the minimum over all.
+    fn publish(&self, slot: usize, watermark: i64) -> i64 {
+        let mut all = self.0.watermarks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(own) = all.get_mut(slot) {
+            *own = watermark;
         }
         all.iter().copied().min().unwrap_or(watermark)
     }
@@ -97,7 +127,7 @@ pub struct WatermarkSpec<T> {
     generator: Generator<T>,
     idle_after: Option<i64>,
     drop_late: Option<LateCounter>,
-    alignment: Option<Arc<Alignment>>,
+    alignment: Option<AlignmentGroup>,
 }
 
 impl Watermarks {
@@ -155,10 +185,13 @@ impl<T> WatermarkSpec<T> {
     /// Aligns the instances of this strategy: none gets more than `max_drift`
     /// ahead of the slowest (see the module docs).
     pub fn align(mut self, max_drift: Duration) -> Self {
-        self.alignment = Some(Arc::new(Alignment {
-            max_drift: i64::try_from(max_drift.as_millis()).unwrap_or(i64::MAX),
-            watermarks: Mutex::new(Vec::new()),
-        }));
+        self.alignment = Some(AlignmentGroup::new(max_drift));
+        self
+    }
+
+    /// Aligns the instances of this strategy with every other member of `group`.
+    pub fn align_in(mut self, group: &AlignmentGroup) -> Self {
+        self.alignment = Some(group.clone());
         self
     }
 
@@ -179,7 +212,7 @@ impl<T> WatermarkSpec<T> {
             idle: false,
             last_active: 0,
             alignment: self.alignment,
-            instance: 0,
+            slot: 0,
         }
     }
 }
@@ -197,8 +230,9 @@ pub struct AssignWatermarks<T, F> {
     active: bool,
     idle: bool,
     last_active: i64,
-    alignment: Option<Arc<Alignment>>,
-    instance: usize,
+    alignment: Option<AlignmentGroup>,
+    /// This instance's slot in its alignment group, once opened.
+    slot: usize,
 }
 
 impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
@@ -215,7 +249,7 @@ impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
             idle: self.idle,
             last_active: self.last_active,
             alignment: self.alignment.clone(),
-            instance: self.instance,
+            slot: self.slot,
         }
     }
 }
@@ -240,16 +274,9 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     type Out = Collector<T>;
     type Time = AssignsWatermarks;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.instance = ctx.instance().0 as usize;
-        if let Some(alignment) = &self.alignment {
-            let mut all = alignment
-                .watermarks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if all.len() < ctx.parallelism() as usize {
-                all.resize(ctx.parallelism() as usize, i64::MIN);
-            }
+    fn open(&mut self, _ctx: &InstanceContext) {
+        if let Some(group) = &self.alignment {
+            self.slot = group.join();
         }
     }
 
@@ -287,7 +314,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             // Wait, boundedly, while this instance is too far ahead of the slowest.
             let started = Instant::now();
             let mine = watermark.millis();
-            while mine.saturating_sub(alignment.publish(self.instance, mine)) > alignment.max_drift
+            while mine.saturating_sub(alignment.publish(self.slot, mine)) > alignment.0.max_drift
                 && started.elapsed() < ALIGNMENT_WAIT
             {
                 let _ = Outputs::flush(out);
@@ -299,7 +326,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     fn on_end(&mut self, _out: &mut Collector<T>) {
         if let Some(alignment) = &self.alignment {
             // An ended instance no longer holds the others back.
-            alignment.publish(self.instance, i64::MAX);
+            alignment.publish(self.slot, i64::MAX);
         }
     }
 
@@ -315,7 +342,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             self.idle = true;
             if let Some(alignment) = &self.alignment {
                 // An idle instance does not hold the others back either.
-                alignment.publish(self.instance, i64::MAX);
+                alignment.publish(self.slot, i64::MAX);
             }
             let _ = Outputs::control(out, &Control::Idle);
         }
