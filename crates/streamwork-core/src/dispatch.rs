@@ -61,12 +61,26 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
     }
 
     fn send(&mut self, target: usize) -> Result<(), Disconnected> {
-        let batch = std::mem::replace(
+        let mut batch = std::mem::replace(
             &mut self.buffers[target],
             Vec::with_capacity(self.batch_size),
         );
-        self.targets[target].send(Envelope {
+        let sender = &mut self.targets[target];
+        if let crate::flow::Overflow::Sample(n) = sender.overflow()
+            && sender.is_full()
+        {
+            // Keep one record in `n` of what the full channel cannot take.
+            let before = batch.len();
+            let mut i = 0u32;
+            batch.retain(|_| {
+                i = i.wrapping_add(1);
+                (i - 1).is_multiple_of(n.max(1))
+            });
+            sender.count_dropped(before - batch.len());
+        }
+        sender.send(Envelope {
             from: self.from,
+            records: batch.len(),
             payload: Payload::Batch(Box::new(batch)),
         })
     }
@@ -111,6 +125,7 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
         for target in &mut self.targets {
             target.send(Envelope {
                 from: self.from,
+                records: 0,
                 payload: Payload::Control(control.clone()),
             })?;
         }

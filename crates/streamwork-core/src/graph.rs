@@ -50,6 +50,7 @@ use crate::component::{
 use crate::dispatch::{ChannelDispatcher, Edge};
 use crate::error::GraphError;
 use crate::exec::{self, InputTask, InstanceCounters, SourceTask};
+use crate::flow::{FlowControl, Overflow, PauseWatermarks};
 use crate::grouping::{
     BroadcastRoute, CustomRoute, FixedRoute, GroupingKind, KeyGroups, KeyRoute, ShuffleRoute,
 };
@@ -138,7 +139,33 @@ pub struct Input<T, Tm = Unwatermarked> {
     channel: u32,
     grouping: GroupingSpec,
     make: EdgeMaker<T>,
+    flow: FlowControl,
     _time: PhantomData<fn() -> Tm>,
+}
+
+impl<T, Tm> Input<T, Tm> {
+    /// Lets each sender queue at most `batches` batches to each receiver.
+    pub fn capacity(mut self, batches: usize) -> Self {
+        self.flow.capacity = Some(batches.max(1));
+        self
+    }
+
+    /// What to do when the channel is full (default: block).
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.flow.overflow = policy;
+        self
+    }
+
+    /// Pauses the sources upstream while the receiver's queue on this edge is
+    /// above `high` (a fraction of its capacity), until it is below `low`.
+    pub fn pause_sources_above(mut self, high: f64, low: f64) -> Self {
+        let high = high.clamp(0.01, 1.0);
+        self.flow.pause = Some(PauseWatermarks {
+            high,
+            low: low.clamp(0.0, high * 0.99),
+        });
+        self
+    }
 }
 
 impl<T, Tm> Clone for Input<T, Tm> {
@@ -149,6 +176,7 @@ impl<T, Tm> Clone for Input<T, Tm> {
             channel: self.channel,
             grouping: self.grouping,
             make: self.make.clone(),
+            flow: self.flow,
             _time: PhantomData,
         }
     }
@@ -176,6 +204,24 @@ impl<T: Data, K: Key, Tm: StreamTime> KeyedStream<T, K, Tm> {
     pub fn as_input(self) -> Input<T, Tm> {
         self.input
     }
+
+    /// See [`Input::capacity`].
+    pub fn capacity(mut self, batches: usize) -> Self {
+        self.input = self.input.capacity(batches);
+        self
+    }
+
+    /// See [`Input::overflow`].
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.input = self.input.overflow(policy);
+        self
+    }
+
+    /// See [`Input::pause_sources_above`].
+    pub fn pause_sources_above(mut self, high: f64, low: f64) -> Self {
+        self.input = self.input.pause_sources_above(high, low);
+        self
+    }
 }
 
 impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
@@ -196,8 +242,25 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             channel: self.channel,
             grouping,
             make: basic_maker(),
+            flow: FlowControl::default(),
             _time: PhantomData,
         }
+    }
+
+    /// The default grouping, with capacity `batches`; see [`Input::capacity`].
+    pub fn capacity(self, batches: usize) -> Input<T, Tm> {
+        self.with(GroupingSpec::Auto).capacity(batches)
+    }
+
+    /// The default grouping, with an overflow policy; see [`Input::overflow`].
+    pub fn overflow(self, policy: Overflow) -> Input<T, Tm> {
+        self.with(GroupingSpec::Auto).overflow(policy)
+    }
+
+    /// The default grouping, with backpressure watermarks; see
+    /// [`Input::pause_sources_above`].
+    pub fn pause_sources_above(self, high: f64, low: f64) -> Input<T, Tm> {
+        self.with(GroupingSpec::Auto).pause_sources_above(high, low)
     }
 
     /// Forward grouping: instance `i` feeds instance `i` (equal parallelism);
@@ -247,6 +310,7 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
                 channel: self.channel,
                 grouping: GroupingSpec::Fixed(GroupingKind::Key),
                 make,
+                flow: FlowControl::default(),
                 _time: PhantomData,
             },
             key,
@@ -267,6 +331,7 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             channel: self.channel,
             grouping: GroupingSpec::Fixed(GroupingKind::Custom),
             make,
+            flow: FlowControl::default(),
             _time: PhantomData,
         }
     }
@@ -457,6 +522,7 @@ pub struct EdgeDef {
     to: NodeId,
     port: u32,
     grouping: GroupingKind,
+    flow: FlowControl,
     make: Box<dyn Fn(GroupingKind, EdgeWiring) -> Box<dyn Any + Send> + Send + Sync>,
 }
 
@@ -480,6 +546,10 @@ impl EdgeDef {
     /// The grouping (with `Auto` resolved).
     pub fn grouping(&self) -> GroupingKind {
         self.grouping
+    }
+    /// Capacity, overflow policy and backpressure watermarks.
+    pub fn flow(&self) -> FlowControl {
+        self.flow
     }
     /// Builds the channel dispatcher of this edge for one sending instance: a
     /// `Box<dyn Edge<T>>` boxed as `Any`.
@@ -515,6 +585,7 @@ struct PendingEdge {
     to: NodeId,
     port: u32,
     grouping: GroupingSpec,
+    flow: FlowControl,
     job: u64,
     make: Box<dyn Fn(GroupingKind, EdgeWiring) -> Box<dyn Any + Send> + Send + Sync>,
 }
@@ -596,6 +667,7 @@ impl JobBuilder {
                 to,
                 port,
                 grouping: input.grouping,
+                flow: input.flow,
                 job: input.job,
                 make: Box::new(move |kind, wiring| Box::new(make(kind, wiring))),
             });
@@ -838,6 +910,8 @@ impl JobBuilder {
                 });
             }
             let grouping = match e.grouping {
+                // A flow-controlled edge needs a channel: never fused.
+                GroupingSpec::Auto if e.flow != FlowControl::default() => GroupingKind::Shuffle,
                 GroupingSpec::Auto if from.parallelism == to.parallelism => GroupingKind::Forward,
                 GroupingSpec::Auto => GroupingKind::Shuffle,
                 GroupingSpec::Fixed(kind) => kind,
@@ -856,6 +930,7 @@ impl JobBuilder {
                 to: e.to,
                 port: e.port,
                 grouping,
+                flow: e.flow,
                 make: e.make,
             });
         }

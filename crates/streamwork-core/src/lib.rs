@@ -30,6 +30,7 @@ pub mod component;
 pub mod dispatch;
 pub mod error;
 pub mod exec;
+pub mod flow;
 pub mod graph;
 pub mod grouping;
 pub mod hash;
@@ -49,6 +50,7 @@ pub use component::{
     Unwatermarked, Watermarked,
 };
 pub use error::{ConnectorError, ErrorDomain, GraphError, TaskError};
+pub use flow::{FlowControl, Overflow, PauseWatermarks};
 pub use graph::{
     ComponentKind, Input, IntoInputs, JobBuilder, JobConfig, JobGraph, KeyedStream, NodeId, Stream,
 };

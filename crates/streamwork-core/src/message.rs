@@ -44,6 +44,9 @@ pub enum Payload {
 pub struct Envelope {
     /// Who sent it.
     pub from: SenderIdx,
+    /// Records in the batch (0 for control messages): what an overflow policy
+    /// counts when it drops the batch.
+    pub records: usize,
     /// What it carries.
     pub payload: Payload,
 }
@@ -57,6 +60,22 @@ pub struct Disconnected;
 /// The sending half of one channel into one instance's input port, as the
 /// runtime provides it. Blocking on a full channel is backpressure.
 pub trait ChannelSender: Send {
-    /// Sends `envelope`, blocking while the channel is full.
+    /// Sends `envelope`; when the channel is full, applies the edge's overflow
+    /// policy (by default, blocks: backpressure).
     fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected>;
+
+    /// The edge's overflow policy.
+    fn overflow(&self) -> crate::flow::Overflow {
+        crate::flow::Overflow::Block
+    }
+
+    /// Whether a send now would find the channel full.
+    fn is_full(&self) -> bool {
+        false
+    }
+
+    /// Counts `records` dropped by the overflow policy before sending.
+    fn count_dropped(&self, records: usize) {
+        let _ = records;
+    }
 }

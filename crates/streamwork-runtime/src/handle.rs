@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use streamwork_core::exec::{FusedFailure, InstanceCounters, current_component};
-use streamwork_core::graph::ComponentKind;
+use streamwork_core::exec::{FusedFailure, current_component};
 use streamwork_core::{JobGraph, TaskError};
 
 use crate::error::JobError;
+use crate::metrics::{MONITOR_INTERVAL, Registry};
 use crate::report::{ComponentReport, InstanceReport, JobReport};
 use crate::task::{Ended, Flags, run_input, run_source};
 use crate::wiring::{Builder, Task, TaskBody};
@@ -40,9 +40,8 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
         }
     }
     builder.release_senders();
-    let counters = std::mem::take(&mut builder.counters);
-    drop(builder);
 
+    let registry = Arc::new(builder.registry());
     let mut threads = Vec::with_capacity(tasks.len());
     for task in tasks {
         let name = format!("{}#{}", task.component, task.instance);
@@ -63,15 +62,23 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
             }
         }
     }
-    let components = graph
-        .nodes()
-        .iter()
-        .map(|n| (n.name().to_string(), n.kind()))
-        .collect();
+    drop(builder);
+    let monitor = {
+        let registry = registry.clone();
+        std::thread::Builder::new()
+            .name("streamwork-monitor".into())
+            .spawn(move || {
+                while !registry.stop.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(MONITOR_INTERVAL);
+                    registry.observe();
+                }
+            })
+            .ok()
+    };
     Ok(JobHandle {
         job: graph.name().to_string(),
-        components,
-        counters,
+        registry,
+        monitor,
         threads,
         flags,
         failure,
@@ -81,9 +88,12 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
 
 /// Runs one task on its thread, recording a failure and aborting the job.
 fn drive(mut task: Task, flags: &Flags, failure: &Mutex<Option<JobError>>) -> Ended {
+    let times = task.times.clone();
     let result = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
-        TaskBody::Source(source) => run_source(source.as_mut(), flags),
-        TaskBody::Input { task, ports } => run_input(task.as_mut(), ports, flags),
+        TaskBody::Source { task, pauses } => run_source(task.as_mut(), pauses, &times, flags),
+        TaskBody::Input { task, ports, pause } => {
+            run_input(task.as_mut(), ports, pause.as_deref(), &times, flags)
+        }
     }));
     let error = match result {
         Ok(Ok(ended)) => return ended,
@@ -168,8 +178,8 @@ fn panic_error(
 /// A running job.
 pub struct JobHandle {
     job: String,
-    components: Vec<(String, ComponentKind)>,
-    counters: Vec<Vec<Arc<InstanceCounters>>>,
+    registry: Arc<Registry>,
+    monitor: Option<JoinHandle<()>>,
     threads: Vec<JoinHandle<Ended>>,
     flags: Flags,
     failure: Arc<Mutex<Option<JobError>>>,
@@ -236,28 +246,47 @@ impl JobHandle {
         Ok(())
     }
 
-    /// The counts so far, while the job runs.
+    /// The counts and measurements so far, while the job runs (capacity,
+    /// bottleneck and thrashing as of the monitor's last look, every 250 ms).
     pub fn snapshot(&self) -> JobReport {
+        let registry = &self.registry;
+        let monitor = registry
+            .monitor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let components = registry
+            .components
+            .iter()
+            .enumerate()
+            .map(|(c, info)| ComponentReport {
+                name: info.name.clone(),
+                kind: info.kind,
+                instances: info
+                    .counters
+                    .iter()
+                    .map(|counters| InstanceReport {
+                        records_in: counters.records_in(),
+                        records_out: counters.records_out(),
+                    })
+                    .collect(),
+                capacity: monitor.capacity.get(c).cloned().unwrap_or_default(),
+                dropped_in: registry
+                    .edges
+                    .iter()
+                    .filter(|(_, to, _)| *to == c)
+                    .map(|(_, _, d)| d.load(Ordering::Relaxed))
+                    .sum(),
+            })
+            .collect();
         JobReport {
             job: self.job.clone(),
             elapsed: self.started.elapsed(),
             stopped: self.flags.stop.load(Ordering::Relaxed),
-            components: self
-                .components
-                .iter()
-                .zip(&self.counters)
-                .map(|((name, kind), counters)| ComponentReport {
-                    name: name.clone(),
-                    kind: *kind,
-                    instances: counters
-                        .iter()
-                        .map(|c| InstanceReport {
-                            records_in: c.records_in(),
-                            records_out: c.records_out(),
-                        })
-                        .collect(),
-                })
-                .collect(),
+            components,
+            bottleneck: monitor.bottleneck,
+            thrashing: monitor.thrashing,
+            source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
         }
     }
 
@@ -275,6 +304,7 @@ impl JobHandle {
                 self.flags.abort.store(true, Ordering::Relaxed);
             }
         }
+        self.stop_monitor();
         let failure = self
             .failure
             .lock()
@@ -294,6 +324,23 @@ impl JobHandle {
     }
 }
 
+impl JobHandle {
+    /// Takes a last look (so that the report's capacity covers the end of the
+    /// run) and stops the monitor.
+    fn stop_monitor(&mut self) {
+        self.registry.stop.store(true, Ordering::Relaxed);
+        if let Some(monitor) = self.monitor.take() {
+            monitor.thread().unpark();
+            let _ = monitor.join();
+        }
+    }
+
+    /// The job's plan-independent measurements, for the web view and exporters.
+    pub fn prometheus(&self) -> String {
+        crate::report::prometheus(&self.snapshot())
+    }
+}
+
 impl Drop for JobHandle {
     /// Dropping a handle without joining stops the job and waits for it, so
     /// that no task outlives its handle.
@@ -304,5 +351,6 @@ impl Drop for JobHandle {
                 let _ = thread.join();
             }
         }
+        self.stop_monitor();
     }
 }

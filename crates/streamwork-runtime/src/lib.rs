@@ -49,11 +49,13 @@
 mod channel;
 mod error;
 mod handle;
+pub mod metrics;
 mod report;
 mod task;
 mod wiring;
 
 pub use error::JobError;
 pub use handle::{JobHandle, StopHandle, run, start};
-pub use report::{ComponentReport, InstanceReport, JobReport};
+pub use metrics::Capacity;
+pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};
 pub use streamwork_core::JobGraph;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use streamwork_core::graph::ComponentKind;
 
+pub use crate::metrics::Capacity;
+
 /// Counts of one instance.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InstanceReport {
@@ -14,8 +16,8 @@ pub struct InstanceReport {
     pub records_out: u64,
 }
 
-/// Counts of one component, per instance.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Counts of one component, per instance, and its capacity.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ComponentReport {
     /// The component's name.
     pub name: String,
@@ -23,6 +25,10 @@ pub struct ComponentReport {
     pub kind: ComponentKind,
     /// One entry per instance, by index.
     pub instances: Vec<InstanceReport>,
+    /// Rates and time shares over the monitor's last interval.
+    pub capacity: Capacity,
+    /// Records dropped by overflow policies on the edges into this component.
+    pub dropped_in: u64,
 }
 
 impl ComponentReport {
@@ -38,7 +44,7 @@ impl ComponentReport {
 }
 
 /// The outcome of a job that ended without error.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct JobReport {
     /// The job's name.
     pub job: String,
@@ -48,6 +54,12 @@ pub struct JobReport {
     pub stopped: bool,
     /// Every component, in the order they were added.
     pub components: Vec<ComponentReport>,
+    /// The component last found to be the bottleneck, if backpressure arose.
+    pub bottleneck: Option<String>,
+    /// The report of a permanent shortfall, if pauses kept recurring.
+    pub thrashing: Option<String>,
+    /// Times sources were paused by backpressure watermarks.
+    pub source_pauses: u64,
 }
 
 impl JobReport {
@@ -89,4 +101,104 @@ impl fmt::Display for JobReport {
         }
         Ok(())
     }
+}
+
+/// The report as Prometheus text exposition: one series per component,
+/// labelled `component`.
+pub fn prometheus(report: &JobReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let series: [(&str, &str, &str, fn(&ComponentReport) -> f64); 9] = [
+        (
+            "streamwork_records_in_total",
+            "counter",
+            "Records received.",
+            |c| c.records_in() as f64,
+        ),
+        (
+            "streamwork_records_out_total",
+            "counter",
+            "Records emitted.",
+            |c| c.records_out() as f64,
+        ),
+        (
+            "streamwork_dropped_records_total",
+            "counter",
+            "Records dropped by overflow policies on the edges into the component.",
+            |c| c.dropped_in as f64,
+        ),
+        (
+            "streamwork_records_in_per_second",
+            "gauge",
+            "Records received per second.",
+            |c| c.capacity.in_per_sec,
+        ),
+        (
+            "streamwork_utilization",
+            "gauge",
+            "Share of wall time busy.",
+            |c| c.capacity.utilization(),
+        ),
+        (
+            "streamwork_headroom",
+            "gauge",
+            "Share of capacity left.",
+            |c| c.capacity.headroom(),
+        ),
+        (
+            "streamwork_idle_ratio",
+            "gauge",
+            "Share of wall time waiting for input.",
+            |c| c.capacity.idle,
+        ),
+        (
+            "streamwork_backpressure_ratio",
+            "gauge",
+            "Share of wall time blocked on a full output.",
+            |c| c.capacity.backpressured,
+        ),
+        (
+            "streamwork_queue_occupancy",
+            "gauge",
+            "Fullness of the input queues.",
+            |c| c.capacity.queue_occupancy,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for c in &report.components {
+            let _ = writeln!(
+                out,
+                "{name}{{component=\"{}\"}} {}",
+                c.name.replace('"', "'"),
+                value(c)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP streamwork_bottleneck The component found to be the bottleneck (1)."
+    );
+    let _ = writeln!(out, "# TYPE streamwork_bottleneck gauge");
+    for c in &report.components {
+        let is = report.bottleneck.as_deref() == Some(c.name.as_str());
+        let _ = writeln!(
+            out,
+            "streamwork_bottleneck{{component=\"{}\"}} {}",
+            c.name.replace('"', "'"),
+            u8::from(is)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP streamwork_source_pauses_total Times sources were paused by backpressure watermarks."
+    );
+    let _ = writeln!(out, "# TYPE streamwork_source_pauses_total counter");
+    let _ = writeln!(
+        out,
+        "streamwork_source_pauses_total {}",
+        report.source_pauses
+    );
+    out
 }

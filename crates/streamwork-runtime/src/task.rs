@@ -5,11 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
+use crossbeam_channel::{RecvTimeoutError, Select, TryRecvError};
 use streamwork_core::exec::{InputTask, SourceTask};
 use streamwork_core::message::{Control, Envelope, Payload, SenderIdx};
 use streamwork_core::timer::wall_clock;
 use streamwork_core::{SourcePoll, TaskError, Timestamp};
+
+use crate::metrics::{PauseFlag, TaskTimes};
+use crate::wiring::InputChannel;
 
 /// How a task ended without error.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -32,7 +35,16 @@ pub(crate) struct Flags {
 /// How often tasks tick processing time while running.
 const TICK: Duration = Duration::from_millis(20);
 
-pub(crate) fn run_source(task: &mut dyn SourceTask, flags: &Flags) -> Result<Ended, TaskError> {
+/// The shortest pause of the sources once a backpressure watermark is
+/// crossed: hysteresis in time, against pausing and resuming at every batch.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
+
+pub(crate) fn run_source(
+    task: &mut dyn SourceTask,
+    pauses: &[Arc<PauseFlag>],
+    times: &TaskTimes,
+    flags: &Flags,
+) -> Result<Ended, TaskError> {
     task.open()?;
     let mut last_tick = Instant::now();
     loop {
@@ -41,6 +53,14 @@ pub(crate) fn run_source(task: &mut dyn SourceTask, flags: &Flags) -> Result<End
         }
         if flags.stop.load(Ordering::Relaxed) {
             break;
+        }
+        if pauses.iter().any(|p| p.is_raised()) {
+            // A downstream queue is above its high watermark: hold off.
+            task.flush()?;
+            let started = Instant::now();
+            std::thread::sleep(Duration::from_millis(1));
+            times.add_backpressured(started.elapsed());
+            continue;
         }
         let poll = task.poll()?;
         if last_tick.elapsed() >= TICK {
@@ -170,9 +190,74 @@ fn apply(task: &mut dyn InputTask, change: Change) -> Result<(), TaskError> {
     }
 }
 
+/// The input side of a task's flow control: its pause request, and when it
+/// was raised.
+struct PauseState<'a> {
+    flag: &'a PauseFlag,
+    raised_at: Option<Instant>,
+}
+
+impl PauseState<'_> {
+    /// Raises the pause above a channel's high watermark, lowers it once every
+    /// watermarked channel is below its low one (and the pause lasted long enough).
+    fn update(&mut self, ports: &[Vec<InputChannel>]) {
+        let watermarked = ports.iter().flatten().filter_map(|c| Some((c, c.pause?)));
+        let (mut above, mut below) = (false, true);
+        for (channel, watermarks) in watermarked {
+            let occupancy = channel.receiver.len() as f64 / channel.capacity.max(1) as f64;
+            above |= occupancy >= watermarks.high;
+            below &= occupancy <= watermarks.low;
+        }
+        match self.raised_at {
+            None if above => {
+                self.flag.raise();
+                self.raised_at = Some(Instant::now());
+            }
+            Some(at) if below && at.elapsed() >= MIN_PAUSE => {
+                self.flag.lower();
+                self.raised_at = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn release(&mut self) {
+        if self.raised_at.take().is_some() {
+            self.flag.lower();
+        }
+    }
+}
+
+fn occupancy(ports: &[Vec<InputChannel>]) -> f64 {
+    let (len, capacity) = ports.iter().flatten().fold((0usize, 0usize), |(l, c), ch| {
+        (l + ch.receiver.len(), c + ch.capacity)
+    });
+    len as f64 / capacity.max(1) as f64
+}
+
 pub(crate) fn run_input(
     task: &mut dyn InputTask,
-    ports: &[Vec<Receiver<Envelope>>],
+    ports: &[Vec<InputChannel>],
+    pause: Option<&PauseFlag>,
+    times: &TaskTimes,
+    flags: &Flags,
+) -> Result<Ended, TaskError> {
+    let mut pause = pause.map(|flag| PauseState {
+        flag,
+        raised_at: None,
+    });
+    let result = run_input_loop(task, ports, &mut pause, times, flags);
+    if let Some(pause) = pause.as_mut() {
+        pause.release();
+    }
+    result
+}
+
+fn run_input_loop(
+    task: &mut dyn InputTask,
+    ports: &[Vec<InputChannel>],
+    pause: &mut Option<PauseState<'_>>,
+    times: &TaskTimes,
     flags: &Flags,
 ) -> Result<Ended, TaskError> {
     task.open()?;
@@ -193,9 +278,13 @@ pub(crate) fn run_input(
     let mut next = 0usize;
     let mut last_tick = Instant::now();
     while !active.is_empty() {
-        let received = receive(task, ports, &active, &mut next, flags)?;
+        let received = receive(task, ports, &active, &mut next, times, flags)?;
+        if let Some(pause) = pause.as_mut() {
+            pause.update(ports);
+        }
         if last_tick.elapsed() >= TICK {
             last_tick = Instant::now();
+            times.set_occupancy(occupancy(ports));
             task.on_processing_time(wall_clock())?;
         }
         let (slot, envelope) = match received {
@@ -249,16 +338,17 @@ enum Received {
 /// otherwise flush (adaptive flushing) and block up to one tick.
 fn receive(
     task: &mut dyn InputTask,
-    ports: &[Vec<Receiver<Envelope>>],
+    ports: &[Vec<InputChannel>],
     active: &[(usize, usize)],
     next: &mut usize,
+    times: &TaskTimes,
     flags: &Flags,
 ) -> Result<Received, TaskError> {
     let n = active.len();
     for i in 0..n {
         let slot = (*next + i) % n;
         let (port, sender) = active[slot];
-        match ports[port][sender].try_recv() {
+        match ports[port][sender].receiver.try_recv() {
             Ok(envelope) => {
                 *next = (slot + 1) % n;
                 return Ok(Received::Message(slot, envelope));
@@ -271,8 +361,22 @@ fn receive(
     if flags.abort.load(Ordering::Relaxed) {
         return Ok(Received::Aborted);
     }
+    let waiting = Instant::now();
+    let received = wait(ports, active, next, flags);
+    times.add_idle(waiting.elapsed());
+    received
+}
+
+/// Blocks up to one tick for a message on any active channel.
+fn wait(
+    ports: &[Vec<InputChannel>],
+    active: &[(usize, usize)],
+    next: &mut usize,
+    flags: &Flags,
+) -> Result<Received, TaskError> {
+    let n = active.len();
     if let [(port, sender)] = active {
-        return match ports[*port][*sender].recv_timeout(TICK) {
+        return match ports[*port][*sender].receiver.recv_timeout(TICK) {
             Ok(envelope) => Ok(Received::Message(0, envelope)),
             Err(RecvTimeoutError::Timeout) => Ok(Received::Nothing),
             Err(RecvTimeoutError::Disconnected) => disconnected(flags),
@@ -280,13 +384,13 @@ fn receive(
     }
     let mut select = Select::new();
     for &(port, sender) in active {
-        select.recv(&ports[port][sender]);
+        select.recv(&ports[port][sender].receiver);
     }
     let Ok(slot) = select.ready_timeout(TICK) else {
         return Ok(Received::Nothing);
     };
     let (port, sender) = active[slot];
-    match ports[port][sender].try_recv() {
+    match ports[port][sender].receiver.try_recv() {
         Ok(envelope) => {
             *next = (slot + 1) % n;
             Ok(Received::Message(slot, envelope))

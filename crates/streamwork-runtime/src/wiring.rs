@@ -1,13 +1,15 @@
 //! From a job graph to tasks: which components are fused, which edges become
-//! channels, and the sender index of every upstream instance at every port.
+//! channels, the sender index of every upstream instance at every port, and
+//! the measurements and flow control each task carries.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use streamwork_core::exec::{InputTask, InstanceCounters, SourceTask};
+use streamwork_core::flow::{Overflow, PauseWatermarks};
 use streamwork_core::graph::{EdgeWiring, JobGraph, NodeFactory};
 use streamwork_core::grouping::GroupingKind;
 use streamwork_core::message::{ChannelSender, Envelope, SenderIdx};
@@ -15,14 +17,29 @@ use streamwork_core::outputs::OutputParts;
 use streamwork_core::{ComponentKind, InstanceContext};
 
 use crate::channel::PortSender;
+use crate::metrics::{ComponentInfo, PauseFlag, Registry, TaskTimes};
+
+/// One input channel of a task: where it comes from and how full it may get.
+pub(crate) struct InputChannel {
+    pub(crate) receiver: Receiver<Envelope>,
+    pub(crate) capacity: usize,
+    /// The backpressure watermarks of its edge, if any.
+    pub(crate) pause: Option<PauseWatermarks>,
+}
 
 /// What a task runs.
 pub(crate) enum TaskBody {
-    Source(Box<dyn SourceTask>),
+    Source {
+        task: Box<dyn SourceTask>,
+        /// The pause requests of the components this source feeds.
+        pauses: Vec<Arc<PauseFlag>>,
+    },
     Input {
         task: Box<dyn InputTask>,
         /// Per port, one channel per sender, by sender index.
-        ports: Vec<Vec<Receiver<Envelope>>>,
+        ports: Vec<Vec<InputChannel>>,
+        /// Raised while this instance's queue is above a high watermark.
+        pause: Option<Arc<PauseFlag>>,
     },
 }
 
@@ -30,6 +47,7 @@ pub(crate) enum TaskBody {
 pub(crate) struct Task {
     pub(crate) component: Arc<str>,
     pub(crate) instance: u32,
+    pub(crate) times: Arc<TaskTimes>,
     pub(crate) body: TaskBody,
 }
 
@@ -41,6 +59,8 @@ pub(crate) struct Layout {
     sender_idx: HashMap<(usize, u32), SenderIdx>,
     /// Per (node, port): sender index -> edge ordinal at that port.
     sender_edges: HashMap<(usize, usize), Vec<u32>>,
+    /// Per (node, port): sender index -> edge index.
+    sender_edge_ids: HashMap<(usize, usize), Vec<usize>>,
     /// Per (node, port): number of senders.
     n_senders: HashMap<(usize, usize), u32>,
 }
@@ -64,11 +84,12 @@ impl Layout {
         }
         let mut sender_idx = HashMap::new();
         let mut sender_edges = HashMap::new();
+        let mut sender_edge_ids = HashMap::new();
         let mut n_senders = HashMap::new();
         for (to, node) in nodes.iter().enumerate() {
             for port in 0..node.ports().len() {
                 let mut next = 0u32;
-                let mut map = Vec::new();
+                let (mut ordinals, mut ids) = (Vec::new(), Vec::new());
                 let incoming = (0..edges.len()).filter(|&e| {
                     edges[e].to().0 as usize == to && edges[e].port() as usize == port
                 });
@@ -79,11 +100,13 @@ impl Layout {
                     let upstream = graph.node(edges[e].from()).parallelism();
                     for instance in 0..upstream {
                         sender_idx.insert((e, instance), SenderIdx(next));
-                        map.push(ordinal as u32);
+                        ordinals.push(ordinal as u32);
+                        ids.push(e);
                         next += 1;
                     }
                 }
-                sender_edges.insert((to, port), map);
+                sender_edges.insert((to, port), ordinals);
+                sender_edge_ids.insert((to, port), ids);
                 n_senders.insert((to, port), next);
             }
         }
@@ -91,6 +114,7 @@ impl Layout {
             fused_by,
             sender_idx,
             sender_edges,
+            sender_edge_ids,
             n_senders,
         }
     }
@@ -100,6 +124,9 @@ impl Layout {
     }
 }
 
+/// Channel key: (node, instance, port, sender).
+type ChannelKey = (usize, u32, usize, u32);
+
 /// Builds every task of a graph, with its channels.
 pub(crate) struct Builder<'g> {
     graph: &'g JobGraph,
@@ -108,32 +135,57 @@ pub(crate) struct Builder<'g> {
     /// One channel per (node, instance, port, sender): each sender has its
     /// own queue into each receiver, drained round-robin, so that every
     /// upstream instance advances at the consumer's pace.
-    senders: HashMap<(usize, u32, usize, u32), Sender<Envelope>>,
-    receivers: HashMap<(usize, u32, usize, u32), Receiver<Envelope>>,
+    senders: HashMap<ChannelKey, Sender<Envelope>>,
+    receivers: HashMap<ChannelKey, (Receiver<Envelope>, usize)>,
+    /// Receiving ends kept by senders of drop-oldest edges.
+    oldest: HashMap<ChannelKey, Receiver<Envelope>>,
     pub(crate) counters: Vec<Vec<Arc<InstanceCounters>>>,
+    times: Vec<Vec<Option<Arc<TaskTimes>>>>,
+    /// Records dropped on each edge.
+    dropped: Vec<Arc<AtomicU64>>,
+    /// Per node with backpressure watermarks on an input edge.
+    pause_flags: HashMap<usize, Arc<PauseFlag>>,
 }
 
 impl<'g> Builder<'g> {
     pub(crate) fn new(graph: &'g JobGraph, abort: Arc<AtomicBool>) -> Self {
         let layout = Layout::of(graph);
         let capacity = graph.config().channel_capacity;
+        let edges = graph.edges();
         let mut senders = HashMap::new();
         let mut receivers = HashMap::new();
+        let mut oldest = HashMap::new();
+        let mut pause_flags = HashMap::new();
         for (node_idx, node) in graph.nodes().iter().enumerate() {
             if !layout.is_root(node_idx) {
                 continue;
             }
-            for instance in 0..node.parallelism() {
-                for port in 0..node.ports().len() {
-                    let n = layout.n_senders[&(node_idx, port)];
-                    // The port's capacity is shared among its senders, at
-                    // least two batches each so that a sender can keep one in
-                    // flight while the receiver works on another.
-                    let per_sender = capacity.div_ceil(n.max(1) as usize).max(2);
+            for port in 0..node.ports().len() {
+                let n = layout.n_senders[&(node_idx, port)];
+                let ids = &layout.sender_edge_ids[&(node_idx, port)];
+                for &e in ids {
+                    if edges[e].flow().pause.is_some() {
+                        pause_flags
+                            .entry(node_idx)
+                            .or_insert_with(|| Arc::new(PauseFlag::default()));
+                    }
+                }
+                for instance in 0..node.parallelism() {
                     for sender in 0..n {
+                        let flow = edges[ids[sender as usize]].flow();
+                        // The port's capacity is shared among its senders, at
+                        // least two batches each so that a sender can keep one
+                        // in flight while the receiver works on another.
+                        let per_sender = flow
+                            .capacity
+                            .unwrap_or_else(|| capacity.div_ceil(n.max(1) as usize).max(2));
                         let (tx, rx) = bounded(per_sender);
-                        senders.insert((node_idx, instance, port, sender), tx);
-                        receivers.insert((node_idx, instance, port, sender), rx);
+                        let key = (node_idx, instance, port, sender);
+                        if flow.overflow == Overflow::DropOldest {
+                            oldest.insert(key, rx.clone());
+                        }
+                        senders.insert(key, tx);
+                        receivers.insert(key, (rx, per_sender));
                     }
                 }
             }
@@ -147,13 +199,22 @@ impl<'g> Builder<'g> {
                     .collect()
             })
             .collect();
+        let times = graph
+            .nodes()
+            .iter()
+            .map(|n| vec![None; n.parallelism() as usize])
+            .collect();
         Builder {
             graph,
             layout,
             abort,
             senders,
             receivers,
+            oldest,
             counters,
+            times,
+            dropped: edges.iter().map(|_| Arc::new(AtomicU64::new(0))).collect(),
+            pause_flags,
         }
     }
 
@@ -167,7 +228,7 @@ impl<'g> Builder<'g> {
         )
     }
 
-    fn outputs(&self, node: usize, instance: u32) -> OutputParts {
+    fn outputs(&mut self, node: usize, instance: u32, times: &Arc<TaskTimes>) -> OutputParts {
         let graph = self.graph;
         let def = &graph.nodes()[node];
         let mut channels: Vec<Vec<Box<dyn Any + Send>>> =
@@ -178,14 +239,23 @@ impl<'g> Builder<'g> {
             }
             let to = edge.to().0 as usize;
             let part = if self.layout.fused_by[to] == Some(e) {
-                self.fused(to, instance)
+                self.fused(to, instance, times)
             } else {
                 let port = edge.port() as usize;
                 let from = self.layout.sender_idx[&(e, instance)];
+                let flow = edge.flow();
                 let targets = (0..graph.nodes()[to].parallelism())
                     .map(|target| {
-                        let tx = self.senders[&(to, target, port, from.0)].clone();
-                        Box::new(PortSender::new(tx, self.abort.clone())) as Box<dyn ChannelSender>
+                        let key = (to, target, port, from.0);
+                        let sender = PortSender::new(
+                            self.senders[&key].clone(),
+                            self.abort.clone(),
+                            times.clone(),
+                            flow.overflow,
+                            self.dropped[e].clone(),
+                            self.oldest.get(&key).cloned(),
+                        );
+                        Box::new(sender) as Box<dyn ChannelSender>
                     })
                     .collect();
                 edge.make_dispatcher(EdgeWiring {
@@ -201,7 +271,9 @@ impl<'g> Builder<'g> {
         OutputParts::new(channels, graph.config().batch_size)
     }
 
-    fn fused(&self, node: usize, instance: u32) -> Box<dyn Any + Send> {
+    fn fused(&mut self, node: usize, instance: u32, times: &Arc<TaskTimes>) -> Box<dyn Any + Send> {
+        self.times[node][instance as usize] = Some(times.clone());
+        let outputs = self.outputs(node, instance, times);
         let NodeFactory::Input {
             fused: Some(fused), ..
         } = self.graph.nodes()[node].factory()
@@ -210,31 +282,65 @@ impl<'g> Builder<'g> {
         };
         fused(
             self.context(node, instance),
-            self.outputs(node, instance),
+            outputs,
             self.counters[node][instance as usize].clone(),
         )
+    }
+
+    /// The pause requests of every component downstream of `node`.
+    fn downstream_pauses(&self, node: usize) -> Vec<Arc<PauseFlag>> {
+        let edges = self.graph.edges();
+        let mut seen = vec![false; self.graph.nodes().len()];
+        let mut todo = vec![node];
+        let mut flags = Vec::new();
+        while let Some(n) = todo.pop() {
+            for edge in edges.iter().filter(|e| e.from().0 as usize == n) {
+                let to = edge.to().0 as usize;
+                if !seen[to] {
+                    seen[to] = true;
+                    if let Some(flag) = self.pause_flags.get(&to) {
+                        flags.push(flag.clone());
+                    }
+                    todo.push(to);
+                }
+            }
+        }
+        flags
     }
 
     /// Builds the task of root `node`, instance `instance`.
     pub(crate) fn task(&mut self, node: usize, instance: u32) -> Task {
         let def = &self.graph.nodes()[node];
+        let times = Arc::new(TaskTimes::default());
+        self.times[node][instance as usize] = Some(times.clone());
         let ctx = self.context(node, instance);
-        let outputs = self.outputs(node, instance);
+        let outputs = self.outputs(node, instance, &times);
         let counters = self.counters[node][instance as usize].clone();
         let body = match def.factory() {
-            NodeFactory::Source(factory) => TaskBody::Source(factory(ctx, outputs, counters)),
+            NodeFactory::Source(factory) => TaskBody::Source {
+                task: factory(ctx, outputs, counters),
+                pauses: self.downstream_pauses(node),
+            },
             NodeFactory::Input { root, .. } => {
                 let n_ports = def.ports().len();
                 let sender_edges = (0..n_ports)
                     .map(|p| self.layout.sender_edges[&(node, p)].clone())
                     .collect();
+                let edges = self.graph.edges();
                 let ports = (0..n_ports)
                     .map(|p| {
+                        let ids = self.layout.sender_edge_ids[&(node, p)].clone();
                         (0..self.layout.n_senders[&(node, p)])
                             .map(|sender| {
-                                self.receivers
+                                let (receiver, capacity) = self
+                                    .receivers
                                     .remove(&(node, instance, p, sender))
-                                    .unwrap_or_else(|| unreachable!("one receiver per sender"))
+                                    .unwrap_or_else(|| unreachable!("one receiver per sender"));
+                                InputChannel {
+                                    receiver,
+                                    capacity,
+                                    pause: edges[ids[sender as usize]].flow().pause,
+                                }
                             })
                             .collect()
                     })
@@ -242,12 +348,14 @@ impl<'g> Builder<'g> {
                 TaskBody::Input {
                     task: root(ctx, outputs, counters, sender_edges),
                     ports,
+                    pause: self.pause_flags.get(&node).cloned(),
                 }
             }
         };
         Task {
             component: def.name_arc(),
             instance,
+            times,
             body,
         }
     }
@@ -270,5 +378,51 @@ impl<'g> Builder<'g> {
     /// task sending to it has ended.
     pub(crate) fn release_senders(&mut self) {
         self.senders.clear();
+    }
+
+    /// The measurements of the job, once every task is built.
+    pub(crate) fn registry(&mut self) -> Registry {
+        let graph = self.graph;
+        let edges = graph.edges();
+        let components = graph
+            .nodes()
+            .iter()
+            .enumerate()
+            .map(|(n, def)| ComponentInfo {
+                name: def.name().to_string(),
+                kind: def.kind(),
+                counters: self.counters[n].clone(),
+                times: self.times[n]
+                    .iter()
+                    .map(|t| t.clone().unwrap_or_default())
+                    .collect(),
+                upstream: edges
+                    .iter()
+                    .filter(|e| e.to().0 as usize == n)
+                    .map(|e| e.from().0 as usize)
+                    .collect(),
+            })
+            .collect();
+        Registry {
+            components,
+            edges: edges
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    (
+                        e.from().0 as usize,
+                        e.to().0 as usize,
+                        self.dropped[i].clone(),
+                    )
+                })
+                .collect(),
+            pause_flags: self
+                .pause_flags
+                .iter()
+                .map(|(n, f)| (*n, f.clone()))
+                .collect(),
+            monitor: Default::default(),
+            stop: AtomicBool::new(false),
+        }
     }
 }
