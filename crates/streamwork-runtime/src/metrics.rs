@@ -141,13 +141,17 @@ impl Capacity {
     }
 }
 
+/// One instance's cumulative figures at one look: wall, idle and blocked
+/// nanoseconds, records in and out.
+type Reading = (u64, u64, u64, u64, u64);
+
 /// What the monitor concluded last.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MonitorState {
     pub(crate) capacity: Vec<Capacity>,
     pub(crate) bottleneck: Option<String>,
     pub(crate) thrashing: Option<String>,
-    last: Vec<Vec<(u64, u64, u64, u64, u64)>>,
+    last: Vec<Vec<Reading>>,
     last_at: Option<Instant>,
     episodes: Vec<(Instant, u64)>,
 }
@@ -225,10 +229,10 @@ impl Registry {
                     .any(|&u| capacity[u].backpressured >= 0.25)
         });
         let bottleneck = bottleneck.map(|c| self.components[c].name.clone());
-        if bottleneck.is_some() && bottleneck != state.bottleneck {
-            if let Some(name) = &bottleneck {
-                tracing::warn!(component = %name, "backpressure: `{name}` is the bottleneck: it is busy while the components feeding it wait on it");
-            }
+        if let Some(name) = &bottleneck
+            && bottleneck != state.bottleneck
+        {
+            tracing::warn!(component = %name, "backpressure: `{name}` is the bottleneck: it is busy while the components feeding it wait on it");
         }
         if bottleneck.is_some() {
             state.bottleneck = bottleneck;

@@ -103,12 +103,15 @@ impl fmt::Display for JobReport {
     }
 }
 
+/// A Prometheus series: name, type, help, and its value for a component.
+type Series = (&'static str, &'static str, &'static str, fn(&ComponentReport) -> f64);
+
 /// The report as Prometheus text exposition: one series per component,
 /// labelled `component`.
 pub fn prometheus(report: &JobReport) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let series: [(&str, &str, &str, fn(&ComponentReport) -> f64); 9] = [
+    let series: [Series; 9] = [
         (
             "streamwork_records_in_total",
             "counter",
