@@ -76,8 +76,8 @@ pub mod prelude {
     pub use streamwork_core::{
         AnyTime, ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data,
         EventTime, GroupingKind, Input, InstanceContext, JobBuilder, JobGraph, KeyedState,
-        KeyedStream, NoKey, Operator, Record, Sink, Source, SourcePoll, Stream, Timestamp,
-        Unwatermarked, Watermarked,
+        KeyedStream, NoKey, Operator, Overflow, Record, Sink, Source, SourcePoll, Stream,
+        Timestamp, Unwatermarked, Watermarked,
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{JobError, JobHandle, JobReport};

@@ -104,7 +104,12 @@ impl fmt::Display for JobReport {
 }
 
 /// A Prometheus series: name, type, help, and its value for a component.
-type Series = (&'static str, &'static str, &'static str, fn(&ComponentReport) -> f64);
+type Series = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ComponentReport) -> f64,
+);
 
 /// The report as Prometheus text exposition: one series per component,
 /// labelled `component`.

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Component, GROUPINGS, JobSpec, Kind, Ports, StreamRef};
+use super::{Component, FLOW_SETTINGS, GROUPINGS, JobSpec, Kind, Ports, StreamRef};
 use crate::diag::{Diagnostics, suggest};
 
 /// Checks `spec`; returns the components in dependency order (upstream first).
@@ -47,16 +47,24 @@ pub(crate) fn check(spec: &JobSpec, diagnostics: &mut Diagnostics) -> Vec<usize>
                     ));
                 }
             }
+            for setting in &input.settings {
+                if setting.arg.as_ref().is_none_or(|a| a.is_empty()) {
+                    diagnostics.error(
+                        setting.kind.span(),
+                        format!("`{}` needs an argument, as in `.capacity(4)`, `.overflow(Overflow::DropNewest)`, `.pause_sources_above(0.8, 0.5)`", setting.kind),
+                    );
+                }
+            }
             if let Some(grouping) = &input.grouping {
                 let kind = grouping.kind.to_string();
                 if !GROUPINGS.contains(&kind.as_str()) {
-                    let hint = suggest(&kind, GROUPINGS.iter().copied())
+                    let hint = suggest(&kind, GROUPINGS.iter().chain(FLOW_SETTINGS).copied())
                         .map(|s| format!(" (did you mean `{s}`?)"))
                         .unwrap_or_default();
                     diagnostics.error(
                         grouping.kind.span(),
                         format!(
-                            "unknown grouping `{kind}`{hint}: expected one of `shuffle`, `key(|record| ...)`, `fields(|record| ...)`, `broadcast`, `global`, `forward`, `custom(|record, n| ...)`"
+                            "unknown grouping `{kind}`{hint}: expected one of `shuffle`, `key(|record| ...)`, `fields(|record| ...)`, `broadcast`, `global`, `forward`, `custom(|record, n| ...)`, then optionally `capacity(n)`, `overflow(policy)`, `pause_sources_above(high, low)`"
                         ),
                     );
                 } else if matches!(kind.as_str(), "key" | "fields" | "custom")

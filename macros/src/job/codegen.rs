@@ -40,6 +40,21 @@ fn stream_var(stream: &StreamRef) -> syn::Ident {
 }
 
 fn grouped(input: &InputSpec) -> Vec<TokenStream> {
+    let settings: TokenStream = input
+        .settings
+        .iter()
+        .map(|s| {
+            let (name, arg) = (&s.kind, s.arg.clone().unwrap_or_default());
+            quote_spanned!(name.span()=> .#name(#arg))
+        })
+        .collect();
+    grouped_only(input)
+        .into_iter()
+        .map(|e| quote!(#e #settings))
+        .collect()
+}
+
+fn grouped_only(input: &InputSpec) -> Vec<TokenStream> {
     let vars: Vec<_> = input.refs.iter().map(stream_var).collect();
     let Some(grouping) = &input.grouping else {
         return vars.iter().map(|v| quote!(#v)).collect();

@@ -68,11 +68,16 @@ pub(crate) const GROUPINGS: &[&str] = &[
     "custom",
 ];
 
-/// One input of a port: one stream, or a group of streams sharing a grouping.
+/// Flow-control settings that may follow an input's grouping.
+pub(crate) const FLOW_SETTINGS: &[&str] = &["capacity", "overflow", "pause_sources_above"];
+
+/// One input of a port: one stream, or a group of streams sharing a grouping,
+/// then flow-control settings of its edges.
 #[derive(Clone, Debug)]
 pub(crate) struct InputSpec {
     pub(crate) refs: Vec<StreamRef>,
     pub(crate) grouping: Option<Grouping>,
+    pub(crate) settings: Vec<Grouping>,
     pub(crate) span: Span,
 }
 

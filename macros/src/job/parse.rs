@@ -24,7 +24,10 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::{Ident, LitStr, Token, braced, bracketed, parenthesized};
 
-use super::{Component, DropSpec, GROUPINGS, Grouping, InputSpec, JobSpec, Kind, Ports, StreamRef};
+use super::{
+    Component, DropSpec, FLOW_SETTINGS, GROUPINGS, Grouping, InputSpec, JobSpec, Kind, Ports,
+    StreamRef,
+};
 
 const SETTINGS: &[&str] = &["batch_size", "channel_capacity", "key_groups"];
 
@@ -202,21 +205,35 @@ fn one_input(input: ParseStream) -> syn::Result<InputSpec> {
     } else {
         vec![stream_ref(input)?]
     };
-    let grouping = if input.peek(Token![.]) {
+    let mut grouping_ = None;
+    let mut settings = Vec::new();
+    while input.peek(Token![.]) {
         input.parse::<Token![.]>()?;
-        Some(grouping(input)?)
-    } else {
-        None
-    };
+        let call = grouping(input)?;
+        let name = call.kind.to_string();
+        if FLOW_SETTINGS.contains(&name.as_str()) {
+            settings.push(call);
+        } else if grouping_.is_none() && settings.is_empty() {
+            grouping_ = Some(call);
+        } else {
+            return Err(syn::Error::new(
+                call.kind.span(),
+                format!(
+                    "`{name}` cannot follow here: an input takes one grouping, then `capacity(..)`, `overflow(..)` or `pause_sources_above(..)`"
+                ),
+            ));
+        }
+    }
     Ok(InputSpec {
         refs,
-        grouping,
+        grouping: grouping_,
+        settings,
         span: start,
     })
 }
 
 fn is_grouping(ident: &Ident) -> bool {
-    GROUPINGS.iter().any(|g| ident == g)
+    GROUPINGS.iter().chain(FLOW_SETTINGS).any(|g| ident == g)
 }
 
 fn stream_ref_no_grouping(input: ParseStream) -> syn::Result<StreamRef> {

@@ -1,0 +1,136 @@
+//! Backpressure (chapter 9): overflow policies account for every record,
+//! backpressure watermarks pause and resume the sources, a permanently slow
+//! consumer is reported as thrashing, and the bottleneck is named.
+//!
+//! These jobs run a slow sink on purpose; their assertions hold whatever the
+//! machine's speed (exact counts, or conditions a slow sink always causes).
+
+use std::time::Duration;
+
+use streamwork::prelude::*;
+
+/// A sink that takes `micros` per record and counts what it receives.
+#[derive(Clone)]
+struct SlowSink {
+    micros: u64,
+    seen: CollectSink<u64>,
+}
+
+impl Sink for SlowSink {
+    type In = u64;
+    fn write(&mut self, record: Record<u64>) -> Result<(), ConnectorError> {
+        let until = std::time::Instant::now() + Duration::from_micros(self.micros);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let mut seen = self.seen.clone();
+        seen.write(record)?;
+        seen.flush()
+    }
+}
+
+#[operator]
+fn pass(value: u64, out: &mut Collector<u64>) {
+    out.emit(value);
+}
+
+fn run(policy: Overflow, events: u64, micros: u64) -> (JobReport, Vec<u64>) {
+    let seen = CollectSink::new();
+    let sink = SlowSink {
+        micros,
+        seen: seen.clone(),
+    };
+    let graph = job! {
+        batch_size 64;
+        source numbers = GeneratorSource::new(|i| i).take(events);
+        operator passed = Pass <- numbers;
+        sink slow = sink <- passed.capacity(2).overflow(policy);
+    }
+    .unwrap();
+    let report = graph.run().unwrap();
+    (report, seen.values())
+}
+
+#[test]
+fn dropping_policies_account_for_every_record() {
+    for policy in [
+        Overflow::DropNewest,
+        Overflow::DropOldest,
+        Overflow::Sample(4),
+    ] {
+        let events = 50_000;
+        let (report, delivered) = run(policy, events, 5);
+        let emitted = report.component("numbers").unwrap().records_out();
+        let dropped = report.component("slow").unwrap().dropped_in;
+        assert_eq!(emitted, events);
+        assert_eq!(emitted, dropped + delivered.len() as u64, "{policy:?}");
+        assert!(
+            dropped > 0,
+            "{policy:?}: a 5 µs sink behind a 2-batch queue must overflow"
+        );
+        let mut sorted = delivered.clone();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            delivered.len(),
+            "{policy:?} delivered a record twice"
+        );
+    }
+}
+
+#[test]
+fn blocking_loses_nothing_and_names_the_bottleneck() {
+    let (report, delivered) = run(Overflow::Block, 40_000, 25);
+    assert_eq!(delivered.len(), 40_000);
+    assert_eq!(report.component("slow").unwrap().dropped_in, 0);
+    assert_eq!(report.bottleneck.as_deref(), Some("slow"), "{report}");
+    let prometheus = streamwork::runtime::prometheus(&report);
+    assert!(
+        prometheus.contains("streamwork_bottleneck{component=\"slow\"} 1"),
+        "{prometheus}"
+    );
+    assert!(prometheus.contains("streamwork_backpressure_ratio{component="));
+}
+
+#[test]
+fn backpressure_watermarks_pause_and_resume_the_sources() {
+    let seen = CollectSink::new();
+    let sink = SlowSink {
+        micros: 20,
+        seen: seen.clone(),
+    };
+    let graph = job! {
+        batch_size 16;
+        source numbers = GeneratorSource::new(|i| i).take(20_000);
+        operator passed = Pass <- numbers;
+        sink slow = sink <- passed.capacity(8).pause_sources_above(0.75, 0.25);
+    }
+    .unwrap();
+    let report = graph.run().unwrap();
+    // The sources paused, and resumed: every record arrived.
+    assert!(report.source_pauses > 0, "{report}");
+    assert_eq!(seen.values().len(), 20_000);
+}
+
+#[test]
+fn a_permanently_slow_consumer_is_reported_as_thrashing() {
+    let seen = CollectSink::new();
+    let sink = SlowSink {
+        micros: 50,
+        seen: seen.clone(),
+    };
+    let graph = job! {
+        batch_size 8;
+        source numbers = GeneratorSource::new(|i| i).take(30_000);
+        operator passed = Pass <- numbers;
+        sink slow = sink <- passed.capacity(4).pause_sources_above(0.5, 0.25);
+    }
+    .unwrap();
+    let report = graph.run().unwrap();
+    let thrashing = report.thrashing.expect("pauses kept recurring");
+    assert!(
+        thrashing.contains("`slow`") && thrashing.contains("permanent shortfall"),
+        "{thrashing}"
+    );
+    assert_eq!(seen.values().len(), 30_000);
+}
