@@ -42,6 +42,7 @@ pub use streamwork_core as core;
 pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, job, operator};
 pub use streamwork_runtime as runtime;
+pub use streamwork_web as web;
 pub use streamwork_window as window;
 
 use streamwork_core::JobGraph;
@@ -53,6 +54,21 @@ pub trait Run {
     fn run(self) -> Result<JobReport, JobError>;
     /// Starts and returns a handle; see [`runtime::start`].
     fn start(self) -> Result<JobHandle, JobError>;
+    /// Starts, and serves the job page on `address` (such as
+    /// `127.0.0.1:7000`); the page stops when the returned view is dropped.
+    fn start_with_ui(self, address: &str) -> Result<(JobHandle, web::WebView), UiError>;
+}
+
+/// Why a job with its page could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UiError {
+    /// The job could not start.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// The page could not be served.
+    #[error(transparent)]
+    Web(#[from] web::WebError),
 }
 
 impl Run for JobGraph {
@@ -63,12 +79,19 @@ impl Run for JobGraph {
     fn start(self) -> Result<JobHandle, JobError> {
         streamwork_runtime::start(self)
     }
+
+    fn start_with_ui(self, address: &str) -> Result<(JobHandle, web::WebView), UiError> {
+        let plan = self.plan();
+        let handle = streamwork_runtime::start(self)?;
+        let view = web::serve(address, plan, handle.live_metrics())?;
+        Ok((handle, view))
+    }
 }
 
 /// Everything a job needs, in one import.
 pub mod prelude {
-    pub use crate::Run;
     pub use crate::{Outputs, job, operator};
+    pub use crate::{Run, UiError};
     pub use streamwork_connectors::{
         BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
         TcpLineSource, VecSource,

@@ -132,3 +132,30 @@ fn a_missing_input_file_fails_with_a_clear_error() {
     assert!(stderr.contains("/nonexistent/vehicles.txt"), "{stderr}");
     assert!(output.stdout.is_empty());
 }
+
+/// The chapter 9 example under every overflow policy: whatever the timing,
+/// every record the source emitted is either delivered or counted as dropped,
+/// and `block` drops nothing.
+#[test]
+fn backpressure_example_accounts_for_every_record_under_every_policy() {
+    for policy in ["block", "drop-newest", "drop-oldest", "sample"] {
+        let output = example("backpressure")
+            .args(["--duration-s", "0.5", "--sink-delay-us", "50"])
+            .args(["--overflow", policy])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{policy}: {stderr}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let last = stdout.lines().last().expect("a JSON line on stdout");
+        let line: serde_json::Value = serde_json::from_str(last).expect("valid JSON");
+        let count = |field: &str| line[field].as_u64().expect(field);
+        let (emitted, dropped, delivered) =
+            (count("emitted"), count("dropped"), count("delivered"));
+        assert!(emitted > 0, "{policy}: {last}");
+        assert_eq!(emitted, dropped + delivered, "{policy}: {last}");
+        if policy == "block" {
+            assert_eq!(dropped, 0, "{last}");
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use streamwork_core::exec::{FusedFailure, current_component};
 use streamwork_core::{JobGraph, TaskError};
@@ -186,6 +186,77 @@ pub struct JobHandle {
     started: Instant,
 }
 
+/// Reads a job's live measurements from any thread.
+#[derive(Clone)]
+pub struct LiveMetrics {
+    job: String,
+    registry: Arc<Registry>,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+}
+
+impl LiveMetrics {
+    /// How many times the monitor has looked at the job (every 250 ms while
+    /// it runs): a version number for the capacity measurements.
+    pub fn looks(&self) -> u64 {
+        self.registry
+            .monitor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .looks
+    }
+
+    /// Waits until the monitor has looked more than `after` times (or the
+    /// job has ended, or `timeout` has passed) and returns the number of
+    /// looks: a long poll, so a reader sees every new measurement once.
+    pub fn wait_for_look(&self, after: u64, timeout: Duration) -> u64 {
+        self.registry.wait_for_look(after, timeout)
+    }
+
+    /// The counts and measurements so far.
+    pub fn snapshot(&self) -> JobReport {
+        let registry = &self.registry;
+        let monitor = registry
+            .monitor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let components = registry
+            .components
+            .iter()
+            .enumerate()
+            .map(|(c, info)| ComponentReport {
+                name: info.name.clone(),
+                kind: info.kind,
+                instances: info
+                    .counters
+                    .iter()
+                    .map(|counters| InstanceReport {
+                        records_in: counters.records_in(),
+                        records_out: counters.records_out(),
+                    })
+                    .collect(),
+                capacity: monitor.capacity.get(c).cloned().unwrap_or_default(),
+                dropped_in: registry
+                    .edges
+                    .iter()
+                    .filter(|(_, to, _)| *to == c)
+                    .map(|(_, _, d)| d.load(Ordering::Relaxed))
+                    .sum(),
+            })
+            .collect();
+        JobReport {
+            job: self.job.clone(),
+            elapsed: self.started.elapsed(),
+            stopped: self.stop.load(Ordering::Relaxed),
+            components,
+            bottleneck: monitor.bottleneck,
+            thrashing: monitor.thrashing,
+            source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
+        }
+    }
+}
+
 /// Stops a running job gracefully from anywhere: sources end their streams,
 /// and everything in flight drains to the sinks.
 #[derive(Clone, Debug)]
@@ -249,44 +320,17 @@ impl JobHandle {
     /// The counts and measurements so far, while the job runs (capacity,
     /// bottleneck and thrashing as of the monitor's last look, every 250 ms).
     pub fn snapshot(&self) -> JobReport {
-        let registry = &self.registry;
-        let monitor = registry
-            .monitor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let components = registry
-            .components
-            .iter()
-            .enumerate()
-            .map(|(c, info)| ComponentReport {
-                name: info.name.clone(),
-                kind: info.kind,
-                instances: info
-                    .counters
-                    .iter()
-                    .map(|counters| InstanceReport {
-                        records_in: counters.records_in(),
-                        records_out: counters.records_out(),
-                    })
-                    .collect(),
-                capacity: monitor.capacity.get(c).cloned().unwrap_or_default(),
-                dropped_in: registry
-                    .edges
-                    .iter()
-                    .filter(|(_, to, _)| *to == c)
-                    .map(|(_, _, d)| d.load(Ordering::Relaxed))
-                    .sum(),
-            })
-            .collect();
-        JobReport {
+        self.live_metrics().snapshot()
+    }
+
+    /// A cheap, shareable reader of this job's live measurements (for a web
+    /// view or an exporter thread); it stays valid after the job ends.
+    pub fn live_metrics(&self) -> LiveMetrics {
+        LiveMetrics {
             job: self.job.clone(),
-            elapsed: self.started.elapsed(),
-            stopped: self.flags.stop.load(Ordering::Relaxed),
-            components,
-            bottleneck: monitor.bottleneck,
-            thrashing: monitor.thrashing,
-            source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
+            registry: self.registry.clone(),
+            stop: self.flags.stop.clone(),
+            started: self.started,
         }
     }
 

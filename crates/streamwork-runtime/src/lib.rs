@@ -55,7 +55,7 @@ mod task;
 mod wiring;
 
 pub use error::JobError;
-pub use handle::{JobHandle, StopHandle, run, start};
+pub use handle::{JobHandle, LiveMetrics, StopHandle, run, start};
 pub use metrics::Capacity;
 pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};
 pub use streamwork_core::JobGraph;

@@ -5,7 +5,7 @@
 //! facade.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use streamwork_core::exec::InstanceCounters;
@@ -99,6 +99,8 @@ pub(crate) struct Registry {
     /// Per component with backpressure watermarks on an input edge.
     pub(crate) pause_flags: Vec<(usize, Arc<PauseFlag>)>,
     pub(crate) monitor: Mutex<MonitorState>,
+    /// Notified after every look of the monitor.
+    pub(crate) looked: Condvar,
     pub(crate) stop: AtomicBool,
 }
 
@@ -151,9 +153,13 @@ pub(crate) struct MonitorState {
     pub(crate) capacity: Vec<Capacity>,
     pub(crate) bottleneck: Option<String>,
     pub(crate) thrashing: Option<String>,
+    /// How many times the monitor has looked.
+    pub(crate) looks: u64,
     last: Vec<Vec<Reading>>,
     last_at: Option<Instant>,
     episodes: Vec<(Instant, u64)>,
+    /// Records dropped on each edge at the last look.
+    last_dropped: Vec<u64>,
 }
 
 /// How often the monitor looks.
@@ -217,16 +223,31 @@ impl Registry {
         }
         state.last = last;
         state.last_at = Some(now);
+        // Components whose input edges dropped records in this interval: under
+        // pressure as much as if their upstreams had blocked.
+        let mut dropping = vec![false; self.components.len()];
+        let dropped: Vec<u64> = self
+            .edges
+            .iter()
+            .map(|(_, _, d)| d.load(Ordering::Relaxed))
+            .collect();
+        for (i, (_, to, _)) in self.edges.iter().enumerate() {
+            if dropped[i] > state.last_dropped.get(i).copied().unwrap_or(0) {
+                dropping[*to] = true;
+            }
+        }
+        state.last_dropped = dropped;
         // The bottleneck: the most downstream component that is busy while a
-        // component feeding it is blocked on it.
+        // component feeding it is blocked on it (or its inputs overflow).
         let bottleneck = (0..self.components.len()).rev().find(|&c| {
             let me = &capacity[c];
             me.busy >= 0.6
                 && me.backpressured <= 0.25
-                && self.components[c]
-                    .upstream
-                    .iter()
-                    .any(|&u| capacity[u].backpressured >= 0.25)
+                && (dropping[c]
+                    || self.components[c]
+                        .upstream
+                        .iter()
+                        .any(|&u| capacity[u].backpressured >= 0.25))
         });
         let bottleneck = bottleneck.map(|c| self.components[c].name.clone());
         if let Some(name) = &bottleneck
@@ -265,7 +286,32 @@ impl Registry {
             state.thrashing = Some(report);
         }
         state.capacity = capacity;
+        state.looks += 1;
         self.publish(&state);
+        drop(state);
+        self.looked.notify_all();
+    }
+
+    /// Waits until the monitor has looked more than `after` times, or the
+    /// job's monitor has stopped, or `timeout` has passed; returns the number
+    /// of looks so far.
+    pub(crate) fn wait_for_look(&self, after: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.monitor.lock().unwrap_or_else(|p| p.into_inner());
+        while state.looks <= after && !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            // Bounded waits: a stop is noticed within one monitor interval.
+            let wait = (deadline - now).min(MONITOR_INTERVAL);
+            state = self
+                .looked
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        state.looks
     }
 
     fn publish(&self, state: &MonitorState) {

@@ -422,6 +422,7 @@ impl<'g> Builder<'g> {
                 .map(|(n, f)| (*n, f.clone()))
                 .collect(),
             monitor: Default::default(),
+            looked: Default::default(),
             stop: AtomicBool::new(false),
         }
     }

@@ -1,0 +1,71 @@
+//! The plan and the metrics as JSON, for the page and for tools.
+
+use serde_json::{Value, json};
+use streamwork_core::JobPlan;
+use streamwork_runtime::JobReport;
+
+/// `/plan.json`: components (name, kind, parallelism, inputs, channels) and edges.
+pub(crate) fn plan(plan: &JobPlan) -> String {
+    let components: Vec<Value> = plan
+        .components
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "kind": c.kind.to_string(),
+                "parallelism": c.parallelism,
+                "inputs": c.inputs.iter().map(|(n, t)| json!({"name": n, "type": t})).collect::<Vec<_>>(),
+                "channels": c.channels.iter().map(|(n, t)| json!({"name": n, "type": t})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let edges: Vec<Value> = plan
+        .edges
+        .iter()
+        .map(|e| {
+            json!({
+                "from": e.from,
+                "channel": e.channel,
+                "to": e.to,
+                "port": e.port,
+                "grouping": e.grouping.to_string(),
+            })
+        })
+        .collect();
+    json!({"name": plan.name, "components": components, "edges": edges}).to_string()
+}
+
+/// `/metrics.json`: the live report as of the monitor's `look`-th look.
+pub(crate) fn metrics(report: &JobReport, look: u64) -> String {
+    let components: Vec<Value> = report
+        .components
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "records_in": c.records_in(),
+                "records_out": c.records_out(),
+                "in_per_sec": c.capacity.in_per_sec,
+                "out_per_sec": c.capacity.out_per_sec,
+                "busy": c.capacity.busy,
+                "idle": c.capacity.idle,
+                "backpressured": c.capacity.backpressured,
+                "queue_occupancy": c.capacity.queue_occupancy,
+                "utilization": c.capacity.utilization(),
+                "headroom": c.capacity.headroom(),
+                "dropped_in": c.dropped_in,
+            })
+        })
+        .collect();
+    json!({
+        "job": report.job,
+        "look": look,
+        "elapsed_s": report.elapsed.as_secs_f64(),
+        "stopped": report.stopped,
+        "bottleneck": report.bottleneck,
+        "thrashing": report.thrashing,
+        "source_pauses": report.source_pauses,
+        "components": components,
+    })
+    .to_string()
+}

@@ -1,0 +1,199 @@
+//! The job page: `/plan.json`, Prometheus `/metrics`, and the page itself in
+//! a real headless Chromium (skipped, saying so, where none is installed;
+//! `.ci/run` installs it so CI never skips).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use streamwork::prelude::*;
+
+#[derive(Clone)]
+struct SleepySink;
+
+impl Sink for SleepySink {
+    type In = u64;
+    fn write(&mut self, _: Record<u64>) -> Result<(), ConnectorError> {
+        std::thread::sleep(Duration::from_micros(50));
+        Ok(())
+    }
+}
+
+#[operator]
+fn stage(value: u64, out: &mut Collector<u64>) {
+    out.emit(value + 1);
+}
+
+fn start() -> (JobHandle, streamwork::web::WebView) {
+    let graph = job! {
+        name "page";
+        source numbers = GeneratorSource::new(|i| i);
+        operator staged[2] = Stage <- numbers.shuffle();
+        sink slow = SleepySink <- staged.global().capacity(2);
+    }
+    .unwrap();
+    graph.start_with_ui("127.0.0.1:0").unwrap()
+}
+
+fn get(address: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{path}: {response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn plan_and_prometheus_metrics_are_served() {
+    let (job, page) = start();
+    let plan: serde_json::Value = serde_json::from_str(&get(page.address(), "/plan.json")).unwrap();
+    let components: Vec<(String, u64)> = plan["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["parallelism"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        components,
+        vec![
+            ("numbers".into(), 1),
+            ("staged".into(), 2),
+            ("slow".into(), 1)
+        ]
+    );
+    assert_eq!(plan["edges"].as_array().unwrap().len(), 2);
+    assert_eq!(plan["edges"][1]["grouping"], "global");
+    // Let the monitor look a few times.
+    std::thread::sleep(Duration::from_millis(800));
+    let metrics = get(page.address(), "/metrics");
+    assert!(
+        metrics.contains("streamwork_backpressure_ratio{component=\"staged\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("streamwork_records_in_total{component=\"slow\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("# TYPE streamwork_utilization gauge"));
+    let page_html = get(page.address(), "/");
+    assert!(
+        page_html.contains("<svg")
+            && !page_html.contains("http://cdn")
+            && !page_html.contains("https://")
+    );
+    job.stop();
+    job.join().unwrap();
+}
+
+#[test]
+fn a_long_poll_answers_with_the_next_look_of_the_monitor() {
+    let (job, page) = start();
+    let look = |path: &str| -> u64 {
+        let m: serde_json::Value = serde_json::from_str(&get(page.address(), path)).unwrap();
+        m["look"].as_u64().unwrap()
+    };
+    let first = look("/metrics.json");
+    // Each long poll waits at most 2 s; the monitor looks every 250 ms. A
+    // bounded number of tries keeps the test independent of machine load.
+    let mut next = first;
+    for _ in 0..50 {
+        next = look(&format!("/metrics.json?after={first}"));
+        if next > first {
+            break;
+        }
+    }
+    assert!(
+        next > first,
+        "the monitor never looked again after look {first}"
+    );
+    job.stop();
+    job.join().unwrap();
+    // After the end, a long poll answers at once with the last look.
+    let last = look(&format!("/metrics.json?after={}", u64::MAX - 1));
+    assert!(last >= next);
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| {
+            Command::new(name)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[test]
+fn the_page_draws_the_graph_and_its_metrics_change_in_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("STREAMWORK_REQUIRE_BROWSER").is_none(),
+            "STREAMWORK_REQUIRE_BROWSER is set but no Chromium is installed"
+        );
+        println!("skipped: no Chromium installed (apt-get install chromium); .ci/run installs it");
+        return;
+    };
+    let (job, page) = start();
+    let profile = std::env::temp_dir().join(format!("streamwork-chromium-{}", std::process::id()));
+    let output = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=2000", "--dump-dom"])
+        .arg(format!("http://{}/", page.address()))
+        .output()
+        .expect("run chromium");
+    job.stop();
+    job.join().unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    for node in ["node-numbers", "node-staged", "node-slow"] {
+        assert!(
+            dom.contains(&format!("id=\"{node}\"")),
+            "the graph has no {node}: {dom}"
+        );
+    }
+    let attribute = |name: &str| -> u64 {
+        let start = dom
+            .find(&format!("{name}=\""))
+            .unwrap_or_else(|| panic!("no {name} in {dom}"))
+            + name.len()
+            + 2;
+        dom[start..].split('"').next().unwrap().parse().unwrap()
+    };
+    assert!(attribute("data-updates") >= 2, "the metrics refreshed");
+    assert!(
+        attribute("data-last-total") > attribute("data-first-total"),
+        "the metrics changed between refreshes"
+    );
+    assert!(
+        dom.contains("busy ") && dom.contains("/s"),
+        "the nodes show rates and utilization"
+    );
+}
