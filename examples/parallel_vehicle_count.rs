@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
         )?;
         let handle = graph.start()?;
         handle.stop_on_ctrl_c()?;
-        let report = handle.join()?;
+        let report = common::join_with_progress(handle, &args.input)?;
         common::print_summary(&report, &LineSource::describe(&args.input), &errors);
         vehicles::explain(grouping, args.parallelism, &spread.values(), &report);
     }

@@ -47,7 +47,7 @@ fn main() -> anyhow::Result<()> {
     )?;
     let handle = graph.start()?;
     handle.stop_on_ctrl_c()?;
-    let report = handle.join()?;
+    let report = common::join_with_progress(handle, &args.input)?;
     common::print_summary(&report, &LineSource::describe(&args.input), &errors);
     vehicles::explain(args.grouping, args.parallelism, &spread.values(), &report);
     Ok(())

@@ -140,7 +140,7 @@ fn main() -> anyhow::Result<()> {
     }?;
     let handle = graph.start()?;
     handle.stop_on_ctrl_c()?;
-    let report = handle.join()?;
+    let report = common::join_with_progress(handle, &input)?;
     common::print_summary(&report, &LineSource::describe(&input), &errors);
     eprintln!(
         "late events beyond the allowed lateness (all three window operators): {}",

@@ -1,5 +1,6 @@
 //! What the examples share: where lines come from (generated, a file, or the
-//! book's TCP reader), and printing a summary.
+//! book's TCP reader), a progress bar while a bounded job runs, and printing a
+//! summary.
 
 #![allow(dead_code)]
 
@@ -8,6 +9,7 @@ pub mod vehicles;
 use std::path::PathBuf;
 
 use streamwork::connectors::file::Lines;
+use streamwork::core::graph::ComponentKind;
 use streamwork::prelude::*;
 
 /// Where a job's input lines come from.
@@ -128,6 +130,52 @@ pub fn vehicle_type(seq: u64) -> &'static str {
         pick -= weight;
     }
     VEHICLE_TYPES[0].0
+}
+
+/// Waits for the job to end, showing a progress bar on a terminal while a
+/// bounded input is read (events so far, events/s, and the share done when the
+/// number of events is known); then returns its report.
+pub fn join_with_progress(handle: JobHandle, args: &InputArgs) -> Result<JobReport, JobError> {
+    use indicatif::{ProgressBar, ProgressStyle};
+    // A live (TCP) input has no end to make progress towards.
+    if LineSource::is_live(args) || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return handle.join();
+    }
+    let bar = match &args.input {
+        Some(_) => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {human_pos} events read  {msg}  {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+        None => ProgressBar::new(args.events).with_style(
+            ProgressStyle::with_template(
+                "[{bar:30}] {human_pos}/{human_len} events  {msg}  eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        ),
+    };
+    let metrics = handle.live_metrics();
+    let mut last = (std::time::Instant::now(), 0u64);
+    while !handle.is_finished() {
+        let read = metrics
+            .snapshot()
+            .components
+            .iter()
+            .filter(|c| c.kind == ComponentKind::Source)
+            .map(|source| source.records_out())
+            .sum();
+        bar.set_position(read);
+        let now = std::time::Instant::now();
+        let seconds = now.duration_since(last.0).as_secs_f64();
+        if seconds >= 0.5 {
+            let rate = read.saturating_sub(last.1) as f64 / seconds;
+            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
+            last = (now, read);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    bar.finish_and_clear();
+    handle.join()
 }
 
 /// Prints the job's report and the malformed input count on stderr.
