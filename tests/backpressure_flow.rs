@@ -134,3 +134,46 @@ fn a_permanently_slow_consumer_is_reported_as_thrashing() {
     );
     assert_eq!(seen.values().len(), 30_000);
 }
+
+/// Event time an hour behind the wall clock shows as an hour of watermark lag
+/// at the component downstream of the watermarks, in the live metrics and in
+/// Prometheus text.
+#[test]
+fn the_watermark_lag_is_measured_and_published() {
+    let an_hour_ago = streamwork::core::timer::wall_clock().millis() - 3_600_000;
+    let graph = job! {
+        batch_size 64;
+        source numbers = GeneratorSource::new(|i| i).rate(100_000.0);
+        operator timed = Watermarks::monotonic().timestamps(move |i: &u64| Timestamp::from_millis(an_hour_ago + (*i as i64 % 1000))) <- numbers;
+        operator passed[2] = Pass <- timed.shuffle();
+        sink out = CollectSink::<u64>::new() <- passed.global();
+    }
+    .unwrap();
+    let job = graph.start().unwrap();
+    let metrics = job.live_metrics();
+    // Bounded: each wait is at most 2 s; the monitor looks every 250 ms.
+    let mut lag = None;
+    let mut look = 0;
+    for _ in 0..100 {
+        look = metrics.wait_for_look(look, Duration::from_secs(2));
+        lag = metrics
+            .snapshot()
+            .component("passed")
+            .and_then(|c| c.capacity.watermark_lag_ms);
+        if lag.is_some() {
+            break;
+        }
+    }
+    let text = streamwork::runtime::prometheus(&metrics.snapshot());
+    job.stop();
+    job.join().unwrap();
+    let lag = lag.expect("a watermark reached `passed`");
+    assert!(
+        (3_599_000..3_600_000 + 600_000).contains(&lag),
+        "an hour behind, give or take: {lag} ms"
+    );
+    assert!(
+        text.contains("streamwork_watermark_lag_ms{component=\"passed\"}"),
+        "{text}"
+    );
+}

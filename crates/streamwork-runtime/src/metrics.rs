@@ -4,12 +4,13 @@
 //! bottleneck, reports thrashing, and publishes it all through the `metrics`
 //! facade.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use streamwork_core::exec::InstanceCounters;
 use streamwork_core::graph::ComponentKind;
+use streamwork_core::time::Timestamp;
 
 /// What one task (thread) spends its time on, written by the task itself.
 /// Busy time is the rest: wall time minus idle minus backpressured.
@@ -20,6 +21,8 @@ pub struct TaskTimes {
     backpressured_ns: AtomicU64,
     /// Fullness of the task's input queues, in thousandths.
     occupancy_permille: AtomicU64,
+    /// The event time at the task's input, in milliseconds (`i64::MIN`: none yet).
+    watermark_ms: AtomicI64,
 }
 
 impl Default for TaskTimes {
@@ -29,6 +32,7 @@ impl Default for TaskTimes {
             idle_ns: AtomicU64::new(0),
             backpressured_ns: AtomicU64::new(0),
             occupancy_permille: AtomicU64::new(0),
+            watermark_ms: AtomicI64::new(i64::MIN),
         }
     }
 }
@@ -49,6 +53,18 @@ impl TaskTimes {
             (fraction.clamp(0.0, 1.0) * 1000.0) as u64,
             Ordering::Relaxed,
         );
+    }
+
+    pub(crate) fn set_watermark(&self, watermark: Timestamp) {
+        self.watermark_ms
+            .store(watermark.millis(), Ordering::Relaxed);
+    }
+
+    /// The event time at the task's input, once a watermark has arrived and
+    /// before the end of input.
+    fn watermark(&self) -> Option<i64> {
+        let ms = self.watermark_ms.load(Ordering::Relaxed);
+        (ms != i64::MIN && ms != Timestamp::MAX.millis()).then_some(ms)
     }
 
     fn read(&self) -> (u64, u64, u64, f64) {
@@ -129,6 +145,14 @@ pub struct Capacity {
     pub backpressured: f64,
     /// Fullness of the input queues, on average.
     pub queue_occupancy: f64,
+    /// The component's event time: the lowest watermark at its instances'
+    /// inputs, in milliseconds (none before the first watermark, or for a
+    /// component whose input carries none).
+    pub watermark_ms: Option<i64>,
+    /// Wall-clock time minus the watermark, in milliseconds: how far event
+    /// time trails real time (meaningful when event times are wall-clock
+    /// times, as from a live source).
+    pub watermark_lag_ms: Option<i64>,
 }
 
 impl Capacity {
@@ -213,6 +237,17 @@ impl Registry {
                     sum.out_per_sec += dout as f64 / interval;
                 }
             }
+            sum.watermark_ms = component
+                .times
+                .iter()
+                .map(|t| t.watermark())
+                .min()
+                .flatten();
+            sum.watermark_lag_ms = sum.watermark_ms.map(|w| {
+                streamwork_core::timer::wall_clock()
+                    .millis()
+                    .saturating_sub(w)
+            });
             let n = component.counters.len().max(1) as f64;
             sum.busy /= n;
             sum.idle /= n;
@@ -329,6 +364,10 @@ impl Registry {
                 .set(capacity.backpressured);
             metrics::gauge!("streamwork_idle_ratio", "component" => name.clone())
                 .set(capacity.idle);
+            if let Some(lag) = capacity.watermark_lag_ms {
+                metrics::gauge!("streamwork_watermark_lag_ms", "component" => name.clone())
+                    .set(lag as f64);
+            }
             metrics::histogram!("streamwork_queue_occupancy", "component" => name)
                 .record(capacity.queue_occupancy);
         }

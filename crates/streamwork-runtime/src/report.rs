@@ -186,6 +186,20 @@ pub fn prometheus(report: &JobReport) -> String {
     }
     let _ = writeln!(
         out,
+        "# HELP streamwork_watermark_lag_ms Wall-clock time minus the component's watermark."
+    );
+    let _ = writeln!(out, "# TYPE streamwork_watermark_lag_ms gauge");
+    for c in &report.components {
+        if let Some(lag) = c.capacity.watermark_lag_ms {
+            let _ = writeln!(
+                out,
+                "streamwork_watermark_lag_ms{{component=\"{}\"}} {lag}",
+                c.name.replace('"', "'"),
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
         "# HELP streamwork_bottleneck The component found to be the bottleneck (1)."
     );
     let _ = writeln!(out, "# TYPE streamwork_bottleneck gauge");

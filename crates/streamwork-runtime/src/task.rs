@@ -182,10 +182,13 @@ impl EventClock {
     }
 }
 
-fn apply(task: &mut dyn InputTask, change: Change) -> Result<(), TaskError> {
+fn apply(task: &mut dyn InputTask, change: Change, times: &TaskTimes) -> Result<(), TaskError> {
     match change {
         Change::None => Ok(()),
-        Change::Advanced(watermark) => task.on_watermark(watermark),
+        Change::Advanced(watermark) => {
+            times.set_watermark(watermark);
+            task.on_watermark(watermark)
+        }
         Change::BecameIdle => task.on_idle(),
     }
 }
@@ -297,22 +300,22 @@ fn run_input_loop(
         match envelope.payload {
             Payload::Batch(batch) => {
                 let change = clock.activity(port, from);
-                apply(task, change)?;
+                apply(task, change, times)?;
                 task.on_batch(port, from, batch)?;
             }
             Payload::Control(Control::Watermark(watermark)) => {
                 let change = clock.watermark(port, from, watermark);
-                apply(task, change)?;
+                apply(task, change, times)?;
             }
             Payload::Control(Control::Idle) => {
                 let change = clock.idle(port, from);
-                apply(task, change)?;
+                apply(task, change, times)?;
             }
             Payload::Control(Control::EndOfStream) => {
                 active.remove(slot);
                 remaining[port] -= 1;
                 let change = clock.ended(port, from);
-                apply(task, change)?;
+                apply(task, change, times)?;
                 if remaining[port] == 0 {
                     task.on_port_end(port)?;
                 }

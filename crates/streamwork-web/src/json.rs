@@ -54,6 +54,8 @@ pub(crate) fn metrics(report: &JobReport, look: u64) -> String {
                 "utilization": c.capacity.utilization(),
                 "headroom": c.capacity.headroom(),
                 "dropped_in": c.dropped_in,
+                "watermark_ms": c.capacity.watermark_ms,
+                "watermark_lag_ms": c.capacity.watermark_lag_ms,
             })
         })
         .collect();
