@@ -1,0 +1,74 @@
+//! What can go wrong writing or reading checkpoints.
+
+use std::path::PathBuf;
+
+/// A checkpoint could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The file system refused an operation.
+    #[error("checkpoint log: cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done ("create", "write", "map", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The directory holds no complete, intact checkpoint.
+    #[error(
+        "no usable checkpoint in {dir}{}: start the job without restoring, or point it at another checkpoint directory",
+        if skipped.is_empty() { String::new() } else { format!(" (skipped: {})", skipped.join("; ")) }
+    )]
+    NoCheckpoint {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// What was found and could not be used.
+        skipped: Vec<String>,
+    },
+    /// A payload is not a valid archive of the type asked for.
+    #[error(
+        "the snapshot of operator {operator:#x} part {part} in checkpoint {checkpoint} is not a valid archive of `{type_name}`: {reason}"
+    )]
+    InvalidArchive {
+        /// The checkpoint.
+        checkpoint: u64,
+        /// The operator's id.
+        operator: u64,
+        /// The instance index or first key group.
+        part: u32,
+        /// The type asked for.
+        type_name: &'static str,
+        /// What rkyv's validation found.
+        reason: String,
+    },
+    /// A value could not be archived.
+    #[error("cannot archive a value of `{type_name}`: {reason}")]
+    Serialize {
+        /// The value's type.
+        type_name: &'static str,
+        /// What rkyv said.
+        reason: String,
+    },
+    /// A snapshot larger than a record can describe.
+    #[error("a snapshot of {len} bytes does not fit in a checkpoint log record")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+    },
+}
+
+impl StateError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        StateError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

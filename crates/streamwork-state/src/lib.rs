@@ -1,0 +1,46 @@
+//! Streamwork's checkpoint storage (chapter 10): the checkpoint log.
+//!
+//! A checkpoint directory holds append-only segment files. Each instance's
+//! snapshot is one record, an rkyv archive framed with its length, checksum,
+//! checkpoint id, operator id, part (instance index or key-group range) and
+//! schema version; once every snapshot of a checkpoint is written and
+//! flushed, a commit record makes the checkpoint complete. Loading maps the
+//! segments with memmap2, checks every frame and checksum, and reads the
+//! archives in place; a torn or damaged tail costs only the checkpoints it
+//! touched, and the newest complete one is used. Old checkpoints are reclaimed
+//! a segment at a time.
+//!
+//! Not here: the barriers, the coordinator and the operators' state types,
+//! which decide *what* goes into a snapshot; this crate decides how it is
+//! stored and read back safely.
+//!
+//! ```
+//! # fn main() -> Result<(), streamwork_state::StateError> {
+//! use streamwork_state::{CheckpointLog, LogOptions, archive, load_latest};
+//!
+//! let dir = std::env::temp_dir().join(format!("swlog-crate-doc-{}", std::process::id()));
+//! let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
+//! let id = log.next_checkpoint_id();
+//! // Two instances of operator 7 snapshot their (key, count) pairs.
+//! log.append_snapshot(id, 7, 0, 1, &archive(&vec![(1u64, 10u64)])?)?;
+//! log.append_snapshot(id, 7, 1, 1, &archive(&vec![(2u64, 20u64)])?)?;
+//! log.commit(id, 2)?;
+//!
+//! let checkpoint = load_latest(&dir)?;
+//! let counts: Vec<(u64, u64)> = checkpoint.snapshot(7, 1).unwrap().deserialize()?;
+//! assert_eq!(counts, vec![(2, 20)]);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod log;
+mod record;
+mod snapshot;
+
+pub use error::StateError;
+pub use log::{CheckpointLog, LogOptions, load_latest};
+pub use snapshot::{Checkpoint, Snapshot, archive};

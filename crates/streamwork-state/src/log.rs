@@ -1,0 +1,414 @@
+//! The checkpoint log: append-only segment files in a checkpoint directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::error::StateError;
+use crate::record::{ALIGN, BadHeader, HEADER_LEN, Header, Kind};
+use crate::snapshot::{Checkpoint, Entry};
+
+const SEGMENT_SUFFIX: &str = "swlog";
+
+/// How a [`CheckpointLog`] writes.
+#[derive(Clone, Debug)]
+pub struct LogOptions {
+    /// A segment file is closed and a new one started once it would exceed
+    /// this size (a single larger snapshot gets a segment of its own).
+    pub segment_bytes: u64,
+    /// Complete checkpoints kept; segments holding only older ones are deleted.
+    pub retain: usize,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_bytes: 64 << 20,
+            retain: 3,
+        }
+    }
+}
+
+/// The writing end of a checkpoint directory.
+///
+/// Instances' snapshots are appended as they arrive; [`commit`](Self::commit)
+/// makes them durable and then appends the commit record that makes the
+/// checkpoint complete. A writer never appends to a segment it did not
+/// create, so whatever a crash left at the end of an older segment is never
+/// built upon.
+///
+/// ```
+/// # fn main() -> Result<(), streamwork_state::StateError> {
+/// use streamwork_state::{CheckpointLog, LogOptions, archive, load_latest};
+/// let dir = std::env::temp_dir().join(format!("swlog-doc-{}", std::process::id()));
+/// let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
+/// let id = log.next_checkpoint_id();
+/// log.append_snapshot(id, 42, 0, 1, &archive(&vec![1u64, 2, 3])?)?;
+/// log.commit(id, 1)?;
+/// let checkpoint = load_latest(&dir)?;
+/// let counts = checkpoint.snapshot(42, 0).unwrap().access::<Vec<u64>>()?;
+/// assert_eq!(counts.len(), 3);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+pub struct CheckpointLog {
+    dir: PathBuf,
+    options: LogOptions,
+    /// Every segment, oldest first, with the newest checkpoint it mentions.
+    segments: Vec<(PathBuf, Option<u64>)>,
+    active: Option<Active>,
+    complete: BTreeSet<u64>,
+    next_id: u64,
+    next_seq: u64,
+}
+
+struct Active {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl CheckpointLog {
+    /// Opens (creating it if need be) the checkpoint directory `dir`.
+    pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Self, StateError> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| StateError::io("create", &dir, e))?;
+        let scan = scan(&dir)?;
+        let complete: BTreeSet<u64> = scan.commits.keys().copied().collect();
+        let newest = scan
+            .entries
+            .iter()
+            .map(|e| e.checkpoint)
+            .chain(scan.commits.keys().copied())
+            .max();
+        let next_seq = scan.segments.iter().map(|s| s.seq + 1).max().unwrap_or(0);
+        Ok(CheckpointLog {
+            dir,
+            options,
+            segments: scan
+                .segments
+                .into_iter()
+                .map(|s| (s.path, s.newest))
+                .collect(),
+            active: None,
+            complete,
+            next_id: newest.map_or(1, |n| n + 1),
+            next_seq,
+        })
+    }
+
+    /// The directory written to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// An id greater than any checkpoint id the directory mentions, complete
+    /// or not: ids never repeat, across restarts too.
+    pub fn next_checkpoint_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Ids of the complete checkpoints still kept, oldest first.
+    pub fn complete_checkpoints(&self) -> impl Iterator<Item = u64> + '_ {
+        self.complete.iter().copied()
+    }
+
+    /// Appends one instance's snapshot of one operator for `checkpoint`.
+    /// `part` is the instance index (or the first key group of the range the
+    /// snapshot covers); `schema` is the version of the payload's layout.
+    /// The payload should be an rkyv archive ([`archive`](crate::archive)).
+    pub fn append_snapshot(
+        &mut self,
+        checkpoint: u64,
+        operator: u64,
+        part: u32,
+        schema: u32,
+        payload: &[u8],
+    ) -> Result<(), StateError> {
+        let header = Header {
+            kind: Kind::Snapshot,
+            checkpoint,
+            operator,
+            part,
+            schema,
+            len: payload.len() as u64,
+            payload_crc: crc32fast::hash(payload),
+        };
+        self.append(header, payload)
+    }
+
+    /// Completes `checkpoint`, made of `snapshots` snapshots appended before:
+    /// flushes them durably, appends the commit record and flushes it, then
+    /// reclaims the segments no retained checkpoint needs.
+    pub fn commit(&mut self, checkpoint: u64, snapshots: u32) -> Result<(), StateError> {
+        self.sync()?;
+        let header = Header {
+            kind: Kind::Commit,
+            checkpoint,
+            operator: 0,
+            part: snapshots,
+            schema: 0,
+            len: 0,
+            payload_crc: crc32fast::hash(&[]),
+        };
+        self.append(header, &[])?;
+        self.sync()?;
+        self.complete.insert(checkpoint);
+        self.next_id = self.next_id.max(checkpoint + 1);
+        self.reclaim()
+    }
+
+    fn sync(&mut self) -> Result<(), StateError> {
+        if let Some(active) = &self.active {
+            active
+                .file
+                .sync_data()
+                .map_err(|e| StateError::io("flush", &active.path, e))?;
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, header: Header, payload: &[u8]) -> Result<(), StateError> {
+        let record_len = header
+            .record_len()
+            .ok_or(StateError::TooLarge { len: payload.len() })?;
+        let roll = self
+            .active
+            .as_ref()
+            .is_none_or(|a| a.len > 0 && a.len + record_len > self.options.segment_bytes);
+        if roll {
+            self.sync()?;
+            self.start_segment()?;
+        }
+        let checkpoint = header.checkpoint;
+        let Some(active) = self.active.as_mut() else {
+            unreachable!("a segment was just started")
+        };
+        let padding = (record_len as usize) - HEADER_LEN - payload.len();
+        let write = |file: &mut File| -> std::io::Result<()> {
+            file.write_all(&header.encode())?;
+            file.write_all(payload)?;
+            file.write_all(&[0u8; ALIGN][..padding])
+        };
+        write(&mut active.file).map_err(|e| StateError::io("write", &active.path, e))?;
+        active.len += record_len;
+        if let Some((_, newest)) = self.segments.last_mut() {
+            *newest = Some(newest.map_or(checkpoint, |n| n.max(checkpoint)));
+        }
+        self.next_id = self.next_id.max(checkpoint + 1);
+        Ok(())
+    }
+
+    fn start_segment(&mut self) -> Result<(), StateError> {
+        let path = self
+            .dir
+            .join(format!("{:020}.{SEGMENT_SUFFIX}", self.next_seq));
+        self.next_seq += 1;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| StateError::io("create", &path, e))?;
+        // The new name must survive a crash as much as its contents.
+        if let Ok(dir) = File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        self.segments.push((path.clone(), None));
+        self.active = Some(Active { file, path, len: 0 });
+        Ok(())
+    }
+
+    /// Deletes segments that hold nothing a retained checkpoint needs.
+    fn reclaim(&mut self) -> Result<(), StateError> {
+        let retain = self.options.retain.max(1);
+        if self.complete.len() <= retain {
+            return Ok(());
+        }
+        let oldest_kept = *self
+            .complete
+            .iter()
+            .nth_back(retain - 1)
+            .unwrap_or_else(|| unreachable!("more than `retain` complete checkpoints"));
+        self.complete.retain(|&id| id >= oldest_kept);
+        let active = self.active.as_ref().map(|a| a.path.clone());
+        let mut kept = Vec::with_capacity(self.segments.len());
+        for (path, newest) in std::mem::take(&mut self.segments) {
+            let needed = newest.is_some_and(|n| n >= oldest_kept);
+            if needed || Some(&path) == active.as_ref() {
+                kept.push((path, newest));
+            } else if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!("checkpoint log: cannot delete {}: {e}", path.display());
+                kept.push((path, newest));
+            }
+        }
+        self.segments = kept;
+        Ok(())
+    }
+}
+
+/// Loads the newest complete, intact checkpoint of `dir`, memory-mapped.
+///
+/// Every record is framed by a checksummed header; a torn or damaged tail of
+/// a segment ends that segment's reading, a snapshot whose payload fails its
+/// checksum makes its checkpoint unusable, and so does a commit record whose
+/// snapshots are not all there. The newest checkpoint that survives all of
+/// it is returned, with what was skipped on the way in
+/// [`Checkpoint::skipped`] (and logged as warnings).
+pub fn load_latest(dir: impl AsRef<Path>) -> Result<Checkpoint, StateError> {
+    let dir = dir.as_ref();
+    let scan = scan(dir)?;
+    let mut skipped = scan.skipped;
+    for (&id, &expected) in scan.commits.iter().rev() {
+        // The last copy of a (operator, part) wins.
+        let mut parts: BTreeMap<(u64, u32), &Entry> = BTreeMap::new();
+        for entry in scan.entries.iter().filter(|e| e.checkpoint == id) {
+            parts.insert((entry.operator, entry.part), entry);
+        }
+        if parts.len() != expected as usize {
+            skipped.push(format!(
+                "checkpoint {id}: committed with {expected} snapshots but {} are readable",
+                parts.len()
+            ));
+            continue;
+        }
+        let damaged = parts.values().find(|e| {
+            let bytes = &scan.maps[e.segment][e.offset..e.offset + e.len];
+            crc32fast::hash(bytes) != e.crc
+        });
+        if let Some(e) = damaged {
+            skipped.push(format!(
+                "checkpoint {id}: the snapshot of operator {:#x} part {} fails its checksum",
+                e.operator, e.part
+            ));
+            continue;
+        }
+        for line in &skipped {
+            tracing::warn!("checkpoint log {}: skipped {line}", dir.display());
+        }
+        let snapshots = parts.into_values().cloned().collect();
+        return Ok(Checkpoint::new(id, scan.maps, snapshots, skipped));
+    }
+    Err(StateError::NoCheckpoint {
+        dir: dir.to_path_buf(),
+        skipped,
+    })
+}
+
+struct Segment {
+    seq: u64,
+    path: PathBuf,
+    newest: Option<u64>,
+}
+
+struct Scan {
+    segments: Vec<Segment>,
+    maps: Vec<Arc<Mmap>>,
+    entries: Vec<Entry>,
+    /// Committed checkpoint id → number of snapshots.
+    commits: BTreeMap<u64, u32>,
+    skipped: Vec<String>,
+}
+
+fn scan(dir: &Path) -> Result<Scan, StateError> {
+    let listing = std::fs::read_dir(dir).map_err(|e| StateError::io("read", dir, e))?;
+    let mut found = Vec::new();
+    for item in listing {
+        let item = item.map_err(|e| StateError::io("read", dir, e))?;
+        let path = item.path();
+        let seq = path
+            .extension()
+            .filter(|ext| *ext == SEGMENT_SUFFIX)
+            .and_then(|_| path.file_stem())
+            .and_then(|stem| stem.to_str())
+            .and_then(|stem| stem.parse::<u64>().ok());
+        if let Some(seq) = seq {
+            found.push((seq, path));
+        }
+    }
+    found.sort();
+    let mut scan = Scan {
+        segments: Vec::new(),
+        maps: Vec::new(),
+        entries: Vec::new(),
+        commits: BTreeMap::new(),
+        skipped: Vec::new(),
+    };
+    for (seq, path) in found {
+        let map = Arc::new(map(&path)?);
+        let index = scan.maps.len();
+        let mut newest = None;
+        let mut offset = 0usize;
+        let bytes: &[u8] = &map;
+        while offset < bytes.len() {
+            let rest = &bytes[offset..];
+            let header = match Header::decode(rest) {
+                Ok(header) => header,
+                Err(bad) => {
+                    let what = match bad {
+                        BadHeader::Short => "a torn record",
+                        BadHeader::Invalid => "a damaged or torn record",
+                    };
+                    scan.skipped.push(format!(
+                        "{}: {what} at byte {offset}, {} bytes unread",
+                        path.display(),
+                        rest.len()
+                    ));
+                    break;
+                }
+            };
+            let record_len = header
+                .record_len()
+                .filter(|&n| n <= rest.len() as u64)
+                .map(|n| n as usize);
+            let Some(record_len) = record_len else {
+                scan.skipped.push(format!(
+                    "{}: a torn record at byte {offset} ({} of its {} payload bytes present)",
+                    path.display(),
+                    rest.len().saturating_sub(HEADER_LEN),
+                    header.len
+                ));
+                break;
+            };
+            newest = Some(newest.map_or(header.checkpoint, |n: u64| n.max(header.checkpoint)));
+            match header.kind {
+                Kind::Snapshot => scan.entries.push(Entry {
+                    checkpoint: header.checkpoint,
+                    operator: header.operator,
+                    part: header.part,
+                    schema: header.schema,
+                    segment: index,
+                    offset: offset + HEADER_LEN,
+                    len: header.len as usize,
+                    crc: header.payload_crc,
+                }),
+                Kind::Commit => {
+                    scan.commits.insert(header.checkpoint, header.part);
+                }
+            }
+            offset += record_len;
+        }
+        scan.maps.push(map);
+        scan.segments.push(Segment { seq, path, newest });
+    }
+    Ok(scan)
+}
+
+/// Maps a segment file for reading.
+#[allow(unsafe_code)]
+fn map(path: &Path) -> Result<Mmap, StateError> {
+    let file = File::open(path).map_err(|e| StateError::io("open", path, e))?;
+    // SAFETY: a segment is append-only and private to its checkpoint
+    // directory: this log never rewrites or truncates bytes once written, and
+    // readers only look at records whose framing they have validated. The
+    // remaining hazard, another process truncating the file while it is
+    // mapped, is a misuse of the directory that every mmap-based store
+    // shares.
+    unsafe { Mmap::map(&file) }.map_err(|e| StateError::io("map", path, e))
+}

@@ -1,0 +1,162 @@
+//! A loaded checkpoint and its snapshots, read in place from the mapped
+//! segments.
+
+use std::sync::Arc;
+
+use memmap2::Mmap;
+use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Portable, Serialize};
+
+use crate::error::StateError;
+
+/// Where one snapshot's payload lies.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) checkpoint: u64,
+    pub(crate) operator: u64,
+    pub(crate) part: u32,
+    pub(crate) schema: u32,
+    pub(crate) segment: usize,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) crc: u32,
+}
+
+/// A complete checkpoint, its segments mapped: snapshots are read in place,
+/// without copying.
+pub struct Checkpoint {
+    id: u64,
+    maps: Vec<Arc<Mmap>>,
+    snapshots: Vec<Entry>,
+    skipped: Vec<String>,
+}
+
+impl Checkpoint {
+    pub(crate) fn new(
+        id: u64,
+        maps: Vec<Arc<Mmap>>,
+        snapshots: Vec<Entry>,
+        skipped: Vec<String>,
+    ) -> Self {
+        Checkpoint {
+            id,
+            maps,
+            snapshots,
+            skipped,
+        }
+    }
+
+    /// The checkpoint's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Every snapshot of the checkpoint, by operator id then part.
+    pub fn snapshots(&self) -> impl Iterator<Item = Snapshot<'_>> {
+        self.snapshots.iter().map(|e| self.view(e))
+    }
+
+    /// The snapshot of `operator`'s `part`, if the checkpoint has one.
+    pub fn snapshot(&self, operator: u64, part: u32) -> Option<Snapshot<'_>> {
+        self.snapshots
+            .iter()
+            .find(|e| e.operator == operator && e.part == part)
+            .map(|e| self.view(e))
+    }
+
+    /// What was found in the log and not used (torn tails, damaged records,
+    /// newer checkpoints that were incomplete), one line each.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
+    }
+
+    fn view<'a>(&'a self, e: &Entry) -> Snapshot<'a> {
+        Snapshot {
+            checkpoint: self.id,
+            operator: e.operator,
+            part: e.part,
+            schema: e.schema,
+            bytes: &self.maps[e.segment][e.offset..e.offset + e.len],
+        }
+    }
+}
+
+/// One snapshot: the bytes one instance (or key-group range) of one operator
+/// wrote, checksum-verified, in place in the mapped log.
+#[derive(Copy, Clone, Debug)]
+pub struct Snapshot<'a> {
+    checkpoint: u64,
+    operator: u64,
+    part: u32,
+    schema: u32,
+    bytes: &'a [u8],
+}
+
+impl<'a> Snapshot<'a> {
+    /// The operator's id.
+    pub fn operator(&self) -> u64 {
+        self.operator
+    }
+
+    /// The instance index or first key group.
+    pub fn part(&self) -> u32 {
+        self.part
+    }
+
+    /// The schema version the operator wrote it with.
+    pub fn schema(&self) -> u32 {
+        self.schema
+    }
+
+    /// The payload, in place.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The payload as an archived `T`, validated by rkyv and read in place.
+    pub fn access<T>(&self) -> Result<&'a T::Archived, StateError>
+    where
+        T: Archive,
+        T::Archived: Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+    {
+        rkyv::access::<T::Archived, rancor::Error>(self.bytes).map_err(|e| self.invalid::<T>(e))
+    }
+
+    /// The payload validated and deserialized into a `T`.
+    pub fn deserialize<T>(&self) -> Result<T, StateError>
+    where
+        T: Archive,
+        T::Archived: Portable
+            + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>
+            + Deserialize<T, HighDeserializer<rancor::Error>>,
+    {
+        let archived = self.access::<T>()?;
+        rkyv::deserialize::<T, rancor::Error>(archived).map_err(|e| self.invalid::<T>(e))
+    }
+
+    fn invalid<T>(&self, e: rancor::Error) -> StateError {
+        StateError::InvalidArchive {
+            checkpoint: self.checkpoint,
+            operator: self.operator,
+            part: self.part,
+            type_name: std::any::type_name::<T>(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Archives `value` with rkyv, ready for
+/// [`CheckpointLog::append_snapshot`](crate::CheckpointLog::append_snapshot).
+pub fn archive<T>(value: &T) -> Result<AlignedVec, StateError>
+where
+    T: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+{
+    rkyv::to_bytes::<rancor::Error>(value).map_err(|e| StateError::Serialize {
+        type_name: std::any::type_name::<T>(),
+        reason: e.to_string(),
+    })
+}

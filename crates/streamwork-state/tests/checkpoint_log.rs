@@ -1,0 +1,265 @@
+//! The checkpoint log as a recovering job meets it: complete checkpoints
+//! come back exactly; torn tails, flipped bits, missing snapshots and missing
+//! commit records cost only what they touched, never a panic and never wrong
+//! data; retention reclaims old segments.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use streamwork_state::{CheckpointLog, LogOptions, StateError, archive, load_latest};
+
+/// A fresh directory, removed when dropped.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "swlog-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        TestDir(dir)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const OPERATOR: u64 = 0x5eed;
+
+/// What part `part` of checkpoint `id` holds.
+fn state(id: u64, part: u32) -> Vec<(u64, u64)> {
+    (0..id + part as u64)
+        .map(|k| (k, k * id + part as u64))
+        .collect()
+}
+
+/// Writes checkpoints `1..=n` with `parts` snapshots each.
+fn write(dir: &Path, options: LogOptions, n: u64, parts: u32) -> CheckpointLog {
+    let mut log = CheckpointLog::open(dir, options).unwrap();
+    for _ in 0..n {
+        let id = log.next_checkpoint_id();
+        for part in 0..parts {
+            log.append_snapshot(id, OPERATOR, part, 1, &archive(&state(id, part)).unwrap())
+                .unwrap();
+        }
+        log.commit(id, parts).unwrap();
+    }
+    log
+}
+
+/// The checkpoint's contents are exactly what was written for its id.
+fn assert_intact(checkpoint: &streamwork_state::Checkpoint, parts: u32) {
+    for part in 0..parts {
+        let snapshot = checkpoint.snapshot(OPERATOR, part).unwrap();
+        assert_eq!(snapshot.schema(), 1);
+        assert_eq!(
+            snapshot.bytes().as_ptr() as usize % 16,
+            0,
+            "payloads are aligned in the map"
+        );
+        let value: Vec<(u64, u64)> = snapshot.deserialize().unwrap();
+        assert_eq!(value, state(checkpoint.id(), part));
+        let archived = snapshot.access::<Vec<(u64, u64)>>().unwrap();
+        assert_eq!(archived.len(), value.len());
+    }
+    assert_eq!(checkpoint.snapshots().count(), parts as usize);
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_newest_complete_checkpoint_comes_back_exactly() {
+    let dir = TestDir::new("newest");
+    write(&dir.0, LogOptions::default(), 4, 3);
+    let checkpoint = load_latest(&dir.0).unwrap();
+    assert_eq!(checkpoint.id(), 4);
+    assert!(checkpoint.skipped().is_empty());
+    assert_intact(&checkpoint, 3);
+}
+
+#[test]
+fn a_checkpoint_without_its_commit_record_is_not_used() {
+    let dir = TestDir::new("uncommitted");
+    let mut log = write(&dir.0, LogOptions::default(), 2, 2);
+    let id = log.next_checkpoint_id();
+    log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
+        .unwrap();
+    drop(log); // a crash before the commit
+    assert_eq!(load_latest(&dir.0).unwrap().id(), 2);
+    // A restarted writer never reuses the uncommitted id.
+    let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+    assert_eq!(log.next_checkpoint_id(), id + 1);
+}
+
+#[test]
+fn a_commit_whose_snapshots_are_missing_is_skipped() {
+    let dir = TestDir::new("missing");
+    let mut log = write(&dir.0, LogOptions::default(), 1, 2);
+    let id = log.next_checkpoint_id();
+    log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
+        .unwrap();
+    log.commit(id, 2).unwrap();
+    let checkpoint = load_latest(&dir.0).unwrap();
+    assert_eq!(checkpoint.id(), 1);
+    assert!(
+        checkpoint.skipped()[0].contains("committed with 2 snapshots but 1 are readable"),
+        "{:?}",
+        checkpoint.skipped()
+    );
+}
+
+#[test]
+fn an_empty_or_uncommitted_directory_is_a_clear_error() {
+    let dir = TestDir::new("empty");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let error = load_latest(&dir.0).err().unwrap();
+    assert!(matches!(error, StateError::NoCheckpoint { .. }));
+    assert!(
+        error.to_string().contains("no usable checkpoint"),
+        "{error}"
+    );
+    let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+    log.append_snapshot(1, OPERATOR, 0, 1, b"0123").unwrap();
+    drop(log);
+    assert!(matches!(
+        load_latest(&dir.0),
+        Err(StateError::NoCheckpoint { .. })
+    ));
+}
+
+#[test]
+fn a_payload_of_another_type_is_refused_not_misread() {
+    let dir = TestDir::new("wrong-type");
+    let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+    log.append_snapshot(1, OPERATOR, 0, 1, &[0xff; 5]).unwrap();
+    log.commit(1, 1).unwrap();
+    let checkpoint = load_latest(&dir.0).unwrap();
+    let error = checkpoint
+        .snapshot(OPERATOR, 0)
+        .unwrap()
+        .access::<Vec<u64>>()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, StateError::InvalidArchive { checkpoint: 1, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn retention_keeps_the_last_complete_checkpoints_and_reclaims_segments() {
+    let dir = TestDir::new("retention");
+    let options = LogOptions {
+        segment_bytes: 256,
+        retain: 2,
+    };
+    let log = write(&dir.0, options.clone(), 6, 2);
+    assert_eq!(log.complete_checkpoints().collect::<Vec<_>>(), vec![5, 6]);
+    drop(log);
+    // Every remaining segment mentions checkpoint 5 or 6 only.
+    for segment in segments(&dir.0) {
+        let bytes = std::fs::read(&segment).unwrap();
+        let id = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+        assert!(id >= 5, "{} still holds checkpoint {id}", segment.display());
+    }
+    assert_intact(&load_latest(&dir.0).unwrap(), 2);
+    // A reopened log goes on where it stopped.
+    let mut log = CheckpointLog::open(&dir.0, options).unwrap();
+    assert_eq!(log.next_checkpoint_id(), 7);
+}
+
+#[test]
+fn a_torn_tail_at_any_byte_falls_back_to_the_last_whole_checkpoint() {
+    let dir = TestDir::new("torn");
+    write(&dir.0, LogOptions::default(), 3, 2);
+    let segment = segments(&dir.0).pop().unwrap();
+    let whole = std::fs::read(&segment).unwrap();
+    // Where each commit record ends: a cut at or after it keeps that checkpoint.
+    let commits_end: Vec<usize> = {
+        let mut ends = Vec::new();
+        let mut offset = 0;
+        while offset < whole.len() {
+            let len = u64::from_le_bytes(whole[offset + 32..offset + 40].try_into().unwrap());
+            let record = (48 + len as usize).next_multiple_of(16);
+            if whole[offset + 5] == 2 {
+                ends.push(offset + record);
+            }
+            offset += record;
+        }
+        ends
+    };
+    assert_eq!(commits_end.len(), 3);
+    for cut in 0..whole.len() {
+        std::fs::write(&segment, &whole[..cut]).unwrap();
+        let expected = commits_end.iter().filter(|&&end| end <= cut).count() as u64;
+        match load_latest(&dir.0) {
+            Ok(checkpoint) => {
+                assert_eq!(checkpoint.id(), expected, "cut at {cut}");
+                assert_intact(&checkpoint, 2);
+                // A cut inside a record is reported; one between records is not.
+                assert_eq!(
+                    !checkpoint.skipped().is_empty(),
+                    !is_boundary(&whole, cut),
+                    "cut at {cut}: {:?}",
+                    checkpoint.skipped()
+                );
+            }
+            Err(StateError::NoCheckpoint { .. }) => assert_eq!(expected, 0, "cut at {cut}"),
+            Err(other) => panic!("cut at {cut}: {other}"),
+        }
+    }
+}
+
+/// Whether `cut` falls between two records of `log`.
+fn is_boundary(log: &[u8], cut: usize) -> bool {
+    let mut offset = 0;
+    while offset < cut {
+        let len = u64::from_le_bytes(log[offset + 32..offset + 40].try_into().unwrap());
+        offset += (48 + len as usize).next_multiple_of(16);
+    }
+    offset == cut
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any flipped bit anywhere in the log: loading never panics and never
+    /// returns data other than what was written for the checkpoint it names.
+    #[test]
+    fn a_flipped_bit_never_yields_wrong_data(position in 0usize..1_000_000, bit in 0u8..8) {
+        let dir = TestDir::new("flip");
+        write(&dir.0, LogOptions { segment_bytes: 512, retain: 10 }, 4, 2);
+        let files = segments(&dir.0);
+        let sizes: Vec<usize> = files.iter().map(|f| std::fs::metadata(f).unwrap().len() as usize).collect();
+        let mut at = position % sizes.iter().sum::<usize>();
+        let (file, offset) = files.iter().zip(&sizes).find_map(|(f, &n)| {
+            if at < n { Some((f, at)) } else { at -= n; None }
+        }).unwrap();
+        let mut bytes = std::fs::read(file).unwrap();
+        bytes[offset] ^= 1 << bit;
+        std::fs::write(file, &bytes).unwrap();
+        match load_latest(&dir.0) {
+            Ok(checkpoint) => {
+                prop_assert!(checkpoint.id() >= 1 && checkpoint.id() <= 4);
+                assert_intact(&checkpoint, 2);
+            }
+            Err(StateError::NoCheckpoint { .. }) => {}
+            Err(other) => prop_assert!(false, "{other}"),
+        }
+    }
+}
