@@ -51,6 +51,24 @@ pub enum StateError {
         /// What rkyv said.
         reason: String,
     },
+    /// A snapshot's schema version is one the state type cannot read.
+    #[error(
+        "cannot restore operator {operator:#x} part {part} as `{type_name}`: its snapshot has schema version {found}, the type reads version {supported}; {reason}"
+    )]
+    IncompatibleSchema {
+        /// The operator's id.
+        operator: u64,
+        /// The instance index or first key group.
+        part: u32,
+        /// The state type.
+        type_name: &'static str,
+        /// The version the snapshot was written with.
+        found: u32,
+        /// The version the type writes.
+        supported: u32,
+        /// What to do about it.
+        reason: &'static str,
+    },
     /// A snapshot larger than a record can describe.
     #[error("a snapshot of {len} bytes does not fit in a checkpoint log record")]
     TooLarge {

@@ -40,7 +40,13 @@ mod error;
 mod log;
 mod record;
 mod snapshot;
+mod version;
+
+/// The rkyv this crate archives with, for deriving `Archive`, `Serialize`
+/// and `Deserialize` on state types with the same version.
+pub use rkyv;
 
 pub use error::StateError;
 pub use log::{CheckpointLog, LogOptions, load_latest};
 pub use snapshot::{Checkpoint, Snapshot, archive};
+pub use version::{Migration, VersionedState, operator_id};
