@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod ack;
 mod channel;
 mod error;
 mod handle;
