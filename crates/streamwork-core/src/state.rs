@@ -178,6 +178,31 @@ impl<K: Key, V> KeyedState<K, V> {
     }
 }
 
+/// Builds state from keys and values, as a restore from a checkpoint does
+/// (a later value for the same key replaces an earlier one). Building state
+/// does not reach any key's value: that still takes a [`CurrentKey`].
+impl<K: Key, V> Extend<(K, V)> for KeyedState<K, V> {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
+        for (k, v) in entries {
+            let hash = stable_hash(&k);
+            match self.table.entry(hash, |(key, _)| *key == k, rehash) {
+                Entry::Occupied(mut entry) => entry.get_mut().1 = v,
+                Entry::Vacant(entry) => {
+                    entry.insert((k, v));
+                }
+            }
+        }
+    }
+}
+
+impl<K: Key, V> FromIterator<(K, V)> for KeyedState<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
+        let mut state = KeyedState::new();
+        state.extend(entries);
+        state
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,6 +69,18 @@ pub enum StateError {
         /// What to do about it.
         reason: &'static str,
     },
+    /// Keyed state was written with another number of key groups.
+    #[error(
+        "operator {operator:#x}'s keyed state was written with {found} key groups, the job now has {expected}: the number of key groups is fixed for the life of a job; restore with {found}"
+    )]
+    KeyGroupsChanged {
+        /// The operator's id.
+        operator: u64,
+        /// Key groups in the snapshot.
+        found: u32,
+        /// Key groups of the job restoring it.
+        expected: u32,
+    },
     /// A snapshot larger than a record can describe.
     #[error("a snapshot of {len} bytes does not fit in a checkpoint log record")]
     TooLarge {

@@ -10,9 +10,13 @@
 //! touched, and the newest complete one is used. Old checkpoints are reclaimed
 //! a segment at a time.
 //!
-//! Not here: the barriers, the coordinator and the operators' state types,
-//! which decide *what* goes into a snapshot; this crate decides how it is
-//! stored and read back safely.
+//! The keyed state kinds (value, list, map, reducing, aggregating) live here
+//! too, with their snapshots partitioned by key group so that a job restored
+//! at another parallelism gives each instance the keys it now owns.
+//!
+//! Not here: the barriers and the coordinator that decide *when* a snapshot
+//! is taken; this crate decides what it holds and how it is stored and read
+//! back safely.
 //!
 //! ```
 //! # fn main() -> Result<(), streamwork_state::StateError> {
@@ -37,6 +41,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod keyed;
 mod log;
 mod record;
 mod snapshot;
@@ -47,6 +52,10 @@ mod version;
 pub use rkyv;
 
 pub use error::StateError;
+pub use keyed::{
+    Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
+    MapState, ReducingState, ValueState, restore_keyed, snapshot_keyed,
+};
 pub use log::{CheckpointLog, LogOptions, load_latest};
 pub use snapshot::{Checkpoint, Snapshot, archive};
 pub use version::{Migration, VersionedState, operator_id};

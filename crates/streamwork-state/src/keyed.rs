@@ -1,0 +1,324 @@
+//! Keyed state kinds (value, list, map, reducing, aggregating), scoped to the
+//! current key, and their snapshots partitioned by key group, so that a job
+//! restored at another parallelism gives each instance the keys it now owns.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Serialize};
+use streamwork_core::grouping::KeyGroups;
+use streamwork_core::hash::stable_hash;
+use streamwork_core::state::{CurrentKey, Key, KeyedState};
+
+use crate::error::StateError;
+use crate::snapshot::Checkpoint;
+
+/// A value per key: core's [`KeyedState`].
+pub type ValueState<K, V> = KeyedState<K, V>;
+
+/// A list per key.
+///
+/// ```
+/// use streamwork_core::state::CurrentKey;
+/// use streamwork_state::ListState;
+/// let mut readings: ListState<String, f64> = ListState::default();
+/// let key = "sensor-1".to_string();
+/// readings.add(CurrentKey::for_testing(&key), 20.5);
+/// readings.add(CurrentKey::for_testing(&key), 21.0);
+/// assert_eq!(readings.get(CurrentKey::for_testing(&key)), &[20.5, 21.0]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ListState<K: Key, V>(KeyedState<K, Vec<V>>);
+
+impl<K: Key, V> Default for ListState<K, V> {
+    fn default() -> Self {
+        ListState(KeyedState::new())
+    }
+}
+
+impl<K: Key, V> ListState<K, V> {
+    /// Appends to the current key's list.
+    pub fn add(&mut self, key: CurrentKey<'_, K>, value: V) {
+        self.0.get_or_default(key).push(value);
+    }
+
+    /// The current key's list (empty if none).
+    pub fn get(&self, key: CurrentKey<'_, K>) -> &[V] {
+        self.0.get(key).map_or(&[], Vec::as_slice)
+    }
+
+    /// Removes and returns the current key's list.
+    pub fn take(&mut self, key: CurrentKey<'_, K>) -> Vec<V> {
+        self.0.remove(key).unwrap_or_default()
+    }
+
+    /// The state as one list per key, for snapshots.
+    pub fn as_keyed(&self) -> &KeyedState<K, Vec<V>> {
+        &self.0
+    }
+
+    /// Lists per key, from a restore.
+    pub fn from_keyed(state: KeyedState<K, Vec<V>>) -> Self {
+        ListState(state)
+    }
+}
+
+/// A map per key.
+#[derive(Clone, Debug)]
+pub struct MapState<K: Key, MK, MV>(KeyedState<K, HashMap<MK, MV>>);
+
+impl<K: Key, MK, MV> Default for MapState<K, MK, MV> {
+    fn default() -> Self {
+        MapState(KeyedState::new())
+    }
+}
+
+impl<K: Key, MK: Hash + Eq, MV> MapState<K, MK, MV> {
+    /// Sets `entry` in the current key's map, returning the previous value.
+    pub fn insert(&mut self, key: CurrentKey<'_, K>, entry: MK, value: MV) -> Option<MV> {
+        self.0.get_or_default(key).insert(entry, value)
+    }
+
+    /// A value of the current key's map.
+    pub fn get(&self, key: CurrentKey<'_, K>, entry: &MK) -> Option<&MV> {
+        self.0.get(key).and_then(|m| m.get(entry))
+    }
+
+    /// Removes a value of the current key's map (and the map once empty).
+    pub fn remove(&mut self, key: CurrentKey<'_, K>, entry: &MK) -> Option<MV> {
+        let map = self.0.get_mut(key)?;
+        let removed = map.remove(entry);
+        if map.is_empty() {
+            self.0.remove(key);
+        }
+        removed
+    }
+
+    /// The current key's map, if it has one.
+    pub fn entries(&self, key: CurrentKey<'_, K>) -> Option<&HashMap<MK, MV>> {
+        self.0.get(key)
+    }
+
+    /// The state as one map per key, for snapshots.
+    pub fn as_keyed(&self) -> &KeyedState<K, HashMap<MK, MV>> {
+        &self.0
+    }
+
+    /// Maps per key, from a restore.
+    pub fn from_keyed(state: KeyedState<K, HashMap<MK, MV>>) -> Self {
+        MapState(state)
+    }
+}
+
+/// A value per key, folded with a reduce function as values are added.
+///
+/// ```
+/// use streamwork_core::state::CurrentKey;
+/// use streamwork_state::ReducingState;
+/// let mut max = ReducingState::new(|a: &mut u64, b: u64| *a = (*a).max(b));
+/// let key = 7u32;
+/// for v in [3, 9, 4] {
+///     max.add(CurrentKey::for_testing(&key), v);
+/// }
+/// assert_eq!(max.get(CurrentKey::for_testing(&key)), Some(&9));
+/// ```
+#[derive(Clone)]
+pub struct ReducingState<K: Key, V, F> {
+    state: KeyedState<K, V>,
+    reduce: F,
+}
+
+impl<K: Key, V, F: Fn(&mut V, V)> ReducingState<K, V, F> {
+    /// Empty state folding with `reduce(accumulated, new)`.
+    pub fn new(reduce: F) -> Self {
+        ReducingState {
+            state: KeyedState::new(),
+            reduce,
+        }
+    }
+
+    /// Folds `value` into the current key's value.
+    pub fn add(&mut self, key: CurrentKey<'_, K>, value: V) {
+        match self.state.get_mut(key) {
+            Some(current) => (self.reduce)(current, value),
+            None => {
+                self.state.insert(key, value);
+            }
+        }
+    }
+
+    /// The current key's folded value.
+    pub fn get(&self, key: CurrentKey<'_, K>) -> Option<&V> {
+        self.state.get(key)
+    }
+
+    /// Clears the current key's value.
+    pub fn clear(&mut self, key: CurrentKey<'_, K>) -> Option<V> {
+        self.state.remove(key)
+    }
+
+    /// The state as one value per key, for snapshots.
+    pub fn as_keyed(&self) -> &KeyedState<K, V> {
+        &self.state
+    }
+
+    /// Values per key from a restore, folded with `reduce` from then on.
+    pub fn from_keyed(state: KeyedState<K, V>, reduce: F) -> Self {
+        ReducingState { state, reduce }
+    }
+}
+
+/// An aggregate per key: inputs are added to an accumulator, and the result
+/// is computed from it on demand (an average from a sum and a count).
+pub trait Aggregate {
+    /// What is added.
+    type In;
+    /// What is kept per key.
+    type Acc: Default;
+    /// What is read.
+    type Out;
+    /// Adds one input.
+    fn add(&self, acc: &mut Self::Acc, input: Self::In);
+    /// The result of an accumulator.
+    fn result(&self, acc: &Self::Acc) -> Self::Out;
+}
+
+/// An accumulator per key, for an [`Aggregate`].
+#[derive(Clone)]
+pub struct AggregatingState<K: Key, A: Aggregate> {
+    state: KeyedState<K, A::Acc>,
+    aggregate: A,
+}
+
+impl<K: Key, A: Aggregate> AggregatingState<K, A> {
+    /// Empty state for `aggregate`.
+    pub fn new(aggregate: A) -> Self {
+        AggregatingState {
+            state: KeyedState::new(),
+            aggregate,
+        }
+    }
+
+    /// Adds `input` to the current key's accumulator.
+    pub fn add(&mut self, key: CurrentKey<'_, K>, input: A::In) {
+        self.aggregate.add(self.state.get_or_default(key), input);
+    }
+
+    /// The current key's result, if anything was added.
+    pub fn get(&self, key: CurrentKey<'_, K>) -> Option<A::Out> {
+        self.state.get(key).map(|acc| self.aggregate.result(acc))
+    }
+
+    /// The state as one accumulator per key, for snapshots.
+    pub fn as_keyed(&self) -> &KeyedState<K, A::Acc> {
+        &self.state
+    }
+
+    /// Accumulators per key from a restore.
+    pub fn from_keyed(state: KeyedState<K, A::Acc>, aggregate: A) -> Self {
+        AggregatingState { state, aggregate }
+    }
+}
+
+/// One instance's keyed state as archived: its entries grouped by key group
+/// (the layout [`snapshot_keyed`] writes and [`restore_keyed`] reads).
+#[derive(Archive, Serialize, Deserialize)]
+pub struct KeyedSnapshot<K, V> {
+    /// The job's number of key groups (fixed for the life of a job).
+    pub key_groups: u32,
+    /// The entries of each key group the instance held.
+    pub groups: Vec<KeyGroupEntries<K, V>>,
+}
+
+/// The entries of one key group.
+#[derive(Archive, Serialize, Deserialize)]
+pub struct KeyGroupEntries<K, V> {
+    /// The key group.
+    pub group: u32,
+    /// Its keys and values.
+    pub entries: Vec<(K, V)>,
+}
+
+/// Archives `state` grouped by key group, ready for
+/// [`CheckpointLog::append_snapshot`](crate::CheckpointLog::append_snapshot).
+pub fn snapshot_keyed<K, V>(
+    state: &KeyedState<K, V>,
+    key_groups: KeyGroups,
+) -> Result<AlignedVec, StateError>
+where
+    K: Key,
+    V: Clone,
+    KeyedSnapshot<K, V>:
+        for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+{
+    let mut by_group: std::collections::BTreeMap<u32, Vec<(K, V)>> = Default::default();
+    for (k, v) in state.iter() {
+        by_group
+            .entry(key_groups.key_group(stable_hash(k)))
+            .or_default()
+            .push((k.clone(), v.clone()));
+    }
+    let snapshot = KeyedSnapshot {
+        key_groups: key_groups.count(),
+        groups: by_group
+            .into_iter()
+            .map(|(group, entries)| KeyGroupEntries { group, entries })
+            .collect(),
+    };
+    crate::archive(&snapshot)
+}
+
+/// Restores the keyed state of `instance` (of `parallelism`) of `operator`
+/// from every snapshot the operator wrote, whatever the parallelism it ran
+/// at: the instance takes the key groups it now owns, reading only those
+/// groups' entries out of the mapped archives.
+pub fn restore_keyed<K, V>(
+    checkpoint: &Checkpoint,
+    operator: u64,
+    key_groups: KeyGroups,
+    instance: u32,
+    parallelism: u32,
+) -> Result<KeyedState<K, V>, StateError>
+where
+    K: Key + Archive,
+    V: Archive,
+    ArchivedKeyedSnapshot<K, V>:
+        rkyv::Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+    rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
+    KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
+{
+    let mut state = KeyedState::new();
+    for snapshot in checkpoint.snapshots().filter(|s| s.operator() == operator) {
+        let archived = snapshot.access::<KeyedSnapshot<K, V>>()?;
+        let written_with = archived.key_groups.to_native();
+        if written_with != key_groups.count() {
+            return Err(StateError::KeyGroupsChanged {
+                operator,
+                found: written_with,
+                expected: key_groups.count(),
+            });
+        }
+        for group in archived.groups.iter() {
+            if key_groups.instance_of(group.group.to_native(), parallelism) != instance {
+                continue;
+            }
+            let entries =
+                rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries).map_err(|e| {
+                    StateError::InvalidArchive {
+                        checkpoint: checkpoint.id(),
+                        operator,
+                        part: snapshot.part(),
+                        type_name: std::any::type_name::<Vec<(K, V)>>(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            state.extend(entries);
+        }
+    }
+    Ok(state)
+}
