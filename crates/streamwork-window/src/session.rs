@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use streamwork_core::timer::{Timers, wall_clock};
+use streamwork_core::timer::Timers;
 use streamwork_core::{Context, Data, KeyKind, Operator, Timestamp};
 
 use crate::LateCounter;
@@ -140,14 +140,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     type Time = D::Time;
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
-        let t = if D::EVENT_TIME {
-            ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN)
-        } else {
-            if self.now == i64::MIN {
-                self.now = wall_clock().millis();
-            }
-            self.now
-        };
+        let t = D::record_time(ctx.timestamp(), &mut self.now);
         let key = ctx.key_ref();
         let (hash, key_value) = (KK::hash(key), KK::value(key));
         let state = match self.keys.entry(hash, |k| k.key == *key_value, |k| k.hash) {
@@ -213,21 +206,20 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        if D::EVENT_TIME || watermark == Timestamp::MAX {
-            self.advance(watermark.millis(), out);
+        if let Some(t) = D::watermark_time(watermark) {
+            self.advance(t, out);
         }
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
-        if !D::EVENT_TIME {
-            self.advance(now.millis(), out);
+        if let Some(t) = D::tick_time(now) {
+            self.advance(t, out);
         }
     }
 
     fn on_batch_end(&mut self, out: &mut Self::Out) {
-        if !D::EVENT_TIME {
-            let now = wall_clock().millis();
-            self.advance(now, out);
+        if let Some(t) = D::batch_end_time() {
+            self.advance(t, out);
         }
     }
 }

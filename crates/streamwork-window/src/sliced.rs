@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use streamwork_core::timer::wall_clock;
 use streamwork_core::{Context, Data, KeyKind, Operator, Timestamp};
 
 use crate::LateCounter;
@@ -429,14 +428,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     type Time = D::Time;
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
-        let t = if D::EVENT_TIME {
-            ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN)
-        } else {
-            if self.now == i64::MIN {
-                self.now = wall_clock().millis();
-            }
-            self.now
-        };
+        let t = D::record_time(ctx.timestamp(), &mut self.now);
         // Beyond the allowed lateness of every window containing it: late.
         let hot = self.hot_bounds;
         let last_end = if self.hot.is_some() && hot.start <= t && t < hot.end {
@@ -504,14 +496,14 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        if D::EVENT_TIME || watermark == Timestamp::MAX {
-            self.advance(watermark.millis(), out);
+        if let Some(t) = D::watermark_time(watermark) {
+            self.advance(t, out);
         }
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
-        if !D::EVENT_TIME {
-            self.advance(now.millis(), out);
+        if let Some(t) = D::tick_time(now) {
+            self.advance(t, out);
         }
         if let Some(interval) = self.early.interval
             && now.millis() - self.last_early >= interval
@@ -522,10 +514,8 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn on_batch_end(&mut self, out: &mut Self::Out) {
-        if !D::EVENT_TIME {
-            // Processing time is read once per batch, not per record.
-            let now = wall_clock().millis();
-            self.advance(now, out);
+        if let Some(t) = D::batch_end_time() {
+            self.advance(t, out);
         }
     }
 }
