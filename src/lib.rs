@@ -42,6 +42,7 @@ pub use streamwork_core as core;
 pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, job, operator};
 pub use streamwork_runtime as runtime;
+pub use streamwork_state as state;
 pub use streamwork_web as web;
 pub use streamwork_window as window;
 
@@ -54,6 +55,10 @@ pub trait Run {
     fn run(self) -> Result<JobReport, JobError>;
     /// Starts and returns a handle; see [`runtime::start`].
     fn start(self) -> Result<JobHandle, JobError>;
+    /// Runs to completion with `options` (checkpoints); see [`runtime::run_with`].
+    fn run_with(self, options: runtime::RunOptions) -> Result<JobReport, JobError>;
+    /// Starts with `options`; see [`runtime::start_with`].
+    fn start_with(self, options: runtime::RunOptions) -> Result<JobHandle, JobError>;
     /// Starts, and serves the job page on `address` (such as
     /// `127.0.0.1:7000`); the page stops when the returned view is dropped.
     fn start_with_ui(self, address: &str) -> Result<(JobHandle, web::WebView), UiError>;
@@ -80,6 +85,14 @@ impl Run for JobGraph {
         streamwork_runtime::start(self)
     }
 
+    fn run_with(self, options: runtime::RunOptions) -> Result<JobReport, JobError> {
+        streamwork_runtime::run_with(self, options)
+    }
+
+    fn start_with(self, options: runtime::RunOptions) -> Result<JobHandle, JobError> {
+        streamwork_runtime::start_with(self, options)
+    }
+
     fn start_with_ui(self, address: &str) -> Result<(JobHandle, web::WebView), UiError> {
         let plan = self.plan();
         let handle = streamwork_runtime::start(self)?;
@@ -98,12 +111,14 @@ pub mod prelude {
     };
     pub use streamwork_core::{
         AnyTime, ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data,
-        EventTime, GroupingKind, Input, InstanceContext, JobBuilder, JobGraph, KeyedState,
-        KeyedStream, NoKey, Operator, Overflow, Record, Sink, Source, SourcePoll, Stream,
-        Timestamp, Unwatermarked, Watermarked,
+        EventTime, GroupingKind, Input, InstanceContext, JobBuilder, JobGraph, KeyGroups,
+        KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, Source,
+        SourcePoll, StateBytes, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
-    pub use streamwork_runtime::{JobError, JobHandle, JobReport};
+    pub use streamwork_runtime::{
+        CheckpointConfig, Delivery, JobError, JobHandle, JobReport, RunOptions,
+    };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,
     };

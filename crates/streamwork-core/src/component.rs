@@ -4,8 +4,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::checkpoint::{CheckpointHooks, Restore, StateBytes};
 use crate::collector::Collector;
-use crate::error::ConnectorError;
+use crate::error::{ConnectorError, TaskError};
 use crate::grouping::KeyGroups;
 use crate::outputs::Outputs;
 use crate::record::{Data, Record};
@@ -23,6 +24,7 @@ pub struct InstanceContext {
     instance: InstanceIdx,
     parallelism: u32,
     key_groups: KeyGroups,
+    checkpoints: Option<CheckpointHooks>,
 }
 
 impl InstanceContext {
@@ -38,7 +40,27 @@ impl InstanceContext {
             instance: InstanceIdx(instance),
             parallelism,
             key_groups,
+            checkpoints: None,
         }
+    }
+
+    /// The same context, in a job that takes checkpoints through `hooks`.
+    pub fn with_checkpoints(mut self, hooks: CheckpointHooks) -> Self {
+        self.checkpoints = Some(hooks);
+        self
+    }
+
+    /// The job's checkpoint hooks, if it takes checkpoints.
+    pub fn checkpoints(&self) -> Option<&CheckpointHooks> {
+        self.checkpoints.as_ref()
+    }
+
+    /// The state a previous run checkpointed for this instance's component,
+    /// if the job restores from a checkpoint.
+    pub fn restore(&self) -> Option<Restore<'_>> {
+        self.checkpoints
+            .as_ref()?
+            .restore_for(&self.component, self.instance.0, self.parallelism)
     }
 
     /// The component's name, as given in the job.
@@ -99,6 +121,21 @@ pub trait Source: Clone + Send + 'static {
 
     /// Releases resources at the end (input ended, or the job stops).
     fn close(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+
+    /// The position to resume from (chapter 10), taken when a checkpoint
+    /// starts, between two polls: a replayable source returns where its
+    /// next poll would read. `None` (the default): nothing to resume, the
+    /// source is not replayable.
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        None
+    }
+
+    /// Resumes from the position a previous run checkpointed, before
+    /// [`open`](Self::open).
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let _ = restore;
         Ok(())
     }
 }
@@ -359,6 +396,21 @@ pub trait Operator: Clone + Send + 'static {
         let _ = (watermark, out);
     }
 
+    /// This instance's state for a checkpoint (chapter 10), taken between
+    /// two records once the checkpoint's barrier has arrived on its inputs.
+    /// `None` (the default): it keeps no state worth restoring.
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        None
+    }
+
+    /// Restores the state a previous run checkpointed, before `open`. At a
+    /// new parallelism, [`Restore::parts`] holds every old instance's state
+    /// to take this instance's keys from.
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let _ = restore;
+        Ok(())
+    }
+
     /// The wall clock reads `now` (milliseconds since the epoch): fire
     /// processing-time timers here. Called at least every 50 ms while the job
     /// runs, and after every batch.
@@ -424,6 +476,21 @@ pub trait CoOperator: Clone + Send + 'static {
         let _ = (watermark, out);
     }
 
+    /// This instance's state for a checkpoint (chapter 10), taken between
+    /// two records once the checkpoint's barrier has arrived on its inputs.
+    /// `None` (the default): it keeps no state worth restoring.
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        None
+    }
+
+    /// Restores the state a previous run checkpointed, before `open`. At a
+    /// new parallelism, [`Restore::parts`] holds every old instance's state
+    /// to take this instance's keys from.
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let _ = restore;
+        Ok(())
+    }
+
     /// The wall clock reads `now`: fire processing-time timers here.
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
         let _ = (now, out);
@@ -458,5 +525,29 @@ pub trait Sink: Clone + Send + 'static {
     /// Called once at end of input: flush and release resources.
     fn close(&mut self) -> Result<(), ConnectorError> {
         self.flush()
+    }
+
+    /// Everything written since the previous checkpoint belongs to
+    /// `checkpoint`: make it durable, staged but not yet visible (a
+    /// transactional sink), or simply flush it (the default).
+    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+        let _ = checkpoint;
+        self.flush()
+    }
+
+    /// Checkpoints up to `checkpoint` are complete: make what was staged for
+    /// them visible. [`FINAL_CHECKPOINT`](crate::checkpoint::FINAL_CHECKPOINT)
+    /// commits everything staged, at end of input.
+    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+        let _ = checkpoint;
+        Ok(())
+    }
+
+    /// Before [`open`](Self::open) in a restarted job: `restore.checkpoint`
+    /// is the last complete checkpoint; commit what was staged up to it and
+    /// discard what was staged after.
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let _ = restore;
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::checkpoint::{FINAL_CHECKPOINT, Part, StateBytes};
 use crate::collector::Collector;
 use crate::component::{
     CoOperator, Context, InstanceContext, KeyKind, NoKey, Operator, Sink, Source, SourcePoll,
@@ -93,6 +94,9 @@ pub trait SourceTask: Send {
     fn flush(&mut self) -> Result<(), TaskError>;
     /// The wall clock reads `now`: fused operators fire processing-time timers.
     fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError>;
+    /// Takes the source's part of `checkpoint` (its position) and sends the
+    /// checkpoint's barrier downstream, after everything polled before.
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<(), TaskError>;
     /// Closes the source and sends end-of-stream downstream.
     fn finish(&mut self) -> Result<(), TaskError>;
 }
@@ -123,8 +127,30 @@ pub trait InputTask: Send {
     fn on_port_end(&mut self, port: usize) -> Result<(), TaskError>;
     /// Sends what is buffered (the input is momentarily empty).
     fn flush(&mut self) -> Result<(), TaskError>;
+    /// The barrier of `checkpoint` has arrived from every sender (or every
+    /// sender that has not ended): snapshot, then forward the barrier.
+    fn on_barrier(&mut self, checkpoint: u64) -> Result<(), TaskError>;
     /// Every port has ended: emit what is left and end the outputs.
     fn finish(&mut self) -> Result<(), TaskError>;
+}
+
+/// Hands an instance's part of `checkpoint` to the coordinator, if the job
+/// takes checkpoints; `state` is only asked for then.
+fn report_part(ctx: &InstanceContext, checkpoint: u64, state: impl FnOnce() -> Option<StateBytes>) {
+    if let Some(hooks) = ctx.checkpoints() {
+        hooks.report(Part {
+            checkpoint,
+            component: ctx.component_arc(),
+            instance: ctx.instance().0,
+            state: state(),
+        });
+    }
+}
+
+/// A restore that fails inside a fused chain fails the task like a fused
+/// sink's error does.
+fn restore_failed(ctx: &InstanceContext, error: &TaskError) -> ! {
+    fused_sink_failed(ctx, error)
 }
 
 fn downcast_batch<T: 'static>(batch: Box<dyn Any + Send>) -> Vec<Record<T>> {
@@ -165,6 +191,9 @@ impl<S: Source> SourceInstance<S> {
 impl<S: Source> SourceTask for SourceInstance<S> {
     fn open(&mut self) -> Result<(), TaskError> {
         let _scope = Scope::enter(&self.ctx);
+        if let Some(restore) = self.ctx.restore() {
+            self.source.restore(&restore)?;
+        }
         Ok(self.source.open(&self.ctx)?)
     }
 
@@ -183,8 +212,17 @@ impl<S: Source> SourceTask for SourceInstance<S> {
         Ok(self.out.tick(now)?)
     }
 
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        let source = &mut self.source;
+        report_part(&self.ctx, checkpoint, || source.snapshot());
+        Ok(self.out.control(&Control::Barrier(checkpoint))?)
+    }
+
     fn finish(&mut self) -> Result<(), TaskError> {
         let _scope = Scope::enter(&self.ctx);
+        let source = &mut self.source;
+        report_part(&self.ctx, FINAL_CHECKPOINT, || source.snapshot());
         self.source.close()?;
         self.out.control(&Control::EndOfStream)?;
         self.counters.set_out(self.out.emitted());
@@ -231,8 +269,21 @@ impl<O: Operator> OperatorInstance<O> {
         if !self.opened {
             let _scope = Scope::enter(&self.ctx);
             self.opened = true;
+            if let Some(restore) = self.ctx.restore()
+                && let Err(e) = self.operator.restore(&restore)
+            {
+                restore_failed(&self.ctx, &e);
+            }
             self.operator.open(&self.ctx);
         }
+    }
+
+    fn barrier(&mut self, checkpoint: u64) -> Result<(), Disconnected> {
+        self.ensure_open();
+        let _scope = Scope::enter(&self.ctx);
+        let operator = &mut self.operator;
+        report_part(&self.ctx, checkpoint, || operator.snapshot());
+        self.out.control(&Control::Barrier(checkpoint))
     }
 
     fn process(&mut self, edge: usize, records: impl Iterator<Item = Record<O::In>>) -> u64 {
@@ -292,6 +343,8 @@ impl<O: Operator> OperatorInstance<O> {
         let _scope = Scope::enter(&self.ctx);
         self.out.set_time(None);
         self.operator.on_end(&mut self.out);
+        let operator = &mut self.operator;
+        report_part(&self.ctx, FINAL_CHECKPOINT, || operator.snapshot());
         self.out.control(&Control::EndOfStream)?;
         self.counters.set_out(self.out.emitted());
         Ok(())
@@ -338,6 +391,10 @@ impl<O: Operator> InputTask for OperatorInstance<O> {
         Ok(self.out.flush()?)
     }
 
+    fn on_barrier(&mut self, checkpoint: u64) -> Result<(), TaskError> {
+        Ok(self.barrier(checkpoint)?)
+    }
+
     fn finish(&mut self) -> Result<(), TaskError> {
         Ok(self.end()?)
     }
@@ -362,6 +419,7 @@ impl<O: Operator> Edge<O::In> for OperatorInstance<O> {
             Control::EndOfStream => self.end(),
             Control::Watermark(watermark) => self.advance(*watermark),
             Control::Idle => self.idle(),
+            Control::Barrier(checkpoint) => self.barrier(*checkpoint),
         }
     }
 
@@ -433,6 +491,9 @@ impl<C: CoOperator> CoOperatorInstance<C> {
 impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
     fn open(&mut self) -> Result<(), TaskError> {
         let _scope = Scope::enter(&self.ctx);
+        if let Some(restore) = self.ctx.restore() {
+            self.operator.restore(&restore)?;
+        }
         self.operator.open(&self.ctx);
         Ok(())
     }
@@ -529,9 +590,18 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
         let _scope = Scope::enter(&self.ctx);
         self.out.set_time(None);
         self.operator.on_end(&mut self.out);
+        let operator = &mut self.operator;
+        report_part(&self.ctx, FINAL_CHECKPOINT, || operator.snapshot());
         self.out.control(&Control::EndOfStream)?;
         self.counters.set_out(self.out.emitted());
         Ok(())
+    }
+
+    fn on_barrier(&mut self, checkpoint: u64) -> Result<(), TaskError> {
+        let _scope = Scope::enter(&self.ctx);
+        let operator = &mut self.operator;
+        report_part(&self.ctx, checkpoint, || operator.snapshot());
+        Ok(self.out.control(&Control::Barrier(checkpoint))?)
     }
 }
 
@@ -541,6 +611,8 @@ pub struct SinkInstance<S: Sink> {
     ctx: InstanceContext,
     counters: Arc<InstanceCounters>,
     opened: bool,
+    /// The last checkpoint committed.
+    committed: u64,
 }
 
 impl<S: Sink> SinkInstance<S> {
@@ -551,6 +623,7 @@ impl<S: Sink> SinkInstance<S> {
             ctx,
             counters,
             opened: false,
+            committed: 0,
         }
     }
 
@@ -558,9 +631,53 @@ impl<S: Sink> SinkInstance<S> {
         if !self.opened {
             let _scope = Scope::enter(&self.ctx);
             self.opened = true;
+            if let Some(restore) = self.ctx.restore() {
+                self.committed = restore.checkpoint;
+                self.sink.restore(&restore)?;
+            }
             self.sink.open(&self.ctx)?;
         }
         Ok(())
+    }
+
+    /// Commits what completed checkpoints staged.
+    fn commit_completed(&mut self) -> Result<(), TaskError> {
+        let Some(completed) = self.ctx.checkpoints().map(|h| h.completed()) else {
+            return Ok(());
+        };
+        if completed > self.committed {
+            let _scope = Scope::enter(&self.ctx);
+            self.sink.commit(completed)?;
+            self.committed = completed;
+        }
+        Ok(())
+    }
+
+    fn barrier(&mut self, checkpoint: u64) -> Result<(), TaskError> {
+        self.ensure_open()?;
+        let _scope = Scope::enter(&self.ctx);
+        self.sink.pre_commit(checkpoint)?;
+        report_part(&self.ctx, checkpoint, || None);
+        self.commit_completed()
+    }
+
+    fn end(&mut self) -> Result<(), TaskError> {
+        self.ensure_open()?;
+        let _scope = Scope::enter(&self.ctx);
+        if let Some(hooks) = self.ctx.checkpoints().cloned() {
+            // The final checkpoint: staged output becomes visible once every
+            // instance of the job has reported its final part.
+            self.sink.pre_commit(FINAL_CHECKPOINT)?;
+            report_part(&self.ctx, FINAL_CHECKPOINT, || None);
+            while !hooks.final_completed() {
+                if hooks.aborted() {
+                    return Err(TaskError::Disconnected);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            self.sink.commit(FINAL_CHECKPOINT)?;
+        }
+        Ok(self.sink.close()?)
     }
 
     fn write_all(&mut self, records: impl Iterator<Item = Record<S::In>>) -> Result<(), TaskError> {
@@ -600,7 +717,7 @@ impl<S: Sink> InputTask for SinkInstance<S> {
     }
 
     fn on_processing_time(&mut self, _now: Timestamp) -> Result<(), TaskError> {
-        Ok(())
+        self.commit_completed()
     }
 
     fn on_port_end(&mut self, _port: usize) -> Result<(), TaskError> {
@@ -612,10 +729,12 @@ impl<S: Sink> InputTask for SinkInstance<S> {
         Ok(self.sink.flush()?)
     }
 
+    fn on_barrier(&mut self, checkpoint: u64) -> Result<(), TaskError> {
+        self.barrier(checkpoint)
+    }
+
     fn finish(&mut self) -> Result<(), TaskError> {
-        self.ensure_open()?;
-        let _scope = Scope::enter(&self.ctx);
-        Ok(self.sink.close()?)
+        self.end()
     }
 }
 
@@ -638,9 +757,19 @@ impl<S: Sink> Edge<S::In> for SinkInstance<S> {
     }
 
     fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
-        if *control == Control::EndOfStream
-            && let Err(e) = InputTask::finish(self)
-        {
+        let result = match control {
+            Control::EndOfStream => self.end(),
+            Control::Barrier(checkpoint) => self.barrier(*checkpoint),
+            Control::Watermark(_) | Control::Idle => Ok(()),
+        };
+        if let Err(e) = result {
+            fused_sink_failed(&self.ctx, &e);
+        }
+        Ok(())
+    }
+
+    fn on_processing_time(&mut self, _now: Timestamp) -> Result<(), Disconnected> {
+        if let Err(e) = self.commit_completed() {
             fused_sink_failed(&self.ctx, &e);
         }
         Ok(())

@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 pub mod collector;
 pub mod component;
 pub mod dispatch;
@@ -43,6 +44,7 @@ pub mod testkit;
 pub mod time;
 pub mod timer;
 
+pub use checkpoint::{Restore, StateBytes};
 pub use collector::Collector;
 pub use component::{
     Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, InstanceContext,

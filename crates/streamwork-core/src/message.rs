@@ -28,6 +28,9 @@ pub enum Control {
     /// The sender is idle: until it sends again, it does not hold back the
     /// event time of its receivers.
     Idle,
+    /// Checkpoint barrier (chapter 10): everything the sender sent before
+    /// belongs to this checkpoint, everything after to the next.
+    Barrier(u64),
 }
 
 /// The payload of one message.

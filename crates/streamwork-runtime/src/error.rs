@@ -41,6 +41,9 @@ pub enum JobError {
         #[source]
         source: std::io::Error,
     },
+    /// The checkpoint log could not be read or written.
+    #[error("checkpoints: {0}")]
+    Checkpoint(#[from] streamwork_state::StateError),
     /// Ctrl-C handling could not be installed.
     #[error("could not install the Ctrl-C handler: {0}")]
     CtrlC(String),

@@ -6,13 +6,15 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use streamwork_core::checkpoint::{CheckpointHooks, RestoreSource};
 use streamwork_core::exec::{FusedFailure, current_component};
 use streamwork_core::{JobGraph, TaskError};
 
+use crate::checkpoint::{self, CheckpointConfig, CheckpointStats, Coordinator, Delivery, Signals};
 use crate::error::JobError;
 use crate::metrics::{MONITOR_INTERVAL, Registry};
 use crate::report::{ComponentReport, InstanceReport, JobReport};
-use crate::task::{Ended, Flags, run_input, run_source};
+use crate::task::{Ended, Flags, TaskCheckpoints, run_input, run_source};
 use crate::wiring::{Builder, Task, TaskBody};
 
 /// Runs `graph` to completion on this machine's threads: until every source
@@ -23,13 +25,74 @@ pub fn run(graph: JobGraph) -> Result<JobReport, JobError> {
 
 /// Starts `graph` and returns at once with a handle to stop it or wait for it.
 pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
+    start_with(graph, RunOptions::default())
+}
+
+/// How to run a job beyond its graph.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Take checkpoints (and restore from them): at-least-once or
+    /// exactly-once delivery. `None`: at-most-once.
+    pub checkpoints: Option<CheckpointConfig>,
+}
+
+/// Runs `graph` with `options` to completion.
+pub fn run_with(graph: JobGraph, options: RunOptions) -> Result<JobReport, JobError> {
+    start_with(graph, options)?.join()
+}
+
+/// Starts `graph` with `options`.
+pub fn start_with(graph: JobGraph, options: RunOptions) -> Result<JobHandle, JobError> {
     let started = Instant::now();
+    let abort = Arc::new(AtomicBool::new(false));
+    let failure = Arc::new(Mutex::new(None::<JobError>));
+    let config = options
+        .checkpoints
+        .filter(|c| c.delivery != Delivery::AtMostOnce);
+    let mut coordinator = None;
+    let mut task_checkpoints = None;
+    let mut hooks = None;
+    if let Some(config) = &config {
+        let restored = if config.restore {
+            checkpoint::load(&config.dir)?
+        } else {
+            None
+        };
+        let completed = restored.as_ref().map_or(0, |r| r.checkpoint());
+        let log = Coordinator::open(config)?;
+        let signals = Signals::new(completed);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        hooks = Some(CheckpointHooks::new(
+            move |part| {
+                let _ = tx.send(part);
+            },
+            signals.completed.clone(),
+            signals.final_completed.clone(),
+            abort.clone(),
+            restored.map(|r| Arc::new(r) as Arc<dyn RestoreSource>),
+        ));
+        task_checkpoints = Some(TaskCheckpoints {
+            trigger: signals.trigger.clone(),
+            source_ended: signals.source_ended.clone(),
+            align: config.delivery == Delivery::ExactlyOnce,
+        });
+        coordinator = Some(Coordinator {
+            log,
+            parts: rx,
+            expected: graph.nodes().iter().map(|n| n.parallelism() as usize).sum(),
+            interval: config.interval,
+            signals,
+            abort: abort.clone(),
+            stats: Arc::new(Mutex::new(Vec::new())),
+        });
+    }
     let flags = Flags {
         stop: Arc::new(AtomicBool::new(false)),
-        abort: Arc::new(AtomicBool::new(false)),
+        abort,
+        checkpoints: task_checkpoints,
     };
-    let failure = Arc::new(Mutex::new(None::<JobError>));
     let mut builder = Builder::new(&graph, flags.abort.clone());
+    builder.checkpoints = hooks;
     let roots = builder.roots();
     let mut tasks = Vec::with_capacity(roots.len());
     for (node, instance) in roots {
@@ -63,6 +126,20 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
         }
     }
     drop(builder);
+    let checkpoint_stats = coordinator.as_ref().map(|c| c.stats.clone());
+    let coordinator = coordinator.and_then(|coordinator| {
+        let failure = failure.clone();
+        let abort = flags.abort.clone();
+        std::thread::Builder::new()
+            .name("streamwork-checkpoints".into())
+            .spawn(move || {
+                if let Err(e) = coordinator.run() {
+                    record_failure(&failure, JobError::Checkpoint(e));
+                    abort.store(true, Ordering::Relaxed);
+                }
+            })
+            .ok()
+    });
     let monitor = {
         let registry = registry.clone();
         std::thread::Builder::new()
@@ -79,6 +156,8 @@ pub fn start(graph: JobGraph) -> Result<JobHandle, JobError> {
         job: graph.name().to_string(),
         registry,
         monitor,
+        coordinator,
+        checkpoint_stats,
         threads,
         flags,
         failure,
@@ -180,6 +259,8 @@ pub struct JobHandle {
     job: String,
     registry: Arc<Registry>,
     monitor: Option<JoinHandle<()>>,
+    coordinator: Option<JoinHandle<()>>,
+    checkpoint_stats: Option<Arc<Mutex<Vec<CheckpointStats>>>>,
     threads: Vec<JoinHandle<Ended>>,
     flags: Flags,
     failure: Arc<Mutex<Option<JobError>>>,
@@ -253,6 +334,7 @@ impl LiveMetrics {
             bottleneck: monitor.bottleneck,
             thrashing: monitor.thrashing,
             source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
+            checkpoints: Vec::new(),
         }
     }
 }
@@ -348,6 +430,11 @@ impl JobHandle {
                 self.flags.abort.store(true, Ordering::Relaxed);
             }
         }
+        if let Some(coordinator) = self.coordinator.take() {
+            // Every task has ended: the coordinator has completed the final
+            // checkpoint, or sees the job aborted, or loses its last reporter.
+            let _ = coordinator.join();
+        }
         self.stop_monitor();
         let failure = self
             .failure
@@ -364,7 +451,11 @@ impl JobHandle {
                 source: TaskError::UpstreamFailed,
             });
         }
-        Ok(self.snapshot())
+        let mut report = self.snapshot();
+        if let Some(stats) = &self.checkpoint_stats {
+            report.checkpoints = stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        }
+        Ok(report)
     }
 }
 

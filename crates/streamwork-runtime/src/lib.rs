@@ -48,6 +48,7 @@
 
 pub mod ack;
 mod channel;
+pub mod checkpoint;
 mod error;
 mod handle;
 pub mod metrics;
@@ -55,8 +56,11 @@ mod report;
 mod task;
 mod wiring;
 
+pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery};
 pub use error::JobError;
-pub use handle::{JobHandle, LiveMetrics, StopHandle, run, start};
+pub use handle::{
+    JobHandle, LiveMetrics, RunOptions, StopHandle, run, run_with, start, start_with,
+};
 pub use metrics::Capacity;
 pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};
 pub use streamwork_core::JobGraph;

@@ -60,6 +60,9 @@ pub struct JobReport {
     pub thrashing: Option<String>,
     /// Times sources were paused by backpressure watermarks.
     pub source_pauses: u64,
+    /// The checkpoints completed, in order (a job that takes them; filled
+    /// in by `join`).
+    pub checkpoints: Vec<crate::checkpoint::CheckpointStats>,
 }
 
 impl JobReport {

@@ -2,7 +2,7 @@
 //! them to the instance, flushing whenever there is nothing to do right now.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Select, TryRecvError};
@@ -30,6 +30,19 @@ pub(crate) struct Flags {
     pub(crate) stop: Arc<AtomicBool>,
     /// Failure elsewhere: stop now.
     pub(crate) abort: Arc<AtomicBool>,
+    /// Checkpoints, if the job takes them.
+    pub(crate) checkpoints: Option<TaskCheckpoints>,
+}
+
+/// What tasks of a checkpointed job share with the coordinator.
+#[derive(Clone)]
+pub(crate) struct TaskCheckpoints {
+    /// The checkpoint the sources should take next.
+    pub(crate) trigger: Arc<AtomicU64>,
+    /// Set by a source that has ended its input.
+    pub(crate) source_ended: Arc<AtomicBool>,
+    /// Exactly-once: hold the inputs that delivered a barrier until all have.
+    pub(crate) align: bool,
 }
 
 /// How often tasks tick processing time while running.
@@ -47,12 +60,20 @@ pub(crate) fn run_source(
 ) -> Result<Ended, TaskError> {
     task.open()?;
     let mut last_tick = Instant::now();
+    let mut last_checkpoint = 0;
     loop {
         if flags.abort.load(Ordering::Relaxed) {
             return Ok(Ended::Aborted);
         }
         if flags.stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let Some(checkpoints) = &flags.checkpoints {
+            let trigger = checkpoints.trigger.load(Ordering::Acquire);
+            if trigger > last_checkpoint {
+                last_checkpoint = trigger;
+                task.checkpoint(trigger)?;
+            }
         }
         if pauses.iter().any(|p| p.is_raised()) {
             // A downstream queue is above its high watermark: hold off.
@@ -72,6 +93,9 @@ pub(crate) fn run_source(
             SourcePoll::Idle => task.flush()?,
             SourcePoll::Finished => break,
         }
+    }
+    if let Some(checkpoints) = &flags.checkpoints {
+        checkpoints.source_ended.store(true, Ordering::Relaxed);
     }
     task.finish()?;
     Ok(Ended::Completed)
@@ -280,7 +304,11 @@ fn run_input_loop(
     }
     let mut next = 0usize;
     let mut last_tick = Instant::now();
-    while !active.is_empty() {
+    let mut barrier = Barrier {
+        align: flags.checkpoints.as_ref().is_some_and(|c| c.align),
+        ..Barrier::default()
+    };
+    while !active.is_empty() || !barrier.held.is_empty() {
         let received = receive(task, ports, &active, &mut next, times, flags)?;
         if let Some(pause) = pause.as_mut() {
             pause.update(ports);
@@ -311,6 +339,10 @@ fn run_input_loop(
                 let change = clock.idle(port, from);
                 apply(task, change, times)?;
             }
+            Payload::Control(Control::Barrier(checkpoint)) => {
+                barrier.arrived(checkpoint, slot, &mut active);
+                barrier.complete_if_aligned(task, &mut active)?;
+            }
             Payload::Control(Control::EndOfStream) => {
                 active.remove(slot);
                 remaining[port] -= 1;
@@ -319,12 +351,69 @@ fn run_input_loop(
                 if remaining[port] == 0 {
                     task.on_port_end(port)?;
                 }
+                // An ended input no longer holds a checkpoint back.
+                barrier.complete_if_aligned(task, &mut active)?;
             }
             Payload::Control(_) => {}
         }
     }
     task.finish()?;
     Ok(Ended::Completed)
+}
+
+/// The checkpoint barrier a task is collecting from its inputs.
+#[derive(Default)]
+struct Barrier {
+    /// Exactly-once: inputs that delivered the barrier are not read until
+    /// every input has (alignment); at-least-once: they are.
+    align: bool,
+    /// The checkpoint whose barrier has arrived on some inputs.
+    pending: Option<u64>,
+    /// Aligning: the inputs that delivered it, set aside.
+    held: Vec<(usize, usize)>,
+    /// Not aligning: the inputs that delivered it.
+    seen: Vec<(usize, usize)>,
+}
+
+impl Barrier {
+    /// The barrier of `checkpoint` arrived on `active[slot]`.
+    fn arrived(&mut self, checkpoint: u64, slot: usize, active: &mut Vec<(usize, usize)>) {
+        if self.pending.is_some_and(|p| p != checkpoint) {
+            // A newer checkpoint overtook one that was abandoned: start over.
+            active.append(&mut self.held);
+            self.seen.clear();
+        }
+        self.pending = Some(checkpoint);
+        if self.align {
+            self.held.push(active.remove(slot));
+        } else {
+            self.seen.push(active[slot]);
+        }
+    }
+
+    /// Once every input that has not ended has delivered the barrier:
+    /// snapshot, forward it, and read the held inputs again.
+    fn complete_if_aligned(
+        &mut self,
+        task: &mut dyn InputTask,
+        active: &mut Vec<(usize, usize)>,
+    ) -> Result<(), TaskError> {
+        let Some(checkpoint) = self.pending else {
+            return Ok(());
+        };
+        let aligned = if self.align {
+            active.is_empty()
+        } else {
+            active.iter().all(|c| self.seen.contains(c))
+        };
+        if aligned {
+            task.on_barrier(checkpoint)?;
+            self.pending = None;
+            active.append(&mut self.held);
+            self.seen.clear();
+        }
+        Ok(())
+    }
 }
 
 /// The outcome of waiting for a message.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
+use streamwork_core::checkpoint::CheckpointHooks;
 use streamwork_core::exec::{InputTask, InstanceCounters, SourceTask};
 use streamwork_core::flow::{Overflow, PauseWatermarks};
 use streamwork_core::graph::{EdgeWiring, JobGraph, NodeFactory};
@@ -145,6 +146,8 @@ pub(crate) struct Builder<'g> {
     dropped: Vec<Arc<AtomicU64>>,
     /// Per node with backpressure watermarks on an input edge.
     pause_flags: HashMap<usize, Arc<PauseFlag>>,
+    /// The checkpoint hooks every instance gets, if the job takes checkpoints.
+    pub(crate) checkpoints: Option<CheckpointHooks>,
 }
 
 impl<'g> Builder<'g> {
@@ -215,17 +218,22 @@ impl<'g> Builder<'g> {
             times,
             dropped: edges.iter().map(|_| Arc::new(AtomicU64::new(0))).collect(),
             pause_flags,
+            checkpoints: None,
         }
     }
 
     fn context(&self, node: usize, instance: u32) -> InstanceContext {
         let def = &self.graph.nodes()[node];
-        InstanceContext::new(
+        let ctx = InstanceContext::new(
             def.name_arc(),
             instance,
             def.parallelism(),
             self.graph.config().key_groups,
-        )
+        );
+        match &self.checkpoints {
+            Some(hooks) => ctx.with_checkpoints(hooks.clone()),
+            None => ctx,
+        }
     }
 
     fn outputs(&mut self, node: usize, instance: u32, times: &Arc<TaskTimes>) -> OutputParts {

@@ -56,6 +56,6 @@ pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
     MapState, ReducingState, ValueState, restore_keyed, snapshot_keyed,
 };
-pub use log::{CheckpointLog, LogOptions, load_latest};
+pub use log::{CheckpointLog, LogOptions, load_checkpoint, load_latest};
 pub use snapshot::{Checkpoint, Snapshot, archive};
 pub use version::{Migration, VersionedState, operator_id};

@@ -262,10 +262,19 @@ impl CheckpointLog {
 /// it is returned, with what was skipped on the way in
 /// [`Checkpoint::skipped`] (and logged as warnings).
 pub fn load_latest(dir: impl AsRef<Path>) -> Result<Checkpoint, StateError> {
-    let dir = dir.as_ref();
+    load_where(dir.as_ref(), |_| true)
+}
+
+/// Loads complete checkpoint `id` of `dir`, checked as [`load_latest`]
+/// checks the newest.
+pub fn load_checkpoint(dir: impl AsRef<Path>, id: u64) -> Result<Checkpoint, StateError> {
+    load_where(dir.as_ref(), |candidate| candidate == id)
+}
+
+fn load_where(dir: &Path, wanted: impl Fn(u64) -> bool) -> Result<Checkpoint, StateError> {
     let scan = scan(dir)?;
     let mut skipped = scan.skipped;
-    for (&id, &expected) in scan.commits.iter().rev() {
+    for (&id, &expected) in scan.commits.iter().rev().filter(|(id, _)| wanted(**id)) {
         // The last copy of a (operator, part) wins.
         let mut parts: BTreeMap<(u64, u32), &Entry> = BTreeMap::new();
         for entry in scan.entries.iter().filter(|e| e.checkpoint == id) {

@@ -1,0 +1,164 @@
+//! Checkpoints as components see them (chapter 10): the state an instance
+//! hands over when a checkpoint's barrier reaches it, the state a restarted
+//! instance is offered back, and the hooks that connect instances to the
+//! runtime's checkpoint coordinator.
+//!
+//! A component opts in by overriding `snapshot` and `restore` on
+//! [`Source`](crate::Source), [`Operator`](crate::Operator),
+//! [`CoOperator`](crate::CoOperator) or [`Sink`](crate::Sink); a
+//! transactional sink also overrides `pre_commit` and `commit`. Everything
+//! else is the runtime's business.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The id the last snapshot of every instance carries: the checkpoint taken
+/// when the input has ended. The coordinator stores it under a real id.
+pub const FINAL_CHECKPOINT: u64 = u64::MAX;
+
+/// One instance's state in a checkpoint: bytes (an rkyv archive, say) and
+/// the version of their layout, so that a newer build can migrate them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateBytes {
+    /// The version of the layout of `bytes`.
+    pub schema: u32,
+    /// The state.
+    pub bytes: Vec<u8>,
+}
+
+/// One instance's part of one checkpoint, reported to the coordinator.
+#[derive(Debug)]
+pub struct Part {
+    /// The checkpoint ([`FINAL_CHECKPOINT`] at end of input).
+    pub checkpoint: u64,
+    /// The component's name.
+    pub component: Arc<str>,
+    /// The instance.
+    pub instance: u32,
+    /// Its state, if it keeps any.
+    pub state: Option<StateBytes>,
+}
+
+/// One snapshot a previous run took of a component: by instance `part`.
+#[derive(Copy, Clone, Debug)]
+pub struct RestoredPart<'a> {
+    /// The instance that wrote it (at the previous run's parallelism).
+    pub part: u32,
+    /// The version of its layout.
+    pub schema: u32,
+    /// The state, read in place.
+    pub bytes: &'a [u8],
+}
+
+/// The state of a previous run offered to one instance before it opens.
+#[derive(Debug)]
+pub struct Restore<'a> {
+    /// The checkpoint restored from.
+    pub checkpoint: u64,
+    /// This instance's index now.
+    pub instance: u32,
+    /// The component's parallelism now.
+    pub parallelism: u32,
+    /// Every instance's snapshot of this component in that checkpoint.
+    pub parts: Vec<RestoredPart<'a>>,
+}
+
+impl<'a> Restore<'a> {
+    /// The snapshot the instance with this index wrote: this instance's own
+    /// state when the parallelism has not changed.
+    pub fn own(&self) -> Option<RestoredPart<'a>> {
+        self.parts.iter().copied().find(|p| p.part == self.instance)
+    }
+}
+
+/// Where restored state comes from: the runtime implements it over a loaded
+/// checkpoint.
+pub trait RestoreSource: Send + Sync {
+    /// The checkpoint's id.
+    fn checkpoint(&self) -> u64;
+    /// Every snapshot `component` wrote in it.
+    fn parts(&self, component: &str) -> Vec<RestoredPart<'_>>;
+}
+
+type Report = dyn Fn(Part) + Send + Sync;
+
+/// The connection of every instance of a checkpointed job to the
+/// coordinator: where parts go, the last complete checkpoint, what to
+/// restore. Cheap to clone.
+#[derive(Clone)]
+pub struct CheckpointHooks {
+    report: Arc<Report>,
+    completed: Arc<AtomicU64>,
+    final_completed: Arc<AtomicBool>,
+    aborted: Arc<AtomicBool>,
+    restore: Option<Arc<dyn RestoreSource>>,
+}
+
+impl fmt::Debug for CheckpointHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointHooks")
+            .field("completed", &self.completed())
+            .field("restore", &self.restore.as_ref().map(|r| r.checkpoint()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl CheckpointHooks {
+    /// Hooks reporting parts through `report`; `completed` holds the id of
+    /// the last complete checkpoint (0: none yet), `final_completed` turns
+    /// true once the final checkpoint is complete, `aborted` once the job
+    /// fails.
+    pub fn new(
+        report: impl Fn(Part) + Send + Sync + 'static,
+        completed: Arc<AtomicU64>,
+        final_completed: Arc<AtomicBool>,
+        aborted: Arc<AtomicBool>,
+        restore: Option<Arc<dyn RestoreSource>>,
+    ) -> Self {
+        CheckpointHooks {
+            report: Arc::new(report),
+            completed,
+            final_completed,
+            aborted,
+            restore,
+        }
+    }
+
+    /// Reports one instance's part.
+    pub fn report(&self, part: Part) {
+        (self.report)(part);
+    }
+
+    /// The last complete checkpoint (0: none yet).
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    /// Whether the final checkpoint is complete.
+    pub fn final_completed(&self) -> bool {
+        self.final_completed.load(Ordering::Acquire)
+    }
+
+    /// Whether the job has failed.
+    pub fn aborted(&self) -> bool {
+        self.aborted.load(Ordering::Relaxed)
+    }
+
+    /// The state to restore `component`'s instance `instance` of
+    /// `parallelism` from, if the job restores.
+    pub fn restore_for(
+        &self,
+        component: &str,
+        instance: u32,
+        parallelism: u32,
+    ) -> Option<Restore<'_>> {
+        let source = self.restore.as_ref()?;
+        Some(Restore {
+            checkpoint: source.checkpoint(),
+            instance,
+            parallelism,
+            parts: source.parts(component),
+        })
+    }
+}
