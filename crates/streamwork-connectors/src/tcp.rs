@@ -119,7 +119,7 @@ impl<T: Data> Source for TcpLineSource<T> {
                     let (addr, line_no) = (&self.addr, self.line_no);
                     if let Some(record) = self
                         .lines
-                        .decode(raw, || format!("{addr} line {line_no}"))?
+                        .decode(raw, line_no - 1, || format!("{addr} line {line_no}"))?
                     {
                         out.emit(record);
                     }

@@ -56,10 +56,17 @@ pub struct RestoredPart<'a> {
 pub struct Restore<'a> {
     /// The checkpoint restored from.
     pub checkpoint: u64,
+    /// Whether it is the final checkpoint of a run that completed: the
+    /// sources are at the end of their input, and a transactional sink
+    /// commits what it staged at the end.
+    pub is_final: bool,
     /// This instance's index now.
     pub instance: u32,
     /// The component's parallelism now.
     pub parallelism: u32,
+    /// The job's key groups: a keyed instance keeps the keys whose group it
+    /// now owns (`key_groups.route(hash, parallelism) == instance`).
+    pub key_groups: crate::KeyGroups,
     /// Every instance's snapshot of this component in that checkpoint.
     pub parts: Vec<RestoredPart<'a>>,
 }
@@ -77,6 +84,8 @@ impl<'a> Restore<'a> {
 pub trait RestoreSource: Send + Sync {
     /// The checkpoint's id.
     fn checkpoint(&self) -> u64;
+    /// Whether it is the final checkpoint of a completed run.
+    fn is_final(&self) -> bool;
     /// Every snapshot `component` wrote in it.
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>>;
 }
@@ -152,12 +161,15 @@ impl CheckpointHooks {
         component: &str,
         instance: u32,
         parallelism: u32,
+        key_groups: crate::KeyGroups,
     ) -> Option<Restore<'_>> {
         let source = self.restore.as_ref()?;
         Some(Restore {
             checkpoint: source.checkpoint(),
+            is_final: source.is_final(),
             instance,
             parallelism,
+            key_groups,
             parts: source.parts(component),
         })
     }

@@ -58,9 +58,12 @@ impl InstanceContext {
     /// The state a previous run checkpointed for this instance's component,
     /// if the job restores from a checkpoint.
     pub fn restore(&self) -> Option<Restore<'_>> {
-        self.checkpoints
-            .as_ref()?
-            .restore_for(&self.component, self.instance.0, self.parallelism)
+        self.checkpoints.as_ref()?.restore_for(
+            &self.component,
+            self.instance.0,
+            self.parallelism,
+            self.key_groups,
+        )
     }
 
     /// The component's name, as given in the job.
@@ -543,9 +546,9 @@ pub trait Sink: Clone + Send + 'static {
         Ok(())
     }
 
-    /// Before [`open`](Self::open) in a restarted job: `restore.checkpoint`
-    /// is the last complete checkpoint; commit what was staged up to it and
-    /// discard what was staged after.
+    /// Right after [`open`](Self::open) in a restarted job:
+    /// `restore.checkpoint` is the last complete checkpoint; commit what was
+    /// staged up to it and discard what was staged after.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         let _ = restore;
         Ok(())

@@ -77,6 +77,9 @@ pub enum TaskError {
     /// A source or sink reported an error.
     #[error(transparent)]
     Connector(#[from] ConnectorError),
+    /// State checkpointed by a previous run could not be restored.
+    #[error("cannot restore checkpointed state: {0}")]
+    Restore(String),
 }
 
 impl From<Disconnected> for TaskError {

@@ -631,11 +631,11 @@ impl<S: Sink> SinkInstance<S> {
         if !self.opened {
             let _scope = Scope::enter(&self.ctx);
             self.opened = true;
+            self.sink.open(&self.ctx)?;
             if let Some(restore) = self.ctx.restore() {
                 self.committed = restore.checkpoint;
                 self.sink.restore(&restore)?;
             }
-            self.sink.open(&self.ctx)?;
         }
         Ok(())
     }

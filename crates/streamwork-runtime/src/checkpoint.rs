@@ -104,9 +104,18 @@ pub(crate) struct Restored {
     checkpoint: Checkpoint,
 }
 
+/// The component name under which the final checkpoint carries its marker.
+const FINAL_MARKER: &str = "__streamwork_final_checkpoint__";
+
 impl RestoreSource for Restored {
     fn checkpoint(&self) -> u64 {
         self.checkpoint.id()
+    }
+
+    fn is_final(&self) -> bool {
+        self.checkpoint
+            .snapshot(operator_id(FINAL_MARKER), 0)
+            .is_some()
     }
 
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {
@@ -217,7 +226,17 @@ impl Coordinator {
                 if finals.len() == self.expected {
                     let id = self.log.next_checkpoint_id();
                     let started = Instant::now();
-                    let bytes = self.write(id, std::mem::take(&mut finals))?;
+                    let mut parts = std::mem::take(&mut finals);
+                    parts.push(Part {
+                        checkpoint: id,
+                        component: FINAL_MARKER.into(),
+                        instance: 0,
+                        state: Some(streamwork_core::StateBytes {
+                            schema: 0,
+                            bytes: Vec::new(),
+                        }),
+                    });
+                    let bytes = self.write(id, parts)?;
                     self.record(id, started, bytes, true);
                     self.signals.completed.store(id, Ordering::Release);
                     self.signals.final_completed.store(true, Ordering::Release);

@@ -10,9 +10,26 @@ use crate::errors::{BadInput, InputErrors};
 /// Parses one line into a record, or says why it cannot.
 pub type LineParser<T> = Arc<dyn Fn(&str) -> Result<T, String> + Send + Sync>;
 
+/// Makes a record of a line's 0-based index and its raw bytes.
+pub type RawLineParser<T> = Arc<dyn Fn(u64, &[u8]) -> Result<T, String> + Send + Sync>;
+
+enum Parser<T> {
+    Text(LineParser<T>),
+    Raw(RawLineParser<T>),
+}
+
+impl<T> Clone for Parser<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Parser::Text(parse) => Parser::Text(parse.clone()),
+            Parser::Raw(parse) => Parser::Raw(parse.clone()),
+        }
+    }
+}
+
 /// How lines become records.
 pub struct Lines<T> {
-    parse: LineParser<T>,
+    parse: Parser<T>,
     skip_blank: bool,
     policy: BadInput,
     errors: InputErrors,
@@ -36,11 +53,31 @@ impl Lines<String> {
     }
 }
 
+impl Lines<(u64, Vec<u8>)> {
+    /// Each line as its 0-based index in the input and its raw bytes (no
+    /// UTF-8 check, nothing skipped): for jobs that handle malformed lines
+    /// themselves, say into a dead-letter output.
+    pub fn indexed_raw() -> Self {
+        Lines::raw(|index, bytes| Ok((index, bytes.to_vec())))
+    }
+}
+
 impl<T> Lines<T> {
     /// Each line through `parse`.
     pub fn parsed(parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static) -> Self {
         Lines {
-            parse: Arc::new(parse),
+            parse: Parser::Text(Arc::new(parse)),
+            skip_blank: false,
+            policy: BadInput::Skip,
+            errors: InputErrors::new(),
+        }
+    }
+
+    /// Each line, with its 0-based index in the input, through `parse` on
+    /// its raw bytes.
+    pub fn raw(parse: impl Fn(u64, &[u8]) -> Result<T, String> + Send + Sync + 'static) -> Self {
+        Lines {
+            parse: Parser::Raw(Arc::new(parse)),
             skip_blank: false,
             policy: BadInput::Skip,
             errors: InputErrors::new(),
@@ -70,14 +107,25 @@ impl<T> Lines<T> {
         &self.errors
     }
 
-    /// Decodes one raw line (without its terminator). `where_` describes its
-    /// position for error messages.
+    /// Decodes one raw line (without its terminator), the `index`-th of
+    /// the input (from 0). `where_` describes its position for error
+    /// messages.
     pub fn decode(
         &self,
         raw: &[u8],
+        index: u64,
         where_: impl FnOnce() -> String,
     ) -> Result<Option<T>, ConnectorError> {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let parse = match &self.parse {
+            Parser::Text(parse) => parse,
+            Parser::Raw(parse) => {
+                return match parse(index, raw) {
+                    Ok(record) => Ok(Some(record)),
+                    Err(reason) => self.bad(format!("{}: {reason}", where_())),
+                };
+            }
+        };
         let line = match std::str::from_utf8(raw) {
             Ok(line) => line,
             Err(e) => return self.bad(format!("{}: invalid UTF-8 ({e})", where_())),
@@ -85,7 +133,7 @@ impl<T> Lines<T> {
         if self.skip_blank && line.trim().is_empty() {
             return Ok(None);
         }
-        match (self.parse)(line) {
+        match parse(line) {
             Ok(record) => Ok(Some(record)),
             Err(reason) => self.bad(format!("{}: {reason}", where_())),
         }

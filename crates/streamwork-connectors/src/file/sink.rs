@@ -1,11 +1,13 @@
-//! Writes records as lines to files: one file per instance.
+//! Writes records as lines to files: one file per instance, or, made
+//! transactional, one committed file per instance and checkpoint.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Sink};
+use streamwork_core::checkpoint::FINAL_CHECKPOINT;
+use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
 
 type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 
@@ -13,17 +15,27 @@ type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 /// itself when the sink has parallelism 1 and [`single_file`](Self::single_file)
 /// is used).
 ///
+/// [`transactional`](Self::transactional) makes it the exactly-once file
+/// sink of chapter 10: lines are staged in hidden files per checkpoint and
+/// become visible, as `DIR/part-INSTANCE-CHECKPOINT` (or appended to the
+/// single file), only once their checkpoint is complete; a restarted job
+/// commits what its last complete checkpoint staged and discards the rest.
+///
 /// ```no_run
 /// use streamwork_connectors::FileSink;
 /// let sink = FileSink::new("out", |n: &u64, line: &mut Vec<u8>| line.extend_from_slice(n.to_string().as_bytes()));
-/// # let _ = sink;
+/// let exactly_once = sink.clone().transactional();
+/// # let _ = (sink, exactly_once);
 /// ```
 pub struct FileSink<T> {
     path: PathBuf,
     single: bool,
+    transactional: bool,
     format: Format<T>,
     writer: Option<BufWriter<File>>,
     line: Vec<u8>,
+    /// The transactional sink's files, once open.
+    files: Option<Staging>,
 }
 
 /// Cloning gives an unopened sink with the same settings.
@@ -32,9 +44,11 @@ impl<T> Clone for FileSink<T> {
         FileSink {
             path: self.path.clone(),
             single: self.single,
+            transactional: self.transactional,
             format: self.format.clone(),
             writer: None,
             line: Vec::new(),
+            files: None,
         }
     }
 }
@@ -48,15 +62,25 @@ impl<T: Data> FileSink<T> {
         FileSink {
             path: dir.as_ref().to_path_buf(),
             single: false,
+            transactional: false,
             format: Arc::new(format),
             writer: None,
             line: Vec::new(),
+            files: None,
         }
     }
 
     /// Writes into the file at the sink's path itself (parallelism 1 only).
     pub fn single_file(mut self) -> Self {
         self.single = true;
+        self
+    }
+
+    /// Makes output visible only when its checkpoint is complete (see the
+    /// type's documentation). Without checkpoints, output becomes visible at
+    /// the end of input.
+    pub fn transactional(mut self) -> Self {
+        self.transactional = true;
         self
     }
 
@@ -69,6 +93,11 @@ impl<T: Data> FileSink<T> {
                     ctx.parallelism()
                 )));
             }
+            if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    ConnectorError::io(format!("creating directory {}", parent.display()), e)
+                })?;
+            }
             return Ok(self.path.clone());
         }
         std::fs::create_dir_all(&self.path).map_err(|e| {
@@ -76,12 +105,27 @@ impl<T: Data> FileSink<T> {
         })?;
         Ok(self.path.join(format!("part-{}", ctx.instance().0)))
     }
+
+    fn staging(&mut self, ctx: &InstanceContext) -> Result<&mut Staging, ConnectorError> {
+        if self.files.is_none() {
+            let target = self.target(ctx)?;
+            self.files = Some(Staging::new(target, self.single));
+        }
+        Ok(self
+            .files
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("just set")))
+    }
 }
 
 impl<T: Data> Sink for FileSink<T> {
     type In = T;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        if self.transactional {
+            self.staging(ctx)?;
+            return Ok(());
+        }
         let target = self.target(ctx)?;
         let file = File::create(&target)
             .map_err(|e| ConnectorError::io(format!("creating {}", target.display()), e))?;
@@ -93,6 +137,12 @@ impl<T: Data> Sink for FileSink<T> {
         self.line.clear();
         (self.format)(&record.value, &mut self.line);
         self.line.push(b'\n');
+        if self.writer.is_none()
+            && let Some(files) = self.files.as_ref()
+        {
+            // Transactional: a new in-progress file after each checkpoint.
+            self.writer = Some(BufWriter::with_capacity(256 * 1024, files.start()?));
+        }
         if let Some(writer) = self.writer.as_mut() {
             writer
                 .write_all(&self.line)
@@ -109,4 +159,287 @@ impl<T: Data> Sink for FileSink<T> {
         }
         Ok(())
     }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        if self.files.is_some() {
+            // Without checkpoints everything commits at the end; with them,
+            // the final checkpoint has already staged and committed it all.
+            self.pre_commit(FINAL_CHECKPOINT)?;
+            return self.commit(FINAL_CHECKPOINT);
+        }
+        self.flush()
+    }
+
+    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+        self.flush()?;
+        let writer = self.writer.take();
+        match self.files.as_ref() {
+            Some(files) => files.stage(writer, checkpoint),
+            None => {
+                self.writer = writer;
+                Ok(())
+            }
+        }
+    }
+
+    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+        match self.files.as_ref() {
+            Some(files) => files.commit_up_to(checkpoint, checkpoint == FINAL_CHECKPOINT),
+            None => Ok(()),
+        }
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        if !self.transactional {
+            return Ok(());
+        }
+        // Commit what complete checkpoints staged; discard everything else.
+        let Some(files) = self.files.as_ref() else {
+            return Err(ConnectorError::user(
+                "a transactional file sink restored before it was opened".to_string(),
+            ));
+        };
+        files.recover(restore.checkpoint, restore.is_final)
+    }
+}
+
+/// The hidden files of one transactional sink instance next to its target:
+/// `.NAME.inprogress`, `.NAME.staged-CHECKPOINT` (or `.NAME.staged-final`)
+/// and, for a single file, `.NAME.commit-CHECKPOINT` while appending.
+struct Staging {
+    target: PathBuf,
+    dir: PathBuf,
+    name: String,
+    single: bool,
+}
+
+/// A staged file's checkpoint: its id, or the final one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Staged {
+    At(u64),
+    Final,
+}
+
+impl Staging {
+    fn new(target: PathBuf, single: bool) -> Self {
+        let dir = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Staging {
+            target,
+            dir,
+            name,
+            single,
+        }
+    }
+
+    fn hidden(&self, suffix: &str) -> PathBuf {
+        self.dir.join(format!(".{}.{suffix}", self.name))
+    }
+
+    fn staged_path(&self, staged: Staged) -> PathBuf {
+        match staged {
+            Staged::At(id) => self.hidden(&format!("staged-{id:020}")),
+            Staged::Final => self.hidden("staged-final"),
+        }
+    }
+
+    fn committed_path(&self, staged: Staged) -> PathBuf {
+        match staged {
+            Staged::At(id) => self.dir.join(format!("{}-{id:020}", self.name)),
+            Staged::Final => self.dir.join(format!("{}-final", self.name)),
+        }
+    }
+
+    /// A fresh in-progress file.
+    fn start(&self) -> Result<File, ConnectorError> {
+        let path = self.hidden("inprogress");
+        File::create(&path).map_err(|e| io("creating", &path, e))
+    }
+
+    /// Makes the in-progress file durable as the output of `checkpoint`.
+    fn stage(
+        &self,
+        writer: Option<BufWriter<File>>,
+        checkpoint: u64,
+    ) -> Result<(), ConnectorError> {
+        let Some(writer) = writer else {
+            return Ok(());
+        };
+        let inprogress = self.hidden("inprogress");
+        let file = writer
+            .into_inner()
+            .map_err(|e| io("writing", &inprogress, e.into_error()))?;
+        file.sync_data()
+            .map_err(|e| io("flushing", &inprogress, e))?;
+        let staged = if checkpoint == FINAL_CHECKPOINT {
+            Staged::Final
+        } else {
+            Staged::At(checkpoint)
+        };
+        let path = self.staged_path(staged);
+        std::fs::rename(&inprogress, &path).map_err(|e| io("staging", &path, e))?;
+        self.sync_dir()
+    }
+
+    /// Every staged file of this instance, in checkpoint order.
+    fn staged(&self) -> Result<Vec<Staged>, ConnectorError> {
+        let prefix = format!(".{}.staged-", self.name);
+        let mut found = Vec::new();
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| io("listing", &self.dir, e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            if rest == "final" {
+                found.push(Staged::Final);
+            } else if let Ok(id) = rest.parse::<u64>() {
+                found.push(Staged::At(id));
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Commits the files staged for checkpoints up to `checkpoint` (and the
+    /// final one if `final_too`).
+    fn commit_up_to(&self, checkpoint: u64, final_too: bool) -> Result<(), ConnectorError> {
+        for staged in self.staged()? {
+            let due = match staged {
+                Staged::At(id) => id <= checkpoint,
+                Staged::Final => final_too,
+            };
+            if due {
+                self.commit(staged)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&self, staged: Staged) -> Result<(), ConnectorError> {
+        let path = self.staged_path(staged);
+        if !self.single {
+            let committed = self.committed_path(staged);
+            std::fs::rename(&path, &committed).map_err(|e| io("committing", &committed, e))?;
+            return self.sync_dir();
+        }
+        // One file: append, remembering its length before so that an append
+        // a crash cut short is undone before it is redone.
+        let marker = self.hidden(&format!("commit-{}", staged_name(staged)));
+        let before = std::fs::metadata(&self.target)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        std::fs::write(&marker, before.to_string()).map_err(|e| io("writing", &marker, e))?;
+        self.append(&path, before)?;
+        std::fs::remove_file(&path).map_err(|e| io("removing", &path, e))?;
+        self.sync_dir()?;
+        std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))
+    }
+
+    fn append(&self, staged: &Path, length_before: u64) -> Result<(), ConnectorError> {
+        let bytes = std::fs::read(staged).map_err(|e| io("reading", staged, e))?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&self.target)
+            .map_err(|e| io("opening", &self.target, e))?;
+        file.set_len(length_before)
+            .map_err(|e| io("truncating", &self.target, e))?;
+        use std::io::Seek;
+        file.seek(std::io::SeekFrom::Start(length_before))
+            .map_err(|e| io("seeking", &self.target, e))?;
+        file.write_all(&bytes)
+            .map_err(|e| io("appending to", &self.target, e))?;
+        file.sync_data()
+            .map_err(|e| io("flushing", &self.target, e))
+    }
+
+    /// After a restart from checkpoint `restored`: commits what checkpoints
+    /// up to it staged (the final one too if it is final), finishes a commit
+    /// a crash interrupted, and discards what later checkpoints staged.
+    fn recover(&self, restored: u64, is_final: bool) -> Result<(), ConnectorError> {
+        if self.single {
+            self.finish_interrupted_appends()?;
+        }
+        for staged in self.staged()? {
+            let keep = match staged {
+                Staged::At(id) => id <= restored,
+                Staged::Final => is_final,
+            };
+            if keep {
+                self.commit(staged)?;
+            } else {
+                let path = self.staged_path(staged);
+                std::fs::remove_file(&path).map_err(|e| io("discarding", &path, e))?;
+            }
+        }
+        let inprogress = self.hidden("inprogress");
+        if inprogress.exists() {
+            std::fs::remove_file(&inprogress).map_err(|e| io("discarding", &inprogress, e))?;
+        }
+        self.sync_dir()
+    }
+
+    /// A single-file append cut short: if its staged file is still there,
+    /// the append is redone by `recover`'s commit (which truncates back to
+    /// the recorded length first); if not, the append was complete.
+    fn finish_interrupted_appends(&self) -> Result<(), ConnectorError> {
+        let prefix = format!(".{}.commit-", self.name);
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| io("listing", &self.dir, e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            let staged = if rest == "final" {
+                Staged::Final
+            } else {
+                match rest.parse::<u64>() {
+                    Ok(id) => Staged::At(id),
+                    Err(_) => continue,
+                }
+            };
+            let marker = entry.path();
+            if self.staged_path(staged).exists() {
+                let before: u64 = std::fs::read_to_string(&marker)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(0);
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&self.target)
+                    .map_err(|e| io("opening", &self.target, e))?;
+                file.set_len(before)
+                    .map_err(|e| io("truncating", &self.target, e))?;
+            }
+            std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))?;
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self) -> Result<(), ConnectorError> {
+        if let Ok(dir) = File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+}
+
+fn staged_name(staged: Staged) -> String {
+    match staged {
+        Staged::At(id) => format!("{id:020}"),
+        Staged::Final => "final".to_string(),
+    }
+}
+
+fn io(action: &str, path: &Path, e: std::io::Error) -> ConnectorError {
+    ConnectorError::io(format!("{action} {}", path.display()), e)
 }

@@ -1,16 +1,20 @@
 //! Reads lines from a file, or from every file of a directory.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use streamwork_core::{Collector, ConnectorError, Data, InstanceContext, Source, SourcePoll};
+use streamwork_core::{
+    Collector, ConnectorError, Data, InstanceContext, Restore, Source, SourcePoll, StateBytes,
+};
 
 use super::lines::Lines;
 
 /// Emits the lines of a file, or of the files of a directory (in name order;
 /// with parallelism P, instance `w` reads the files at positions `i % P == w`).
-/// Its position is a file index and a byte offset.
+/// Its position is a file index and a byte offset: it is replayable, and a
+/// job restored from a checkpoint resumes reading where the checkpoint was
+/// taken.
 ///
 /// ```no_run
 /// use streamwork_connectors::FileSource;
@@ -26,7 +30,45 @@ pub struct FileSource<T> {
     reader: Option<BufReader<File>>,
     offset: u64,
     line_no: u64,
+    /// Lines read by this instance, over all its files.
+    index: u64,
+    /// Where to resume, from a checkpoint.
+    resume: Option<Position>,
     buf: Vec<u8>,
+}
+
+/// Where a file source is: file, byte offset and line in it, lines before.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Position {
+    file: u64,
+    offset: u64,
+    line_no: u64,
+    index: u64,
+}
+
+impl Position {
+    const SCHEMA: u32 = 1;
+
+    fn encode(self) -> Vec<u8> {
+        [self.file, self.offset, self.line_no, self.index]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Position> {
+        if bytes.len() != 32 {
+            return None;
+        }
+        let at =
+            |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        Some(Position {
+            file: at(0),
+            offset: at(1),
+            line_no: at(2),
+            index: at(3),
+        })
+    }
 }
 
 /// Cloning gives an unopened source with the same settings.
@@ -40,6 +82,8 @@ impl<T> Clone for FileSource<T> {
             reader: None,
             offset: 0,
             line_no: 0,
+            index: 0,
+            resume: self.resume,
             buf: Vec::new(),
         }
     }
@@ -71,6 +115,8 @@ impl<T: Data> FileSource<T> {
             reader: None,
             offset: 0,
             line_no: 0,
+            index: 0,
+            resume: None,
             buf: Vec::new(),
         }
     }
@@ -139,7 +185,56 @@ impl<T: Data> Source for FileSource<T> {
         });
         self.files = all;
         self.file_idx = 0;
-        self.open_next()?;
+        let Some(resume) = self.resume.take() else {
+            self.open_next()?;
+            return Ok(());
+        };
+        // Resume where a checkpoint was taken.
+        self.file_idx = resume.file as usize;
+        self.index = resume.index;
+        if self.open_next()? {
+            let path = &self.files[self.file_idx];
+            if let Some(reader) = self.reader.as_mut() {
+                reader.seek(SeekFrom::Start(resume.offset)).map_err(|e| {
+                    ConnectorError::io(
+                        format!("resuming {} at byte {}", path.display(), resume.offset),
+                        e,
+                    )
+                })?;
+            }
+            self.offset = resume.offset;
+            self.line_no = resume.line_no;
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        Some(StateBytes {
+            schema: Position::SCHEMA,
+            bytes: Position {
+                file: self.file_idx as u64,
+                offset: self.offset,
+                line_no: self.line_no,
+                index: self.index,
+            }
+            .encode(),
+        })
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let Some(own) = restore.own() else {
+            return Ok(());
+        };
+        if own.schema != Position::SCHEMA {
+            return Err(ConnectorError::user(format!(
+                "file source position of schema {} cannot be read (this version reads {})",
+                own.schema,
+                Position::SCHEMA
+            )));
+        }
+        self.resume = Some(Position::decode(own.bytes).ok_or_else(|| {
+            ConnectorError::user("a checkpointed file source position is damaged".to_string())
+        })?);
         Ok(())
     }
 
@@ -165,12 +260,12 @@ impl<T: Data> Source for FileSource<T> {
             }
             self.offset += n as u64;
             self.line_no += 1;
+            self.index += 1;
             let raw = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
             let (path, line_no) = (&self.files[self.file_idx], self.line_no);
-            if let Some(record) = self
-                .lines
-                .decode(raw, || format!("{}:{line_no}", path.display()))?
-            {
+            if let Some(record) = self.lines.decode(raw, self.index - 1, || {
+                format!("{}:{line_no}", path.display())
+            })? {
                 out.emit(record);
             }
         }
