@@ -595,3 +595,104 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+// ---------------------------------------------------------------- CKPT
+
+/// W2's keyed count with its state checkpointed: counts in `KeyedState`,
+/// snapshotted by key group.
+#[derive(Clone, Default)]
+struct CheckpointedCount {
+    counts: KeyedState<u64, u64>,
+}
+
+impl Operator for CheckpointedCount {
+    type In = (u64, u64);
+    type Key = ByKey<u64>;
+    type Out = Collector<(u64, u64)>;
+    type Time = AnyTime;
+
+    #[inline]
+    fn on_record(&mut self, _event: (u64, u64), ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        *self.counts.get_or_default(ctx.key()) += 1;
+    }
+
+    fn on_end(&mut self, out: &mut Self::Out) {
+        for (key, count) in self.counts.drain() {
+            out.emit((key, count));
+        }
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let bytes = streamwork::state::snapshot_keyed(&self.counts, KeyGroups::DEFAULT)
+            .expect("archiving integers cannot fail");
+        Some(StateBytes {
+            schema: 1,
+            bytes: bytes.to_vec(),
+        })
+    }
+}
+
+/// What a checkpointed run measured.
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointedRun {
+    /// The workload's result.
+    pub outcome: Outcome,
+    /// Checkpoints completed (the final one included).
+    pub checkpoints: usize,
+    /// Bytes of state in the largest one.
+    pub largest_bytes: u64,
+    /// The longest, trigger to durable commit.
+    pub longest: Duration,
+}
+
+/// The keyed count over `keys` keys, checkpointed every `interval` into
+/// `dir` (exactly-once: aligned barriers), or not at all.
+pub fn checkpointed_count(
+    events: u64,
+    parallelism: u32,
+    keys: u64,
+    interval: Option<Duration>,
+    dir: &std::path::Path,
+) -> CheckpointedRun {
+    let totals = Totals::default();
+    let sink = KeyChecksum {
+        totals: totals.clone(),
+        local: Outcome::default(),
+    };
+    let graph = job! {
+        name "CKPT";
+        source events[parallelism] = GeneratorSource::new(|i| i).take(events);
+        operator keyed[parallelism] = WithKey { keys } <- events;
+        operator counts[parallelism] = CheckpointedCount::default()
+            <- keyed.key(|(key, _): &(u64, u64)| *key);
+        sink checksum[parallelism] = sink <- counts;
+    }
+    .expect("CKPT is well formed");
+    let _ = std::fs::remove_dir_all(dir);
+    let options = RunOptions {
+        checkpoints: interval.map(|interval| {
+            let mut config = CheckpointConfig::new(dir, interval);
+            config.restore = false;
+            config.retain = 1;
+            config
+        }),
+    };
+    let report = graph.run_with(options).expect("CKPT runs");
+    let _ = std::fs::remove_dir_all(dir);
+    CheckpointedRun {
+        outcome: totals.outcome(),
+        checkpoints: report.checkpoints.len(),
+        largest_bytes: report
+            .checkpoints
+            .iter()
+            .map(|c| c.bytes)
+            .max()
+            .unwrap_or(0),
+        longest: report
+            .checkpoints
+            .iter()
+            .map(|c| c.duration)
+            .max()
+            .unwrap_or_default(),
+    }
+}

@@ -1,0 +1,55 @@
+//! What checkpoints cost: the keyed count over one million keys, run with
+//! aligned checkpoints every second and without any, best of three each.
+//!
+//! ```sh
+//! cargo bench -p streamwork-benches --bench checkpoint_overhead
+//! CKPT_EVENTS=50000000 cargo bench -p streamwork-benches --bench checkpoint_overhead
+//! ```
+
+use std::time::{Duration, Instant};
+
+use streamwork_benches::{CheckpointedRun, checkpointed_count};
+
+fn best_of(runs: u32, f: impl Fn() -> CheckpointedRun) -> (CheckpointedRun, f64) {
+    let mut best = f64::INFINITY;
+    let mut last = CheckpointedRun::default();
+    for _ in 0..runs {
+        let started = Instant::now();
+        last = f();
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    (last, best)
+}
+
+fn main() {
+    let events: u64 = std::env::var("CKPT_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150_000_000);
+    let keys = 1_000_000;
+    let dir = std::env::temp_dir().join(format!("streamwork-ckpt-bench-{}", std::process::id()));
+    for parallelism in [1, 2] {
+        let (plain, plain_s) = best_of(3, || {
+            checkpointed_count(events, parallelism, keys, None, &dir)
+        });
+        let (with, with_s) = best_of(3, || {
+            checkpointed_count(
+                events,
+                parallelism,
+                keys,
+                Some(Duration::from_secs(1)),
+                &dir,
+            )
+        });
+        assert_eq!(plain.outcome, with.outcome, "checkpoints change no result");
+        println!(
+            "p={parallelism}: {events} events, {keys} keys: no checkpoints {:.1} M ev/s; checkpoints every 1 s {:.1} M ev/s ({:+.1}%), {} checkpoints, largest {:.1} MiB, longest {:.0} ms",
+            events as f64 / plain_s / 1e6,
+            events as f64 / with_s / 1e6,
+            (plain_s / with_s - 1.0) * 100.0,
+            with.checkpoints,
+            with.largest_bytes as f64 / (1 << 20) as f64,
+            with.longest.as_secs_f64() * 1e3,
+        );
+    }
+}
