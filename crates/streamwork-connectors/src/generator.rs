@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use streamwork_core::{
-    Collector, ConnectorError, Data, InstanceContext, Source, SourcePoll, Timestamp,
+    Collector, ConnectorError, Data, InstanceContext, Restore, Source, SourcePoll, StateBytes,
+    Timestamp,
 };
 
 /// How a generator makes record `seq`: any `Fn(u64) -> T` (called without
@@ -107,6 +108,8 @@ pub struct GeneratorSource<T, F = DynMake<T>, S = DynStamp<T>> {
     step: u64,
     started: Option<Instant>,
     emitted: u64,
+    /// Where to resume (next sequence number, step), from a checkpoint.
+    resume: Option<(u64, u64)>,
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -124,6 +127,7 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
             step: 1,
             started: None,
             emitted: 0,
+            resume: None,
             _type: std::marker::PhantomData,
         }
     }
@@ -142,6 +146,7 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
             step: self.step,
             started: self.started,
             emitted: self.emitted,
+            resume: self.resume,
             _type: std::marker::PhantomData,
         }
     }
@@ -183,6 +188,7 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
             step: self.step,
             started: self.started,
             emitted: self.emitted,
+            resume: self.resume,
             _type: std::marker::PhantomData,
         }
     }
@@ -192,9 +198,47 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     type Out = Collector<T>;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        self.next = u64::from(ctx.instance().0);
-        self.step = u64::from(ctx.parallelism());
+        let step = u64::from(ctx.parallelism());
+        match self.resume.take() {
+            Some((next, old_step)) if old_step == step => self.next = next,
+            Some((_, old_step)) => {
+                return Err(ConnectorError::user(format!(
+                    "generator `{}` was checkpointed at parallelism {old_step} and restored at {step}: its split of sequence numbers depends on its parallelism, so restore it at {old_step}",
+                    ctx.component()
+                )));
+            }
+            None => self.next = u64::from(ctx.instance().0),
+        }
+        self.step = step;
         Ok(())
+    }
+
+    /// The next sequence number and the step: a generator is replayable.
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let mut bytes = self.next.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&self.step.to_le_bytes());
+        Some(StateBytes { schema: 1, bytes })
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let Some(own) = restore.own() else {
+            return Ok(());
+        };
+        let field = |i: usize| {
+            own.bytes
+                .get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        match (own.schema, field(0), field(1)) {
+            (1, Some(next), Some(step)) => {
+                self.resume = Some((next, step));
+                Ok(())
+            }
+            _ => Err(ConnectorError::user(
+                "a checkpointed generator position is damaged or of an unknown schema".to_string(),
+            )),
+        }
     }
 
     fn poll(&mut self, out: &mut Collector<T>) -> Result<SourcePoll, ConnectorError> {

@@ -59,3 +59,120 @@ fn collect_sink_keeps_instance_and_order() {
     instance.close().unwrap();
     assert_eq!(sink.values_of_instance(1), vec!["a", "b"]);
 }
+
+fn restore_at(checkpoint: u64, is_final: bool) -> streamwork_core::Restore<'static> {
+    streamwork_core::Restore {
+        checkpoint,
+        is_final,
+        instance: 0,
+        parallelism: 1,
+        key_groups: KeyGroups::DEFAULT,
+        parts: Vec::new(),
+    }
+}
+
+fn record(v: u64) -> Record<u64> {
+    Record {
+        value: v,
+        time: None,
+    }
+}
+
+fn visible(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_transactional_sink_commits_only_complete_checkpoints_across_a_crash() {
+    let dir = std::env::temp_dir().join(format!("streamwork-txn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
+    let sink = || {
+        FileSink::new(&dir, |v: &u64, line: &mut Vec<u8>| {
+            line.extend_from_slice(v.to_string().as_bytes())
+        })
+        .transactional()
+    };
+    let mut first = sink();
+    first.open(&ctx).unwrap();
+    for v in 0..3 {
+        first.write(record(v)).unwrap();
+    }
+    first.pre_commit(1).unwrap();
+    assert!(visible(&dir).is_empty(), "staged, not yet visible");
+    for v in 3..5 {
+        first.write(record(v)).unwrap();
+    }
+    first.pre_commit(2).unwrap();
+    first.write(record(5)).unwrap();
+    first.flush().unwrap();
+    // A crash: checkpoint 1 completed, checkpoint 2 did not.
+    drop(first);
+    let mut second = sink();
+    second.open(&ctx).unwrap();
+    second.restore(&restore_at(1, false)).unwrap();
+    assert_eq!(visible(&dir), vec!["part-0-00000000000000000001"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("part-0-00000000000000000001")).unwrap(),
+        "0\n1\n2\n"
+    );
+    let hidden = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(hidden, 1, "what checkpoint 2 staged is discarded");
+    // The replay writes them again, and the end commits them.
+    for v in 3..6 {
+        second.write(record(v)).unwrap();
+    }
+    second.close().unwrap();
+    let mut all = String::new();
+    for name in visible(&dir) {
+        all += &std::fs::read_to_string(dir.join(name)).unwrap();
+    }
+    assert_eq!(all, "0\n1\n2\n3\n4\n5\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
+    let dir = std::env::temp_dir().join(format!("streamwork-txn1-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("dead-letter");
+    let ctx = InstanceContext::new("dead", 0, 1, KeyGroups::DEFAULT);
+    let sink = || {
+        FileSink::new(&path, |v: &u64, line: &mut Vec<u8>| {
+            line.extend_from_slice(v.to_string().as_bytes())
+        })
+        .single_file()
+        .transactional()
+    };
+    let mut first = sink();
+    first.open(&ctx).unwrap();
+    first.write(record(1)).unwrap();
+    first.pre_commit(1).unwrap();
+    first.commit(1).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
+    first.write(record(2)).unwrap();
+    first.pre_commit(2).unwrap();
+    drop(first);
+    // A crash in the middle of committing checkpoint 2: its marker says how
+    // long the file was, and half the append made it to disk.
+    std::fs::write(dir.join(".dead-letter.commit-00000000000000000002"), "2").unwrap();
+    std::fs::write(&path, "1\n2").unwrap();
+    let mut second = sink();
+    second.open(&ctx).unwrap();
+    second.restore(&restore_at(2, false)).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n2\n");
+    assert_eq!(visible(&dir), vec!["dead-letter"]);
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "no staging left"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
