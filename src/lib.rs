@@ -127,6 +127,7 @@ pub mod prelude {
 /// Paths used by the code the macros generate. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use streamwork_core::checkpoint::{Delivery, replayable, transactional};
     pub use streamwork_core::graph::{Input, IntoInputs, JobBuilder, JobGraph, NodeId, Stream};
     pub use streamwork_core::message::{Control, Disconnected};
     pub use streamwork_core::outputs::{

@@ -270,3 +270,48 @@ fn a_failed_job_restarts_from_its_last_checkpoint_without_loss_or_double_countin
     assert!(load_latest(&dir).unwrap().id() > before);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_promised_delivery_is_kept_by_the_graph_and_the_run() {
+    // A dropping edge contradicts at-least-once: refused when built.
+    let error = job! {
+        delivery at_least_once;
+        source numbers = GeneratorSource::new(|i| i).take(10);
+        sink out = CollectSink::<u64>::new() <- numbers.overflow(Overflow::DropNewest);
+    }
+    .err()
+    .expect("a dropping edge is refused");
+    assert!(
+        error.to_string().contains("drops records when full"),
+        "{error}"
+    );
+    // A job promising exactly-once does not run without aligned checkpoints.
+    let dir = dir("promise");
+    let graph = || {
+        job! {
+            delivery exactly_once;
+            source numbers = GeneratorSource::new(|i| i).take(10);
+            sink out = FileSink::new(&dir, |n: &u64, line: &mut Vec<u8>| {
+                line.extend_from_slice(n.to_string().as_bytes())
+            })
+            .transactional() <- numbers;
+        }
+        .unwrap()
+    };
+    let error = graph().run().expect_err("no checkpoints");
+    assert!(
+        error.to_string().contains("promises ExactlyOnce"),
+        "{error}"
+    );
+    let error = graph()
+        .run_with(options(&dir.join("ckpt"), Delivery::AtLeastOnce))
+        .expect_err("weaker checkpoints");
+    assert!(
+        error.to_string().contains("runs with AtLeastOnce"),
+        "{error}"
+    );
+    graph()
+        .run_with(options(&dir.join("ckpt"), Delivery::ExactlyOnce))
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -194,6 +194,12 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
     }
 }
 
+/// A generator resumes from its checkpointed sequence number.
+impl<T: Data, F: Generate<T>, S: Stamp<T>> streamwork_core::checkpoint::Replayable
+    for GeneratorSource<T, F, S>
+{
+}
+
 impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     type Out = Collector<T>;
 

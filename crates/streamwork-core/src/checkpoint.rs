@@ -13,6 +13,64 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// What a job guarantees about each record's effect on its sinks.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// No tracking: a failure may lose records (the default).
+    #[default]
+    AtMostOnce,
+    /// Checkpoints without alignment: after a failure, records since the
+    /// last checkpoint are replayed, so a sink may see some twice.
+    AtLeastOnce,
+    /// Aligned checkpoints, replayable sources and transactional sinks: the
+    /// committed output is that of a run without failure.
+    ExactlyOnce,
+}
+
+impl std::str::FromStr for Delivery {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "at-most-once" => Ok(Delivery::AtMostOnce),
+            "at-least-once" => Ok(Delivery::AtLeastOnce),
+            "exactly-once" => Ok(Delivery::ExactlyOnce),
+            other => Err(format!(
+                "unknown delivery `{other}`: expected at-most-once, at-least-once or exactly-once"
+            )),
+        }
+    }
+}
+
+/// A source that can resume from a checkpointed position: required of every
+/// source of a job declared `delivery at_least_once` or `exactly_once` in
+/// `job!`, checked when the job compiles.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a replayable source, so the job cannot promise at-least-once or exactly-once delivery",
+    label = "not replayable",
+    note = "a replayable source checkpoints its position (`Source::snapshot` and `restore`) and implements `Replayable`; `FileSource` and `GeneratorSource` do"
+)]
+pub trait Replayable: crate::Source {}
+
+/// A sink whose output becomes visible only with the checkpoint that covers
+/// it (or that overwrites by key): required of every sink of a job declared
+/// `delivery exactly_once` in `job!`, checked when the job compiles.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is neither transactional nor idempotent, so the job cannot promise exactly-once delivery",
+    label = "not transactional",
+    note = "a transactional sink stages output in `Sink::pre_commit` and publishes it in `commit`, and implements `Transactional`; `FileSink::transactional()` is one"
+)]
+pub trait Transactional: crate::Sink {}
+
+/// `source`, if it is replayable (used by `job!`).
+pub fn replayable<S: Replayable>(source: S) -> S {
+    source
+}
+
+/// `sink`, if it is transactional (used by `job!`).
+pub fn transactional<S: Transactional>(sink: S) -> S {
+    sink
+}
+
 /// The id the last snapshot of every instance carries: the checkpoint taken
 /// when the input has ended. The coordinator stores it under a real id.
 pub const FINAL_CHECKPOINT: u64 = u64::MAX;

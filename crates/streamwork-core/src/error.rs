@@ -104,6 +104,18 @@ pub enum GraphError {
         /// The repeated name.
         name: String,
     },
+    /// An edge that drops records in a job that promises not to lose any.
+    #[error(
+        "the edge from `{from}` to `{to}` drops records when full, but the job promises {delivery} delivery: use `Overflow::Block` (the default) or backpressure watermarks on it"
+    )]
+    DroppingEdge {
+        /// The sending component.
+        from: String,
+        /// The receiving component.
+        to: String,
+        /// The delivery the job promises.
+        delivery: String,
+    },
     /// A parallelism of zero.
     #[error("component `{component}` has parallelism 0: it must be at least 1")]
     ZeroParallelism {

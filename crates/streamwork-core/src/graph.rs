@@ -567,6 +567,9 @@ pub struct JobConfig {
     pub channel_capacity: usize,
     /// Key groups of keyed streams.
     pub key_groups: KeyGroups,
+    /// The delivery the job promises; the runtime refuses to run it with a
+    /// weaker one.
+    pub delivery: crate::checkpoint::Delivery,
 }
 
 impl Default for JobConfig {
@@ -575,6 +578,7 @@ impl Default for JobConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             channel_capacity: 16,
             key_groups: KeyGroups::DEFAULT,
+            delivery: crate::checkpoint::Delivery::AtMostOnce,
         }
     }
 }
@@ -629,6 +633,14 @@ impl JobBuilder {
     /// of keyed components.
     pub fn key_groups(&mut self, key_groups: KeyGroups) -> &mut Self {
         self.config.key_groups = key_groups;
+        self
+    }
+
+    /// Declares the delivery the job promises (`delivery exactly_once;` in
+    /// `job!`, which also checks its sources and sinks when it compiles). A
+    /// job promising more than at-most-once may not drop records on any edge.
+    pub fn delivery(&mut self, delivery: crate::checkpoint::Delivery) -> &mut Self {
+        self.config.delivery = delivery;
         self
     }
 
@@ -885,6 +897,15 @@ impl JobBuilder {
                     key_groups: self.config.key_groups.count(),
                 });
             }
+        }
+        if self.config.delivery != crate::checkpoint::Delivery::AtMostOnce
+            && let Some(edge) = self.edges.iter().find(|e| e.flow.overflow.drops())
+        {
+            return Err(GraphError::DroppingEdge {
+                from: self.nodes[edge.from.0 as usize].name.to_string(),
+                to: self.nodes[edge.to.0 as usize].name.to_string(),
+                delivery: format!("{:?}", self.config.delivery),
+            });
         }
         for (idx, node) in self.nodes.iter().enumerate() {
             for port in 0..node.ports.len() as u32 {

@@ -20,36 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+pub use streamwork_core::checkpoint::Delivery;
 use streamwork_core::checkpoint::{FINAL_CHECKPOINT, Part, RestoreSource, RestoredPart};
 use streamwork_state::{Checkpoint, CheckpointLog, LogOptions, StateError, operator_id};
-
-/// What a job guarantees about each record's effect on its sinks.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Delivery {
-    /// No tracking: a failure may lose records (the default).
-    #[default]
-    AtMostOnce,
-    /// Checkpoints without alignment: after a failure, records since the
-    /// last checkpoint are replayed, so a sink may see some twice.
-    AtLeastOnce,
-    /// Aligned checkpoints, replayable sources and transactional sinks: the
-    /// committed output is that of a run without failure.
-    ExactlyOnce,
-}
-
-impl std::str::FromStr for Delivery {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "at-most-once" => Ok(Delivery::AtMostOnce),
-            "at-least-once" => Ok(Delivery::AtLeastOnce),
-            "exactly-once" => Ok(Delivery::ExactlyOnce),
-            other => Err(format!(
-                "unknown delivery `{other}`: expected at-most-once, at-least-once or exactly-once"
-            )),
-        }
-    }
-}
 
 /// How a job takes checkpoints and restores from them.
 #[derive(Clone, Debug)]

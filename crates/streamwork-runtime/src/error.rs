@@ -41,6 +41,18 @@ pub enum JobError {
         #[source]
         source: std::io::Error,
     },
+    /// The job promises a delivery its run options do not provide.
+    #[error(
+        "job `{job}` promises {declared:?} delivery but runs with {run:?}: give it `RunOptions {{ checkpoints: Some(CheckpointConfig::new(dir, interval).delivery(Delivery::{declared:?})) }}`"
+    )]
+    WeakerDelivery {
+        /// The job.
+        job: String,
+        /// What the job promises.
+        declared: streamwork_core::checkpoint::Delivery,
+        /// What the run provides.
+        run: streamwork_core::checkpoint::Delivery,
+    },
     /// The checkpoint log could not be read or written.
     #[error("checkpoints: {0}")]
     Checkpoint(#[from] streamwork_state::StateError),

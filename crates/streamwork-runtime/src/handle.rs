@@ -49,6 +49,20 @@ pub fn start_with(graph: JobGraph, options: RunOptions) -> Result<JobHandle, Job
     let config = options
         .checkpoints
         .filter(|c| c.delivery != Delivery::AtMostOnce);
+    let declared = graph.config().delivery;
+    let run = config.as_ref().map_or(Delivery::AtMostOnce, |c| c.delivery);
+    let rank = |d: Delivery| match d {
+        Delivery::AtMostOnce => 0,
+        Delivery::AtLeastOnce => 1,
+        Delivery::ExactlyOnce => 2,
+    };
+    if rank(run) < rank(declared) {
+        return Err(JobError::WeakerDelivery {
+            job: graph.name().to_string(),
+            declared,
+            run,
+        });
+    }
     let mut coordinator = None;
     let mut task_checkpoints = None;
     let mut hooks = None;

@@ -125,6 +125,19 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         .map(|n| quote!(#n))
         .unwrap_or_else(|| quote!("job"));
     let mut body = quote!(let mut __sw_job = #p::JobBuilder::new(#name););
+    // The delivery a job promises is checked on its components' types: every
+    // source replayable (at least once), every sink transactional (exactly once).
+    let delivery = spec.delivery.as_ref().map(|d| d.to_string());
+    let replayable_sources = matches!(delivery.as_deref(), Some("at_least_once" | "exactly_once"));
+    let transactional_sinks = delivery.as_deref() == Some("exactly_once");
+    if let Some(mode) = &spec.delivery {
+        let variant = match mode.to_string().as_str() {
+            "at_least_once" => quote!(AtLeastOnce),
+            "exactly_once" => quote!(ExactlyOnce),
+            _ => quote!(AtMostOnce),
+        };
+        body.extend(quote_spanned!(mode.span()=> __sw_job.delivery(#p::Delivery::#variant);));
+    }
     for (setting, value) in &spec.settings {
         body.extend(match setting.to_string().as_str() {
             "key_groups" => quote_spanned! {setting.span()=>
@@ -146,7 +159,22 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
     for &i in order {
         let component = &spec.components[i];
         let name_str = component.name.to_string();
-        let expr = &component.expr;
+        let raw_expr = &component.expr;
+        let expr_span = component
+            .expr
+            .clone()
+            .into_iter()
+            .next()
+            .map_or(component.kind_span, |t| t.span());
+        let expr = match component.kind {
+            Kind::Source if replayable_sources => {
+                quote_spanned!(expr_span=> #p::replayable(#raw_expr))
+            }
+            Kind::Sink if transactional_sinks => {
+                quote_spanned!(expr_span=> #p::transactional(#raw_expr))
+            }
+            _ => quote!(#raw_expr),
+        };
         let parallelism = component
             .parallelism
             .as_ref()

@@ -124,6 +124,8 @@ pub(crate) struct DropSpec {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct JobSpec {
     pub(crate) name: Option<LitStr>,
+    /// `delivery at_most_once | at_least_once | exactly_once;`
+    pub(crate) delivery: Option<Ident>,
     pub(crate) settings: Vec<(Ident, TokenStream)>,
     pub(crate) components: Vec<Component>,
     pub(crate) drops: Vec<DropSpec>,

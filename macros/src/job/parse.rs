@@ -3,6 +3,7 @@
 //! ```text
 //! job       := item*
 //! item      := "name" STRING ";"
+//!            | "delivery" ("at_most_once" | "at_least_once" | "exactly_once") ";"
 //!            | ("batch_size" | "channel_capacity" | "key_groups") EXPR ";"
 //!            | "source" NAME par? channels? "=" EXPR ";"
 //!            | ("operator" | "sink") NAME par? channels? "=" EXPR "<-" ports ";"
@@ -30,6 +31,7 @@ use super::{
 };
 
 const SETTINGS: &[&str] = &["batch_size", "channel_capacity", "key_groups"];
+const DELIVERIES: &[&str] = &["at_most_once", "at_least_once", "exactly_once"];
 
 impl Parse for JobSpec {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -45,6 +47,23 @@ impl Parse for JobSpec {
                 "name" => {
                     spec.name = Some(input.parse::<LitStr>()?);
                     input.parse::<Token![;]>()?;
+                }
+                "delivery" => {
+                    let mode: Ident = input.parse()?;
+                    if !DELIVERIES.contains(&mode.to_string().as_str()) {
+                        let hint =
+                            crate::diag::suggest(&mode.to_string(), DELIVERIES.iter().copied())
+                                .map(|s| format!(" (did you mean `{s}`?)"))
+                                .unwrap_or_default();
+                        return Err(syn::Error::new(
+                            mode.span(),
+                            format!(
+                                "unknown delivery `{mode}`{hint}: expected `at_most_once`, `at_least_once` or `exactly_once`"
+                            ),
+                        ));
+                    }
+                    input.parse::<Token![;]>()?;
+                    spec.delivery = Some(mode);
                 }
                 setting if SETTINGS.contains(&setting) => {
                     let value = expression(input)?;
@@ -66,7 +85,7 @@ impl Parse for JobSpec {
                 other => {
                     let hint = crate::diag::suggest(
                         other,
-                        ["source", "operator", "sink", "drop", "name"]
+                        ["source", "operator", "sink", "drop", "name", "delivery"]
                             .into_iter()
                             .chain(SETTINGS.iter().copied()),
                     )

@@ -5,6 +5,6 @@ mod lines;
 mod sink;
 mod source;
 
-pub use lines::{LineParser, Lines};
-pub use sink::FileSink;
+pub use lines::{LineParser, Lines, RawLineParser};
+pub use sink::{FileSink, TransactionalFileSink};
 pub use source::FileSource;

@@ -79,9 +79,9 @@ impl<T: Data> FileSink<T> {
     /// Makes output visible only when its checkpoint is complete (see the
     /// type's documentation). Without checkpoints, output becomes visible at
     /// the end of input.
-    pub fn transactional(mut self) -> Self {
+    pub fn transactional(mut self) -> TransactionalFileSink<T> {
         self.transactional = true;
-        self
+        TransactionalFileSink(self)
     }
 
     fn target(&self, ctx: &InstanceContext) -> Result<PathBuf, ConnectorError> {
@@ -200,6 +200,50 @@ impl<T: Data> Sink for FileSink<T> {
             ));
         };
         files.recover(restore.checkpoint, restore.is_final)
+    }
+}
+
+/// A [`FileSink`] made [`transactional`](FileSink::transactional): fit for
+/// a job declared `delivery exactly_once`.
+pub struct TransactionalFileSink<T>(FileSink<T>);
+
+impl<T> Clone for TransactionalFileSink<T> {
+    fn clone(&self) -> Self {
+        TransactionalFileSink(self.0.clone())
+    }
+}
+
+impl<T: Data> streamwork_core::checkpoint::Transactional for TransactionalFileSink<T> {}
+
+impl<T: Data> Sink for TransactionalFileSink<T> {
+    type In = T;
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.0.open(ctx)
+    }
+
+    fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
+        self.0.write(record)
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        self.0.flush()
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.0.close()
+    }
+
+    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+        self.0.pre_commit(checkpoint)
+    }
+
+    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+        self.0.commit(checkpoint)
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        self.0.restore(restore)
     }
 }
 

@@ -152,6 +152,9 @@ impl<T: Data> FileSource<T> {
 
 const LINES_PER_POLL: usize = 1024;
 
+/// A file source resumes from its checkpointed file and byte offset.
+impl<T: Data> streamwork_core::checkpoint::Replayable for FileSource<T> {}
+
 impl<T: Data> Source for FileSource<T> {
     type Out = Collector<T>;
 
