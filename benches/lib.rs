@@ -676,6 +676,7 @@ pub fn checkpointed_count(
             config.retain = 1;
             config
         }),
+        ..RunOptions::default()
     };
     let report = graph.run_with(options).expect("CKPT runs");
     let _ = std::fs::remove_dir_all(dir);

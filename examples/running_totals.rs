@@ -193,6 +193,7 @@ fn main() -> anyhow::Result<()> {
     config.retain = 2;
     let handle = graph.start_with(RunOptions {
         checkpoints: Some(config),
+        ..RunOptions::default()
     })?;
     handle.stop_on_ctrl_c()?;
     let report = handle.join()?;

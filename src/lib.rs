@@ -117,7 +117,7 @@ pub mod prelude {
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{
-        CheckpointConfig, Delivery, JobError, JobHandle, JobReport, RunOptions,
+        CheckpointConfig, Delivery, JobError, JobHandle, JobReport, RestartStrategy, RunOptions,
     };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,

@@ -93,9 +93,11 @@ impl Source for Numbers {
 struct Counter {
     counts: BTreeMap<u64, u64>,
     fail_at: Option<u64>,
+    armed: &'static AtomicBool,
 }
 
 static ARMED: AtomicBool = AtomicBool::new(true);
+static ARMED_FOR_RESTART: AtomicBool = AtomicBool::new(true);
 
 impl Operator for Counter {
     type In = u64;
@@ -104,7 +106,7 @@ impl Operator for Counter {
     type Time = AnyTime;
 
     fn on_record(&mut self, value: u64, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        if self.fail_at == Some(value) && ARMED.swap(false, Ordering::SeqCst) {
+        if self.fail_at == Some(value) && self.armed.swap(false, Ordering::SeqCst) {
             panic!("injected failure at {value}");
         }
         *self.counts.entry(*ctx.key().get()).or_default() += 1;
@@ -161,9 +163,19 @@ fn dir(name: &str) -> PathBuf {
 }
 
 fn job(n: u64, fail_at: Option<u64>, sink: &CollectSink<(u64, u64)>) -> JobGraph {
+    job_armed(n, fail_at, &ARMED, sink)
+}
+
+fn job_armed(
+    n: u64,
+    fail_at: Option<u64>,
+    armed: &'static AtomicBool,
+    sink: &CollectSink<(u64, u64)>,
+) -> JobGraph {
     let counter = Counter {
         counts: BTreeMap::new(),
         fail_at,
+        armed,
     };
     job! {
         name "checkpointed";
@@ -181,6 +193,7 @@ fn options(dir: &PathBuf, delivery: Delivery) -> RunOptions {
     config.retain = 1_000;
     RunOptions {
         checkpoints: Some(config),
+        ..RunOptions::default()
     }
 }
 
@@ -314,4 +327,48 @@ fn a_promised_delivery_is_kept_by_the_graph_and_the_run() {
         .run_with(options(&dir.join("ckpt"), Delivery::ExactlyOnce))
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_restart_strategy_resumes_a_failed_job_within_one_run() {
+    let dir = dir("strategy");
+    let n = 20_000;
+    let sink = CollectSink::new();
+    let mut options = options(&dir, Delivery::ExactlyOnce);
+    options.restart = RestartStrategy::FixedDelay {
+        attempts: 2,
+        delay: Duration::from_millis(1),
+    };
+    let report = job_armed(n, Some(n - 100), &ARMED_FOR_RESTART, &sink)
+        .run_with(options)
+        .unwrap();
+    assert_eq!(report.restarts, 1);
+    // Totals are emitted at the end, which only the restarted run reached.
+    let mut totals: BTreeMap<u64, u64> = BTreeMap::new();
+    for (key, count) in sink.values() {
+        *totals.entry(key).or_default() += count;
+    }
+    let expected: BTreeMap<u64, u64> = (0..10).map(|k| (k, 2 * n / 10)).collect();
+    assert_eq!(totals, expected);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn restart_strategies_space_and_bound_their_attempts() {
+    let fixed = RestartStrategy::FixedDelay {
+        attempts: 2,
+        delay: Duration::from_millis(5),
+    };
+    assert_eq!(fixed.delay(1), Some(Duration::from_millis(5)));
+    assert_eq!(fixed.delay(2), Some(Duration::from_millis(5)));
+    assert_eq!(fixed.delay(3), None);
+    let backoff = RestartStrategy::ExponentialBackoff {
+        attempts: 4,
+        initial: Duration::from_millis(10),
+        max: Duration::from_millis(50),
+    };
+    let waits: Vec<_> = (1..=5).map(|a| backoff.delay(a)).collect();
+    let ms = |v| Some(Duration::from_millis(v));
+    assert_eq!(waits, vec![ms(10), ms(20), ms(40), ms(50), None]);
+    assert_eq!(RestartStrategy::Never.delay(1), None);
 }

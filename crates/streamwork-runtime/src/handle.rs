@@ -34,15 +34,100 @@ pub struct RunOptions {
     /// Take checkpoints (and restore from them): at-least-once or
     /// exactly-once delivery. `None`: at-most-once.
     pub checkpoints: Option<CheckpointConfig>,
+    /// What [`run_with`] does when the job fails: restart it from its last
+    /// complete checkpoint, or give up.
+    pub restart: RestartStrategy,
 }
 
-/// Runs `graph` with `options` to completion.
+/// When a failed job is started again from its last complete checkpoint
+/// (chapter 10). A restart needs checkpoints to resume from; without them a
+/// job restarts from the beginning of its input.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub enum RestartStrategy {
+    /// Fail at the first failure (the default).
+    #[default]
+    Never,
+    /// Up to `attempts` restarts, `delay` apart.
+    FixedDelay {
+        /// Restarts allowed.
+        attempts: u32,
+        /// Wait before each.
+        delay: Duration,
+    },
+    /// Up to `attempts` restarts, waiting `initial`, then twice as long each
+    /// time, at most `max`.
+    ExponentialBackoff {
+        /// Restarts allowed.
+        attempts: u32,
+        /// The first wait.
+        initial: Duration,
+        /// The longest wait.
+        max: Duration,
+    },
+}
+
+impl RestartStrategy {
+    /// The wait before restart number `attempt` (from 1), or `None` once
+    /// the attempts are used up.
+    pub fn delay(&self, attempt: u32) -> Option<Duration> {
+        match *self {
+            RestartStrategy::Never => None,
+            RestartStrategy::FixedDelay { attempts, delay } => {
+                (attempt <= attempts).then_some(delay)
+            }
+            RestartStrategy::ExponentialBackoff {
+                attempts,
+                initial,
+                max,
+            } => (attempt <= attempts).then(|| {
+                let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(31));
+                initial.saturating_mul(factor).min(max)
+            }),
+        }
+    }
+}
+
+/// Runs `graph` with `options` to completion, restarting it from its last
+/// complete checkpoint after a failure as `options.restart` allows. The
+/// report is that of the last run, with `restarts` counting the others.
 pub fn run_with(graph: JobGraph, options: RunOptions) -> Result<JobReport, JobError> {
-    start_with(graph, options)?.join()
+    let mut attempt = 0;
+    loop {
+        let outcome = start_graph(&graph, options.clone()).and_then(JobHandle::join);
+        match outcome {
+            Ok(mut report) => {
+                report.restarts = attempt;
+                return Ok(report);
+            }
+            // Bad configuration or a broken checkpoint log does not heal.
+            Err(
+                error @ (JobError::Graph(_)
+                | JobError::WeakerDelivery { .. }
+                | JobError::Checkpoint(_)),
+            ) => {
+                return Err(error);
+            }
+            Err(error) => {
+                attempt += 1;
+                let Some(delay) = options.restart.delay(attempt) else {
+                    return Err(error);
+                };
+                tracing::warn!(
+                    "job `{}` failed ({error}); restart {attempt} from its last complete checkpoint in {delay:?}",
+                    graph.name()
+                );
+                std::thread::sleep(delay);
+            }
+        }
+    }
 }
 
 /// Starts `graph` with `options`.
 pub fn start_with(graph: JobGraph, options: RunOptions) -> Result<JobHandle, JobError> {
+    start_graph(&graph, options)
+}
+
+fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobError> {
     let started = Instant::now();
     let abort = Arc::new(AtomicBool::new(false));
     let failure = Arc::new(Mutex::new(None::<JobError>));
@@ -105,7 +190,7 @@ pub fn start_with(graph: JobGraph, options: RunOptions) -> Result<JobHandle, Job
         abort,
         checkpoints: task_checkpoints,
     };
-    let mut builder = Builder::new(&graph, flags.abort.clone());
+    let mut builder = Builder::new(graph, flags.abort.clone());
     builder.checkpoints = hooks;
     let roots = builder.roots();
     let mut tasks = Vec::with_capacity(roots.len());
@@ -113,7 +198,7 @@ pub fn start_with(graph: JobGraph, options: RunOptions) -> Result<JobHandle, Job
         let built = catch_unwind(AssertUnwindSafe(|| builder.task(node, instance)));
         match built {
             Ok(task) => tasks.push(task),
-            Err(payload) => return Err(panic_error(&graph, node, instance, payload)),
+            Err(payload) => return Err(panic_error(graph, node, instance, payload)),
         }
     }
     builder.release_senders();
@@ -349,6 +434,7 @@ impl LiveMetrics {
             thrashing: monitor.thrashing,
             source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
             checkpoints: Vec::new(),
+            restarts: 0,
         }
     }
 }

@@ -59,7 +59,8 @@ mod wiring;
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery};
 pub use error::JobError;
 pub use handle::{
-    JobHandle, LiveMetrics, RunOptions, StopHandle, run, run_with, start, start_with,
+    JobHandle, LiveMetrics, RestartStrategy, RunOptions, StopHandle, run, run_with, start,
+    start_with,
 };
 pub use metrics::Capacity;
 pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};

@@ -63,6 +63,8 @@ pub struct JobReport {
     /// The checkpoints completed, in order (a job that takes them; filled
     /// in by `join`).
     pub checkpoints: Vec<crate::checkpoint::CheckpointStats>,
+    /// Times the job was restarted after a failure (`run_with`).
+    pub restarts: u32,
 }
 
 impl JobReport {
