@@ -165,25 +165,23 @@ fn main() -> anyhow::Result<()> {
     // Declared exactly-once, the job compiles only because its source is
     // replayable and its sinks transactional; the other modes are run-time
     // choices of the same graph.
+    macro_rules! running_totals {
+        ($($delivery:tt)*) => {
+            job! {
+                name "running_totals";
+                $($delivery)*
+                source lines = lines;
+                operator parsed { entries, dead } = Parse <- lines;
+                operator totals[p] = Totals::default() <- parsed.entries.key(|e: &Entry| e.account);
+                sink out[p] = out <- totals;
+                sink dead_letter = dead <- parsed.dead;
+            }
+        };
+    }
     let graph = if args.delivery == Delivery::ExactlyOnce {
-        job! {
-            name "running_totals";
-            delivery exactly_once;
-            source lines = lines;
-            operator parsed { entries, dead } = Parse <- lines;
-            operator totals[p] = Totals::default() <- parsed.entries.key(|e: &Entry| e.account);
-            sink out[p] = out <- totals;
-            sink dead_letter = dead <- parsed.dead;
-        }?
+        running_totals!(delivery exactly_once;)?
     } else {
-        job! {
-            name "running_totals";
-            source lines = lines;
-            operator parsed { entries, dead } = Parse <- lines;
-            operator totals[p] = Totals::default() <- parsed.entries.key(|e: &Entry| e.account);
-            sink out[p] = out <- totals;
-            sink dead_letter = dead <- parsed.dead;
-        }?
+        running_totals!()?
     };
     let mut config = CheckpointConfig::new(
         &args.checkpoint_dir,

@@ -136,14 +136,19 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
             "exactly_once" => quote!(ExactlyOnce),
             _ => quote!(AtMostOnce),
         };
-        body.extend(quote_spanned!(mode.span()=> __sw_job.delivery(#p::Delivery::#variant);));
+        // `__sw_job` keeps the macro's own hygiene (so that `job!` may be
+        // called from another macro); the promise keeps the user's span.
+        let promise = quote_spanned!(mode.span()=> #p::Delivery::#variant);
+        body.extend(quote!(__sw_job.delivery(#promise);));
     }
     for (setting, value) in &spec.settings {
         body.extend(match setting.to_string().as_str() {
-            "key_groups" => quote_spanned! {setting.span()=>
-                __sw_job.key_groups(#p::KeyGroups::new(#value).unwrap_or_default());
-            },
-            _ => quote_spanned!(setting.span()=> __sw_job.#setting(#value);),
+            "key_groups" => {
+                let groups =
+                    quote_spanned!(setting.span()=> #p::KeyGroups::new(#value).unwrap_or_default());
+                quote!(__sw_job.key_groups(#groups);)
+            }
+            _ => quote!(__sw_job.#setting(#value);),
         });
     }
     let dropped: Vec<(String, Option<String>)> = spec
@@ -184,19 +189,23 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         let span = component.kind_span;
         let call = match (component.kind, &component.ports) {
             (Kind::Source, _) => {
-                quote_spanned!(span=> __sw_job.source(#name_str, #parallelism, #expr))
+                let call = quote_spanned!(span=> source(#name_str, #parallelism, #expr));
+                quote!(__sw_job.#call)
             }
             (Kind::Operator, Some(Ports::Single(inputs))) => {
                 let inputs = port_inputs(inputs);
-                quote_spanned!(span=> __sw_job.operator(#name_str, #parallelism, #expr, #inputs))
+                let call = quote_spanned!(span=> operator(#name_str, #parallelism, #expr, #inputs));
+                quote!(__sw_job.#call)
             }
             (Kind::Operator, Some(Ports::Two { left, right })) => {
                 let (left, right) = (port_inputs(left), port_inputs(right));
-                quote_spanned!(span=> __sw_job.co_operator(#name_str, #parallelism, #expr, #left, #right))
+                let call = quote_spanned!(span=> co_operator(#name_str, #parallelism, #expr, #left, #right));
+                quote!(__sw_job.#call)
             }
             (Kind::Sink, Some(Ports::Single(inputs))) => {
                 let inputs = port_inputs(inputs);
-                quote_spanned!(span=> __sw_job.sink(#name_str, #parallelism, #expr, #inputs))
+                let call = quote_spanned!(span=> sink(#name_str, #parallelism, #expr, #inputs));
+                quote!(__sw_job.#call)
             }
             _ => unreachable!("shapes were checked"),
         };
