@@ -11,14 +11,13 @@
 //!     --checkpoint-dir ckpt --checkpoint-interval-ms 200 --delivery exactly-once --parallelism 2
 //! ```
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use streamwork::connectors::file::Lines;
 use streamwork::prelude::*;
-use streamwork::state::archive;
+use streamwork::state::{restore_keyed_from, snapshot_keyed};
 
 /// Running totals per account, exactly once across crashes.
 #[derive(Parser, Debug)]
@@ -79,11 +78,13 @@ fn parse(line: (u64, Vec<u8>), out: &mut Parsed) {
     }
 }
 
-/// Each account's running total; checkpointed, and restored at any
-/// parallelism (each instance keeps the accounts routed to it).
+/// Each account's running total; checkpointed by key group, so that it can
+/// be restored at any parallelism (each instance takes the accounts it now
+/// owns).
 #[derive(Clone, Default)]
 struct Totals {
-    totals: HashMap<u64, i128>,
+    totals: KeyedState<u64, i128>,
+    key_groups: KeyGroups,
 }
 
 /// The schema version of the totals' snapshot layout.
@@ -95,21 +96,20 @@ impl Operator for Totals {
     type Out = Collector<(u64, u64, i128)>;
     type Time = AnyTime;
 
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
     fn on_record(&mut self, entry: Entry, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let total = self.totals.entry(entry.account).or_default();
+        let total = self.totals.get_or_default(ctx.key());
         *total += i128::from(entry.amount);
         let total = *total;
         ctx.emit((entry.index, entry.account, total));
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        // i128 is archived as two halves, so the layout is plain integers.
-        let pairs: Vec<(u64, u64, u64)> = self
-            .totals
-            .iter()
-            .map(|(&account, &total)| (account, total as u64, (total >> 64) as u64))
-            .collect();
-        let bytes = archive(&pairs).expect("archiving integers cannot fail");
+        let bytes =
+            snapshot_keyed(&self.totals, self.key_groups).expect("archiving integers cannot fail");
         Some(StateBytes {
             schema: TOTALS_SCHEMA,
             bytes: bytes.to_vec(),
@@ -117,28 +117,13 @@ impl Operator for Totals {
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        for part in &restore.parts {
-            if part.schema != TOTALS_SCHEMA {
-                return Err(TaskError::Restore(format!(
-                    "totals snapshot of schema {} (this version reads {TOTALS_SCHEMA})",
-                    part.schema
-                )));
-            }
-            let mut aligned = streamwork::state::rkyv::util::AlignedVec::<16>::new();
-            aligned.extend_from_slice(part.bytes);
-            let pairs = streamwork::state::rkyv::from_bytes::<
-                Vec<(u64, u64, u64)>,
-                streamwork::state::rkyv::rancor::Error,
-            >(&aligned)
-            .map_err(|e| TaskError::Restore(format!("totals snapshot: {e}")))?;
-            for (account, low, high) in pairs {
-                let hash = streamwork::core::hash::stable_hash(&account);
-                if restore.key_groups.route(hash, restore.parallelism) == restore.instance {
-                    self.totals
-                        .insert(account, (i128::from(high as i64) << 64) | i128::from(low));
-                }
-            }
+        if let Some(part) = restore.parts.iter().find(|p| p.schema != TOTALS_SCHEMA) {
+            return Err(TaskError::Restore(format!(
+                "totals snapshot of schema {} (this version reads {TOTALS_SCHEMA})",
+                part.schema
+            )));
         }
+        self.totals = restore_keyed_from(restore).map_err(|e| TaskError::Restore(e.to_string()))?;
         Ok(())
     }
 }

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use streamwork::prelude::*;
-use streamwork::state::{archive, load_checkpoint, load_latest, operator_id};
+use streamwork::state::{
+    load_checkpoint, load_latest, operator_id, restore_keyed, restore_keyed_from, snapshot_keyed,
+};
 
 /// Emits `0..n`; once it is halfway, it waits until a checkpoint taken after
 /// its start is complete, so every run has a complete checkpoint in the
@@ -91,7 +93,7 @@ impl Source for Numbers {
 /// fails once at `fail_at` if armed.
 #[derive(Clone)]
 struct Counter {
-    counts: BTreeMap<u64, u64>,
+    counts: KeyedState<u64, u64>,
     fail_at: Option<u64>,
     armed: &'static AtomicBool,
 }
@@ -109,51 +111,28 @@ impl Operator for Counter {
         if self.fail_at == Some(value) && self.armed.swap(false, Ordering::SeqCst) {
             panic!("injected failure at {value}");
         }
-        *self.counts.entry(*ctx.key().get()).or_default() += 1;
+        *self.counts.get_or_default(ctx.key()) += 1;
     }
 
     fn on_end(&mut self, out: &mut Self::Out) {
-        for (&key, &count) in &self.counts {
+        for (&key, &count) in self.counts.iter() {
             out.emit((key, count));
         }
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let pairs: Vec<(u64, u64)> = self.counts.iter().map(|(k, v)| (*k, *v)).collect();
+        let bytes = snapshot_keyed(&self.counts, KeyGroups::DEFAULT).expect("archive");
         Some(StateBytes {
             schema: 1,
-            bytes: archive(&pairs).expect("archive").to_vec(),
+            bytes: bytes.to_vec(),
         })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        // Keys may come from any old instance: take the ones routed here.
-        let groups = KeyGroups::DEFAULT;
-        for part in &restore.parts {
-            let mut aligned = rkyv_bytes(part.bytes);
-            let pairs = rkyv_pairs(&mut aligned);
-            for (key, count) in pairs {
-                let hash = streamwork::core::hash::stable_hash(&key);
-                if groups.route(hash, restore.parallelism) == restore.instance {
-                    self.counts.insert(key, count);
-                }
-            }
-        }
+        // Keys may come from any old instance: it takes the ones routed here.
+        self.counts = restore_keyed_from(restore).map_err(|e| TaskError::Restore(e.to_string()))?;
         Ok(())
     }
-}
-
-fn rkyv_bytes(bytes: &[u8]) -> streamwork::state::rkyv::util::AlignedVec {
-    let mut aligned = streamwork::state::rkyv::util::AlignedVec::new();
-    aligned.extend_from_slice(bytes);
-    aligned
-}
-
-fn rkyv_pairs(bytes: &mut streamwork::state::rkyv::util::AlignedVec) -> Vec<(u64, u64)> {
-    streamwork::state::rkyv::from_bytes::<Vec<(u64, u64)>, streamwork::state::rkyv::rancor::Error>(
-        bytes,
-    )
-    .expect("valid counts")
 }
 
 fn dir(name: &str) -> PathBuf {
@@ -173,7 +152,7 @@ fn job_armed(
     sink: &CollectSink<(u64, u64)>,
 ) -> JobGraph {
     let counter = Counter {
-        counts: BTreeMap::new(),
+        counts: KeyedState::new(),
         fail_at,
         armed,
     };
@@ -225,13 +204,9 @@ fn aligned_barriers_give_consistent_cuts() {
             position(&checkpoint, "left"),
             position(&checkpoint, "right"),
         );
-        let mut counted = 0;
-        for part in 0..2 {
-            if let Some(snapshot) = checkpoint.snapshot(operator_id("counts"), part) {
-                let pairs: Vec<(u64, u64)> = snapshot.deserialize().unwrap();
-                counted += pairs.iter().map(|p| p.1).sum::<u64>();
-            }
-        }
+        let counts: KeyedState<u64, u64> =
+            restore_keyed(&checkpoint, operator_id("counts"), KeyGroups::DEFAULT, 0, 1).unwrap();
+        let counted: u64 = counts.iter().map(|(_, count)| count).sum();
         assert_eq!(
             counted,
             left + right,

@@ -62,6 +62,7 @@ fn collect_sink_keeps_instance_and_order() {
 
 fn restore_at(checkpoint: u64, is_final: bool) -> streamwork_core::Restore<'static> {
     streamwork_core::Restore {
+        component: "out",
         checkpoint,
         is_final,
         instance: 0,

@@ -112,6 +112,8 @@ pub struct RestoredPart<'a> {
 /// The state of a previous run offered to one instance before it opens.
 #[derive(Debug)]
 pub struct Restore<'a> {
+    /// The component restored, by its name in the job.
+    pub component: &'a str,
     /// The checkpoint restored from.
     pub checkpoint: u64,
     /// Whether it is the final checkpoint of a run that completed: the
@@ -214,15 +216,16 @@ impl CheckpointHooks {
 
     /// The state to restore `component`'s instance `instance` of
     /// `parallelism` from, if the job restores.
-    pub fn restore_for(
-        &self,
-        component: &str,
+    pub fn restore_for<'a>(
+        &'a self,
+        component: &'a str,
         instance: u32,
         parallelism: u32,
         key_groups: crate::KeyGroups,
-    ) -> Option<Restore<'_>> {
+    ) -> Option<Restore<'a>> {
         let source = self.restore.as_ref()?;
         Some(Restore {
+            component,
             checkpoint: source.checkpoint(),
             is_final: source.is_final(),
             instance,

@@ -11,12 +11,14 @@ use rkyv::rancor;
 use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
+use streamwork_core::Restore;
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, Key, KeyedState};
 
 use crate::error::StateError;
 use crate::snapshot::Checkpoint;
+use crate::version::operator_id;
 
 /// A value per key: core's [`KeyedState`].
 pub type ValueState<K, V> = KeyedState<K, V>;
@@ -292,31 +294,101 @@ where
     rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
     KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
 {
+    let parts = checkpoint
+        .snapshots()
+        .filter(|s| s.operator() == operator)
+        .map(|s| (s.part(), s.bytes()));
+    let target = Target {
+        checkpoint: checkpoint.id(),
+        operator,
+        key_groups,
+        instance,
+        parallelism,
+    };
+    restore_parts(parts, &target)
+}
+
+/// Restores an operator's keyed state inside
+/// [`Operator::restore`](streamwork_core::Operator::restore): the parts every
+/// old instance wrote with [`snapshot_keyed`], filtered to the key groups this
+/// instance now owns, read in place.
+///
+/// ```
+/// use streamwork_core::{KeyedState, Restore, TaskError};
+/// fn restore(counts: &mut KeyedState<u64, u64>, restore: &Restore<'_>) -> Result<(), TaskError> {
+///     *counts = streamwork_state::restore_keyed_from(restore)
+///         .map_err(|e| TaskError::Restore(e.to_string()))?;
+///     Ok(())
+/// }
+/// ```
+pub fn restore_keyed_from<K, V>(restore: &Restore<'_>) -> Result<KeyedState<K, V>, StateError>
+where
+    K: Key + Archive,
+    V: Archive,
+    ArchivedKeyedSnapshot<K, V>:
+        rkyv::Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+    rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
+    KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
+{
+    let target = Target {
+        checkpoint: restore.checkpoint,
+        operator: operator_id(restore.component),
+        key_groups: restore.key_groups,
+        instance: restore.instance,
+        parallelism: restore.parallelism,
+    };
+    restore_parts(restore.parts.iter().map(|p| (p.part, p.bytes)), &target)
+}
+
+/// Whose keyed state is restored, and for which instance.
+struct Target {
+    checkpoint: u64,
+    operator: u64,
+    key_groups: KeyGroups,
+    instance: u32,
+    parallelism: u32,
+}
+
+fn restore_parts<'a, K, V>(
+    parts: impl Iterator<Item = (u32, &'a [u8])>,
+    target: &Target,
+) -> Result<KeyedState<K, V>, StateError>
+where
+    K: Key + Archive,
+    V: Archive,
+    ArchivedKeyedSnapshot<K, V>:
+        rkyv::Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+    rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
+    KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
+{
+    let invalid =
+        |part: u32, type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {
+            checkpoint: target.checkpoint,
+            operator: target.operator,
+            part,
+            type_name,
+            reason: e.to_string(),
+        };
+    let key_groups = target.key_groups;
     let mut state = KeyedState::new();
-    for snapshot in checkpoint.snapshots().filter(|s| s.operator() == operator) {
-        let archived = snapshot.access::<KeyedSnapshot<K, V>>()?;
+    for (part, bytes) in parts {
+        let archived = rkyv::access::<ArchivedKeyedSnapshot<K, V>, rancor::Error>(bytes)
+            .map_err(|e| invalid(part, std::any::type_name::<KeyedSnapshot<K, V>>(), e))?;
         let written_with = archived.key_groups.to_native();
         if written_with != key_groups.count() {
             return Err(StateError::KeyGroupsChanged {
-                operator,
+                operator: target.operator,
                 found: written_with,
                 expected: key_groups.count(),
             });
         }
         for group in archived.groups.iter() {
-            if key_groups.instance_of(group.group.to_native(), parallelism) != instance {
+            let owner = key_groups.instance_of(group.group.to_native(), target.parallelism);
+            if owner != target.instance {
                 continue;
             }
-            let entries =
-                rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries).map_err(|e| {
-                    StateError::InvalidArchive {
-                        checkpoint: checkpoint.id(),
-                        operator,
-                        part: snapshot.part(),
-                        type_name: std::any::type_name::<Vec<(K, V)>>(),
-                        reason: e.to_string(),
-                    }
-                })?;
+            let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                .map_err(|e| invalid(part, std::any::type_name::<Vec<(K, V)>>(), e))?;
             state.extend(entries);
         }
     }

@@ -54,7 +54,7 @@ pub use rkyv;
 pub use error::StateError;
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
-    MapState, ReducingState, ValueState, restore_keyed, snapshot_keyed,
+    MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,
 };
 pub use log::{CheckpointLog, LogOptions, load_checkpoint, load_latest};
 pub use snapshot::{Checkpoint, Snapshot, archive};
