@@ -11,21 +11,9 @@ use streamwork_benches::{
     w2_latency, w3_baseline, w3_job,
 };
 
-#[derive(serde::Serialize)]
-struct Measurement {
-    workload: String,
-    parallelism: u32,
-    events: u64,
-    records: u64,
-    checksum: u64,
-    elapsed_s: f64,
-    events_per_sec: f64,
-    ns_per_event: f64,
-    baseline_events_per_sec: f64,
-    p50_latency_us: Option<f64>,
-    p99_latency_us: Option<f64>,
-    peak_rss_bytes: Option<u64>,
-}
+#[path = "measurement.rs"]
+mod measurement;
+use measurement::Measurement;
 
 /// A workload as a Streamwork job: events, parallelism.
 type JobFn = fn(u64, u32) -> Outcome;

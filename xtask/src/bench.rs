@@ -6,26 +6,12 @@
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use serde::{Deserialize, Serialize};
 
 use crate::{project_root, run as run_command};
 
-/// One row of the table, as `streamwork-bench` prints it.
-#[derive(Serialize, Deserialize, Debug)]
-struct Measurement {
-    workload: String,
-    parallelism: u32,
-    events: u64,
-    records: u64,
-    checksum: u64,
-    elapsed_s: f64,
-    events_per_sec: f64,
-    ns_per_event: f64,
-    baseline_events_per_sec: f64,
-    p50_latency_us: Option<f64>,
-    p99_latency_us: Option<f64>,
-    peak_rss_bytes: Option<u64>,
-}
+#[path = "../../benches/measurement.rs"]
+mod measurement;
+use measurement::Measurement;
 
 const WORKLOADS: &[&str] = &["W1", "W2", "W3", "W3-K100", "W3-K100K", "JOIN"];
 const PARALLELISM: &[u32] = &[1, 2];
