@@ -307,21 +307,45 @@ fn a_promised_delivery_is_kept_by_the_graph_and_the_run() {
 #[test]
 fn a_restart_strategy_resumes_a_failed_job_within_one_run() {
     let dir = dir("strategy");
+    let out = dir.join("out");
     let n = 20_000;
-    let sink = CollectSink::new();
-    let mut options = options(&dir, Delivery::ExactlyOnce);
+    let mut options = options(&dir.join("ckpt"), Delivery::ExactlyOnce);
     options.restart = RestartStrategy::FixedDelay {
         attempts: 2,
         delay: Duration::from_millis(1),
     };
-    let report = job_armed(n, Some(n - 100), &ARMED_FOR_RESTART, &sink)
-        .run_with(options)
-        .unwrap();
+    let counter = Counter {
+        counts: KeyedState::new(),
+        fail_at: Some(n - 100),
+        armed: &ARMED_FOR_RESTART,
+    };
+    // Totals are emitted at the end. The instance that did not fail may reach
+    // it in the failed attempt too: the transactional sink discards what that
+    // attempt staged, so only the restarted run's totals are committed.
+    let graph = job! {
+        name "checkpointed";
+        batch_size 16;
+        source left = Numbers::new(n);
+        source right = Numbers::new(n);
+        operator counts[2] = counter <- left.key(|v: &u64| v % 10), right.key(|v: &u64| v % 10);
+        sink totals = FileSink::new(&out, |(key, count): &(u64, u64), line: &mut Vec<u8>| {
+            line.extend_from_slice(format!("{key},{count}").as_bytes())
+        })
+        .transactional() <- counts.global();
+    }
+    .unwrap();
+    let report = graph.run_with(options).unwrap();
     assert_eq!(report.restarts, 1);
-    // Totals are emitted at the end, which only the restarted run reached.
     let mut totals: BTreeMap<u64, u64> = BTreeMap::new();
-    for (key, count) in sink.values() {
-        *totals.entry(key).or_default() += count;
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let (key, count) = line.split_once(',').unwrap();
+            *totals.entry(key.parse().unwrap()).or_default() += count.parse::<u64>().unwrap();
+        }
     }
     let expected: BTreeMap<u64, u64> = (0..10).map(|k| (k, 2 * n / 10)).collect();
     assert_eq!(totals, expected);

@@ -399,6 +399,15 @@ pub trait Operator: Clone + Send + 'static {
         let _ = (watermark, out);
     }
 
+    /// Whether [`snapshot`](Self::snapshot) holds everything this instance
+    /// keeps across records. `false` (a window built without
+    /// `.checkpointed()`, say) and the job refuses to be built with a delivery
+    /// promise stronger than at-most-once. The default, `true`, suits
+    /// stateless operators and those that implement `snapshot`.
+    fn checkpoints_state(&self) -> bool {
+        true
+    }
+
     /// This instance's state for a checkpoint (chapter 10), taken between
     /// two records once the checkpoint's barrier has arrived on its inputs.
     /// `None` (the default): it keeps no state worth restoring.
@@ -477,6 +486,15 @@ pub trait CoOperator: Clone + Send + 'static {
     /// Event time (the minimum over both inputs) has advanced to `watermark`.
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
         let _ = (watermark, out);
+    }
+
+    /// Whether [`snapshot`](Self::snapshot) holds everything this instance
+    /// keeps across records. `false` (a window built without
+    /// `.checkpointed()`, say) and the job refuses to be built with a delivery
+    /// promise stronger than at-most-once. The default, `true`, suits
+    /// stateless operators and those that implement `snapshot`.
+    fn checkpoints_state(&self) -> bool {
+        true
     }
 
     /// This instance's state for a checkpoint (chapter 10), taken between

@@ -116,6 +116,17 @@ pub enum GraphError {
         /// The delivery the job promises.
         delivery: String,
     },
+    /// A component whose state its checkpoints would leave out, in a job that
+    /// promises not to lose records.
+    #[error(
+        "component `{component}` keeps state that its checkpoints leave out, but the job promises {delivery} delivery: build it checkpointed (`.checkpointed()` on windows and joins, `snapshot`/`restore` on your own operators)"
+    )]
+    UncheckpointedState {
+        /// The component.
+        component: String,
+        /// The delivery the job promises.
+        delivery: String,
+    },
     /// A parallelism of zero.
     #[error("component `{component}` has parallelism 0: it must be at least 1")]
     ZeroParallelism {

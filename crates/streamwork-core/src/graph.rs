@@ -603,6 +603,8 @@ pub struct JobBuilder {
     nodes: Vec<NodeDef>,
     edges: Vec<PendingEdge>,
     config: JobConfig,
+    /// Components keeping state their snapshots leave out.
+    uncheckpointed: Vec<String>,
 }
 
 impl JobBuilder {
@@ -614,6 +616,7 @@ impl JobBuilder {
             nodes: Vec::new(),
             edges: Vec::new(),
             config: JobConfig::default(),
+            uncheckpointed: Vec::new(),
         }
     }
 
@@ -725,6 +728,9 @@ impl JobBuilder {
         O::Time: Admits<Tm>,
     {
         let inputs = inputs.into_inputs();
+        if !operator.checkpoints_state() {
+            self.uncheckpointed.push(name.to_string());
+        }
         let keyed = std::any::type_name::<O::Key>() != std::any::type_name::<NoKey>();
         let extractors: Vec<_> = inputs.items.iter().map(|(_, x)| x.clone()).collect();
         let fused_extractors = extractors.clone();
@@ -785,6 +791,9 @@ impl JobBuilder {
         C::Time: Admits<Tm>,
     {
         let (left, right) = (left.into_inputs(), right.into_inputs());
+        if !operator.checkpoints_state() {
+            self.uncheckpointed.push(name.to_string());
+        }
         let keyed = std::any::type_name::<C::Key>() != std::any::type_name::<NoKey>();
         let left_keys: Vec<_> = left.items.iter().map(|(_, x)| x.clone()).collect();
         let right_keys: Vec<_> = right.items.iter().map(|(_, x)| x.clone()).collect();
@@ -904,6 +913,14 @@ impl JobBuilder {
             return Err(GraphError::DroppingEdge {
                 from: self.nodes[edge.from.0 as usize].name.to_string(),
                 to: self.nodes[edge.to.0 as usize].name.to_string(),
+                delivery: format!("{:?}", self.config.delivery),
+            });
+        }
+        if self.config.delivery != crate::checkpoint::Delivery::AtMostOnce
+            && let Some(component) = self.uncheckpointed.first()
+        {
+            return Err(GraphError::UncheckpointedState {
+                component: component.clone(),
                 delivery: format!("{:?}", self.config.delivery),
             });
         }

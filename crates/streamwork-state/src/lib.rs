@@ -40,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+mod codec;
 mod error;
 mod keyed;
 mod log;
@@ -51,6 +52,7 @@ mod version;
 /// and `Deserialize` on state types with the same version.
 pub use rkyv;
 
+pub use codec::{KEYED_PARTS_SCHEMA, KeyedCodec, KeyedParts, RestoredEntries, StateData};
 pub use error::StateError;
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,

@@ -8,7 +8,11 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use streamwork_core::{AnyTime, Context, Data, KeyKind, Operator};
+use streamwork_core::{
+    AnyTime, Context, Data, InstanceContext, KeyGroups, KeyKind, Operator, Restore, StateBytes,
+    TaskError,
+};
+use streamwork_state::{KeyedCodec, StateData};
 
 use crate::aggregate::Aggregate;
 use crate::outputs::WindowOutputs;
@@ -24,12 +28,18 @@ struct KeyCounts<K, Acc> {
     in_current: u64,
 }
 
+/// How count windows checkpoint: per key, `(events seen, full chunks,
+/// current chunk, events in it)`.
+pub type CountCodec<K, Acc> = KeyedCodec<(), K, (u64, Vec<Acc>, Acc, u64)>;
+
 /// Count windows over a stream partitioned as `KK`; see the module docs.
 pub struct CountWindows<T, KK: KeyKind, A: Aggregate<T>> {
     size: u64,
     slide: u64,
     aggregate: A,
     keys: HashTable<KeyCounts<KK::Value, A::Acc>>,
+    key_groups: KeyGroups,
+    codec: Option<CountCodec<KK::Value, A::Acc>>,
     _types: PhantomData<fn(T)>,
 }
 
@@ -40,6 +50,8 @@ impl<T, KK: KeyKind, A: Aggregate<T>> Clone for CountWindows<T, KK, A> {
             slide: self.slide,
             aggregate: self.aggregate.clone(),
             keys: self.keys.clone(),
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
@@ -52,8 +64,22 @@ impl<T, KK: KeyKind, A: Aggregate<T>> CountWindows<T, KK, A> {
             slide,
             aggregate,
             keys: HashTable::new(),
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
+    }
+
+    /// Puts each key's partial chunks in the job's checkpoints, by key
+    /// group. Needed in a job that promises at-least-once or exactly-once
+    /// delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        KK::Value: StateData,
+        A::Acc: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
     }
 }
 
@@ -62,6 +88,10 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     type Key = KK;
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out, CountWindow>, T>;
     type Time = AnyTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let key = ctx.key_ref();
@@ -108,5 +138,56 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
             };
             ctx.out().results.emit(result);
         }
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let entries = self
+            .keys
+            .iter()
+            .map(|k| {
+                let chunks = k.chunks.iter().cloned().collect();
+                (
+                    k.key.clone(),
+                    (k.seen, chunks, k.current.clone(), k.in_current),
+                )
+            })
+            .collect();
+        match codec.snapshot((), entries, self.key_groups) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => panic!("count windows: cannot snapshot their state: {e}"),
+        }
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        for (key, (seen, chunks, current, in_current)) in restored.entries {
+            let owned = KK::owned(key);
+            let hash = KK::hash(KK::as_ref(&owned));
+            let key = KK::value(KK::as_ref(&owned)).clone();
+            self.keys.insert_unique(
+                hash,
+                KeyCounts {
+                    key,
+                    hash,
+                    seen,
+                    chunks: chunks.into(),
+                    current,
+                    in_current,
+                },
+                |k| k.hash,
+            );
+        }
+        Ok(())
     }
 }

@@ -7,7 +7,11 @@ use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::timer::Timers;
-use streamwork_core::{Context, Data, KeyKind, Operator, Timestamp};
+use streamwork_core::{
+    Context, Data, InstanceContext, KeyGroups, KeyKind, Operator, Restore, StateBytes, TaskError,
+    Timestamp,
+};
+use streamwork_state::{KeyedCodec, StateData};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -30,6 +34,10 @@ struct KeySessions<K, Acc> {
     sessions: Vec<Session<Acc>>,
 }
 
+/// How session windows checkpoint: the time reached, and per key its
+/// sessions as `(start, end, accumulator, fired)`.
+pub type SessionCodec<K, Acc> = KeyedCodec<i64, K, Vec<(i64, i64, Acc, bool)>>;
+
 /// Session windows over a stream partitioned as `KK`; see the module docs.
 pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     gap: i64,
@@ -39,6 +47,8 @@ pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     keys: HashTable<KeySessions<KK::Value, A::Acc>>,
     timers: Timers<(u64, KK::Value)>,
     now: i64,
+    key_groups: KeyGroups,
+    codec: Option<SessionCodec<KK::Value, A::Acc>>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -52,6 +62,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SessionWindows<T, KK, D, A> {
             keys: self.keys.clone(),
             timers: self.timers.clone(),
             now: self.now,
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
@@ -70,8 +82,34 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
             keys: HashTable::new(),
             timers: Timers::new(),
             now: i64::MIN,
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
+    }
+
+    /// Puts the open sessions (and those kept for lateness) and the time
+    /// reached in the job's checkpoints, by key group; their timers are
+    /// registered again on restore. Needed in a job that promises
+    /// at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        KK::Value: StateData,
+        A::Acc: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
+    /// Registers the timer that next concerns `session` of key `hash`/`key`.
+    fn wake(&mut self, hash: u64, key: &KK::Value, session_end: i64, fired: bool) {
+        let wake = if fired {
+            session_end.saturating_add(self.lateness)
+        } else {
+            session_end
+        };
+        self.timers
+            .register_event(Timestamp::from_millis(wake), (hash, key.clone()));
     }
 
     fn emit(
@@ -117,17 +155,13 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
             }
             let horizon = now.saturating_sub(self.lateness);
             state.sessions.retain(|s| !(s.fired && s.end <= horizon));
-            for session in &state.sessions {
-                let wake = if session.fired {
-                    session.end.saturating_add(self.lateness)
-                } else {
-                    session.end
-                };
-                self.timers
-                    .register_event(Timestamp::from_millis(wake), (hash, state.key.clone()));
-            }
-            if state.sessions.is_empty() {
+            let wakes: Vec<(i64, bool)> = state.sessions.iter().map(|s| (s.end, s.fired)).collect();
+            let key = state.key.clone();
+            if wakes.is_empty() {
                 entry.remove();
+            }
+            for (end, fired) in wakes {
+                self.wake(hash, &key, end, fired);
             }
         }
     }
@@ -138,6 +172,10 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     type Key = KK;
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
     type Time = D::Time;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);
@@ -221,5 +259,69 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         if let Some(t) = D::batch_end_time() {
             self.advance(t, out);
         }
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let entries = self
+            .keys
+            .iter()
+            .map(|k| {
+                let sessions = k
+                    .sessions
+                    .iter()
+                    .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
+                    .collect();
+                (k.key.clone(), sessions)
+            })
+            .collect();
+        match codec.snapshot(self.now, entries, self.key_groups) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => panic!("session windows: cannot snapshot their state: {e}"),
+        }
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        if let Some(now) = restored.metas.iter().copied().max() {
+            self.now = self.now.max(now);
+        }
+        self.key_groups = restore.key_groups;
+        for (key, sessions) in restored.entries {
+            let owned = KK::owned(key);
+            let hash = KK::hash(KK::as_ref(&owned));
+            let key = KK::value(KK::as_ref(&owned)).clone();
+            for &(_, end, _, fired) in &sessions {
+                self.wake(hash, &key, end, fired);
+            }
+            let sessions = sessions
+                .into_iter()
+                .map(|(start, end, acc, fired)| Session {
+                    start,
+                    end,
+                    acc,
+                    fired,
+                })
+                .collect();
+            self.keys.insert_unique(
+                hash,
+                KeySessions {
+                    key,
+                    hash,
+                    sessions,
+                },
+                |k| k.hash,
+            );
+        }
+        Ok(())
     }
 }

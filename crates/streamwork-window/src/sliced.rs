@@ -18,7 +18,11 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use streamwork_core::{Context, Data, KeyKind, Operator, Timestamp};
+use streamwork_core::{
+    Context, Data, InstanceContext, KeyGroups, KeyKind, Operator, Restore, StateBytes, TaskError,
+    Timestamp,
+};
+use streamwork_state::{KeyedCodec, StateData};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -88,6 +92,14 @@ impl HotBounds {
     };
 }
 
+/// How sliced windows checkpoint: the time reached, and per key its partials
+/// as `(slice index, accumulator, events)`.
+pub type SlicedCodec<K, Acc> = KeyedCodec<i64, K, Vec<(i64, Acc, u64)>>;
+
+/// One key's partials gathered for a snapshot: its hash, the key, and
+/// `(slice index, accumulator, events)` per slice.
+type KeyParts<K, Acc> = (u64, K, Vec<(i64, Acc, u64)>);
+
 /// How many emptied slice tables to keep for reuse.
 const SPARE_SLICES: usize = 4;
 
@@ -116,6 +128,10 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     next_end: Option<i64>,
     /// Wall clock of the last early firing by interval.
     last_early: i64,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by [`checkpointed`](Self::checkpointed).
+    codec: Option<SlicedCodec<KK::Value, A::Acc>>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -136,6 +152,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             now: self.now,
             next_end: self.next_end,
             last_early: self.last_early,
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
@@ -159,6 +177,47 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
+    /// Puts the windows' partial aggregates and the time they have reached
+    /// in the job's checkpoints, by key group, so that a restored job (at
+    /// any parallelism) fires the same windows with the same contents.
+    /// Needed in a job that promises at-least-once or exactly-once delivery;
+    /// the key and the accumulator must be archivable ([`StateData`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use streamwork_window::Windows;
+    /// let counts = Windows::tumbling(Duration::from_secs(1))
+    ///     .count::<u64, u32>()
+    ///     .checkpointed();
+    /// # let _ = counts;
+    /// ```
+    pub fn checkpointed(mut self) -> Self
+    where
+        KK::Value: StateData,
+        A::Acc: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
+    /// The earliest window end after `now` of a window holding data.
+    fn recompute_next_end(&mut self) {
+        let (size, slide, slice, now) = (self.size, self.slide, self.slice, self.now);
+        self.next_end = self
+            .slices
+            .keys()
+            .filter_map(|&index| {
+                let t = index * slice;
+                let last = last_end_containing(size, slide, t);
+                let mut end = first_end_containing(size, slide, t);
+                while end <= now && end <= last {
+                    end += slide;
+                }
+                (end <= last).then_some(end)
+            })
+            .min();
+    }
+
     pub(crate) fn new(
         size: i64,
         slide: i64,
@@ -183,6 +242,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             now: i64::MIN,
             next_end: None,
             last_early: 0,
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
     }
@@ -427,6 +488,10 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
     type Time = D::Time;
 
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);
         // Beyond the allowed lateness of every window containing it: late.
@@ -517,5 +582,66 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         if let Some(t) = D::batch_end_time() {
             self.advance(t, out);
         }
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        self.settle_hot();
+        let mut by_key: HashTable<KeyParts<KK::Value, A::Acc>> = HashTable::new();
+        for (&index, slice) in &self.slices {
+            for p in slice.partials.iter() {
+                let part = (index, p.acc.clone(), p.count);
+                match by_key.entry(p.hash, |(_, k, _)| *k == p.key, |(h, _, _)| *h) {
+                    Entry::Occupied(mut e) => e.get_mut().2.push(part),
+                    Entry::Vacant(e) => {
+                        e.insert((p.hash, p.key.clone(), vec![part]));
+                    }
+                }
+            }
+        }
+        let entries = by_key.into_iter().map(|(_, k, parts)| (k, parts)).collect();
+        match codec.snapshot(self.now, entries, self.key_groups) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => panic!("windows: cannot snapshot their state: {e}"),
+        }
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        // Aligned barriers: every old instance had reached the same time.
+        if let Some(now) = restored.metas.iter().copied().max() {
+            self.now = self.now.max(now);
+        }
+        self.key_groups = restore.key_groups;
+        for (key, parts) in restored.entries {
+            let owned = KK::owned(key);
+            let hash = KK::hash(KK::as_ref(&owned));
+            let key = KK::value(KK::as_ref(&owned));
+            for (index, acc, count) in parts {
+                let slice = self.slices.entry(index).or_insert_with(Slice::new);
+                slice.partials.insert_unique(
+                    hash,
+                    Partial {
+                        key: key.clone(),
+                        hash,
+                        acc,
+                        count,
+                        dirty: false,
+                    },
+                    |p| p.hash,
+                );
+            }
+        }
+        self.recompute_next_end();
+        Ok(())
     }
 }

@@ -1,0 +1,338 @@
+//! Checkpointing the keyed state that library operators keep in structures of
+//! their own (window slices, join buffers, timers): a [`KeyedCodec`] turns an
+//! instance's entries, plus a little instance-wide metadata such as the event
+//! time it has reached, into a snapshot grouped by key group, and gives a
+//! restored instance the entries of the key groups it now owns.
+//!
+//! The codec is built where the types are known to be archivable (a window's
+//! `.checkpointed()`), and kept as two function pointers, so the operator's
+//! own code carries no rkyv bounds and an operator whose state cannot be
+//! archived still runs in jobs without checkpoints.
+//!
+//! ```
+//! use streamwork_core::KeyGroups;
+//! use streamwork_core::checkpoint::{Restore, RestoredPart};
+//! use streamwork_state::KeyedCodec;
+//!
+//! let codec = KeyedCodec::<i64, String, u64>::new();
+//! let groups = KeyGroups::DEFAULT;
+//! let snapshot = codec
+//!     .snapshot(42, vec![("a".to_string(), 1), ("b".to_string(), 2)], groups)
+//!     .unwrap();
+//! let restore = Restore {
+//!     component: "counts",
+//!     checkpoint: 1,
+//!     is_final: false,
+//!     instance: 0,
+//!     parallelism: 1,
+//!     key_groups: groups,
+//!     parts: vec![RestoredPart { part: 0, schema: snapshot.schema, bytes: &snapshot.bytes }],
+//! };
+//! let restored = codec.restore(&restore).unwrap();
+//! assert_eq!(restored.metas, vec![42]);
+//! assert_eq!(restored.entries.len(), 2);
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Serialize};
+use streamwork_core::grouping::KeyGroups;
+use streamwork_core::hash::stable_hash;
+use streamwork_core::state::Key;
+use streamwork_core::{Restore, StateBytes};
+
+use crate::error::StateError;
+use crate::keyed::KeyGroupEntries;
+use crate::version::operator_id;
+
+/// A type rkyv can archive into a checkpoint, validate and read back: the
+/// primitives, `String`, `Vec`, `Option`, tuples, and types deriving rkyv's
+/// `Archive`, `Serialize` and `Deserialize` (through [`rkyv`](crate::rkyv)).
+pub trait StateData:
+    Archive<
+        Archived: Deserialize<Self, HighDeserializer<rancor::Error>>
+                      + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+    > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
+    + Sized
+{
+}
+
+impl<T> StateData for T where
+    T: Archive<
+            Archived: Deserialize<T, HighDeserializer<rancor::Error>>
+                          + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+        > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
+{
+}
+
+/// The layout a [`KeyedCodec`] writes: the instance's metadata and its
+/// entries by key group.
+#[derive(Archive, Serialize, Deserialize)]
+pub struct KeyedParts<M, K, V> {
+    /// Instance-wide metadata (event time reached, say).
+    pub meta: M,
+    /// The job's number of key groups when it was written.
+    pub key_groups: u32,
+    /// The entries of each key group the instance held.
+    pub groups: Vec<KeyGroupEntries<K, V>>,
+}
+
+/// What a restored instance gets back.
+#[derive(Debug)]
+pub struct RestoredEntries<M, K, V> {
+    /// The metadata of every snapshot read, in instance order (one when the
+    /// parallelism has not changed).
+    pub metas: Vec<M>,
+    /// The entries of the key groups this instance now owns.
+    pub entries: Vec<(K, V)>,
+}
+
+type SaveFn<M, K, V> = fn(M, Vec<(K, V)>, KeyGroups) -> Result<AlignedVec, StateError>;
+type LoadFn<M, K, V> = fn(&Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError>;
+
+/// Snapshots and restores keyed entries `(K, V)` with metadata `M`, by key
+/// group (see the [module docs](self)). Copy: two function pointers.
+pub struct KeyedCodec<M, K, V> {
+    save: SaveFn<M, K, V>,
+    load: LoadFn<M, K, V>,
+}
+
+impl<M, K, V> Clone for KeyedCodec<M, K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M, K, V> Copy for KeyedCodec<M, K, V> {}
+
+impl<M, K, V> fmt::Debug for KeyedCodec<M, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedCodec")
+            .field("layout", &std::any::type_name::<KeyedParts<M, K, V>>())
+            .finish()
+    }
+}
+
+/// The layout version a [`KeyedCodec`] writes and reads.
+pub const KEYED_PARTS_SCHEMA: u32 = 1;
+
+impl<M, K, V> KeyedCodec<M, K, V>
+where
+    M: StateData,
+    K: Key + StateData,
+    V: StateData,
+{
+    /// The codec for these types.
+    pub fn new() -> Self {
+        KeyedCodec {
+            save: save::<M, K, V>,
+            load: load::<M, K, V>,
+        }
+    }
+}
+
+impl<M, K, V> Default for KeyedCodec<M, K, V>
+where
+    M: StateData,
+    K: Key + StateData,
+    V: StateData,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M, K, V> KeyedCodec<M, K, V> {
+    /// Archives `meta` and `entries`, grouped by key group.
+    pub fn snapshot(
+        &self,
+        meta: M,
+        entries: Vec<(K, V)>,
+        key_groups: KeyGroups,
+    ) -> Result<StateBytes, StateError> {
+        let bytes = (self.save)(meta, entries, key_groups)?;
+        Ok(StateBytes {
+            schema: KEYED_PARTS_SCHEMA,
+            bytes: bytes.into_vec(),
+        })
+    }
+
+    /// Every old instance's metadata, and the entries of the key groups the
+    /// restoring instance now owns.
+    pub fn restore(&self, restore: &Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError> {
+        (self.load)(restore)
+    }
+}
+
+fn save<M, K, V>(
+    meta: M,
+    entries: Vec<(K, V)>,
+    key_groups: KeyGroups,
+) -> Result<AlignedVec, StateError>
+where
+    M: StateData,
+    K: Key + StateData,
+    V: StateData,
+{
+    let mut by_group: BTreeMap<u32, Vec<(K, V)>> = BTreeMap::new();
+    for (k, v) in entries {
+        by_group
+            .entry(key_groups.key_group(stable_hash(&k)))
+            .or_default()
+            .push((k, v));
+    }
+    let parts = KeyedParts {
+        meta,
+        key_groups: key_groups.count(),
+        groups: by_group
+            .into_iter()
+            .map(|(group, entries)| KeyGroupEntries { group, entries })
+            .collect(),
+    };
+    rkyv::to_bytes::<rancor::Error>(&parts).map_err(|e| StateError::Serialize {
+        type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
+        reason: e.to_string(),
+    })
+}
+
+fn load<M, K, V>(restore: &Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError>
+where
+    M: StateData,
+    K: Key + StateData,
+    V: StateData,
+{
+    let operator = operator_id(restore.component);
+    let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
+    let mut restored = RestoredEntries {
+        metas: Vec::with_capacity(restore.parts.len()),
+        entries: Vec::new(),
+    };
+    let mut parts = restore.parts.clone();
+    parts.sort_by_key(|p| p.part);
+    for part in parts {
+        let invalid = |e: rancor::Error| StateError::InvalidArchive {
+            checkpoint: restore.checkpoint,
+            operator,
+            part: part.part,
+            type_name,
+            reason: e.to_string(),
+        };
+        if part.schema != KEYED_PARTS_SCHEMA {
+            return Err(StateError::IncompatibleSchema {
+                operator,
+                part: part.part,
+                type_name,
+                found: part.schema,
+                supported: KEYED_PARTS_SCHEMA,
+                reason: "the snapshot was not written by this operator's codec",
+            });
+        }
+        let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(part.bytes)
+            .map_err(invalid)?;
+        let written_with = archived.key_groups.to_native();
+        if written_with != restore.key_groups.count() {
+            return Err(StateError::KeyGroupsChanged {
+                operator,
+                found: written_with,
+                expected: restore.key_groups.count(),
+            });
+        }
+        restored
+            .metas
+            .push(rkyv::deserialize::<M, rancor::Error>(&archived.meta).map_err(invalid)?);
+        for group in archived.groups.iter() {
+            let owner = restore
+                .key_groups
+                .instance_of(group.group.to_native(), restore.parallelism);
+            if owner == restore.instance {
+                let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                    .map_err(invalid)?;
+                restored.entries.extend(entries);
+            }
+        }
+    }
+    Ok(restored)
+}
+
+#[cfg(test)]
+mod tests {
+    use streamwork_core::checkpoint::RestoredPart;
+
+    use super::*;
+
+    fn restore_at<'a>(parts: &'a [StateBytes], instance: u32, parallelism: u32) -> Restore<'a> {
+        Restore {
+            component: "windows",
+            checkpoint: 7,
+            is_final: false,
+            instance,
+            parallelism,
+            key_groups: KeyGroups::DEFAULT,
+            parts: parts
+                .iter()
+                .enumerate()
+                .map(|(i, s)| RestoredPart {
+                    part: i as u32,
+                    schema: s.schema,
+                    bytes: &s.bytes,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn rescaling_hands_every_key_to_exactly_one_instance() {
+        let codec = KeyedCodec::<i64, u64, Vec<(i64, u64)>>::new();
+        let groups = KeyGroups::DEFAULT;
+        // Two old instances, each with half of the keys.
+        let parts: Vec<StateBytes> = (0..2u64)
+            .map(|w| {
+                let entries = (0..1000u64)
+                    .filter(|k| k % 2 == w)
+                    .map(|k| (k, vec![(k as i64, k * 10)]))
+                    .collect();
+                codec.snapshot(w as i64 + 100, entries, groups).unwrap()
+            })
+            .collect();
+        let mut seen = Vec::new();
+        for instance in 0..3 {
+            let restored = codec.restore(&restore_at(&parts, instance, 3)).unwrap();
+            assert_eq!(restored.metas, vec![100, 101]);
+            for (k, v) in restored.entries {
+                assert_eq!(
+                    groups.instance_of(groups.key_group(stable_hash(&k)), 3),
+                    instance
+                );
+                assert_eq!(v, vec![(k as i64, k * 10)]);
+                seen.push(k);
+            }
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_foreign_or_corrupt_snapshot_is_an_error() {
+        let codec = KeyedCodec::<i64, u64, u64>::new();
+        let mut good = codec.snapshot(1, vec![(1, 1)], KeyGroups::DEFAULT).unwrap();
+        let other = StateBytes {
+            schema: 9,
+            bytes: good.bytes.clone(),
+        };
+        let err = codec.restore(&restore_at(&[other], 0, 1)).unwrap_err();
+        assert!(
+            matches!(err, StateError::IncompatibleSchema { found: 9, .. }),
+            "{err}"
+        );
+        let len = good.bytes.len();
+        good.bytes.truncate(len / 2);
+        let err = codec.restore(&restore_at(&[good], 0, 1)).unwrap_err();
+        assert!(matches!(err, StateError::InvalidArchive { .. }), "{err}");
+    }
+}
