@@ -40,6 +40,30 @@ fn context(name: &str) -> InstanceContext {
     InstanceContext::new(name, 0, 1, KeyGroups::DEFAULT)
 }
 
+/// What a restarted instance `0 of 1` is offered: `state`, taken at `checkpoint`.
+fn restore_of<'a>(
+    ctx: &'a InstanceContext,
+    checkpoint: u64,
+    state: Option<&'a StateBytes>,
+) -> Restore<'a> {
+    Restore {
+        component: ctx.component(),
+        checkpoint,
+        is_final: false,
+        instance: 0,
+        parallelism: 1,
+        key_groups: ctx.key_groups(),
+        parts: state
+            .map(|s| RestoredPart {
+                part: 0,
+                schema: s.schema,
+                bytes: &s.bytes,
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
 /// One operator instance, driven by hand.
 pub struct Harness<O: Operator> {
     operator: O,
@@ -70,23 +94,7 @@ impl<O: Operator> Harness<O> {
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
         let ctx = context("harness");
-        let restore = Restore {
-            component: ctx.component(),
-            checkpoint,
-            is_final: false,
-            instance: 0,
-            parallelism: 1,
-            key_groups: ctx.key_groups(),
-            parts: state
-                .map(|s| RestoredPart {
-                    part: 0,
-                    schema: s.schema,
-                    bytes: &s.bytes,
-                })
-                .into_iter()
-                .collect(),
-        };
-        operator.restore(&restore)?;
+        operator.restore(&restore_of(&ctx, checkpoint, state))?;
         operator.open(&ctx);
         Ok(Harness {
             operator,
@@ -163,6 +171,30 @@ impl<C: CoOperator> CoHarness<C> {
             ctx,
             watermark: Timestamp::MIN,
         }
+    }
+
+    /// Opens `operator` after restoring it from the snapshot `state` taken
+    /// at checkpoint `checkpoint`, as the runtime does after a failure.
+    pub fn restored(
+        mut operator: C,
+        checkpoint: u64,
+        state: Option<&StateBytes>,
+    ) -> Result<Self, TaskError> {
+        let ctx = context("harness");
+        operator.restore(&restore_of(&ctx, checkpoint, state))?;
+        operator.open(&ctx);
+        Ok(CoHarness {
+            operator,
+            out: C::Out::assemble(&mut OutputParts::detached()),
+            ctx,
+            watermark: Timestamp::MIN,
+        })
+    }
+
+    /// Ticks processing time to `millis`.
+    pub fn processing_time(&mut self, millis: i64) {
+        self.operator
+            .on_processing_time(Timestamp::from_millis(millis), &mut self.out);
     }
 
     /// Processes a left record.
@@ -302,69 +334,21 @@ pub fn run_script<O, R>(
     operator: O,
     script: &[Step<<O::Key as KeyKind>::Value, O::In>],
     fault: Option<Fault>,
-    mut drain: impl FnMut(&mut O::Out) -> Vec<R>,
+    drain: impl FnMut(&mut O::Out) -> Vec<R>,
 ) -> Result<Scripted<R>, TaskError>
 where
     O: Operator,
     O::In: Clone,
 {
-    let mut run = Scripted {
-        output: Vec::new(),
-        restarts: 0,
-        checkpoints: 0,
-    };
-    let mut staged: Vec<R> = Vec::new();
-    // The last complete checkpoint: its id, the step after it, the snapshot.
-    let mut last: Option<(u64, usize, Option<StateBytes>)> = None;
-    let mut harness = Harness::new(operator.clone());
-    let (mut step, mut records, mut checkpoints) = (0usize, 0usize, 0usize);
-    let mut failed = false;
-    while step < script.len() {
-        let fails_here = !failed
-            && match (&script[step], fault) {
-                (Step::Record { .. }, Some(Fault::BeforeRecord(n))) => records == n,
-                (Step::Checkpoint, Some(Fault::InCheckpoint(k))) => checkpoints + 1 == k,
-                _ => false,
-            };
-        if fails_here {
-            failed = true;
-            staged.clear();
-            run.restarts += 1;
-            let (id, resume, state) = match &last {
-                Some((id, resume, state)) => (*id, *resume, state.as_ref()),
-                None => (0, 0, None),
-            };
-            harness = if last.is_some() {
-                Harness::restored(operator.clone(), id, state)?
-            } else {
-                Harness::new(operator.clone())
-            };
-            step = resume;
-            continue;
-        }
-        match &script[step] {
-            Step::Record { key, value, time } => {
-                records += 1;
-                harness.record(key.clone(), value.clone(), *time);
-            }
-            Step::Watermark(millis) => harness.watermark(*millis),
-            Step::ProcessingTime(millis) => harness.processing_time(*millis),
-            Step::Checkpoint => {
-                checkpoints += 1;
-                let state = harness.snapshot();
-                staged.extend(drain(&mut harness.out));
-                run.output.append(&mut staged);
-                run.checkpoints += 1;
-                last = Some((run.checkpoints as u64, step + 1, state));
-            }
-        }
-        staged.extend(drain(&mut harness.out));
-        step += 1;
-    }
-    harness.end();
-    staged.extend(drain(&mut harness.out));
-    run.output.append(&mut staged);
-    Ok(run)
+    run_instance(
+        |from| match from {
+            Some((checkpoint, state)) => Harness::restored(operator.clone(), checkpoint, state),
+            None => Ok(Harness::new(operator.clone())),
+        },
+        script,
+        fault,
+        drain,
+    )
 }
 
 /// The exactly-once oracle: runs `script` without a fault, then with each
@@ -382,21 +366,245 @@ pub fn assert_recovers<O, R>(
     O::In: Clone,
     R: PartialEq + std::fmt::Debug,
 {
-    let clean = match run_script(operator.clone(), script, None, &mut drain) {
+    compare_runs(
+        |fault| run_script(operator.clone(), script, fault, &mut drain),
+        faults,
+    );
+}
+
+/// One step of a [`CoScript`], for a two-input operator.
+#[derive(Clone, Debug)]
+pub enum CoStep<K, L, R> {
+    /// A record on the left input.
+    Left {
+        /// The key.
+        key: K,
+        /// The value.
+        value: L,
+        /// The event time, if any.
+        time: Option<i64>,
+    },
+    /// A record on the right input.
+    Right {
+        /// The key.
+        key: K,
+        /// The value.
+        value: R,
+        /// The event time, if any.
+        time: Option<i64>,
+    },
+    /// Event time advances to this many ms.
+    Watermark(i64),
+    /// The virtual wall clock reads this many ms.
+    ProcessingTime(i64),
+    /// A checkpoint.
+    Checkpoint,
+}
+
+/// Steps for a two-input operator.
+pub type CoScript<K, L, R> = Vec<CoStep<K, L, R>>;
+
+/// A step of two-input operator `C`.
+pub type CoStepOf<C> = CoStep<
+    <<C as CoOperator>::Key as KeyKind>::Value,
+    <C as CoOperator>::Left,
+    <C as CoOperator>::Right,
+>;
+
+/// [`run_script`] for a two-input operator: records on either input count
+/// toward [`Fault::BeforeRecord`].
+pub fn run_co_script<C, R>(
+    operator: C,
+    script: &[CoStepOf<C>],
+    fault: Option<Fault>,
+    drain: impl FnMut(&mut C::Out) -> Vec<R>,
+) -> Result<Scripted<R>, TaskError>
+where
+    C: CoOperator,
+    C::Left: Clone,
+    C::Right: Clone,
+{
+    run_instance(
+        |from| match from {
+            Some((checkpoint, state)) => CoHarness::restored(operator.clone(), checkpoint, state),
+            None => Ok(CoHarness::new(operator.clone())),
+        },
+        script,
+        fault,
+        drain,
+    )
+}
+
+/// [`assert_recovers`] for a two-input operator.
+pub fn assert_co_recovers<C, R>(
+    operator: C,
+    script: &[CoStepOf<C>],
+    faults: impl IntoIterator<Item = Fault>,
+    mut drain: impl FnMut(&mut C::Out) -> Vec<R>,
+) where
+    C: CoOperator,
+    C::Left: Clone,
+    C::Right: Clone,
+    R: PartialEq + std::fmt::Debug,
+{
+    compare_runs(
+        |fault| run_co_script(operator.clone(), script, fault, &mut drain),
+        faults,
+    );
+}
+
+/// What a scripted run needs of a driven instance.
+trait Scriptable {
+    type Step;
+    type Out;
+    fn is_record(step: &Self::Step) -> bool;
+    fn is_checkpoint(step: &Self::Step) -> bool;
+    /// Applies a step other than a checkpoint.
+    fn apply(&mut self, step: &Self::Step);
+    fn snapshot(&mut self) -> Option<StateBytes>;
+    fn end(&mut self);
+    fn out(&mut self) -> &mut Self::Out;
+}
+
+impl<O: Operator> Scriptable for Harness<O>
+where
+    O::In: Clone,
+{
+    type Step = Step<<O::Key as KeyKind>::Value, O::In>;
+    type Out = O::Out;
+    fn is_record(step: &Self::Step) -> bool {
+        matches!(step, Step::Record { .. })
+    }
+    fn is_checkpoint(step: &Self::Step) -> bool {
+        matches!(step, Step::Checkpoint)
+    }
+    fn apply(&mut self, step: &Self::Step) {
+        match step {
+            Step::Record { key, value, time } => self.record(key.clone(), value.clone(), *time),
+            Step::Watermark(millis) => self.watermark(*millis),
+            Step::ProcessingTime(millis) => self.processing_time(*millis),
+            Step::Checkpoint => {}
+        }
+    }
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        self.operator.snapshot()
+    }
+    fn end(&mut self) {
+        Harness::end(self);
+    }
+    fn out(&mut self) -> &mut O::Out {
+        &mut self.out
+    }
+}
+
+impl<C: CoOperator> Scriptable for CoHarness<C>
+where
+    C::Left: Clone,
+    C::Right: Clone,
+{
+    type Step = CoStepOf<C>;
+    type Out = C::Out;
+    fn is_record(step: &Self::Step) -> bool {
+        matches!(step, CoStep::Left { .. } | CoStep::Right { .. })
+    }
+    fn is_checkpoint(step: &Self::Step) -> bool {
+        matches!(step, CoStep::Checkpoint)
+    }
+    fn apply(&mut self, step: &Self::Step) {
+        match step {
+            CoStep::Left { key, value, time } => self.left(key.clone(), value.clone(), *time),
+            CoStep::Right { key, value, time } => self.right(key.clone(), value.clone(), *time),
+            CoStep::Watermark(millis) => self.watermark(*millis),
+            CoStep::ProcessingTime(millis) => self.processing_time(*millis),
+            CoStep::Checkpoint => {}
+        }
+    }
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        self.operator.snapshot()
+    }
+    fn end(&mut self) {
+        CoHarness::end(self);
+    }
+    fn out(&mut self) -> &mut C::Out {
+        &mut self.out
+    }
+}
+
+/// The state a rebuilt instance starts from: a checkpoint and its snapshot.
+type From<'a> = Option<(u64, Option<&'a StateBytes>)>;
+
+fn run_instance<I: Scriptable, R>(
+    make: impl Fn(From<'_>) -> Result<I, TaskError>,
+    script: &[I::Step],
+    fault: Option<Fault>,
+    mut drain: impl FnMut(&mut I::Out) -> Vec<R>,
+) -> Result<Scripted<R>, TaskError> {
+    let mut run = Scripted {
+        output: Vec::new(),
+        restarts: 0,
+        checkpoints: 0,
+    };
+    let mut staged: Vec<R> = Vec::new();
+    // The last complete checkpoint: its id, the step after it, the snapshot.
+    let mut last: Option<(u64, usize, Option<StateBytes>)> = None;
+    let mut instance = make(None)?;
+    let (mut step, mut records, mut checkpoints) = (0usize, 0usize, 0usize);
+    let mut failed = false;
+    while step < script.len() {
+        let current = &script[step];
+        let fails_here = !failed
+            && match fault {
+                Some(Fault::BeforeRecord(n)) => I::is_record(current) && records == n,
+                Some(Fault::InCheckpoint(k)) => I::is_checkpoint(current) && checkpoints + 1 == k,
+                None => false,
+            };
+        if fails_here {
+            failed = true;
+            staged.clear();
+            run.restarts += 1;
+            instance = make(last.as_ref().map(|(id, _, state)| (*id, state.as_ref())))?;
+            step = last.as_ref().map_or(0, |(_, resume, _)| *resume);
+            continue;
+        }
+        if I::is_checkpoint(current) {
+            checkpoints += 1;
+            let state = instance.snapshot();
+            staged.extend(drain(instance.out()));
+            run.output.append(&mut staged);
+            run.checkpoints += 1;
+            last = Some((run.checkpoints as u64, step + 1, state));
+        } else {
+            records += usize::from(I::is_record(current));
+            instance.apply(current);
+        }
+        staged.extend(drain(instance.out()));
+        step += 1;
+    }
+    instance.end();
+    staged.extend(drain(instance.out()));
+    run.output.append(&mut staged);
+    Ok(run)
+}
+
+fn compare_runs<R: PartialEq + std::fmt::Debug>(
+    mut run: impl FnMut(Option<Fault>) -> Result<Scripted<R>, TaskError>,
+    faults: impl IntoIterator<Item = Fault>,
+) {
+    let clean = match run(None) {
         Ok(run) => run,
         Err(e) => panic!("the run without a fault failed: {e}"),
     };
     for fault in faults {
-        let run = match run_script(operator.clone(), script, Some(fault), &mut drain) {
+        let faulty = match run(Some(fault)) {
             Ok(run) => run,
             Err(e) => panic!("with {fault:?}: recovery failed: {e}"),
         };
         assert_eq!(
-            run.restarts, 1,
+            faulty.restarts, 1,
             "with {fault:?}: the fault was never reached"
         );
         assert_eq!(
-            run.output, clean.output,
+            faulty.output, clean.output,
             "with {fault:?}: the committed output differs from the run without a fault"
         );
     }

@@ -8,10 +8,14 @@ use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::timer::Timers;
-use streamwork_core::{ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Timestamp};
+use streamwork_core::{
+    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, KeyGroups,
+    Restore, StateBytes, TaskError, Timestamp,
+};
+use streamwork_state::{KeyedCodec, StateData};
 use streamwork_window::LateCounter;
 
-use crate::JoinRow;
+use crate::{JoinRow, snapshot_or_fail};
 
 /// Both sides' buffered rows of one key, with their times.
 type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
@@ -25,6 +29,10 @@ pub struct IntervalJoin<L, R, K> {
     /// When a key's buffers may shrink.
     cleanup: Timers<K>,
     watermark: i64,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by `checkpointed`.
+    codec: Option<KeyedCodec<i64, K, Rows<L, R>>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -37,12 +45,27 @@ impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
             rows: self.rows.clone(),
             cleanup: self.cleanup.clone(),
             watermark: self.watermark,
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
 }
 
 impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
+    /// Puts the buffered rows and the watermark (their cleanup timers are registered again on restore) in the job's checkpoints, by key group, so that a
+    /// restored job (at any parallelism) joins as if it had not failed.
+    /// Needed in a job that promises at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        K: StateData,
+        L: StateData,
+        R: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
     pub(crate) fn new(lower: i64, upper: i64) -> Self {
         IntervalJoin {
             lower: lower.min(upper),
@@ -51,6 +74,8 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
             rows: FastHashMap::default(),
             cleanup: Timers::new(),
             watermark: i64::MIN,
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
     }
@@ -82,6 +107,57 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let rows = self
+            .rows
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(snapshot_or_fail(codec.snapshot(
+            self.watermark,
+            rows,
+            self.key_groups,
+        )))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        if let Some(watermark) = restored.metas.iter().copied().max() {
+            self.watermark = self.watermark.max(watermark);
+        }
+        for (key, rows) in restored.entries {
+            for &(ta, _) in &rows.0 {
+                self.cleanup.register_event(
+                    Timestamp::from_millis(ta.saturating_add(self.upper).saturating_add(1)),
+                    key.clone(),
+                );
+            }
+            for &(tb, _) in &rows.1 {
+                self.cleanup.register_event(
+                    Timestamp::from_millis(tb.saturating_sub(self.lower).saturating_add(1)),
+                    key.clone(),
+                );
+            }
+            self.rows.insert(key, rows);
+        }
+        Ok(())
+    }
 
     fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let ta = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);

@@ -14,8 +14,12 @@ use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Timestamp,
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key,
+    KeyGroups, Restore, StateBytes, TaskError, Timestamp,
 };
+use streamwork_state::{KeyedCodec, StateData};
+
+use crate::snapshot_or_fail;
 
 use crate::{Change, JoinKind, JoinRow};
 
@@ -23,6 +27,10 @@ use crate::{Change, JoinKind, JoinRow};
 pub struct StreamTableJoin<S, V, K> {
     kind: JoinKind,
     table: FastHashMap<K, V>,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by `checkpointed`.
+    codec: Option<KeyedCodec<(), K, V>>,
     _types: PhantomData<fn(S)>,
 }
 
@@ -31,27 +39,46 @@ impl<S, V: Clone, K: Clone> Clone for StreamTableJoin<S, V, K> {
         StreamTableJoin {
             kind: self.kind,
             table: self.table.clone(),
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
 }
 
 impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
+    /// Puts the table in the job's checkpoints, by key group, so that a
+    /// restored job (at any parallelism) joins as if it had not failed.
+    /// Needed in a job that promises at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        K: StateData,
+        V: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
     pub(crate) fn new(kind: JoinKind) -> Self {
         StreamTableJoin {
             kind,
             table: FastHashMap::default(),
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
     }
 
-    /// The same join against the table as of each event's time.
+    /// The same join against the table as of each event's time (call
+    /// `checkpointed` on the temporal join itself).
     pub fn temporal(self) -> TemporalTableJoin<S, V, K> {
         TemporalTableJoin {
             kind: self.kind,
             versions: FastHashMap::default(),
             waiting: BTreeMap::new(),
             watermark: i64::MIN,
+            key_groups: self.key_groups,
+            codec: None,
             _types: PhantomData,
         }
     }
@@ -80,6 +107,36 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = AnyTime;
 
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let rows = self
+            .table
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(snapshot_or_fail(codec.snapshot((), rows, self.key_groups)))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        self.table.extend(restored.entries);
+        Ok(())
+    }
+
     fn on_left(&mut self, value: S, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let key = ctx.key();
         let row = self.table.get(key.get()).cloned();
@@ -97,6 +154,13 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
     }
 }
 
+/// One key's state in a temporal join's snapshot: its table versions and its
+/// events waiting for event time, both with their times.
+type TemporalKeyState<S, V> = (Vec<(i64, Option<V>)>, Vec<(i64, S)>);
+
+/// How a temporal join checkpoints: the watermark, and per key its state.
+type TemporalCodec<K, S, V> = KeyedCodec<i64, K, TemporalKeyState<S, V>>;
+
 /// A stream of `S` joined with a table of `V` as of each event's time.
 pub struct TemporalTableJoin<S, V, K> {
     kind: JoinKind,
@@ -105,6 +169,10 @@ pub struct TemporalTableJoin<S, V, K> {
     /// Stream events waiting for event time to reach them.
     waiting: BTreeMap<i64, Vec<(K, S)>>,
     watermark: i64,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by `checkpointed`.
+    codec: Option<TemporalCodec<K, S, V>>,
     _types: PhantomData<fn(S)>,
 }
 
@@ -115,12 +183,27 @@ impl<S: Clone, V: Clone, K: Clone> Clone for TemporalTableJoin<S, V, K> {
             versions: self.versions.clone(),
             waiting: self.waiting.clone(),
             watermark: self.watermark,
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
 }
 
 impl<S: Data, V: Data, K: Key> TemporalTableJoin<S, V, K> {
+    /// Puts the table versions and the events waiting for event time in the job's checkpoints, by key group, so that a
+    /// restored job (at any parallelism) joins as if it had not failed.
+    /// Needed in a job that promises at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        K: StateData,
+        S: StateData,
+        V: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
     /// Table versions kept, all keys (for tests of state release).
     pub fn versions(&self) -> usize {
         self.versions.values().map(BTreeMap::len).sum()
@@ -137,6 +220,63 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = EventTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
+        for (key, versions) in &self.versions {
+            per_key.entry(key.clone()).or_default().0 =
+                versions.iter().map(|(t, v)| (*t, v.clone())).collect();
+        }
+        for (t, events) in &self.waiting {
+            for (key, event) in events {
+                per_key
+                    .entry(key.clone())
+                    .or_default()
+                    .1
+                    .push((*t, event.clone()));
+            }
+        }
+        let entries = per_key.into_iter().collect();
+        Some(snapshot_or_fail(codec.snapshot(
+            self.watermark,
+            entries,
+            self.key_groups,
+        )))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        if let Some(watermark) = restored.metas.iter().copied().max() {
+            self.watermark = self.watermark.max(watermark);
+        }
+        for (key, (versions, waiting)) in restored.entries {
+            for (t, event) in waiting {
+                self.waiting
+                    .entry(t)
+                    .or_default()
+                    .push((key.clone(), event));
+            }
+            if !versions.is_empty() {
+                self.versions.insert(key, versions.into_iter().collect());
+            }
+        }
+        Ok(())
+    }
 
     fn on_left(&mut self, value: S, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);

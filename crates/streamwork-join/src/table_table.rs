@@ -6,7 +6,13 @@
 use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
-use streamwork_core::{AnyTime, ByKey, CoOperator, Collector, Context, Data, Key};
+use streamwork_core::{
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, KeyGroups, Restore,
+    StateBytes, TaskError,
+};
+use streamwork_state::{KeyedCodec, StateData};
+
+use crate::snapshot_or_fail;
 
 use crate::{Change, Delta, JoinRow};
 
@@ -16,6 +22,10 @@ type Sides<L, R> = (Option<L>, Option<R>);
 /// An inner join of a table of `L` and a table of `R`, keyed by `K`.
 pub struct TableTableJoin<L, R, K> {
     rows: FastHashMap<K, Sides<L, R>>,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by `checkpointed`.
+    codec: Option<KeyedCodec<(), K, Sides<L, R>>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -23,6 +33,8 @@ impl<L: Clone, R: Clone, K: Clone> Clone for TableTableJoin<L, R, K> {
     fn clone(&self) -> Self {
         TableTableJoin {
             rows: self.rows.clone(),
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
@@ -35,10 +47,25 @@ impl<L: Data, R: Data, K: Key> Default for TableTableJoin<L, R, K> {
 }
 
 impl<L: Data, R: Data, K: Key> TableTableJoin<L, R, K> {
+    /// Puts both tables in the job's checkpoints, by key group, so that a
+    /// restored job (at any parallelism) joins as if it had not failed.
+    /// Needed in a job that promises at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        K: StateData,
+        L: StateData,
+        R: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
     /// Empty tables.
     pub fn new() -> Self {
         TableTableJoin {
             rows: FastHashMap::default(),
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
     }
@@ -69,6 +96,36 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
     type Key = ByKey<K>;
     type Out = Out<K, L, R>;
     type Time = AnyTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let rows = self
+            .rows
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(snapshot_or_fail(codec.snapshot((), rows, self.key_groups)))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        self.rows.extend(restored.entries);
+        Ok(())
+    }
 
     fn on_left(&mut self, change: Change<K, L>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let (key, new) = match change {

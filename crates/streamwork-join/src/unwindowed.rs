@@ -10,10 +10,14 @@ use std::time::Duration;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::timer::Timers;
-use streamwork_core::{AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Timestamp};
+use streamwork_core::{
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, KeyGroups, Restore,
+    StateBytes, TaskError, Timestamp,
+};
+use streamwork_state::{KeyedCodec, StateData};
 use streamwork_window::LateCounter;
 
-use crate::JoinRow;
+use crate::{JoinRow, snapshot_or_fail};
 
 /// Both sides' rows of one key, with their times.
 type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
@@ -25,6 +29,10 @@ pub struct StreamStreamJoin<L, R, K> {
     rows: FastHashMap<K, Rows<L, R>>,
     expiry: Timers<K>,
     watermark: i64,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by `checkpointed`.
+    codec: Option<KeyedCodec<i64, K, Rows<L, R>>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -36,6 +44,8 @@ impl<L: Clone, R: Clone, K: Clone> Clone for StreamStreamJoin<L, R, K> {
             rows: self.rows.clone(),
             expiry: self.expiry.clone(),
             watermark: self.watermark,
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
@@ -48,6 +58,19 @@ impl<L: Data, R: Data, K: Key> Default for StreamStreamJoin<L, R, K> {
 }
 
 impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
+    /// Puts the rows kept and the watermark (their expiry timers are registered again on restore) in the job's checkpoints, by key group, so that a
+    /// restored job (at any parallelism) joins as if it had not failed.
+    /// Needed in a job that promises at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        K: StateData,
+        L: StateData,
+        R: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
     /// Keeps every row (no retention).
     pub fn new() -> Self {
         StreamStreamJoin {
@@ -56,6 +79,8 @@ impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
             rows: FastHashMap::default(),
             expiry: Timers::new(),
             watermark: i64::MIN,
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
     }
@@ -102,6 +127,54 @@ impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = AnyTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let rows = self
+            .rows
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(snapshot_or_fail(codec.snapshot(
+            self.watermark,
+            rows,
+            self.key_groups,
+        )))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        if let Some(watermark) = restored.metas.iter().copied().max() {
+            self.watermark = self.watermark.max(watermark);
+        }
+        for (key, rows) in restored.entries {
+            let times: Vec<i64> = rows
+                .0
+                .iter()
+                .map(|(t, _)| *t)
+                .chain(rows.1.iter().map(|(t, _)| *t))
+                .collect();
+            for t in times {
+                self.keep(key.clone(), t);
+            }
+            self.rows.insert(key, rows);
+        }
+        Ok(())
+    }
 
     fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);

@@ -6,13 +6,20 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
-use streamwork_core::{ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Timestamp};
+use streamwork_core::{
+    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, KeyGroups,
+    Restore, StateBytes, TaskError, Timestamp,
+};
+use streamwork_state::{KeyedCodec, StateData};
 use streamwork_window::LateCounter;
 
-use crate::{JoinKind, JoinRow};
+use crate::{JoinKind, JoinRow, snapshot_or_fail};
 
 /// Both sides' rows of one key in one window.
 type Buffers<L, R> = (Vec<L>, Vec<R>);
+
+/// One key's open windows in a snapshot: `(window end, lefts, rights)`.
+type KeyWindows<L, R> = Vec<(i64, Vec<L>, Vec<R>)>;
 
 /// A windowed join of `L` and `R` keyed by `K`; see the module docs. Built with
 /// [`Join`](crate::Join).
@@ -24,6 +31,10 @@ pub struct WindowJoin<L, R, K> {
     /// Open windows by end, then by key.
     windows: BTreeMap<i64, FastHashMap<K, Buffers<L, R>>>,
     watermark: i64,
+    /// The job's key groups, which snapshots are grouped by.
+    key_groups: KeyGroups,
+    /// Set by `checkpointed`.
+    codec: Option<KeyedCodec<i64, K, KeyWindows<L, R>>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -36,12 +47,27 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
             late: self.late.clone(),
             windows: self.windows.clone(),
             watermark: self.watermark,
+            key_groups: self.key_groups,
+            codec: self.codec,
             _types: PhantomData,
         }
     }
 }
 
 impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
+    /// Puts the rows buffered in open windows and the watermark in the job's checkpoints, by key group, so that a
+    /// restored job (at any parallelism) joins as if it had not failed.
+    /// Needed in a job that promises at-least-once or exactly-once delivery.
+    pub fn checkpointed(mut self) -> Self
+    where
+        K: StateData,
+        L: StateData,
+        R: StateData,
+    {
+        self.codec = Some(KeyedCodec::new());
+        self
+    }
+
     pub(crate) fn new(kind: JoinKind, size: i64, slide: i64) -> Self {
         WindowJoin {
             kind,
@@ -50,6 +76,8 @@ impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
             late: LateCounter::new(),
             windows: BTreeMap::new(),
             watermark: i64::MIN,
+            key_groups: KeyGroups::DEFAULT,
+            codec: None,
             _types: PhantomData,
         }
     }
@@ -97,6 +125,55 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    fn checkpoints_state(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let codec = self.codec?;
+        let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
+        for (&end, keys) in &self.windows {
+            for (key, (lefts, rights)) in keys {
+                per_key
+                    .entry(key.clone())
+                    .or_default()
+                    .push((end, lefts.clone(), rights.clone()));
+            }
+        }
+        let entries = per_key.into_iter().collect();
+        Some(snapshot_or_fail(codec.snapshot(
+            self.watermark,
+            entries,
+            self.key_groups,
+        )))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(());
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        if let Some(watermark) = restored.metas.iter().copied().max() {
+            self.watermark = self.watermark.max(watermark);
+        }
+        for (key, windows) in restored.entries {
+            for (end, lefts, rights) in windows {
+                self.windows
+                    .entry(end)
+                    .or_default()
+                    .insert(key.clone(), (lefts, rights));
+            }
+        }
+        Ok(())
+    }
 
     fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
