@@ -10,6 +10,11 @@
 //! and [`assert_recovers`] checks that the committed output with each fault
 //! equals the output without (the exactly-once oracle).
 //!
+//! In a whole job, [`InjectFault`] is a pass-through operator that makes one
+//! instance fail once, at a record or at a checkpoint, so that a test can
+//! check that the runtime's recovery commits what a run without the fault
+//! commits.
+//!
 //! ```
 //! use streamwork_core::testkit::Harness;
 //! use streamwork_core::{AnyTime, Collector, Context, NoKey, Operator};
@@ -29,11 +34,16 @@
 //! assert_eq!(harness.take(|out| out.take_buffered()).len(), 1);
 //! ```
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::checkpoint::{Restore, RestoredPart, StateBytes};
-use crate::component::{CoOperator, Context, InstanceContext, KeyKind, Operator};
+use crate::collector::Collector;
+use crate::component::{AnyTime, CoOperator, Context, InstanceContext, KeyKind, NoKey, Operator};
 use crate::error::TaskError;
 use crate::grouping::KeyGroups;
 use crate::outputs::{OutputParts, Outputs};
+use crate::record::Data;
 use crate::time::Timestamp;
 
 fn context(name: &str) -> InstanceContext {
@@ -607,5 +617,94 @@ fn compare_runs<R: PartialEq + std::fmt::Debug>(
             faulty.output, clean.output,
             "with {fault:?}: the committed output differs from the run without a fault"
         );
+    }
+}
+
+/// A pass-through operator for a whole job that makes instance `instance`
+/// fail once (the first attempt only: the flag is shared by every clone and
+/// every restart), before its `n`-th record or while taking its `k`-th
+/// snapshot (see [`Fault`]). Put it on a forward edge before the stage under
+/// test; the runtime's recovery must then commit what the run without it
+/// commits.
+///
+/// ```
+/// use streamwork_core::testkit::{Fault, InjectFault};
+/// let fault = InjectFault::<u64>::new(1, Fault::BeforeRecord(10_000));
+/// assert!(!fault.has_fired());
+/// ```
+pub struct InjectFault<T> {
+    instance: u32,
+    fault: Fault,
+    fired: Arc<AtomicBool>,
+    me: u32,
+    records: usize,
+    snapshots: usize,
+    _types: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T> Clone for InjectFault<T> {
+    fn clone(&self) -> Self {
+        InjectFault {
+            instance: self.instance,
+            fault: self.fault,
+            fired: self.fired.clone(),
+            me: self.me,
+            records: self.records,
+            snapshots: self.snapshots,
+            _types: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> InjectFault<T> {
+    /// Fails instance `instance` once, at `fault`.
+    pub fn new(instance: u32, fault: Fault) -> Self {
+        InjectFault {
+            instance,
+            fault,
+            fired: Arc::new(AtomicBool::new(false)),
+            me: 0,
+            records: 0,
+            snapshots: 0,
+            _types: std::marker::PhantomData,
+        }
+    }
+
+    /// Whether the fault has happened (in any clone).
+    pub fn has_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    fn fire(&self, at: &str) {
+        if self.me == self.instance && !self.fired.swap(true, Ordering::SeqCst) {
+            panic!("injected fault: instance {} fails {at}", self.me);
+        }
+    }
+}
+
+impl<T: Data> Operator for InjectFault<T> {
+    type In = T;
+    type Key = NoKey;
+    type Out = Collector<T>;
+    type Time = AnyTime;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.me = ctx.instance().0;
+    }
+
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {
+        if self.fault == Fault::BeforeRecord(self.records) {
+            self.fire(&format!("before record {}", self.records));
+        }
+        self.records += 1;
+        ctx.emit(value);
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        self.snapshots += 1;
+        if self.fault == Fault::InCheckpoint(self.snapshots) {
+            self.fire(&format!("in checkpoint {}", self.snapshots));
+        }
+        None
     }
 }
