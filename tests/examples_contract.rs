@@ -159,3 +159,61 @@ fn backpressure_example_accounts_for_every_record_under_every_policy() {
         }
     }
 }
+
+/// `transactions=T frauds=F` from the last line of a `system_usage` run.
+fn system_usage(delivery: &str, fail_at: Option<u64>) -> (u64, u64) {
+    let root = std::env::temp_dir().join(format!(
+        "streamwork-usage-{delivery}-{}-{}",
+        fail_at.is_some(),
+        std::process::id()
+    ));
+    let mut command = example("system_usage");
+    command
+        .args(["--transactions", "120000", "--report-every", "1000"])
+        .args(["--delivery", delivery])
+        .arg("--output")
+        .arg(root.join("out"))
+        .arg("--checkpoint-dir")
+        .arg(root.join("ckpt"));
+    if let Some(n) = fail_at {
+        command.args(["--fail-at", &n.to_string()]);
+    }
+    let output = command.output().expect("system_usage runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    if fail_at.is_some() {
+        assert!(stderr.contains("injected fault"), "{stderr}");
+    }
+    let last = stdout.lines().last().expect("a usage line");
+    let counts: Vec<u64> = last
+        .split(' ')
+        .map(|kv| {
+            kv.split_once('=')
+                .expect("key=value")
+                .1
+                .parse()
+                .expect("a count")
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&root);
+    (counts[0], counts[1])
+}
+
+#[test]
+fn system_usage_shows_each_delivery_semantic_under_a_failure() {
+    let truth = system_usage("exactly-once", None);
+    assert_eq!(truth.0, 120_000);
+    assert!(truth.1 > 0, "some transactions are fraud");
+    // Exactly-once: the failure changes nothing committed.
+    assert_eq!(system_usage("exactly-once", Some(30_000)), truth);
+    // At-least-once: nothing lost (a replay may count some twice).
+    let at_least = system_usage("at-least-once", Some(30_000));
+    assert!(
+        at_least.0 >= truth.0 && at_least.1 >= truth.1,
+        "{at_least:?}"
+    );
+    // At-most-once: no replay; the run ends at the failure, short of the truth.
+    let at_most = system_usage("at-most-once", Some(30_000));
+    assert!(at_most.0 < truth.0 && at_most.1 <= truth.1, "{at_most:?}");
+}
