@@ -140,6 +140,61 @@ fn a_transactional_sink_commits_only_complete_checkpoints_across_a_crash() {
 }
 
 #[test]
+fn scaled_down_instances_commit_what_the_removed_ones_staged() {
+    let dir = std::env::temp_dir().join(format!("streamwork-txn-down-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sink = || {
+        FileSink::new(&dir, |v: &u64, line: &mut Vec<u8>| {
+            line.extend_from_slice(v.to_string().as_bytes())
+        })
+        .transactional()
+    };
+    // Three instances each stage checkpoint 4 (complete) and 5 (not).
+    for i in 0..3u32 {
+        let mut old = sink();
+        old.open(&InstanceContext::new("out", i, 3, KeyGroups::DEFAULT))
+            .unwrap();
+        old.write(record(u64::from(i))).unwrap();
+        old.pre_commit(4).unwrap();
+        old.write(record(100 + u64::from(i))).unwrap();
+        old.pre_commit(5).unwrap();
+    }
+    // Restored at parallelism 2 from checkpoint 4: instance 0 also takes
+    // the place of old instance 2.
+    for i in 0..2u32 {
+        let mut new = sink();
+        new.open(&InstanceContext::new("out", i, 2, KeyGroups::DEFAULT))
+            .unwrap();
+        let mut restore = restore_at(4, false);
+        restore.instance = i;
+        restore.parallelism = 2;
+        new.restore(&restore).unwrap();
+    }
+    let mut committed: Vec<String> = Vec::new();
+    for name in visible(&dir) {
+        committed.extend(
+            std::fs::read_to_string(dir.join(&name))
+                .unwrap()
+                .lines()
+                .map(String::from),
+        );
+    }
+    committed.sort();
+    assert_eq!(committed, vec!["0", "1", "2"]);
+    let hidden: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(
+        hidden.is_empty(),
+        "nothing staged is left behind: {hidden:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
     let dir = std::env::temp_dir().join(format!("streamwork-txn1-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -199,8 +199,41 @@ impl<T: Data> Sink for FileSink<T> {
                 "a transactional file sink restored before it was opened".to_string(),
             ));
         };
-        files.recover(restore.checkpoint, restore.is_final)
+        files.recover(restore.checkpoint, restore.is_final)?;
+        if self.single {
+            return Ok(());
+        }
+        // Scaled down: the instances that are gone left staged output too.
+        // Instance `j` of the old run is recovered by instance
+        // `j % parallelism` of this one, so each is recovered exactly once.
+        for old in orphaned_instances(&self.path, restore.parallelism)? {
+            if old % restore.parallelism == restore.instance {
+                let target = self.path.join(format!("part-{old}"));
+                Staging::new(target, false).recover(restore.checkpoint, restore.is_final)?;
+            }
+        }
+        Ok(())
     }
+}
+
+/// Instances `>= parallelism` with staged or in-progress files in `dir`:
+/// instances of an earlier run at a higher parallelism.
+fn orphaned_instances(dir: &Path, parallelism: u32) -> Result<Vec<u32>, ConnectorError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| io("listing", dir, e))?;
+    let mut found: Vec<u32> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rest = name.strip_prefix(".part-")?;
+            let (index, kind) = rest.split_once('.')?;
+            let hidden = kind.starts_with("staged-") || kind == "inprogress";
+            hidden.then(|| index.parse::<u32>().ok()).flatten()
+        })
+        .filter(|&index| index >= parallelism)
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    Ok(found)
 }
 
 /// A [`FileSink`] made [`transactional`](FileSink::transactional): fit for
