@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use streamwork_core::message::Control;
 use streamwork_core::{
     AssignsWatermarks, Collector, Context, Data, InstanceContext, NoKey, Operator, Outputs,
-    Timestamp,
+    Restore, StateBytes, TaskError, Timestamp,
 };
 
 use crate::LateCounter;
@@ -42,6 +42,9 @@ use crate::LateCounter;
 type Propose<T> = Arc<dyn Fn(&T, Timestamp) -> Option<Timestamp> + Send + Sync>;
 
 /// How the watermark follows the timestamps.
+/// The layout version of a watermark assigner's snapshot.
+const WATERMARK_SCHEMA: u32 = 1;
+
 enum Generator<T> {
     Monotonic,
     Bounded(i64),
@@ -323,6 +326,63 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
         }
     }
 
+    /// The event time reached: the largest timestamp seen, the proposed and
+    /// the emitted watermark, so that a restored job does not move event
+    /// time back.
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let mut bytes = Vec::with_capacity(24);
+        for value in [
+            self.max_seen.unwrap_or(i64::MIN),
+            self.proposed.millis(),
+            self.emitted.millis(),
+        ] {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+        Some(StateBytes {
+            schema: WATERMARK_SCHEMA,
+            bytes,
+        })
+    }
+
+    /// At another parallelism, every instance takes the earliest time any
+    /// old instance had reached: event time never goes past what every
+    /// input had seen.
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        let mut earliest: Option<[i64; 3]> = None;
+        for part in &restore.parts {
+            let fields: Option<Vec<i64>> =
+                (part.schema == WATERMARK_SCHEMA && part.bytes.len() == 24).then(|| {
+                    part.bytes
+                        .chunks_exact(8)
+                        .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
+                        .collect()
+                });
+            let Some(fields) = fields else {
+                return Err(TaskError::Restore(format!(
+                    "`{}`: a watermark snapshot of schema {} and {} bytes (this version reads schema {WATERMARK_SCHEMA}, 24 bytes)",
+                    restore.component,
+                    part.schema,
+                    part.bytes.len()
+                )));
+            };
+            let fields = [fields[0], fields[1], fields[2]];
+            earliest = Some(match earliest {
+                None => fields,
+                Some(e) => [
+                    e[0].min(fields[0]),
+                    e[1].min(fields[1]),
+                    e[2].min(fields[2]),
+                ],
+            });
+        }
+        if let Some([max_seen, proposed, emitted]) = earliest {
+            self.max_seen = (max_seen != i64::MIN).then_some(max_seen);
+            self.proposed = Timestamp::from_millis(proposed);
+            self.emitted = Timestamp::from_millis(emitted);
+        }
+        Ok(())
+    }
+
     fn on_end(&mut self, _out: &mut Collector<T>) {
         if let Some(alignment) = &self.alignment {
             // An ended instance no longer holds the others back.
@@ -346,5 +406,60 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             }
             let _ = Outputs::control(out, &Control::Idle);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use streamwork_core::checkpoint::RestoredPart;
+    use streamwork_core::testkit::Harness;
+    use streamwork_core::{KeyGroups, Operator, Restore, Timestamp};
+
+    use super::Watermarks;
+
+    #[test]
+    fn a_restored_assigner_keeps_the_event_time_it_had_reached() {
+        let assigner = || {
+            Watermarks::bounded(std::time::Duration::from_millis(10))
+                .timestamps(|t: &i64| Timestamp::from_millis(*t))
+        };
+        let mut harness = Harness::new(assigner());
+        for t in [5, 50, 30] {
+            harness.record((), t, None);
+        }
+        let snapshots: Vec<_> = (0..2)
+            .map(|_| harness.snapshot().expect("a snapshot"))
+            .collect();
+        assert_eq!(harness.operator().emitted, Timestamp::from_millis(40));
+        // Two old instances, one behind: the restored one starts at the earlier.
+        let mut behind = Harness::new(assigner());
+        behind.record((), 20, None);
+        let behind = behind.snapshot().expect("a snapshot");
+        let parts = [&snapshots[0], &behind];
+        let restore = Restore {
+            component: "timed",
+            checkpoint: 3,
+            is_final: false,
+            instance: 0,
+            parallelism: 1,
+            key_groups: KeyGroups::DEFAULT,
+            parts: parts
+                .iter()
+                .enumerate()
+                .map(|(i, s)| RestoredPart {
+                    part: i as u32,
+                    schema: s.schema,
+                    bytes: &s.bytes,
+                })
+                .collect(),
+        };
+        let mut restored = assigner();
+        restored.restore(&restore).unwrap();
+        assert_eq!(restored.emitted, Timestamp::from_millis(10));
+        assert_eq!(restored.max_seen, Some(20));
+        // At the same parallelism, exactly where it was.
+        let restored = Harness::restored(assigner(), 3, Some(&snapshots[1])).unwrap();
+        assert_eq!(restored.operator().emitted, Timestamp::from_millis(40));
+        assert_eq!(restored.operator().max_seen, Some(50));
     }
 }
