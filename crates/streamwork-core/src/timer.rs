@@ -151,6 +151,40 @@ impl<K: PartialEq> Timers<K> {
     pub fn is_empty(&self) -> bool {
         self.event.is_empty() && self.processing.is_empty()
     }
+
+    /// Every pending timer, event-time ones first, each kind in time order:
+    /// what a checkpoint of the timers holds.
+    pub fn iter(&self) -> impl Iterator<Item = (TimeDomain, crate::Timestamp, &K)> {
+        fn of<K>(
+            domain: TimeDomain,
+            queue: &BTreeMap<crate::Timestamp, Vec<K>>,
+        ) -> impl Iterator<Item = (TimeDomain, crate::Timestamp, &K)> {
+            queue
+                .iter()
+                .flat_map(move |(time, keys)| keys.iter().map(move |key| (domain, *time, key)))
+        }
+        of(TimeDomain::Event, &self.event).chain(of(TimeDomain::Processing, &self.processing))
+    }
+
+    /// Registers a timer of either kind (as [`iter`](Self::iter) names it).
+    pub fn register(&mut self, domain: TimeDomain, time: crate::Timestamp, key: K) -> bool
+    where
+        K: PartialEq,
+    {
+        match domain {
+            TimeDomain::Event => self.register_event(time, key),
+            TimeDomain::Processing => self.register_processing(time, key),
+        }
+    }
+}
+
+/// Which clock a timer follows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TimeDomain {
+    /// Event time: fires when the watermark reaches it.
+    Event,
+    /// Processing time: fires when the wall clock reaches it.
+    Processing,
 }
 
 /// The wall clock as a [`Timestamp`](crate::Timestamp), for processing time.

@@ -260,6 +260,107 @@ where
     Ok(restored)
 }
 
+/// Checkpoints an operator's [`Timers`](streamwork_core::timer::Timers) by
+/// key group, so that a restored instance (at any parallelism) gets the
+/// timers of the keys it now owns.
+///
+/// ```
+/// use streamwork_core::timer::Timers;
+/// use streamwork_core::{KeyGroups, Timestamp};
+/// use streamwork_core::checkpoint::{Restore, RestoredPart};
+/// use streamwork_state::TimerCodec;
+///
+/// let codec = TimerCodec::<u64>::new();
+/// let mut timers = Timers::new();
+/// timers.register_event(Timestamp::from_millis(30), 7);
+/// timers.register_processing(Timestamp::from_millis(99), 8);
+/// let snapshot = codec.snapshot(&timers, KeyGroups::DEFAULT).unwrap();
+/// let restore = Restore {
+///     component: "alerts",
+///     checkpoint: 1,
+///     is_final: false,
+///     instance: 0,
+///     parallelism: 1,
+///     key_groups: KeyGroups::DEFAULT,
+///     parts: vec![RestoredPart { part: 0, schema: snapshot.schema, bytes: &snapshot.bytes }],
+/// };
+/// let restored = codec.restore(&restore).unwrap();
+/// assert_eq!(restored.len(), 2);
+/// assert_eq!(restored.next_event(), Some(Timestamp::from_millis(30)));
+/// ```
+pub struct TimerCodec<K>(KeyedCodec<(), K, Vec<(bool, i64)>>);
+
+impl<K> Clone for TimerCodec<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for TimerCodec<K> {}
+
+impl<K> fmt::Debug for TimerCodec<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("TimerCodec").field(&self.0).finish()
+    }
+}
+
+impl<K: Key + StateData> TimerCodec<K> {
+    /// The codec for timers keyed by `K`.
+    pub fn new() -> Self {
+        TimerCodec(KeyedCodec::new())
+    }
+}
+
+impl<K: Key + StateData> Default for TimerCodec<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Key> TimerCodec<K> {
+    /// Archives every pending timer, grouped by its key's key group.
+    pub fn snapshot(
+        &self,
+        timers: &streamwork_core::timer::Timers<K>,
+        key_groups: KeyGroups,
+    ) -> Result<StateBytes, StateError> {
+        let mut by_key: std::collections::HashMap<K, Vec<(bool, i64)>> = Default::default();
+        for (domain, time, key) in timers.iter() {
+            let event = domain == streamwork_core::timer::TimeDomain::Event;
+            by_key
+                .entry(key.clone())
+                .or_default()
+                .push((event, time.millis()));
+        }
+        self.0
+            .snapshot((), by_key.into_iter().collect(), key_groups)
+    }
+
+    /// The timers of the keys the restoring instance now owns.
+    pub fn restore(
+        &self,
+        restore: &Restore<'_>,
+    ) -> Result<streamwork_core::timer::Timers<K>, StateError> {
+        use streamwork_core::timer::{TimeDomain, Timers};
+        let mut timers = Timers::new();
+        for (key, times) in self.0.restore(restore)?.entries {
+            for (event, millis) in times {
+                let domain = if event {
+                    TimeDomain::Event
+                } else {
+                    TimeDomain::Processing
+                };
+                timers.register(
+                    domain,
+                    streamwork_core::Timestamp::from_millis(millis),
+                    key.clone(),
+                );
+            }
+        }
+        Ok(timers)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use streamwork_core::checkpoint::RestoredPart;

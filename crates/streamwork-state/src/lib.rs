@@ -52,7 +52,9 @@ mod version;
 /// and `Deserialize` on state types with the same version.
 pub use rkyv;
 
-pub use codec::{KEYED_PARTS_SCHEMA, KeyedCodec, KeyedParts, RestoredEntries, StateData};
+pub use codec::{
+    KEYED_PARTS_SCHEMA, KeyedCodec, KeyedParts, RestoredEntries, StateData, TimerCodec,
+};
 pub use error::StateError;
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
