@@ -246,6 +246,7 @@ fn main() -> anyhow::Result<()> {
                 attempts: 3,
                 delay: Duration::from_millis(10),
             },
+            ..RunOptions::default()
         },
     };
     match graph.run_with(options) {

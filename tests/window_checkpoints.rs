@@ -55,6 +55,7 @@ fn options(checkpoints: &Path, restart: RestartStrategy) -> RunOptions {
     RunOptions {
         checkpoints: Some(config),
         restart,
+        ..RunOptions::default()
     }
 }
 

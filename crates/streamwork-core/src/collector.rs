@@ -1,5 +1,8 @@
 //! Collectors: where user code emits records, one per output channel.
 
+use std::sync::Arc;
+
+use crate::acking::{self, SourceTrees};
 use crate::dispatch::Edge;
 use crate::message::{Control, Disconnected};
 use crate::record::{Data, Record};
@@ -28,10 +31,47 @@ const DETACHED: usize = usize::MAX;
 pub struct Collector<T> {
     buffer: Vec<Record<T>>,
     batch_size: usize,
+    /// The buffer length at which a push takes the slow path: the batch
+    /// size, or 0 with acking (every record's root is noted).
+    threshold: usize,
     time: Option<Timestamp>,
     edges: Vec<Box<dyn Edge<T>>>,
     emitted: u64,
     error: Option<Disconnected>,
+    /// In a job run with acking: the root of each buffered record.
+    acking: Option<Box<Roots<T>>>,
+}
+
+/// The roots of a collector's buffered records, and, for a source's
+/// collector, the trees it starts.
+struct Roots<T> {
+    roots: Vec<u64>,
+    trees: Option<Arc<SourceTrees<T>>>,
+}
+
+impl<T: Data> Roots<T> {
+    #[inline]
+    fn note(&mut self, record: &Record<T>) {
+        let root = match &self.trees {
+            Some(trees) => {
+                // The source is done with its record once it is dispatched,
+                // which happens before this thread's reports are sent.
+                let anchor = trees.begin(record);
+                acking::complete(anchor);
+                anchor.root
+            }
+            None => acking::current_root(),
+        };
+        self.roots.push(root);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn note_roots<T: Data>(acking: &mut Roots<T>, records: &[Record<T>]) {
+    for record in records {
+        acking.note(record);
+    }
 }
 
 impl<T: Data> Collector<T> {
@@ -43,11 +83,25 @@ impl<T: Data> Collector<T> {
         Collector {
             buffer: Vec::with_capacity(batch_size),
             batch_size,
+            threshold: batch_size,
             time: None,
             edges,
             emitted: 0,
             error: None,
+            acking: None,
         }
+    }
+
+    /// The same collector in a job run with acking: each record carries the
+    /// root of its tree, inherited from the record being processed, or, for
+    /// a source (`trees`), a new tree per record.
+    pub fn with_acking(mut self, trees: Option<Arc<SourceTrees<T>>>) -> Self {
+        self.acking = Some(Box::new(Roots {
+            roots: Vec::with_capacity(self.buffer.capacity()),
+            trees,
+        }));
+        self.threshold = 0;
+        self
     }
 
     /// A collector with no edges that keeps everything buffered until
@@ -56,10 +110,12 @@ impl<T: Data> Collector<T> {
         Collector {
             buffer: Vec::new(),
             batch_size: DETACHED,
+            threshold: DETACHED,
             time: None,
             edges: Vec::new(),
             emitted: 0,
             error: None,
+            acking: None,
         }
     }
 
@@ -98,6 +154,9 @@ impl<T: Data> Collector<T> {
             let before = self.buffer.len();
             self.buffer.extend(records.by_ref().take(room));
             let added = self.buffer.len() - before;
+            if let Some(acking) = self.acking.as_deref_mut() {
+                note_roots(acking, &self.buffer[before..]);
+            }
             if self.buffer.len() >= self.batch_size {
                 self.dispatch();
             }
@@ -110,8 +169,31 @@ impl<T: Data> Collector<T> {
     #[inline]
     fn push(&mut self, record: Record<T>) {
         self.buffer.push(record);
+        // One comparison per record, as without acking: with acking the
+        // threshold is 0 and every record takes the slow path.
+        if self.buffer.len() >= self.threshold {
+            self.after_push();
+        }
+    }
+
+    /// A full batch, or any record with acking.
+    fn after_push(&mut self) {
+        if self.acking.is_some() {
+            self.note_last();
+        }
         if self.buffer.len() >= self.batch_size {
             self.dispatch();
+        }
+    }
+
+    /// Notes the root of the record just buffered. Out of line: a job
+    /// without acking never comes here, and the emit path stays as small as
+    /// it was.
+    #[cold]
+    #[inline(never)]
+    fn note_last(&mut self) {
+        if let (Some(acking), Some(record)) = (self.acking.as_deref_mut(), self.buffer.last()) {
+            acking.note(record);
         }
     }
 
@@ -128,6 +210,9 @@ impl<T: Data> Collector<T> {
 
     /// Removes and returns the buffered records (see [`detached`](Self::detached)).
     pub fn take_buffered(&mut self) -> Vec<Record<T>> {
+        if let Some(acking) = self.acking.as_deref_mut() {
+            acking.roots.clear();
+        }
         self.emitted += self.buffer.len() as u64;
         std::mem::take(&mut self.buffer)
     }
@@ -141,6 +226,14 @@ impl<T: Data> Collector<T> {
         self.emitted += self.buffer.len() as u64;
         if self.error.is_some() || self.edges.is_empty() {
             self.buffer.clear();
+            if let Some(acking) = self.acking.as_deref_mut() {
+                // Dropped (a dropped channel): their events are done.
+                acking.roots.clear();
+            }
+            return;
+        }
+        if self.acking.is_some() {
+            self.dispatch_rooted();
             return;
         }
         let last = self.edges.len() - 1;
@@ -156,8 +249,41 @@ impl<T: Data> Collector<T> {
         self.buffer.clear();
     }
 
+    /// [`dispatch`](Self::dispatch) with each record's root, in a job run
+    /// with acking.
+    #[cold]
+    #[inline(never)]
+    fn dispatch_rooted(&mut self) {
+        let Some(acking) = self.acking.as_deref_mut() else {
+            return;
+        };
+        let last = self.edges.len() - 1;
+        for i in 0..last {
+            let (mut copy, mut roots) = (self.buffer.clone(), acking.roots.clone());
+            if let Err(e) = self.edges[i].push_rooted(&mut copy, &mut roots) {
+                self.error = Some(e);
+            }
+        }
+        if let Err(e) = self.edges[last].push_rooted(&mut self.buffer, &mut acking.roots) {
+            self.error = Some(e);
+        }
+        self.buffer.clear();
+        acking.roots.clear();
+    }
+
     /// Hands everything buffered to the edges and asks them to send it now.
+    /// A source's collector in a job run with acking first replays the
+    /// records whose trees timed out.
     pub fn flush(&mut self) -> Result<(), Disconnected> {
+        let replays = match self.acking.as_deref() {
+            Some(Roots {
+                trees: Some(trees), ..
+            }) => trees.expired(),
+            _ => Vec::new(),
+        };
+        for record in replays {
+            self.push(record);
+        }
         self.dispatch();
         for edge in &mut self.edges {
             if let Err(e) = edge.flush() {

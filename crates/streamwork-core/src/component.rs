@@ -25,6 +25,7 @@ pub struct InstanceContext {
     parallelism: u32,
     key_groups: KeyGroups,
     checkpoints: Option<CheckpointHooks>,
+    acking: Option<Arc<crate::acking::Acker>>,
 }
 
 impl InstanceContext {
@@ -41,7 +42,19 @@ impl InstanceContext {
             parallelism,
             key_groups,
             checkpoints: None,
+            acking: None,
         }
+    }
+
+    /// The same context, in a job run with acking through `acker`.
+    pub fn with_acking(mut self, acker: Arc<crate::acking::Acker>) -> Self {
+        self.acking = Some(acker);
+        self
+    }
+
+    /// The job's acker, if it runs with acking.
+    pub fn acking(&self) -> Option<&Arc<crate::acking::Acker>> {
+        self.acking.as_ref()
     }
 
     /// The same context, in a job that takes checkpoints through `hooks`.

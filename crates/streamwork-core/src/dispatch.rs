@@ -8,6 +8,7 @@
 //! is full or when the collector flushes. A fused edge instead runs the
 //! downstream operator directly on the batch, on the same thread.
 
+use crate::acking::{self, Anchor, AnchoredBatch};
 use crate::grouping::{Route, Target};
 use crate::message::{ChannelSender, Control, Disconnected, Envelope, Payload, SenderIdx};
 use crate::record::{Data, Record};
@@ -16,6 +17,17 @@ use crate::record::{Data, Record};
 pub trait Edge<T>: Send {
     /// Takes every record of `records` (leaving it empty, capacity kept).
     fn push(&mut self, records: &mut Vec<Record<T>>) -> Result<(), Disconnected>;
+    /// [`push`](Self::push) in a job run with acking: `roots[i]` is the
+    /// tree of `records[i]` (see [`acking`](crate::acking)). The default
+    /// forgets the roots: for edges that end every tree they receive.
+    fn push_rooted(
+        &mut self,
+        records: &mut Vec<Record<T>>,
+        roots: &mut Vec<u64>,
+    ) -> Result<(), Disconnected> {
+        roots.clear();
+        self.push(records)
+    }
     /// Sends whatever is buffered now (adaptive flushing).
     fn flush(&mut self) -> Result<(), Disconnected>;
     /// Delivers a control message to every target, after flushing.
@@ -36,6 +48,8 @@ pub struct ChannelDispatcher<T, R> {
     from: SenderIdx,
     targets: Vec<Box<dyn ChannelSender>>,
     buffers: Vec<Vec<Record<T>>>,
+    /// In a job run with acking: the anchor of each buffered record.
+    anchors: Option<Vec<Vec<Anchor>>>,
     batch_size: usize,
 }
 
@@ -56,6 +70,7 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
             from,
             targets,
             buffers,
+            anchors: None,
             batch_size: batch_size.max(1),
         }
     }
@@ -65,24 +80,63 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
             &mut self.buffers[target],
             Vec::with_capacity(self.batch_size),
         );
+        let mut anchors = self.anchors.as_mut().map(|anchors| {
+            std::mem::replace(&mut anchors[target], Vec::with_capacity(self.batch_size))
+        });
         let sender = &mut self.targets[target];
         if let crate::flow::Overflow::Sample(n) = sender.overflow()
             && sender.is_full()
         {
-            // Keep one record in `n` of what the full channel cannot take.
+            // Keep one record in `n` of what the full channel cannot take
+            // (with acking, the trees of the others time out and replay).
             let before = batch.len();
-            let mut i = 0u32;
+            let keep = |i: usize| i.is_multiple_of(n.max(1) as usize);
+            let mut i = 0usize;
             batch.retain(|_| {
-                i = i.wrapping_add(1);
-                (i - 1).is_multiple_of(n.max(1))
+                i += 1;
+                keep(i - 1)
             });
+            if let Some(anchors) = anchors.as_mut() {
+                let mut i = 0usize;
+                anchors.retain(|_| {
+                    i += 1;
+                    keep(i - 1)
+                });
+            }
             sender.count_dropped(before - batch.len());
         }
+        let records = batch.len();
+        let payload: Box<dyn std::any::Any + Send> = match anchors {
+            Some(anchors) => Box::new(AnchoredBatch {
+                records: batch,
+                anchors,
+            }),
+            None => Box::new(batch),
+        };
         sender.send(Envelope {
             from: self.from,
-            records: batch.len(),
-            payload: Payload::Batch(Box::new(batch)),
+            records,
+            payload: Payload::Batch(payload),
         })
+    }
+
+    /// Buffers `record` of tree `root` for `target`, with a fresh id.
+    #[inline]
+    fn buffer_rooted(
+        &mut self,
+        target: usize,
+        record: Record<T>,
+        root: u64,
+    ) -> Result<(), Disconnected> {
+        self.buffers[target].push(record);
+        let n = self.buffers.len();
+        self.anchors
+            .get_or_insert_with(|| (0..n).map(|_| Vec::new()).collect())[target]
+            .push(acking::create(root));
+        if self.buffers[target].len() >= self.batch_size {
+            self.send(target)?;
+        }
+        Ok(())
     }
 }
 
@@ -104,6 +158,26 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
                         if self.buffers[target].len() >= self.batch_size {
                             self.send(target)?;
                         }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn push_rooted(
+        &mut self,
+        records: &mut Vec<Record<T>>,
+        roots: &mut Vec<u64>,
+    ) -> Result<(), Disconnected> {
+        let n_targets = self.targets.len() as u32;
+        for (record, root) in records.drain(..).zip(roots.drain(..)) {
+            match self.route.route(&record.value, n_targets) {
+                Target::One(target) => self.buffer_rooted(target as usize, record, root)?,
+                Target::All => {
+                    // Every copy is an event of the tree with an id of its own.
+                    for target in 0..self.buffers.len() {
+                        self.buffer_rooted(target, record.clone(), root)?;
                     }
                 }
             }

@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::acking::{self, Anchor, AnchoredBatch};
 use crate::checkpoint::{FINAL_CHECKPOINT, Part, StateBytes};
 use crate::collector::Collector;
 use crate::component::{
@@ -153,14 +154,54 @@ fn restore_failed(ctx: &InstanceContext, error: &TaskError) -> ! {
     fused_sink_failed(ctx, error)
 }
 
-fn downcast_batch<T: 'static>(batch: Box<dyn Any + Send>) -> Vec<Record<T>> {
-    match batch.downcast::<Vec<Record<T>>>() {
-        Ok(batch) => *batch,
+/// A batch's records, and their anchors if the job runs with acking.
+fn downcast_anchored<T: 'static>(
+    batch: Box<dyn Any + Send>,
+) -> (Vec<Record<T>>, Option<Vec<Anchor>>) {
+    let batch = match batch.downcast::<Vec<Record<T>>>() {
+        Ok(batch) => return (*batch, None),
+        Err(batch) => batch,
+    };
+    match batch.downcast::<AnchoredBatch<T>>() {
+        Ok(batch) => {
+            let AnchoredBatch { records, anchors } = *batch;
+            (records, Some(anchors))
+        }
         Err(_) => panic!(
             "streamwork internal error: a batch of the wrong type reached a port of `{}`",
             std::any::type_name::<T>()
         ),
     }
+}
+
+/// Records of a received batch, each making its anchor's root current and
+/// reporting its event done as it is taken: what it emits belongs to its tree.
+fn rooted<T>(
+    records: Vec<Record<T>>,
+    anchors: Option<Vec<Anchor>>,
+) -> impl Iterator<Item = Record<T>> {
+    let mut anchors = anchors.map(Vec::into_iter);
+    records.into_iter().inspect(move |_| {
+        if let Some(anchor) = anchors.as_mut().and_then(Iterator::next) {
+            acking::complete(anchor);
+            acking::set_current_root(anchor.root);
+        }
+    })
+}
+
+/// After a batch in a job run with acking: dispatches everything the batch
+/// produced (creating its events' ids), then sends the task's reports.
+fn settle_acks(
+    ctx: &InstanceContext,
+    flush: impl FnOnce() -> Result<(), Disconnected>,
+) -> Result<(), Disconnected> {
+    let Some(acker) = ctx.acking() else {
+        return Ok(());
+    };
+    acking::set_current_root(0);
+    flush()?;
+    acking::send_pending(acker);
+    Ok(())
 }
 
 /// Runs a [`Source`].
@@ -200,12 +241,18 @@ impl<S: Source> SourceTask for SourceInstance<S> {
     fn poll(&mut self) -> Result<SourcePoll, TaskError> {
         let _scope = Scope::enter(&self.ctx);
         let poll = self.source.poll(&mut self.out)?;
+        let out = &mut self.out;
+        settle_acks(&self.ctx, || out.flush())?;
         self.counters.set_out(self.out.emitted());
         Ok(poll)
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
-        Ok(self.out.flush()?)
+        self.out.flush()?;
+        if let Some(acker) = self.ctx.acking() {
+            acking::send_pending(acker);
+        }
+        Ok(())
     }
 
     fn on_processing_time(&mut self, now: Timestamp) -> Result<(), TaskError> {
@@ -221,6 +268,18 @@ impl<S: Source> SourceTask for SourceInstance<S> {
 
     fn finish(&mut self) -> Result<(), TaskError> {
         let _scope = Scope::enter(&self.ctx);
+        if let Some(acker) = self.ctx.acking().cloned() {
+            // The input has ended, but not every tree: replay what times
+            // out until every record has been processed.
+            while acker.pending_of(self.ctx.component(), self.ctx.instance().0) > 0 {
+                if acker.aborted() {
+                    return Err(TaskError::Disconnected);
+                }
+                self.out.flush()?;
+                acking::send_pending(&acker);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         let source = &mut self.source;
         report_part(&self.ctx, FINAL_CHECKPOINT, || source.snapshot());
         self.source.close()?;
@@ -363,9 +422,15 @@ impl<O: Operator> InputTask for OperatorInstance<O> {
         from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), TaskError> {
-        let batch = downcast_batch::<O::In>(batch);
+        let (batch, anchors) = downcast_anchored::<O::In>(batch);
         let edge = self.sender_edges.get(from.0 as usize).copied().unwrap_or(0) as usize;
-        let n = self.process(edge, batch.into_iter());
+        // Without acking, the records go straight in: the hot path.
+        let n = match anchors {
+            None => self.process(edge, batch.into_iter()),
+            anchors => self.process(edge, rooted(batch, anchors)),
+        };
+        let out = &mut self.out;
+        settle_acks(&self.ctx, || out.flush())?;
         self.counters.add_in(n);
         self.counters.set_out(self.out.emitted());
         Ok(self.out.check()?)
@@ -405,6 +470,31 @@ impl<O: Operator> Edge<O::In> for OperatorInstance<O> {
     fn push(&mut self, records: &mut Vec<Record<O::In>>) -> Result<(), Disconnected> {
         self.ensure_open();
         let n = self.process(0, records.drain(..));
+        self.counters.add_in(n);
+        self.counters.set_out(self.out.emitted());
+        self.out.check()
+    }
+
+    fn push_rooted(
+        &mut self,
+        records: &mut Vec<Record<O::In>>,
+        roots: &mut Vec<u64>,
+    ) -> Result<(), Disconnected> {
+        self.ensure_open();
+        // Called while the upstream processes a record of its own: its root
+        // is current again afterwards.
+        let upstream = acking::current_root();
+        let n = self.process(
+            0,
+            records
+                .drain(..)
+                .zip(roots.drain(..))
+                .map(|(record, root)| {
+                    acking::set_current_root(root);
+                    record
+                }),
+        );
+        acking::set_current_root(upstream);
         self.counters.add_in(n);
         self.counters.set_out(self.out.emitted());
         self.out.check()
@@ -513,12 +603,12 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
             .unwrap_or(0) as usize;
         let n;
         if port == 0 {
-            let batch = downcast_batch::<C::Left>(batch);
+            let (batch, anchors) = downcast_anchored::<C::Left>(batch);
             n = batch.len() as u64;
             let Some(extractor) = self.left_keys.get(edge).or(self.left_keys.first()) else {
                 return Ok(());
             };
-            for record in batch {
+            for record in rooted(batch, anchors) {
                 self.out.set_time(record.time);
                 let key = C::Key::extract(extractor, &record.value);
                 let mut context =
@@ -526,12 +616,12 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
                 self.operator.on_left(record.value, &mut context);
             }
         } else {
-            let batch = downcast_batch::<C::Right>(batch);
+            let (batch, anchors) = downcast_anchored::<C::Right>(batch);
             n = batch.len() as u64;
             let Some(extractor) = self.right_keys.get(edge).or(self.right_keys.first()) else {
                 return Ok(());
             };
-            for record in batch {
+            for record in rooted(batch, anchors) {
                 self.out.set_time(record.time);
                 let key = C::Key::extract(extractor, &record.value);
                 let mut context =
@@ -539,6 +629,8 @@ impl<C: CoOperator> InputTask for CoOperatorInstance<C> {
                 self.operator.on_right(record.value, &mut context);
             }
         }
+        let out = &mut self.out;
+        settle_acks(&self.ctx, || out.flush())?;
         self.counters.add_in(n);
         self.counters.set_out(self.out.emitted());
         Ok(self.out.check()?)
@@ -704,8 +796,18 @@ impl<S: Sink> InputTask for SinkInstance<S> {
         _from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), TaskError> {
-        let batch = downcast_batch::<S::In>(batch);
-        self.write_all(batch.into_iter())
+        let (batch, anchors) = downcast_anchored::<S::In>(batch);
+        self.write_all(batch.into_iter())?;
+        if let (Some(acker), Some(anchors)) = (self.ctx.acking().cloned(), anchors) {
+            // Written and flushed: the records' events are done.
+            let _scope = Scope::enter(&self.ctx);
+            self.sink.flush()?;
+            for anchor in anchors {
+                acking::complete(anchor);
+            }
+            acking::send_pending(&acker);
+        }
+        Ok(())
     }
 
     fn on_watermark(&mut self, _watermark: Timestamp) -> Result<(), TaskError> {

@@ -25,6 +25,8 @@
 
 #![warn(missing_docs)]
 
+pub mod ack;
+pub mod acking;
 pub mod checkpoint;
 pub mod collector;
 pub mod component;

@@ -31,6 +31,15 @@ pub struct OutputParts {
     channels: VecDeque<Vec<Box<dyn Any + Send>>>,
     batch_size: usize,
     detached: bool,
+    acking: Option<PartsAcking>,
+}
+
+/// How the collectors of a job run with acking are made.
+struct PartsAcking {
+    acker: std::sync::Arc<crate::acking::Acker>,
+    /// For a source instance: its component and index, whose collectors
+    /// start a tree per record.
+    source: Option<(std::sync::Arc<str>, u32)>,
 }
 
 impl OutputParts {
@@ -41,7 +50,19 @@ impl OutputParts {
             channels: channels.into(),
             batch_size,
             detached: false,
+            acking: None,
         }
+    }
+
+    /// The same parts in a job run with acking through `acker`; `source`
+    /// names the source instance whose outputs these are, if it is one.
+    pub fn with_acking(
+        mut self,
+        acker: std::sync::Arc<crate::acking::Acker>,
+        source: Option<(std::sync::Arc<str>, u32)>,
+    ) -> Self {
+        self.acking = Some(PartsAcking { acker, source });
+        self
     }
 
     /// Parts whose collectors keep what they are given (see
@@ -51,6 +72,7 @@ impl OutputParts {
             channels: VecDeque::new(),
             batch_size: usize::MAX,
             detached: true,
+            acking: None,
         }
     }
 
@@ -75,7 +97,16 @@ impl OutputParts {
                 ),
             })
             .collect();
-        Collector::new(edges, self.batch_size)
+        let collector = Collector::new(edges, self.batch_size);
+        match &self.acking {
+            None => collector,
+            Some(PartsAcking { acker, source }) => {
+                let trees = source
+                    .as_ref()
+                    .map(|(component, instance)| acker.register::<T>(component.clone(), *instance));
+                collector.with_acking(trees)
+            }
+        }
     }
 }
 

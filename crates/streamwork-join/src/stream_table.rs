@@ -296,6 +296,11 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        // A restored join may be told again of the watermark it had reached:
+        // only an advance releases the events waiting for it.
+        if watermark.millis() <= self.watermark && watermark < Timestamp::MAX {
+            return;
+        }
         self.watermark = watermark.millis();
         // Events up to the watermark: no table update before them can still arrive.
         while let Some(entry) = self.waiting.first_entry() {

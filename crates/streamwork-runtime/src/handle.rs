@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use streamwork_core::acking::Acker;
 use streamwork_core::checkpoint::{CheckpointHooks, RestoreSource};
 use streamwork_core::exec::{FusedFailure, current_component};
 use streamwork_core::{JobGraph, TaskError};
@@ -37,6 +38,22 @@ pub struct RunOptions {
     /// What [`run_with`] does when the job fails: restart it from its last
     /// complete checkpoint, or give up.
     pub restart: RestartStrategy,
+    /// At-least-once by acking (chapter 5), with this tree timeout: every
+    /// source record's tree of derived events is tracked, and a record whose
+    /// tree is not complete within the timeout (dropped by a full edge, say)
+    /// is replayed. Independent of checkpoints.
+    pub acking: Option<Duration>,
+}
+
+impl RunOptions {
+    /// Options for at-least-once by acking, replaying a record whose tree
+    /// is not complete within `timeout`.
+    pub fn acking(timeout: Duration) -> Self {
+        RunOptions {
+            acking: Some(timeout),
+            ..RunOptions::default()
+        }
+    }
 }
 
 /// When a failed job is started again from its last complete checkpoint
@@ -135,7 +152,12 @@ fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobEr
         .checkpoints
         .filter(|c| c.delivery != Delivery::AtMostOnce);
     let declared = graph.config().delivery;
-    let run = config.as_ref().map_or(Delivery::AtMostOnce, |c| c.delivery);
+    let by_checkpoints = config.as_ref().map_or(Delivery::AtMostOnce, |c| c.delivery);
+    let run = if options.acking.is_some() && by_checkpoints == Delivery::AtMostOnce {
+        Delivery::AtLeastOnce
+    } else {
+        by_checkpoints
+    };
     let rank = |d: Delivery| match d {
         Delivery::AtMostOnce => 0,
         Delivery::AtLeastOnce => 1,
@@ -192,6 +214,9 @@ fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobEr
     };
     let mut builder = Builder::new(graph, flags.abort.clone());
     builder.checkpoints = hooks;
+    builder.acker = options
+        .acking
+        .map(|timeout| Arc::new(Acker::new(timeout, flags.abort.clone())));
     let roots = builder.roots();
     let mut tasks = Vec::with_capacity(roots.len());
     for (node, instance) in roots {

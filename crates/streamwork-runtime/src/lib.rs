@@ -46,7 +46,9 @@
 
 #![warn(missing_docs)]
 
-pub mod ack;
+/// The tree tracker of acking, which lives in the core next to the
+/// collectors and dispatchers that report to it.
+pub use streamwork_core::ack;
 mod channel;
 pub mod checkpoint;
 mod error;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
+use streamwork_core::acking::Acker;
 use streamwork_core::checkpoint::CheckpointHooks;
 use streamwork_core::exec::{InputTask, InstanceCounters, SourceTask};
 use streamwork_core::flow::{Overflow, PauseWatermarks};
@@ -148,6 +149,8 @@ pub(crate) struct Builder<'g> {
     pause_flags: HashMap<usize, Arc<PauseFlag>>,
     /// The checkpoint hooks every instance gets, if the job takes checkpoints.
     pub(crate) checkpoints: Option<CheckpointHooks>,
+    /// The job's acker, if it runs with acking.
+    pub(crate) acker: Option<Arc<Acker>>,
 }
 
 impl<'g> Builder<'g> {
@@ -219,6 +222,7 @@ impl<'g> Builder<'g> {
             dropped: edges.iter().map(|_| Arc::new(AtomicU64::new(0))).collect(),
             pause_flags,
             checkpoints: None,
+            acker: None,
         }
     }
 
@@ -230,8 +234,12 @@ impl<'g> Builder<'g> {
             def.parallelism(),
             self.graph.config().key_groups,
         );
-        match &self.checkpoints {
+        let ctx = match &self.checkpoints {
             Some(hooks) => ctx.with_checkpoints(hooks.clone()),
+            None => ctx,
+        };
+        match &self.acker {
+            Some(acker) => ctx.with_acking(acker.clone()),
             None => ctx,
         }
     }
@@ -276,7 +284,15 @@ impl<'g> Builder<'g> {
             };
             channels[edge.channel() as usize].push(part);
         }
-        OutputParts::new(channels, graph.config().batch_size)
+        let parts = OutputParts::new(channels, graph.config().batch_size);
+        match &self.acker {
+            Some(acker) => {
+                let source =
+                    (def.kind() == ComponentKind::Source).then(|| (def.name_arc(), instance));
+                parts.with_acking(acker.clone(), source)
+            }
+            None => parts,
+        }
     }
 
     fn fused(&mut self, node: usize, instance: u32, times: &Arc<TaskTimes>) -> Box<dyn Any + Send> {

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use streamwork_runtime::ack::AckTracker;
+//! use streamwork_core::ack::AckTracker;
 //!
 //! let mut tracker = AckTracker::new(Duration::from_secs(30), 7);
 //! let now = Instant::now();
@@ -34,6 +34,18 @@ use std::time::{Duration, Instant};
 /// The id of one source event's tree.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RootId(u64);
+
+impl RootId {
+    /// The tree with this raw id.
+    pub fn from_raw(raw: u64) -> Self {
+        RootId(raw)
+    }
+
+    /// The raw id, as records carry it.
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+}
 
 struct Tree<P> {
     xor: u64,
@@ -61,6 +73,13 @@ impl<P> AckTracker<P> {
             next_root: 0,
             random: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
+    }
+
+    /// The same tracker numbering its trees from `first` on (so that the
+    /// trees of several trackers have distinct ids).
+    pub fn starting_at(mut self, first: u64) -> Self {
+        self.next_root = first;
+        self
     }
 
     /// A fresh, non-zero, random event id.
