@@ -203,6 +203,16 @@ pub fn w2_job(events: u64, parallelism: u32) -> Outcome {
 
 /// W2 with `batch_size` records per batch between tasks.
 pub fn w2_job_with_batch(events: u64, parallelism: u32, batch_size: usize) -> Outcome {
+    w2_job_with(events, parallelism, batch_size, RunOptions::default())
+}
+
+/// W2 run with `options` (acking, say).
+pub fn w2_job_with(
+    events: u64,
+    parallelism: u32,
+    batch_size: usize,
+    options: RunOptions,
+) -> Outcome {
     let totals = Totals::default();
     let sink = KeyChecksum {
         totals: totals.clone(),
@@ -218,7 +228,7 @@ pub fn w2_job_with_batch(events: u64, parallelism: u32, batch_size: usize) -> Ou
         sink checksum[parallelism] = sink <- counts;
     }
     .expect("W2 is well formed");
-    graph.run().expect("W2 runs");
+    graph.run_with(options).expect("W2 runs");
     totals.outcome()
 }
 

@@ -28,11 +28,11 @@
 //! assert_eq!(tracker.ack(root, b), Some(12)); // the tree is complete
 //! ```
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// The id of one source event's tree.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RootId(u64);
 
 impl RootId {
@@ -57,7 +57,12 @@ struct Tree<P> {
 /// source needs to replay one (an offset, a sequence number, the event
 /// itself).
 pub struct AckTracker<P> {
-    trees: HashMap<RootId, Tree<P>>,
+    /// By root, from root `base` on: roots are numbered in the order trees
+    /// start, so a tree is found by subtraction and the oldest come first.
+    /// A completed tree leaves a hole until the trees before it are done.
+    trees: VecDeque<Option<Tree<P>>>,
+    base: u64,
+    live: usize,
     timeout: Duration,
     next_root: u64,
     random: u64,
@@ -68,7 +73,9 @@ impl<P> AckTracker<P> {
     /// event ids of one tracker differ from another's.
     pub fn new(timeout: Duration, seed: u64) -> Self {
         AckTracker {
-            trees: HashMap::new(),
+            trees: VecDeque::new(),
+            base: 0,
+            live: 0,
             timeout,
             next_root: 0,
             random: seed ^ 0x9e37_79b9_7f4a_7c15,
@@ -101,17 +108,48 @@ impl<P> AckTracker<P> {
     /// the id of the root event.
     pub fn begin(&mut self, position: P, now: Instant) -> (RootId, u64) {
         let root = RootId(self.next_root);
-        self.next_root += 1;
         let id = self.new_id();
-        self.trees.insert(
-            root,
-            Tree {
-                xor: id,
-                started: now,
-                position,
-            },
-        );
+        self.begin_at(root, id, position, now);
         (root, id)
+    }
+
+    /// Starts tracking a tree whose root and root event id the caller chose.
+    /// Roots must increase with time, as [`begin`](Self::begin) numbers
+    /// them; a root not above the last one is ignored.
+    pub fn begin_at(&mut self, root: RootId, id: u64, position: P, now: Instant) {
+        if self.trees.is_empty() {
+            self.base = root.0;
+        }
+        let Some(index) = root.0.checked_sub(self.base).map(|i| i as usize) else {
+            return;
+        };
+        if index < self.trees.len() {
+            return;
+        }
+        self.trees.resize_with(index, || None);
+        self.trees.push_back(Some(Tree {
+            xor: id,
+            started: now,
+            position,
+        }));
+        self.live += 1;
+        self.next_root = self.next_root.max(root.0 + 1);
+    }
+
+    fn slot(&mut self, root: RootId) -> Option<&mut Option<Tree<P>>> {
+        let index = root.0.checked_sub(self.base)?;
+        self.trees.get_mut(usize::try_from(index).ok()?)
+    }
+
+    /// Removes the tree of `root`, and the holes at the front.
+    fn take(&mut self, root: RootId) -> Option<P> {
+        let tree = self.slot(root)?.take()?;
+        self.live -= 1;
+        while let Some(None) = self.trees.front() {
+            self.trees.pop_front();
+            self.base += 1;
+        }
+        Some(tree.position)
     }
 
     /// XORs `value` into the tree of `root`: the id of an event a component
@@ -120,41 +158,43 @@ impl<P> AckTracker<P> {
     /// that already completed, expired or failed are ignored (its replay
     /// starts a new tree).
     pub fn ack(&mut self, root: RootId, value: u64) -> Option<P> {
-        let tree = self.trees.get_mut(&root)?;
+        let tree = self.slot(root)?.as_mut()?;
         tree.xor ^= value;
-        if tree.xor == 0 {
-            self.trees.remove(&root).map(|t| t.position)
-        } else {
-            None
-        }
+        if tree.xor == 0 { self.take(root) } else { None }
     }
 
     /// A component failed on an event of `root`'s tree: the tree is
     /// abandoned and its source position returned for replay.
     pub fn fail(&mut self, root: RootId) -> Option<P> {
-        self.trees.remove(&root).map(|t| t.position)
+        self.take(root)
     }
 
     /// Abandons every tree older than the timeout at `now` and returns their
-    /// source positions, oldest first, for replay.
+    /// source positions, oldest first, for replay. Trees start in root
+    /// order, so this looks at the expired ones and the next only.
     pub fn expire(&mut self, now: Instant) -> Vec<P> {
-        let timeout = self.timeout;
-        let mut expired: Vec<(RootId, Instant)> = self
-            .trees
-            .iter()
-            .filter(|(_, t)| now.saturating_duration_since(t.started) >= timeout)
-            .map(|(root, t)| (*root, t.started))
-            .collect();
-        expired.sort_by_key(|(root, started)| (*started, root.0));
+        let mut expired = Vec::new();
+        while let Some(front) = self.trees.front() {
+            match front {
+                Some(tree) if now.saturating_duration_since(tree.started) < self.timeout => break,
+                Some(_) => {
+                    if let Some(Some(tree)) = self.trees.pop_front() {
+                        self.live -= 1;
+                        expired.push(tree.position);
+                    }
+                }
+                None => {
+                    self.trees.pop_front();
+                }
+            }
+            self.base += 1;
+        }
         expired
-            .into_iter()
-            .filter_map(|(root, _)| self.trees.remove(&root).map(|t| t.position))
-            .collect()
     }
 
     /// Trees still in flight.
     pub fn pending(&self) -> usize {
-        self.trees.len()
+        self.live
     }
 }
 
@@ -201,5 +241,57 @@ mod tests {
         assert_eq!(t.fail(third), Some(3));
         assert_eq!(t.ack(third, id), None);
         assert_eq!(t.pending(), 0);
+    }
+
+    /// One tree of the property below: its root, the events not yet
+    /// reported done (id, children to create), and the shape consumed.
+    type Work = (RootId, Vec<(u64, usize)>, usize);
+
+    proptest::proptest! {
+        /// Any tree (each event emitting up to three children), its events
+        /// done in any order, other trees interleaved: a tree completes
+        /// exactly when its last event is reported done, never before.
+        #[test]
+        fn a_tree_completes_exactly_with_its_last_event(
+            shapes in proptest::collection::vec(proptest::collection::vec(0usize..4, 1..20), 1..6),
+            order in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..200),
+        ) {
+            let mut t = AckTracker::new(Duration::from_secs(60), 9);
+            let now = Instant::now();
+            // Per tree: the events still to report, as (id, children left to create).
+            let mut work: Vec<Work> = Vec::new();
+            for (n, shape) in shapes.iter().enumerate() {
+                let (root, id) = t.begin(n, now);
+                work.push((root, vec![(id, shape[0])], 1));
+            }
+            let mut picks = order.into_iter().chain(std::iter::repeat(0));
+            let mut completed = vec![false; shapes.len()];
+            while work.iter().any(|(_, open, _)| !open.is_empty()) {
+                let live: Vec<usize> = (0..work.len()).filter(|&i| !work[i].1.is_empty()).collect();
+                let pick = picks.next().unwrap_or(0) as usize;
+                let tree = live[pick % live.len()];
+                let (root, open, next_shape) = &mut work[tree];
+                let event = pick / live.len() % open.len();
+                let (id, children) = open.swap_remove(event);
+                // Done with `id`: emit its children, then report.
+                let mut report = id;
+                for _ in 0..children {
+                    let child = t.new_id();
+                    report ^= child;
+                    let grandchildren = shapes[tree].get(*next_shape).copied().unwrap_or(0);
+                    *next_shape += 1;
+                    open.push((child, grandchildren));
+                }
+                let done = t.ack(*root, report);
+                proptest::prop_assert_eq!(done.is_some(), open.is_empty(), "tree {}", tree);
+                if let Some(position) = done {
+                    proptest::prop_assert_eq!(position, tree);
+                    proptest::prop_assert!(!completed[tree]);
+                    completed[tree] = true;
+                }
+            }
+            proptest::prop_assert!(completed.iter().all(|&c| c));
+            proptest::prop_assert_eq!(t.pending(), 0);
+        }
     }
 }

@@ -104,6 +104,12 @@ pub fn set_current_root(root: u64) -> u64 {
     CURRENT_ROOT.with(|c| c.replace(root))
 }
 
+/// A fresh random event id, from this thread's generator.
+#[inline]
+pub fn new_id() -> u64 {
+    PENDING.with(|p| p.borrow_mut().next_id())
+}
+
 /// Creates the id of a copy of a record of tree `root` sent into a channel,
 /// and reports its creation.
 #[inline]
@@ -130,15 +136,15 @@ pub fn complete(anchor: Anchor) {
 
 /// Sends this thread's pending reports to their trackers.
 pub fn send_pending(acker: &Acker) {
-    let reports: Vec<(u64, u64)> = PENDING.with(|p| p.borrow_mut().xors.drain().collect());
+    let mut reports: Vec<(u64, u64)> = PENDING.with(|p| p.borrow_mut().xors.drain().collect());
     if !reports.is_empty() {
-        acker.report(&reports);
+        acker.report(&mut reports);
     }
 }
 
 /// A tracker of the trees of one source collector, as the acker sees it.
 trait Trees: Send + Sync {
-    fn report(&self, root: u64, xor: u64);
+    fn report(&self, reports: &[(u64, u64)]);
     fn pending(&self) -> usize;
 }
 
@@ -146,20 +152,33 @@ trait Trees: Send + Sync {
 /// copy of each record to replay it.
 pub struct SourceTrees<T> {
     tracker: Mutex<AckTracker<Record<T>>>,
+    next_root: AtomicU64,
     completed: AtomicU64,
     replayed: AtomicU64,
 }
 
+/// A tree a source's collector has numbered but not yet handed to its
+/// tracker: its root, the root event's id, and the record.
+pub type FreshTree<T> = (u64, u64, Record<T>);
+
 impl<T: Data> SourceTrees<T> {
-    /// Starts the tree of `record`: returns its root, and reports the root
-    /// event's creation (the source reports it done once it has dispatched
-    /// the record).
-    pub fn begin(&self, record: &Record<T>) -> Anchor {
+    /// Numbers the tree of a new source record (no lock): the collector
+    /// hands it over with [`begin_all`](Self::begin_all) before it
+    /// dispatches the record.
+    #[inline]
+    pub fn next_root(&self) -> u64 {
+        self.next_root.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Starts tracking `fresh` trees, under one lock.
+    pub fn begin_all(&self, fresh: &mut Vec<FreshTree<T>>) {
+        if fresh.is_empty() {
+            return;
+        }
+        let now = Instant::now();
         let mut tracker = self.lock();
-        let (root, id) = tracker.begin(record.clone(), Instant::now());
-        Anchor {
-            root: root.raw(),
-            id,
+        for (root, id, record) in fresh.drain(..) {
+            tracker.begin_at(RootId::from_raw(root), id, record, now);
         }
     }
 
@@ -187,10 +206,16 @@ impl<T: Data> SourceTrees<T> {
 }
 
 impl<T: Data> Trees for SourceTrees<T> {
-    fn report(&self, root: u64, xor: u64) {
-        if self.lock().ack(RootId::from_raw(root), xor).is_some() {
-            self.completed.fetch_add(1, Ordering::Relaxed);
+    fn report(&self, reports: &[(u64, u64)]) {
+        let mut tracker = self.lock();
+        let mut completed = 0;
+        for &(root, xor) in reports {
+            if tracker.ack(RootId::from_raw(root), xor).is_some() {
+                completed += 1;
+            }
         }
+        drop(tracker);
+        self.completed.fetch_add(completed, Ordering::Relaxed);
     }
 
     fn pending(&self) -> usize {
@@ -242,10 +267,11 @@ impl Acker {
         let mut trackers = self.trackers.write().unwrap_or_else(|p| p.into_inner());
         let slot = trackers.len() as u64 + 1;
         let trees = Arc::new(SourceTrees {
-            tracker: Mutex::new(
-                AckTracker::new(self.timeout, slot.wrapping_mul(0x2545_f491_4f6c_dd1d))
-                    .starting_at(slot << SLOT_SHIFT),
-            ),
+            tracker: Mutex::new(AckTracker::new(
+                self.timeout,
+                slot.wrapping_mul(0x2545_f491_4f6c_dd1d),
+            )),
+            next_root: AtomicU64::new(slot << SLOT_SHIFT),
             completed: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
         });
@@ -257,12 +283,14 @@ impl Acker {
         trees
     }
 
-    fn report(&self, reports: &[(u64, u64)]) {
+    fn report(&self, reports: &mut [(u64, u64)]) {
+        // One lock per tracker: the reports grouped by slot.
+        reports.sort_unstable_by_key(|&(root, _)| root >> SLOT_SHIFT);
         let trackers = self.trackers.read().unwrap_or_else(|p| p.into_inner());
-        for &(root, xor) in reports {
-            let slot = (root >> SLOT_SHIFT) as usize;
+        for group in reports.chunk_by(|a, b| a.0 >> SLOT_SHIFT == b.0 >> SLOT_SHIFT) {
+            let slot = (group[0].0 >> SLOT_SHIFT) as usize;
             if let Some(trees) = slot.checked_sub(1).and_then(|i| trackers.get(i)) {
-                trees.report(root, xor);
+                trees.report(group);
             }
         }
     }
@@ -294,12 +322,18 @@ impl Acker {
 mod tests {
     use super::*;
 
+    fn begin(trees: &SourceTrees<u32>, value: u32) -> Anchor {
+        let (root, id) = (trees.next_root(), new_id());
+        trees.begin_all(&mut vec![(root, id, Record::new(value))]);
+        Anchor { root, id }
+    }
+
     #[test]
     fn a_tree_completes_when_its_events_are_done_in_any_order() {
         let acker = Acker::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
         let trees = acker.register::<u32>("source".into(), 0);
         // The source starts a tree and dispatches its record into a channel.
-        let root = trees.begin(&Record::new(7));
+        let root = begin(&trees, 7);
         let sent = create(root.root);
         complete(root);
         // The receiver emits two copies downstream, then is done.
@@ -320,7 +354,7 @@ mod tests {
     fn an_incomplete_tree_is_replayed_after_the_timeout() {
         let acker = Acker::new(Duration::ZERO, Arc::new(AtomicBool::new(false)));
         let trees = acker.register::<u32>("source".into(), 0);
-        let root = trees.begin(&Record::new(9));
+        let root = begin(&trees, 9);
         let _lost = create(root.root);
         complete(root);
         send_pending(&acker);

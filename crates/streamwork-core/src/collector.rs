@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::acking::{self, SourceTrees};
+use crate::acking::{self, FreshTree, SourceTrees};
 use crate::dispatch::Edge;
 use crate::message::{Control, Disconnected};
 use crate::record::{Data, Record};
@@ -47,6 +47,8 @@ pub struct Collector<T> {
 struct Roots<T> {
     roots: Vec<u64>,
     trees: Option<Arc<SourceTrees<T>>>,
+    /// A source's trees numbered since the last dispatch.
+    fresh: Vec<FreshTree<T>>,
 }
 
 impl<T: Data> Roots<T> {
@@ -54,11 +56,13 @@ impl<T: Data> Roots<T> {
     fn note(&mut self, record: &Record<T>) {
         let root = match &self.trees {
             Some(trees) => {
-                // The source is done with its record once it is dispatched,
-                // which happens before this thread's reports are sent.
-                let anchor = trees.begin(record);
-                acking::complete(anchor);
-                anchor.root
+                // A new tree, tracked from the dispatch on. The source is
+                // done with its record once it is dispatched, which happens
+                // before this thread's reports are sent.
+                let (root, id) = (trees.next_root(), acking::new_id());
+                self.fresh.push((root, id, record.clone()));
+                acking::complete(acking::Anchor { root, id });
+                root
             }
             None => acking::current_root(),
         };
@@ -99,6 +103,7 @@ impl<T: Data> Collector<T> {
         self.acking = Some(Box::new(Roots {
             roots: Vec::with_capacity(self.buffer.capacity()),
             trees,
+            fresh: Vec::new(),
         }));
         self.threshold = 0;
         self
@@ -212,6 +217,7 @@ impl<T: Data> Collector<T> {
     pub fn take_buffered(&mut self) -> Vec<Record<T>> {
         if let Some(acking) = self.acking.as_deref_mut() {
             acking.roots.clear();
+            acking.fresh.clear();
         }
         self.emitted += self.buffer.len() as u64;
         std::mem::take(&mut self.buffer)
@@ -229,6 +235,7 @@ impl<T: Data> Collector<T> {
             if let Some(acking) = self.acking.as_deref_mut() {
                 // Dropped (a dropped channel): their events are done.
                 acking.roots.clear();
+                acking.fresh.clear();
             }
             return;
         }
@@ -257,6 +264,9 @@ impl<T: Data> Collector<T> {
         let Some(acking) = self.acking.as_deref_mut() else {
             return;
         };
+        if let Some(trees) = &acking.trees {
+            trees.begin_all(&mut acking.fresh);
+        }
         let last = self.edges.len() - 1;
         for i in 0..last {
             let (mut copy, mut roots) = (self.buffer.clone(), acking.roots.clone());
