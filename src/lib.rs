@@ -107,7 +107,7 @@ pub mod prelude {
     pub use crate::{Run, UiError};
     pub use streamwork_connectors::{
         BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
-        TcpLineSource, VecSource,
+        TcpLineSource, UpsertFileSink, VecSource,
     };
     pub use streamwork_core::{
         AnyTime, ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data,

@@ -31,7 +31,7 @@ mod tcp;
 
 pub use collect::CollectSink;
 pub use errors::{BadInput, InputErrors};
-pub use file::{FileSink, FileSource, TransactionalFileSink};
+pub use file::{FileSink, FileSource, TransactionalFileSink, UpsertFileSink};
 pub use generator::{DynMake, DynStamp, Generate, GeneratorSource, NoStamp, Stamp, StampWith};
 pub use memory::VecSource;
 pub use stdout::StdoutSink;

@@ -57,7 +57,7 @@ pub trait Replayable: crate::Source {}
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is neither transactional nor idempotent, so the job cannot promise exactly-once delivery",
     label = "not transactional",
-    note = "a transactional sink stages output in `Sink::pre_commit` and publishes it in `commit`, and implements `Transactional`; `FileSink::transactional()` is one"
+    note = "a transactional sink stages output in `Sink::pre_commit` and publishes it in `commit`, and implements `Transactional`; `FileSink::transactional()` is one, and `UpsertFileSink` (idempotent: it overwrites by key) is another"
 )]
 pub trait Transactional: crate::Sink {}
 

@@ -1,10 +1,12 @@
-//! Files of lines: a source reading a file or a directory, and a sink writing
-//! one file per instance.
+//! Files of lines: a source reading a file or a directory, a sink writing
+//! one file per instance, and an upsert sink keeping one file per key.
 
 mod lines;
 mod sink;
 mod source;
+mod upsert;
 
 pub use lines::{LineParser, Lines, RawLineParser};
 pub use sink::{FileSink, TransactionalFileSink};
 pub use source::FileSource;
+pub use upsert::UpsertFileSink;
