@@ -419,6 +419,43 @@ mod tests {
     }
 
     #[test]
+    fn timers_restored_at_another_parallelism_follow_their_keys() {
+        use streamwork_core::Timestamp;
+        use streamwork_core::timer::{TimeDomain, Timers};
+        let codec = TimerCodec::<u64>::new();
+        let groups = KeyGroups::DEFAULT;
+        let mut timers = Timers::new();
+        for key in 0..200u64 {
+            timers.register_event(Timestamp::from_millis(key as i64), key);
+            if key % 3 == 0 {
+                timers.register_processing(Timestamp::from_millis(1000 + key as i64), key);
+            }
+        }
+        let parts = vec![codec.snapshot(&timers, groups).unwrap()];
+        let mut restored: Vec<(TimeDomain, i64, u64)> = Vec::new();
+        for instance in 0..3 {
+            let t = codec.restore(&restore_at(&parts, instance, 3)).unwrap();
+            for (domain, time, key) in t.iter() {
+                assert_eq!(
+                    groups.instance_of(groups.key_group(stable_hash(key)), 3),
+                    instance
+                );
+                restored.push((domain, time.millis(), *key));
+            }
+        }
+        let mut all: Vec<(TimeDomain, i64, u64)> = timers
+            .iter()
+            .map(|(domain, time, key)| (domain, time.millis(), *key))
+            .collect();
+        let order = |v: &mut Vec<(TimeDomain, i64, u64)>| {
+            v.sort_by_key(|&(d, t, k)| (d == TimeDomain::Processing, t, k))
+        };
+        order(&mut all);
+        order(&mut restored);
+        assert_eq!(restored, all);
+    }
+
+    #[test]
     fn a_foreign_or_corrupt_snapshot_is_an_error() {
         let codec = KeyedCodec::<i64, u64, u64>::new();
         let mut good = codec.snapshot(1, vec![(1, 1)], KeyGroups::DEFAULT).unwrap();
