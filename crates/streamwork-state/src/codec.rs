@@ -33,7 +33,6 @@
 //! assert_eq!(restored.entries.len(), 2);
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
@@ -43,7 +42,6 @@ use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
-use streamwork_core::hash::stable_hash;
 use streamwork_core::state::Key;
 use streamwork_core::{Restore, StateBytes};
 
@@ -180,20 +178,10 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    let mut by_group: BTreeMap<u32, Vec<(K, V)>> = BTreeMap::new();
-    for (k, v) in entries {
-        by_group
-            .entry(key_groups.key_group(stable_hash(&k)))
-            .or_default()
-            .push((k, v));
-    }
     let parts = KeyedParts {
         meta,
         key_groups: key_groups.count(),
-        groups: by_group
-            .into_iter()
-            .map(|(group, entries)| KeyGroupEntries { group, entries })
-            .collect(),
+        groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
     };
     rkyv::to_bytes::<rancor::Error>(&parts).map_err(|e| StateError::Serialize {
         type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
@@ -364,6 +352,8 @@ impl<K: Key> TimerCodec<K> {
 #[cfg(test)]
 mod tests {
     use streamwork_core::checkpoint::RestoredPart;
+
+    use streamwork_core::hash::stable_hash;
 
     use super::*;
 

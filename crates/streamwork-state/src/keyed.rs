@@ -246,6 +246,27 @@ pub struct KeyGroupEntries<K, V> {
     pub entries: Vec<(K, V)>,
 }
 
+/// `entries` grouped by key group, in group order, without empty groups.
+pub(crate) fn group_entries<K: Key, V>(
+    entries: impl Iterator<Item = (K, V)>,
+    key_groups: KeyGroups,
+) -> Vec<KeyGroupEntries<K, V>> {
+    let mut by_group: Vec<Vec<(K, V)>> = (0..key_groups.count()).map(|_| Vec::new()).collect();
+    for (k, v) in entries {
+        let group = key_groups.key_group(stable_hash(&k)) as usize;
+        by_group[group].push((k, v));
+    }
+    by_group
+        .into_iter()
+        .enumerate()
+        .filter(|(_, entries)| !entries.is_empty())
+        .map(|(group, entries)| KeyGroupEntries {
+            group: group as u32,
+            entries,
+        })
+        .collect()
+}
+
 /// Archives `state` grouped by key group, ready for
 /// [`CheckpointLog::append_snapshot`](crate::CheckpointLog::append_snapshot).
 pub fn snapshot_keyed<K, V>(
@@ -258,19 +279,12 @@ where
     KeyedSnapshot<K, V>:
         for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
 {
-    let mut by_group: std::collections::BTreeMap<u32, Vec<(K, V)>> = Default::default();
-    for (k, v) in state.iter() {
-        by_group
-            .entry(key_groups.key_group(stable_hash(k)))
-            .or_default()
-            .push((k.clone(), v.clone()));
-    }
     let snapshot = KeyedSnapshot {
         key_groups: key_groups.count(),
-        groups: by_group
-            .into_iter()
-            .map(|(group, entries)| KeyGroupEntries { group, entries })
-            .collect(),
+        groups: group_entries(
+            state.iter().map(|(k, v)| (k.clone(), v.clone())),
+            key_groups,
+        ),
     };
     crate::archive(&snapshot)
 }
