@@ -35,8 +35,13 @@ impl Numbers {
         }
     }
 
+    /// A fresh run waits halfway for a checkpoint, so that one falls in the
+    /// middle of the input. A restored run does not: the other source may
+    /// have been restored past its halfway point, run to its end, and so
+    /// made further checkpoints impossible.
     fn waiting_for_a_checkpoint(&self) -> bool {
         self.next == self.n / 2
+            && self.completed_at_start == 0
             && self
                 .hooks
                 .as_ref()
