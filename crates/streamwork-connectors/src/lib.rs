@@ -25,6 +25,8 @@ mod collect;
 mod errors;
 pub mod file;
 mod generator;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 mod memory;
 mod stdout;
 mod tcp;

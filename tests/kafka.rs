@@ -1,0 +1,149 @@
+//! Kafka connectors against a real Kafka-protocol broker (tansu, started by
+//! `scripts/kafka-test-broker.sh`): the broker's address comes from
+//! `STREAMWORK_KAFKA_BROKERS`; without it every test prints a skip line.
+//!
+//! ```sh
+//! eval "$(scripts/kafka-test-broker.sh start)"
+//! cargo test --features kafka --test kafka
+//! ```
+#![cfg(feature = "kafka")]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, KafkaSource, create_topic};
+use streamwork::core::testkit::{Fault, InjectFault};
+use streamwork::prelude::*;
+
+fn brokers() -> Option<String> {
+    match std::env::var("STREAMWORK_KAFKA_BROKERS") {
+        Ok(brokers) if !brokers.is_empty() => Some(brokers),
+        _ => {
+            println!(
+                "skipped: no broker (set STREAMWORK_KAFKA_BROKERS, see scripts/kafka-test-broker.sh)"
+            );
+            None
+        }
+    }
+}
+
+/// A topic name no other test run uses.
+fn topic(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+/// Produces `0..n` keyed by `i % 10` through a job with a Kafka sink.
+fn produce(brokers: &str, topic: &str, n: u64) {
+    let sink = KafkaSink::new(brokers, topic, |i: &u64| {
+        (
+            Some((i % 10).to_string().into_bytes()),
+            i.to_string().into_bytes(),
+        )
+    });
+    job! {
+        source numbers = GeneratorSource::new(|i: u64| i).take(n);
+        sink out = sink <- numbers;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+}
+
+fn value(record: &KafkaRecord) -> u64 {
+    std::str::from_utf8(&record.value).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_topic_is_read_back_whole_by_parallel_instances() {
+    let Some(brokers) = brokers() else { return };
+    let topic = topic("roundtrip");
+    create_topic(&brokers, &topic, 4).unwrap();
+    produce(&brokers, &topic, 5_000);
+    let seen = CollectSink::new();
+    let source = KafkaSource::new(&brokers, &topic, &format!("{topic}-group"))
+        .idle_exit(Duration::from_secs(2));
+    job! {
+        source records[2] = source;
+        sink out = seen.clone() <- records.global();
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let records = seen.values();
+    let mut values: Vec<u64> = records.iter().map(value).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..5_000).collect::<Vec<_>>());
+    // A key's records share a partition, in order.
+    let mut by_key: BTreeMap<Vec<u8>, (i32, i64)> = BTreeMap::new();
+    for r in &records {
+        let key = r.key.clone().unwrap();
+        if let Some(&(partition, offset)) = by_key.get(&key) {
+            assert_eq!(partition, r.partition);
+            assert!(r.offset > offset || r.partition != partition);
+        }
+        by_key.insert(key, (r.partition, r.offset));
+    }
+}
+
+#[test]
+fn a_restored_job_resumes_from_its_checkpointed_offsets_exactly_once() {
+    let Some(brokers) = brokers() else { return };
+    let topic = topic("resume");
+    create_topic(&brokers, &topic, 3).unwrap();
+    produce(&brokers, &topic, 20_000);
+    let root = std::env::temp_dir().join(format!("streamwork-kafka-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let out: PathBuf = root.join("out");
+    let fault = InjectFault::new(1, Fault::BeforeRecord(4_000));
+    let source = KafkaSource::new(&brokers, &topic, &format!("{topic}-group"))
+        .idle_exit(Duration::from_secs(2));
+    let graph = job! {
+        delivery exactly_once;
+        source records[3] = source;
+        operator checked[3] = fault.clone() <- records;
+        sink lines = FileSink::new(&out, |r: &KafkaRecord, line: &mut Vec<u8>| {
+            line.extend_from_slice(&r.value)
+        })
+        .transactional() <- checked.global();
+    }
+    .unwrap();
+    let report = graph
+        .run_with(RunOptions {
+            checkpoints: Some(
+                CheckpointConfig::new(root.join("ckpt"), Duration::from_millis(20))
+                    .delivery(Delivery::ExactlyOnce),
+            ),
+            restart: RestartStrategy::FixedDelay {
+                attempts: 2,
+                delay: Duration::from_millis(10),
+            },
+            ..RunOptions::default()
+        })
+        .unwrap();
+    assert!(fault.has_fired());
+    assert_eq!(report.restarts, 1);
+    let mut values: Vec<u64> = Vec::new();
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        values.extend(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .map(|l| l.parse::<u64>().unwrap()),
+        );
+    }
+    values.sort_unstable();
+    assert_eq!(
+        values,
+        (0..20_000).collect::<Vec<_>>(),
+        "each record exactly once"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
