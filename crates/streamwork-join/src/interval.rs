@@ -9,13 +9,13 @@ use std::marker::PhantomData;
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, KeyGroups,
-    Restore, StateBytes, TaskError, Timestamp,
+    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
+    StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{KeyedCodec, StateData};
+use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
-use crate::{JoinRow, snapshot_or_fail};
+use crate::JoinRow;
 
 /// Both sides' buffered rows of one key, with their times.
 type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
@@ -29,10 +29,8 @@ pub struct IntervalJoin<L, R, K> {
     /// When a key's buffers may shrink.
     cleanup: Timers<K>,
     watermark: i64,
-    /// The job's key groups, which snapshots are grouped by.
-    key_groups: KeyGroups,
-    /// Set by `checkpointed`.
-    codec: Option<KeyedCodec<i64, K, Rows<L, R>>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: KeyedCheckpoint<i64, K, Rows<L, R>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -45,8 +43,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
             rows: self.rows.clone(),
             cleanup: self.cleanup.clone(),
             watermark: self.watermark,
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -62,7 +59,7 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
         L: StateData,
         R: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -74,8 +71,7 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
             rows: FastHashMap::default(),
             cleanup: Timers::new(),
             watermark: i64::MIN,
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -109,35 +105,30 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
     type Time = EventTime;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let rows = self
             .rows
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        Some(snapshot_or_fail(codec.snapshot(
-            self.watermark,
-            rows,
-            self.key_groups,
-        )))
+        self.checkpoint
+            .snapshot("interval join", self.watermark, || rows)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        self.key_groups = restore.key_groups;
         if let Some(watermark) = restored.metas.iter().copied().max() {
             self.watermark = self.watermark.max(watermark);
         }

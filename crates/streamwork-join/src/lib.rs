@@ -91,15 +91,3 @@ pub enum Delta<T> {
     /// A result row emitted before is no longer valid.
     Retract(T),
 }
-
-/// A join's snapshot, or the task's failure if its state cannot be archived
-/// (a length beyond what the archive format describes): a checkpoint must
-/// never silently leave state out.
-pub(crate) fn snapshot_or_fail(
-    snapshot: Result<streamwork_core::StateBytes, streamwork_state::StateError>,
-) -> streamwork_core::StateBytes {
-    match snapshot {
-        Ok(bytes) => bytes,
-        Err(e) => panic!("join: cannot snapshot its state: {e}"),
-    }
-}

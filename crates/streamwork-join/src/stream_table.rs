@@ -14,12 +14,10 @@ use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key,
-    KeyGroups, Restore, StateBytes, TaskError, Timestamp,
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
+    StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{KeyedCodec, StateData};
-
-use crate::snapshot_or_fail;
+use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::{Change, JoinKind, JoinRow};
 
@@ -27,10 +25,8 @@ use crate::{Change, JoinKind, JoinRow};
 pub struct StreamTableJoin<S, V, K> {
     kind: JoinKind,
     table: FastHashMap<K, V>,
-    /// The job's key groups, which snapshots are grouped by.
-    key_groups: KeyGroups,
-    /// Set by `checkpointed`.
-    codec: Option<KeyedCodec<(), K, V>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: KeyedCheckpoint<(), K, V>,
     _types: PhantomData<fn(S)>,
 }
 
@@ -39,8 +35,7 @@ impl<S, V: Clone, K: Clone> Clone for StreamTableJoin<S, V, K> {
         StreamTableJoin {
             kind: self.kind,
             table: self.table.clone(),
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -55,7 +50,7 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
         K: StateData,
         V: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -63,8 +58,7 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
         StreamTableJoin {
             kind,
             table: FastHashMap::default(),
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -77,8 +71,7 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
             versions: FastHashMap::default(),
             waiting: BTreeMap::new(),
             watermark: i64::MIN,
-            key_groups: self.key_groups,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -108,31 +101,29 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
     type Time = AnyTime;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let rows = self
             .table
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        Some(snapshot_or_fail(codec.snapshot((), rows, self.key_groups)))
+        self.checkpoint.snapshot("join", (), || rows)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        self.key_groups = restore.key_groups;
         self.table.extend(restored.entries);
         Ok(())
     }
@@ -159,7 +150,7 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
 type TemporalKeyState<S, V> = (Vec<(i64, Option<V>)>, Vec<(i64, S)>);
 
 /// How a temporal join checkpoints: the watermark, and per key its state.
-type TemporalCodec<K, S, V> = KeyedCodec<i64, K, TemporalKeyState<S, V>>;
+type TemporalCheckpoint<K, S, V> = KeyedCheckpoint<i64, K, TemporalKeyState<S, V>>;
 
 /// A stream of `S` joined with a table of `V` as of each event's time.
 pub struct TemporalTableJoin<S, V, K> {
@@ -169,10 +160,8 @@ pub struct TemporalTableJoin<S, V, K> {
     /// Stream events waiting for event time to reach them.
     waiting: BTreeMap<i64, Vec<(K, S)>>,
     watermark: i64,
-    /// The job's key groups, which snapshots are grouped by.
-    key_groups: KeyGroups,
-    /// Set by `checkpointed`.
-    codec: Option<TemporalCodec<K, S, V>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: TemporalCheckpoint<K, S, V>,
     _types: PhantomData<fn(S)>,
 }
 
@@ -183,8 +172,7 @@ impl<S: Clone, V: Clone, K: Clone> Clone for TemporalTableJoin<S, V, K> {
             versions: self.versions.clone(),
             waiting: self.waiting.clone(),
             watermark: self.watermark,
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -200,7 +188,7 @@ impl<S: Data, V: Data, K: Key> TemporalTableJoin<S, V, K> {
         S: StateData,
         V: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -222,15 +210,17 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     type Time = EventTime;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
         for (key, versions) in &self.versions {
             per_key.entry(key.clone()).or_default().0 =
@@ -246,21 +236,13 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
             }
         }
         let entries = per_key.into_iter().collect();
-        Some(snapshot_or_fail(codec.snapshot(
-            self.watermark,
-            entries,
-            self.key_groups,
-        )))
+        self.checkpoint.snapshot("join", self.watermark, || entries)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        self.key_groups = restore.key_groups;
         if let Some(watermark) = restored.metas.iter().copied().max() {
             self.watermark = self.watermark.max(watermark);
         }

@@ -7,12 +7,10 @@ use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, KeyGroups, Restore,
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
     StateBytes, TaskError,
 };
-use streamwork_state::{KeyedCodec, StateData};
-
-use crate::snapshot_or_fail;
+use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::{Change, Delta, JoinRow};
 
@@ -22,10 +20,8 @@ type Sides<L, R> = (Option<L>, Option<R>);
 /// An inner join of a table of `L` and a table of `R`, keyed by `K`.
 pub struct TableTableJoin<L, R, K> {
     rows: FastHashMap<K, Sides<L, R>>,
-    /// The job's key groups, which snapshots are grouped by.
-    key_groups: KeyGroups,
-    /// Set by `checkpointed`.
-    codec: Option<KeyedCodec<(), K, Sides<L, R>>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: KeyedCheckpoint<(), K, Sides<L, R>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -33,8 +29,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for TableTableJoin<L, R, K> {
     fn clone(&self) -> Self {
         TableTableJoin {
             rows: self.rows.clone(),
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -56,7 +51,7 @@ impl<L: Data, R: Data, K: Key> TableTableJoin<L, R, K> {
         L: StateData,
         R: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -64,8 +59,7 @@ impl<L: Data, R: Data, K: Key> TableTableJoin<L, R, K> {
     pub fn new() -> Self {
         TableTableJoin {
             rows: FastHashMap::default(),
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -98,31 +92,29 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
     type Time = AnyTime;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let rows = self
             .rows
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        Some(snapshot_or_fail(codec.snapshot((), rows, self.key_groups)))
+        self.checkpoint.snapshot("join", (), || rows)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        self.key_groups = restore.key_groups;
         self.rows.extend(restored.entries);
         Ok(())
     }

@@ -7,13 +7,13 @@ use std::marker::PhantomData;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
-    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, KeyGroups,
-    Restore, StateBytes, TaskError, Timestamp,
+    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
+    StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{KeyedCodec, StateData};
+use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
-use crate::{JoinKind, JoinRow, snapshot_or_fail};
+use crate::{JoinKind, JoinRow};
 
 /// Both sides' rows of one key in one window.
 type Buffers<L, R> = (Vec<L>, Vec<R>);
@@ -31,10 +31,8 @@ pub struct WindowJoin<L, R, K> {
     /// Open windows by end, then by key.
     windows: BTreeMap<i64, FastHashMap<K, Buffers<L, R>>>,
     watermark: i64,
-    /// The job's key groups, which snapshots are grouped by.
-    key_groups: KeyGroups,
-    /// Set by `checkpointed`.
-    codec: Option<KeyedCodec<i64, K, KeyWindows<L, R>>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: KeyedCheckpoint<i64, K, KeyWindows<L, R>>,
     _types: PhantomData<fn(L, R)>,
 }
 
@@ -47,8 +45,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
             late: self.late.clone(),
             windows: self.windows.clone(),
             watermark: self.watermark,
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -64,7 +61,7 @@ impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
         L: StateData,
         R: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -76,8 +73,7 @@ impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
             late: LateCounter::new(),
             windows: BTreeMap::new(),
             watermark: i64::MIN,
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -127,15 +123,17 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
     type Time = EventTime;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
         for (&end, keys) in &self.windows {
             for (key, (lefts, rights)) in keys {
@@ -146,21 +144,14 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
             }
         }
         let entries = per_key.into_iter().collect();
-        Some(snapshot_or_fail(codec.snapshot(
-            self.watermark,
-            entries,
-            self.key_groups,
-        )))
+        self.checkpoint
+            .snapshot("window join", self.watermark, || entries)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        self.key_groups = restore.key_groups;
         if let Some(watermark) = restored.metas.iter().copied().max() {
             self.watermark = self.watermark.max(watermark);
         }

@@ -43,7 +43,7 @@ use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::state::Key;
-use streamwork_core::{Restore, StateBytes};
+use streamwork_core::{InstanceContext, Restore, StateBytes, TaskError};
 
 use crate::error::StateError;
 use crate::keyed::KeyGroupEntries;
@@ -246,6 +246,108 @@ where
         }
     }
     Ok(restored)
+}
+
+/// What an operator that keeps keyed state in structures of its own needs
+/// to checkpoint them: the codec, once the operator is built to checkpoint
+/// (`.checkpointed()` on windows and joins), and the job's key groups.
+/// Disabled by default, when the operator answers
+/// [`checkpoints_state`](streamwork_core::Operator::checkpoints_state) with
+/// [`is_enabled`](Self::is_enabled)'s `false`.
+pub struct KeyedCheckpoint<M, K, V> {
+    codec: Option<KeyedCodec<M, K, V>>,
+    key_groups: KeyGroups,
+}
+
+impl<M, K, V> Clone for KeyedCheckpoint<M, K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M, K, V> Copy for KeyedCheckpoint<M, K, V> {}
+
+impl<M, K, V> Default for KeyedCheckpoint<M, K, V> {
+    fn default() -> Self {
+        KeyedCheckpoint {
+            codec: None,
+            key_groups: KeyGroups::DEFAULT,
+        }
+    }
+}
+
+impl<M, K, V> fmt::Debug for KeyedCheckpoint<M, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedCheckpoint")
+            .field("enabled", &self.codec.is_some())
+            .field("key_groups", &self.key_groups)
+            .finish()
+    }
+}
+
+impl<M, K, V> KeyedCheckpoint<M, K, V>
+where
+    M: StateData,
+    K: Key + StateData,
+    V: StateData,
+{
+    /// Checkpointing enabled, for archivable types.
+    pub fn enabled() -> Self {
+        KeyedCheckpoint {
+            codec: Some(KeyedCodec::new()),
+            key_groups: KeyGroups::DEFAULT,
+        }
+    }
+}
+
+impl<M, K, V> KeyedCheckpoint<M, K, V> {
+    /// Whether the operator's state goes into checkpoints.
+    pub fn is_enabled(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    /// Takes the job's key groups, from the operator's `open`.
+    pub fn open(&mut self, ctx: &InstanceContext) {
+        self.key_groups = ctx.key_groups();
+    }
+
+    /// The snapshot of `entries` (built only if enabled) with `meta`, for
+    /// the operator's `snapshot`: `None` when disabled.
+    ///
+    /// # Panics
+    ///
+    /// If the state cannot be archived (a length beyond what the archive
+    /// format describes), naming `what`: a checkpoint must never silently
+    /// leave state out, and the runtime reports the panic as the instance's
+    /// failure.
+    pub fn snapshot(
+        &self,
+        what: &str,
+        meta: M,
+        entries: impl FnOnce() -> Vec<(K, V)>,
+    ) -> Option<StateBytes> {
+        let codec = self.codec?;
+        match codec.snapshot(meta, entries(), self.key_groups) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => panic!("{what}: cannot snapshot their state: {e}"),
+        }
+    }
+
+    /// What the operator's `restore` restores from: every old instance's
+    /// metadata and this instance's entries; `None` when disabled.
+    pub fn restore(
+        &mut self,
+        restore: &Restore<'_>,
+    ) -> Result<Option<RestoredEntries<M, K, V>>, TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(None);
+        };
+        let restored = codec
+            .restore(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.key_groups = restore.key_groups;
+        Ok(Some(restored))
+    }
 }
 
 /// Checkpoints an operator's [`Timers`](streamwork_core::timer::Timers) by

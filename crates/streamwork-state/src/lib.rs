@@ -53,7 +53,8 @@ mod version;
 pub use rkyv;
 
 pub use codec::{
-    KEYED_PARTS_SCHEMA, KeyedCodec, KeyedParts, RestoredEntries, StateData, TimerCodec,
+    KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, RestoredEntries, StateData,
+    TimerCodec,
 };
 pub use error::StateError;
 pub use keyed::{

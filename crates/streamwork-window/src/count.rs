@@ -9,10 +9,9 @@ use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::{
-    AnyTime, Context, Data, InstanceContext, KeyGroups, KeyKind, Operator, Restore, StateBytes,
-    TaskError,
+    AnyTime, Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError,
 };
-use streamwork_state::{KeyedCodec, StateData};
+use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::aggregate::Aggregate;
 use crate::outputs::WindowOutputs;
@@ -30,7 +29,7 @@ struct KeyCounts<K, Acc> {
 
 /// How count windows checkpoint: per key, `(events seen, full chunks,
 /// current chunk, events in it)`.
-pub type CountCodec<K, Acc> = KeyedCodec<(), K, (u64, Vec<Acc>, Acc, u64)>;
+pub type CountCheckpoint<K, Acc> = KeyedCheckpoint<(), K, (u64, Vec<Acc>, Acc, u64)>;
 
 /// Count windows over a stream partitioned as `KK`; see the module docs.
 pub struct CountWindows<T, KK: KeyKind, A: Aggregate<T>> {
@@ -38,8 +37,8 @@ pub struct CountWindows<T, KK: KeyKind, A: Aggregate<T>> {
     slide: u64,
     aggregate: A,
     keys: HashTable<KeyCounts<KK::Value, A::Acc>>,
-    key_groups: KeyGroups,
-    codec: Option<CountCodec<KK::Value, A::Acc>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: CountCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T)>,
 }
 
@@ -50,8 +49,7 @@ impl<T, KK: KeyKind, A: Aggregate<T>> Clone for CountWindows<T, KK, A> {
             slide: self.slide,
             aggregate: self.aggregate.clone(),
             keys: self.keys.clone(),
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -64,8 +62,7 @@ impl<T, KK: KeyKind, A: Aggregate<T>> CountWindows<T, KK, A> {
             slide,
             aggregate,
             keys: HashTable::new(),
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -78,7 +75,7 @@ impl<T, KK: KeyKind, A: Aggregate<T>> CountWindows<T, KK, A> {
         KK::Value: StateData,
         A::Acc: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 }
@@ -90,7 +87,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     type Time = AnyTime;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
@@ -141,11 +138,13 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let entries = self
             .keys
             .iter()
@@ -157,20 +156,13 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
                 )
             })
             .collect();
-        match codec.snapshot((), entries, self.key_groups) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => panic!("count windows: cannot snapshot their state: {e}"),
-        }
+        self.checkpoint.snapshot("count windows", (), || entries)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        self.key_groups = restore.key_groups;
         for (key, (seen, chunks, current, in_current)) in restored.entries {
             let owned = KK::owned(key);
             let hash = KK::hash(KK::as_ref(&owned));

@@ -8,10 +8,9 @@ use std::marker::PhantomData;
 use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    Context, Data, InstanceContext, KeyGroups, KeyKind, Operator, Restore, StateBytes, TaskError,
-    Timestamp,
+    Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{KeyedCodec, StateData};
+use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -36,7 +35,7 @@ struct KeySessions<K, Acc> {
 
 /// How session windows checkpoint: the time reached, and per key its
 /// sessions as `(start, end, accumulator, fired)`.
-pub type SessionCodec<K, Acc> = KeyedCodec<i64, K, Vec<(i64, i64, Acc, bool)>>;
+pub type SessionCheckpoint<K, Acc> = KeyedCheckpoint<i64, K, Vec<(i64, i64, Acc, bool)>>;
 
 /// Session windows over a stream partitioned as `KK`; see the module docs.
 pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
@@ -47,8 +46,8 @@ pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     keys: HashTable<KeySessions<KK::Value, A::Acc>>,
     timers: Timers<(u64, KK::Value)>,
     now: i64,
-    key_groups: KeyGroups,
-    codec: Option<SessionCodec<KK::Value, A::Acc>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: SessionCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -62,8 +61,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SessionWindows<T, KK, D, A> {
             keys: self.keys.clone(),
             timers: self.timers.clone(),
             now: self.now,
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -82,8 +80,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
             keys: HashTable::new(),
             timers: Timers::new(),
             now: i64::MIN,
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -97,7 +94,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
         KK::Value: StateData,
         A::Acc: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -174,7 +171,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     type Time = D::Time;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
@@ -262,11 +259,13 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         let entries = self
             .keys
             .iter()
@@ -279,23 +278,17 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
                 (k.key.clone(), sessions)
             })
             .collect();
-        match codec.snapshot(self.now, entries, self.key_groups) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => panic!("session windows: cannot snapshot their state: {e}"),
-        }
+        self.checkpoint
+            .snapshot("session windows", self.now, || entries)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
         if let Some(now) = restored.metas.iter().copied().max() {
             self.now = self.now.max(now);
         }
-        self.key_groups = restore.key_groups;
         for (key, sessions) in restored.entries {
             let owned = KK::owned(key);
             let hash = KK::hash(KK::as_ref(&owned));

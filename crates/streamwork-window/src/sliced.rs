@@ -19,10 +19,9 @@ use std::marker::PhantomData;
 
 use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::{
-    Context, Data, InstanceContext, KeyGroups, KeyKind, Operator, Restore, StateBytes, TaskError,
-    Timestamp,
+    Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{KeyedCodec, StateData};
+use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -94,7 +93,7 @@ impl HotBounds {
 
 /// How sliced windows checkpoint: the time reached, and per key its partials
 /// as `(slice index, accumulator, events)`.
-pub type SlicedCodec<K, Acc> = KeyedCodec<i64, K, Vec<(i64, Acc, u64)>>;
+pub type SlicedCheckpoint<K, Acc> = KeyedCheckpoint<i64, K, Vec<(i64, Acc, u64)>>;
 
 /// One key's partials gathered for a snapshot: its hash, the key, and
 /// `(slice index, accumulator, events)` per slice.
@@ -128,10 +127,8 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     next_end: Option<i64>,
     /// Wall clock of the last early firing by interval.
     last_early: i64,
-    /// The job's key groups, which snapshots are grouped by.
-    key_groups: KeyGroups,
-    /// Set by [`checkpointed`](Self::checkpointed).
-    codec: Option<SlicedCodec<KK::Value, A::Acc>>,
+    /// Its checkpointing, once built `.checkpointed()`.
+    checkpoint: SlicedCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -152,8 +149,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             now: self.now,
             next_end: self.next_end,
             last_early: self.last_early,
-            key_groups: self.key_groups,
-            codec: self.codec,
+            checkpoint: self.checkpoint,
             _types: PhantomData,
         }
     }
@@ -196,7 +192,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         KK::Value: StateData,
         A::Acc: StateData,
     {
-        self.codec = Some(KeyedCodec::new());
+        self.checkpoint = KeyedCheckpoint::enabled();
         self
     }
 
@@ -242,8 +238,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             now: i64::MIN,
             next_end: None,
             last_early: 0,
-            key_groups: KeyGroups::DEFAULT,
-            codec: None,
+            checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
@@ -489,7 +484,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     type Time = D::Time;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
+        self.checkpoint.open(ctx);
     }
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
@@ -585,11 +580,13 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn checkpoints_state(&self) -> bool {
-        self.codec.is_some()
+        self.checkpoint.is_enabled()
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let codec = self.codec?;
+        if !self.checkpoint.is_enabled() {
+            return None;
+        }
         self.settle_hot();
         let mut by_key: HashTable<KeyParts<KK::Value, A::Acc>> = HashTable::new();
         for (&index, slice) in &self.slices {
@@ -604,24 +601,17 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             }
         }
         let entries = by_key.into_iter().map(|(_, k, parts)| (k, parts)).collect();
-        match codec.snapshot(self.now, entries, self.key_groups) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => panic!("windows: cannot snapshot their state: {e}"),
-        }
+        self.checkpoint.snapshot("windows", self.now, || entries)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(codec) = self.codec else {
+        let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        let restored = codec
-            .restore(restore)
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
         // Aligned barriers: every old instance had reached the same time.
         if let Some(now) = restored.metas.iter().copied().max() {
             self.now = self.now.max(now);
         }
-        self.key_groups = restore.key_groups;
         for (key, parts) in restored.entries {
             let owned = KK::owned(key);
             let hash = KK::hash(KK::as_ref(&owned));
