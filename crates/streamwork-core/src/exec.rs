@@ -359,6 +359,10 @@ impl<O: Operator> OperatorInstance<O> {
         };
         let n = run_records::<O>(operator, out, ctx, extractor, records);
         out.set_time(None);
+        if ctx.acking().is_some() {
+            // What the batch's end emits derives from no one record.
+            acking::set_current_root(0);
+        }
         operator.on_batch_end(out);
         n
     }
