@@ -507,3 +507,66 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         std::thread::park_timeout(Duration::from_millis(50));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use streamwork_core::KeyGroups;
+    use streamwork_core::checkpoint::RestoredPart;
+
+    use super::*;
+
+    fn restore_of<'a>(parts: &'a [StateBytes]) -> Restore<'a> {
+        Restore {
+            component: "records",
+            checkpoint: 3,
+            is_final: false,
+            instance: 0,
+            parallelism: 2,
+            key_groups: KeyGroups::DEFAULT,
+            parts: parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| RestoredPart {
+                    part: i as u32,
+                    schema: p.schema,
+                    bytes: &p.bytes,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn positions_survive_a_snapshot_and_move_with_their_partitions() {
+        // Two old instances, with partitions {0, 2} and {1, 3}.
+        let parts: Vec<StateBytes> = [[(0, 17), (2, 5)], [(1, 40), (3, 0)]]
+            .into_iter()
+            .map(|owned| {
+                let mut source = KafkaSource::new("127.0.0.1:1", "t", "g");
+                source.positions = owned.into_iter().collect();
+                source.snapshot().expect("positions")
+            })
+            .collect();
+        let mut restored = KafkaSource::new("127.0.0.1:1", "t", "g");
+        restored.restore(&restore_of(&parts)).unwrap();
+        // Every partition's position is offered; `open` keeps the ones the
+        // instance now owns.
+        let expected: BTreeMap<i32, i64> = [(0, 17), (1, 40), (2, 5), (3, 0)].into_iter().collect();
+        assert_eq!(restored.restored, expected);
+    }
+
+    #[test]
+    fn positions_of_another_layout_are_refused() {
+        let bad = [StateBytes {
+            schema: 2,
+            bytes: vec![0; 12],
+        }];
+        let mut source = KafkaSource::new("127.0.0.1:1", "t", "g");
+        let error = source.restore(&restore_of(&bad)).unwrap_err();
+        assert!(error.to_string().contains("schema 2"), "{error}");
+        let torn = [StateBytes {
+            schema: POSITIONS_SCHEMA,
+            bytes: vec![0; 13],
+        }];
+        assert!(source.restore(&restore_of(&torn)).is_err());
+    }
+}
