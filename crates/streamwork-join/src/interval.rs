@@ -16,9 +16,7 @@ use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
 use crate::JoinRow;
-
-/// Both sides' buffered rows of one key, with their times.
-type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
+use crate::rows::{Rows, restore_rows, rows_of, snapshot_rows};
 
 /// An interval join of `L` and `R` keyed by `K`; see the module docs.
 pub struct IntervalJoin<L, R, K> {
@@ -88,12 +86,7 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
     }
 
     fn entry(&mut self, key: &K) -> &mut Rows<L, R> {
-        if !self.rows.contains_key(key) {
-            self.rows.insert(key.clone(), (Vec::new(), Vec::new()));
-        }
-        self.rows
-            .get_mut(key)
-            .unwrap_or_else(|| unreachable!("inserted above"))
+        rows_of(&mut self.rows, key)
     }
 }
 
@@ -113,41 +106,31 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let rows = self
-            .rows
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        self.checkpoint
-            .snapshot("interval join", self.watermark, || rows)
+        snapshot_rows(
+            &self.checkpoint,
+            "interval join",
+            self.watermark,
+            &self.rows,
+        )
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
-            return Ok(());
-        };
-        if let Some(watermark) = restored.metas.iter().copied().max() {
-            self.watermark = self.watermark.max(watermark);
-        }
-        for (key, rows) in restored.entries {
-            for &(ta, _) in &rows.0 {
-                self.cleanup.register_event(
-                    Timestamp::from_millis(ta.saturating_add(self.upper).saturating_add(1)),
-                    key.clone(),
-                );
-            }
-            for &(tb, _) in &rows.1 {
-                self.cleanup.register_event(
-                    Timestamp::from_millis(tb.saturating_sub(self.lower).saturating_add(1)),
-                    key.clone(),
-                );
-            }
-            self.rows.insert(key, rows);
-        }
-        Ok(())
+        let (lower, upper, cleanup) = (self.lower, self.upper, &mut self.cleanup);
+        restore_rows(
+            &mut self.checkpoint,
+            restore,
+            &mut self.watermark,
+            &mut self.rows,
+            |key, left, t| {
+                // As when the row arrived: when no row of the other side can match it.
+                let wake = if left {
+                    t.saturating_add(upper)
+                } else {
+                    t.saturating_sub(lower)
+                };
+                cleanup.register_event(Timestamp::from_millis(wake.saturating_add(1)), key.clone());
+            },
+        )
     }
 
     fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {

@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod interval;
+mod rows;
 pub mod spec;
 pub mod stream_table;
 pub mod table_table;

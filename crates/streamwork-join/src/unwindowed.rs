@@ -18,9 +18,7 @@ use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
 use crate::JoinRow;
-
-/// Both sides' rows of one key, with their times.
-type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
+use crate::rows::{Rows, restore_rows, rows_of, snapshot_rows};
 
 /// An unwindowed join of `L` and `R` keyed by `K`; see the module docs.
 pub struct StreamStreamJoin<L, R, K> {
@@ -108,12 +106,7 @@ impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
     }
 
     fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
-        if !self.rows.contains_key(key) {
-            self.rows.insert(key.clone(), (Vec::new(), Vec::new()));
-        }
-        self.rows
-            .get_mut(key)
-            .unwrap_or_else(|| unreachable!("inserted above"))
+        rows_of(&mut self.rows, key)
     }
 }
 
@@ -133,38 +126,31 @@ impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let rows = self
-            .rows
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        self.checkpoint
-            .snapshot("stream-stream join", self.watermark, || rows)
+        snapshot_rows(
+            &self.checkpoint,
+            "stream-stream join",
+            self.watermark,
+            &self.rows,
+        )
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
-            return Ok(());
-        };
-        if let Some(watermark) = restored.metas.iter().copied().max() {
-            self.watermark = self.watermark.max(watermark);
-        }
-        for (key, rows) in restored.entries {
-            let times: Vec<i64> = rows
-                .0
-                .iter()
-                .map(|(t, _)| *t)
-                .chain(rows.1.iter().map(|(t, _)| *t))
-                .collect();
-            for t in times {
-                self.keep(key.clone(), t);
-            }
-            self.rows.insert(key, rows);
-        }
-        Ok(())
+        let (retention, expiry) = (self.retention, &mut self.expiry);
+        restore_rows(
+            &mut self.checkpoint,
+            restore,
+            &mut self.watermark,
+            &mut self.rows,
+            |key, _, t| {
+                // As when the row arrived: when its retention ends.
+                if let Some(retention) = retention {
+                    expiry.register_event(
+                        Timestamp::from_millis(t.saturating_add(retention).saturating_add(1)),
+                        key.clone(),
+                    );
+                }
+            },
+        )
     }
 
     fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
