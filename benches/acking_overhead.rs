@@ -8,22 +8,11 @@
 //! ACK_EVENTS=50000000 cargo bench -p streamwork-benches --bench acking_overhead
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use streamwork::core::collector::DEFAULT_BATCH_SIZE;
 use streamwork::prelude::RunOptions;
-use streamwork_benches::{Outcome, w2_job_with};
-
-fn best_of(runs: u32, f: impl Fn() -> Outcome) -> (Outcome, f64) {
-    let mut best = f64::INFINITY;
-    let mut last = Outcome::default();
-    for _ in 0..runs {
-        let started = Instant::now();
-        last = f();
-        best = best.min(started.elapsed().as_secs_f64());
-    }
-    (last, best)
-}
+use streamwork_benches::{best_of, w2_job_with};
 
 fn main() {
     let events: u64 = std::env::var("ACK_EVENTS")

@@ -6,20 +6,9 @@
 //! CKPT_EVENTS=50000000 cargo bench -p streamwork-benches --bench checkpoint_overhead
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use streamwork_benches::{CheckpointedRun, checkpointed_count};
-
-fn best_of(runs: u32, f: impl Fn() -> CheckpointedRun) -> (CheckpointedRun, f64) {
-    let mut best = f64::INFINITY;
-    let mut last = CheckpointedRun::default();
-    for _ in 0..runs {
-        let started = Instant::now();
-        last = f();
-        best = best.min(started.elapsed().as_secs_f64());
-    }
-    (last, best)
-}
+use streamwork_benches::{best_of, checkpointed_count};
 
 fn main() {
     let events: u64 = std::env::var("CKPT_EVENTS")

@@ -606,6 +606,19 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Runs `run` `runs` times: what the last run returned, and the shortest
+/// wall time of them, in seconds.
+pub fn best_of<T>(runs: u32, run: impl Fn() -> T) -> (T, f64) {
+    let mut best = f64::INFINITY;
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let started = std::time::Instant::now();
+        last = Some(run());
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    (last.expect("at least one run"), best)
+}
+
 // ---------------------------------------------------------------- CKPT
 
 /// W2's keyed count with its state checkpointed: counts in `KeyedState`,

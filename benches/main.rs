@@ -3,12 +3,10 @@
 //! `cargo xtask bench` runs it once per workload and parallelism, each in a
 //! fresh process so that the peak resident size is the run's own.
 
-use std::time::Instant;
-
 use anyhow::{Context, bail};
 use streamwork_benches::{
-    Outcome, join_baseline, join_job, peak_rss_bytes, w1_baseline, w1_job, w2_baseline, w2_job,
-    w2_latency, w3_baseline, w3_job,
+    Outcome, best_of, join_baseline, join_job, peak_rss_bytes, w1_baseline, w1_job, w2_baseline,
+    w2_job, w2_latency, w3_baseline, w3_job,
 };
 
 #[path = "measurement.rs"]
@@ -19,18 +17,6 @@ use measurement::Measurement;
 type JobFn = fn(u64, u32) -> Outcome;
 /// A workload as a hand-written loop: events.
 type BaselineFn = fn(u64) -> Outcome;
-
-/// Runs `f` `runs` times and returns its outcome and the fastest time.
-fn best_of(runs: u32, f: impl Fn() -> Outcome) -> (Outcome, f64) {
-    let mut best = f64::INFINITY;
-    let mut outcome = Outcome::default();
-    for _ in 0..runs.max(1) {
-        let started = Instant::now();
-        outcome = f();
-        best = best.min(started.elapsed().as_secs_f64());
-    }
-    (outcome, best)
-}
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -177,6 +177,12 @@ pub trait KeyKind: Send + 'static {
     fn hash(key: Self::Ref<'_>) -> u64;
     /// The extracted form of a key value (for test harnesses).
     fn owned(value: Self::Value) -> Self::Owned;
+    /// The stable hash of a key value, as [`hash`](Self::hash) gives it for
+    /// the value's handle (for state restored from a checkpoint).
+    fn hash_value(value: &Self::Value) -> u64 {
+        let owned = Self::owned(value.clone());
+        Self::hash(Self::as_ref(&owned))
+    }
 }
 
 /// The input of an operator that accepts any stream.

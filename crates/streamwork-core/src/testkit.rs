@@ -103,15 +103,9 @@ impl<O: Operator> Harness<O> {
         checkpoint: u64,
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
-        let ctx = context("harness");
-        operator.restore(&restore_of(&ctx, checkpoint, state))?;
-        operator.open(&ctx);
-        Ok(Harness {
-            operator,
-            out: O::Out::assemble(&mut OutputParts::detached()),
-            ctx,
-            watermark: Timestamp::MIN,
-        })
+        // Restored before it opens, as the runtime does.
+        operator.restore(&restore_of(&context("harness"), checkpoint, state))?;
+        Ok(Self::new(operator))
     }
 
     /// Takes the snapshot a checkpoint would.
@@ -190,15 +184,9 @@ impl<C: CoOperator> CoHarness<C> {
         checkpoint: u64,
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
-        let ctx = context("harness");
-        operator.restore(&restore_of(&ctx, checkpoint, state))?;
-        operator.open(&ctx);
-        Ok(CoHarness {
-            operator,
-            out: C::Out::assemble(&mut OutputParts::detached()),
-            ctx,
-            watermark: Timestamp::MIN,
-        })
+        // Restored before it opens, as the runtime does.
+        operator.restore(&restore_of(&context("harness"), checkpoint, state))?;
+        Ok(Self::new(operator))
     }
 
     /// Ticks processing time to `millis`.

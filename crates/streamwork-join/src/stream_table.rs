@@ -109,15 +109,12 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let rows = self
-            .table
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        self.checkpoint.snapshot("join", (), || rows)
+        self.checkpoint.snapshot("stream-table join", (), || {
+            self.table
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -218,25 +215,24 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
-        for (key, versions) in &self.versions {
-            per_key.entry(key.clone()).or_default().0 =
-                versions.iter().map(|(t, v)| (*t, v.clone())).collect();
-        }
-        for (t, events) in &self.waiting {
-            for (key, event) in events {
-                per_key
-                    .entry(key.clone())
-                    .or_default()
-                    .1
-                    .push((*t, event.clone()));
-            }
-        }
-        let entries = per_key.into_iter().collect();
-        self.checkpoint.snapshot("join", self.watermark, || entries)
+        self.checkpoint
+            .snapshot("temporal join", self.watermark, || {
+                let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
+                for (key, versions) in &self.versions {
+                    per_key.entry(key.clone()).or_default().0 =
+                        versions.iter().map(|(t, v)| (*t, v.clone())).collect();
+                }
+                for (t, events) in &self.waiting {
+                    for (key, event) in events {
+                        per_key
+                            .entry(key.clone())
+                            .or_default()
+                            .1
+                            .push((*t, event.clone()));
+                    }
+                }
+                per_key.into_iter().collect()
+            })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

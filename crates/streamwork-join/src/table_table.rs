@@ -100,15 +100,12 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let rows = self
-            .rows
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        self.checkpoint.snapshot("join", (), || rows)
+        self.checkpoint.snapshot("table-table join", (), || {
+            self.rows
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -131,21 +131,19 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
-        for (&end, keys) in &self.windows {
-            for (key, (lefts, rights)) in keys {
-                per_key
-                    .entry(key.clone())
-                    .or_default()
-                    .push((end, lefts.clone(), rights.clone()));
+        self.checkpoint.snapshot("window join", self.watermark, || {
+            let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
+            for (&end, keys) in &self.windows {
+                for (key, (lefts, rights)) in keys {
+                    per_key.entry(key.clone()).or_default().push((
+                        end,
+                        lefts.clone(),
+                        rights.clone(),
+                    ));
+                }
             }
-        }
-        let entries = per_key.into_iter().collect();
-        self.checkpoint
-            .snapshot("window join", self.watermark, || entries)
+            per_key.into_iter().collect()
+        })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

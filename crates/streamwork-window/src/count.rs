@@ -142,21 +142,18 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let entries = self
-            .keys
-            .iter()
-            .map(|k| {
-                let chunks = k.chunks.iter().cloned().collect();
-                (
-                    k.key.clone(),
-                    (k.seen, chunks, k.current.clone(), k.in_current),
-                )
-            })
-            .collect();
-        self.checkpoint.snapshot("count windows", (), || entries)
+        self.checkpoint.snapshot("count windows", (), || {
+            self.keys
+                .iter()
+                .map(|k| {
+                    let chunks = k.chunks.iter().cloned().collect();
+                    (
+                        k.key.clone(),
+                        (k.seen, chunks, k.current.clone(), k.in_current),
+                    )
+                })
+                .collect()
+        })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -164,9 +161,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
             return Ok(());
         };
         for (key, (seen, chunks, current, in_current)) in restored.entries {
-            let owned = KK::owned(key);
-            let hash = KK::hash(KK::as_ref(&owned));
-            let key = KK::value(KK::as_ref(&owned)).clone();
+            let hash = KK::hash_value(&key);
             self.keys.insert_unique(
                 hash,
                 KeyCounts {

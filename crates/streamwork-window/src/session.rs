@@ -263,23 +263,19 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if !self.checkpoint.is_enabled() {
-            return None;
-        }
-        let entries = self
-            .keys
-            .iter()
-            .map(|k| {
-                let sessions = k
-                    .sessions
-                    .iter()
-                    .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
-                    .collect();
-                (k.key.clone(), sessions)
-            })
-            .collect();
-        self.checkpoint
-            .snapshot("session windows", self.now, || entries)
+        self.checkpoint.snapshot("session windows", self.now, || {
+            self.keys
+                .iter()
+                .map(|k| {
+                    let sessions = k
+                        .sessions
+                        .iter()
+                        .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
+                        .collect();
+                    (k.key.clone(), sessions)
+                })
+                .collect()
+        })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -290,9 +286,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
             self.now = self.now.max(now);
         }
         for (key, sessions) in restored.entries {
-            let owned = KK::owned(key);
-            let hash = KK::hash(KK::as_ref(&owned));
-            let key = KK::value(KK::as_ref(&owned)).clone();
+            let hash = KK::hash_value(&key);
             for &(_, end, _, fired) in &sessions {
                 self.wake(hash, &key, end, fired);
             }

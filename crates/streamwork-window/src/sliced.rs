@@ -613,9 +613,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             self.now = self.now.max(now);
         }
         for (key, parts) in restored.entries {
-            let owned = KK::owned(key);
-            let hash = KK::hash(KK::as_ref(&owned));
-            let key = KK::value(KK::as_ref(&owned));
+            let hash = KK::hash_value(&key);
             for (index, acc, count) in parts {
                 let slice = self.slices.entry(index).or_insert_with(Slice::new);
                 slice.partials.insert_unique(
