@@ -1,21 +1,5 @@
-//! Kafka (behind the `kafka` feature), on `rdkafka`: a source reading the
-//! partitions of a topic, its positions kept in Streamwork's own checkpoints,
-//! and a sink producing keyed records with the idempotent producer.
-//!
-//! The source splits a topic's partitions among its instances (partition `p`
-//! to instance `p % parallelism`) and reads each from the offset its
-//! checkpoint recorded, or from the group's committed offset, or from the
-//! beginning: it is replayable, so a job promising exactly-once may read
-//! Kafka. Consumer-group scale-out across processes builds on it.
-//!
-//! ```no_run
-//! use streamwork_connectors::kafka::{KafkaSink, KafkaSource};
-//! let lines = KafkaSource::new("127.0.0.1:9092", "lines", "word-count");
-//! let counts = KafkaSink::new("127.0.0.1:9092", "counts", |(word, count): &(String, u64)| {
-//!     (Some(word.as_bytes().to_vec()), count.to_string().into_bytes())
-//! });
-//! # let _ = (lines, counts);
-//! ```
+//! The Kafka source: partitions read from checkpointed positions, payloads
+//! checked and dead-lettered.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,18 +8,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::ClientContext;
 use rdkafka::Message;
 use rdkafka::Offset;
 use rdkafka::TopicPartitionList;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use streamwork_core::checkpoint::Replayable;
 use streamwork_core::{
-    Collector, ConnectorError, Data, ErrorDomain, InstanceContext, Record, Restore, Sink, Source,
-    SourcePoll, StateBytes, Timestamp,
+    Collector, ConnectorError, InstanceContext, Restore, Source, SourcePoll, StateBytes, Timestamp,
 };
+
+use super::kafka_error;
+use super::origin::{ORIGIN_HEADER, Origin};
 
 /// How long a poll waits for a message before the source reports idle.
 const POLL_WAIT: Duration = Duration::from_millis(20);
@@ -43,14 +29,6 @@ const POLL_WAIT: Duration = Duration::from_millis(20);
 const PER_POLL: usize = 1024;
 /// The layout version of the source's checkpointed positions.
 const POSITIONS_SCHEMA: u32 = 1;
-
-fn kafka_error(doing: impl Into<String>, error: KafkaError) -> ConnectorError {
-    ConnectorError {
-        domain: ErrorDomain::External,
-        message: format!("kafka: {}: {error}", doing.into()),
-        source: Some(Box::new(error)),
-    }
-}
 
 /// One record read from Kafka.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,16 +44,53 @@ pub struct KafkaRecord {
     /// Its timestamp, in ms since the epoch, if the broker gave one (also
     /// the record's event time).
     pub timestamp: Option<i64>,
+    /// The input record it was derived from, if a Streamwork sink stamped
+    /// one (see [`Origin`]).
+    pub origin: Option<Origin>,
 }
 
-/// Reads a topic's partitions (see the [module docs](self)).
+type Check = Arc<dyn Fn(&KafkaRecord) -> Result<(), String> + Send + Sync>;
+
+/// The count of malformed payloads a source dead-lettered, shared by its
+/// instances (clone it before handing the source to a job).
+#[derive(Clone, Debug, Default)]
+pub struct Malformed(Arc<AtomicU64>);
+
+impl Malformed {
+    /// Payloads dead-lettered so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What a scale-out runner learns from a source it started: records read,
+/// and the positions of the last snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) records: AtomicU64,
+    pub(crate) positions: Mutex<BTreeMap<i32, i64>>,
+}
+
+/// Reads a topic's partitions (see the [module docs](super)).
+///
+/// Positions are Streamwork's: a restored source resumes from its
+/// checkpoint. Without one, a partition starts at the group's committed
+/// offset, or at the beginning.
 pub struct KafkaSource {
     brokers: String,
     topic: String,
     group: String,
     idle_exit: Option<Duration>,
     extra: Vec<(String, String)>,
+    /// Partitions to read, split among the instances; `None`: all of them.
+    assigned: Option<Vec<i32>>,
+    check: Option<Check>,
+    dead_letter: Option<String>,
+    malformed: Malformed,
+    progress: Option<Arc<Progress>>,
+    commit_on_close: bool,
     consumer: Option<BaseConsumer>,
+    dead_letters: Option<BaseProducer>,
     /// The next offset to read, per owned partition.
     positions: BTreeMap<i32, i64>,
     /// Positions restored from a checkpoint, applied when opening.
@@ -91,7 +106,14 @@ impl Clone for KafkaSource {
             group: self.group.clone(),
             idle_exit: self.idle_exit,
             extra: self.extra.clone(),
+            assigned: self.assigned.clone(),
+            check: self.check.clone(),
+            dead_letter: self.dead_letter.clone(),
+            malformed: self.malformed.clone(),
+            progress: self.progress.clone(),
+            commit_on_close: self.commit_on_close,
             consumer: None,
+            dead_letters: None,
             positions: BTreeMap::new(),
             restored: BTreeMap::new(),
             last_message: None,
@@ -105,6 +127,7 @@ impl std::fmt::Debug for KafkaSource {
             .field("brokers", &self.brokers)
             .field("topic", &self.topic)
             .field("group", &self.group)
+            .field("assigned", &self.assigned)
             .field("positions", &self.positions)
             .finish_non_exhaustive()
     }
@@ -121,7 +144,14 @@ impl KafkaSource {
             group: group.to_string(),
             idle_exit: None,
             extra: Vec::new(),
+            assigned: None,
+            check: None,
+            dead_letter: None,
+            malformed: Malformed::default(),
+            progress: None,
+            commit_on_close: true,
             consumer: None,
+            dead_letters: None,
             positions: BTreeMap::new(),
             restored: BTreeMap::new(),
             last_message: None,
@@ -134,9 +164,61 @@ impl KafkaSource {
         self
     }
 
+    /// Reads only these partitions (instance `i` of `n` takes every `n`-th
+    /// of them, from the `i`-th).
+    pub fn assign(mut self, partitions: impl IntoIterator<Item = i32>) -> Self {
+        self.assigned = Some(partitions.into_iter().collect());
+        self
+    }
+
+    /// Checks every payload: a record the check refuses is not emitted but
+    /// counted ([`malformed`](Self::malformed)) and, with
+    /// [`dead_letter`](Self::dead_letter), produced to the dead-letter topic
+    /// with its key and value unchanged and headers saying where it came
+    /// from and what was wrong with it.
+    ///
+    /// ```no_run
+    /// use streamwork_connectors::kafka::KafkaSource;
+    /// let lines = KafkaSource::new("127.0.0.1:9092", "lines", "g")
+    ///     .check(|r| std::str::from_utf8(&r.value).map(|_| ()).map_err(|e| e.to_string()))
+    ///     .dead_letter("lines-dead");
+    /// # let _ = lines;
+    /// ```
+    pub fn check(
+        mut self,
+        check: impl Fn(&KafkaRecord) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.check = Some(Arc::new(check));
+        self
+    }
+
+    /// Produces refused payloads to `topic` (which must exist).
+    pub fn dead_letter(mut self, topic: &str) -> Self {
+        self.dead_letter = Some(topic.to_string());
+        self
+    }
+
+    /// The count of refused payloads, shared by every clone of this source.
+    pub fn malformed(&self) -> Malformed {
+        self.malformed.clone()
+    }
+
     /// Sets an `rdkafka` consumer property.
     pub fn property(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// The topic read.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Reports to a scale-out runner, which commits the group's offsets
+    /// itself.
+    pub(crate) fn report_to(mut self, progress: Arc<Progress>) -> Self {
+        self.progress = Some(progress);
+        self.commit_on_close = false;
         self
     }
 
@@ -157,6 +239,61 @@ impl KafkaSource {
             })?;
         Ok(topic.partitions().iter().map(|p| p.id()).collect())
     }
+
+    /// Counts a refused record and produces it to the dead-letter topic.
+    fn refuse(&mut self, record: &KafkaRecord, reason: &str) -> Result<(), ConnectorError> {
+        self.malformed.0.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            "kafka: `{}` partition {} offset {} refused: {reason}",
+            self.topic,
+            record.partition,
+            record.offset
+        );
+        let (Some(producer), Some(topic)) = (self.dead_letters.as_ref(), &self.dead_letter) else {
+            return Ok(());
+        };
+        let partition = record.partition.to_string();
+        let offset = record.offset.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "streamwork-error",
+                value: Some(reason),
+            })
+            .insert(Header {
+                key: "streamwork-source-topic",
+                value: Some(&self.topic),
+            })
+            .insert(Header {
+                key: "streamwork-source-partition",
+                value: Some(&partition),
+            })
+            .insert(Header {
+                key: "streamwork-source-offset",
+                value: Some(&offset),
+            });
+        let mut send = BaseRecord::to(topic)
+            .payload(&record.value)
+            .headers(headers);
+        if let Some(key) = &record.key {
+            send = send.key(key);
+        }
+        producer
+            .send(send)
+            .map_err(|(e, _)| kafka_error(format!("dead-lettering to `{topic}`"), e))?;
+        // Refused records are rare: waiting for each to be acknowledged
+        // means no checkpoint can record a position past a lost one.
+        self.flush_dead_letters()
+    }
+
+    /// Waits until every dead letter is acknowledged.
+    fn flush_dead_letters(&self) -> Result<(), ConnectorError> {
+        if let Some(producer) = &self.dead_letters {
+            producer
+                .flush(Duration::from_secs(30))
+                .map_err(|e| kafka_error("flushing dead letters", e))?;
+        }
+        Ok(())
+    }
 }
 
 impl Source for KafkaSource {
@@ -175,12 +312,21 @@ impl Source for KafkaSource {
         let consumer: BaseConsumer = config
             .create()
             .map_err(|e| kafka_error("creating a consumer", e))?;
-        let (instance, parallelism) = (ctx.instance().0 as i32, ctx.parallelism().max(1) as i32);
-        let owned: Vec<i32> = self
-            .partitions(&consumer)?
-            .into_iter()
-            .filter(|p| p % parallelism == instance)
-            .collect();
+        let (instance, parallelism) =
+            (ctx.instance().0 as usize, ctx.parallelism().max(1) as usize);
+        let owned: Vec<i32> = match &self.assigned {
+            Some(list) => list
+                .iter()
+                .copied()
+                .skip(instance)
+                .step_by(parallelism)
+                .collect(),
+            None => self
+                .partitions(&consumer)?
+                .into_iter()
+                .filter(|&p| p as usize % parallelism == instance)
+                .collect(),
+        };
         let mut assignment = TopicPartitionList::new();
         for &partition in &owned {
             let offset = match self.restored.get(&partition) {
@@ -197,44 +343,30 @@ impl Source for KafkaSource {
         consumer
             .assign(&assignment)
             .map_err(|e| kafka_error("assigning partitions", e))?;
+        if self.dead_letter.is_some() {
+            let producer: BaseProducer = ClientConfig::new()
+                .set("bootstrap.servers", &self.brokers)
+                .set("enable.idempotence", "true")
+                .create()
+                .map_err(|e| kafka_error("creating the dead-letter producer", e))?;
+            self.dead_letters = Some(producer);
+        }
         self.consumer = Some(consumer);
         self.last_message = Some(Instant::now());
         Ok(())
     }
 
     fn poll(&mut self, out: &mut Collector<KafkaRecord>) -> Result<SourcePoll, ConnectorError> {
-        let Some(consumer) = self.consumer.as_ref() else {
+        let Some(consumer) = self.consumer.take() else {
             return Ok(SourcePoll::Finished);
         };
-        let mut emitted = 0;
-        let mut wait = POLL_WAIT;
-        while emitted < PER_POLL {
-            let Some(message) = consumer.poll(wait) else {
-                break;
-            };
-            wait = Duration::ZERO;
-            let message = match message {
-                Ok(message) => message,
-                // The end of a partition is not an error.
-                Err(KafkaError::PartitionEOF(_)) => continue,
-                Err(e) => return Err(kafka_error(format!("reading `{}`", self.topic), e)),
-            };
-            let timestamp = message.timestamp().to_millis();
-            let record = KafkaRecord {
-                partition: message.partition(),
-                offset: message.offset(),
-                key: message.key().map(<[u8]>::to_vec),
-                value: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
-                timestamp,
-            };
-            self.positions.insert(record.partition, record.offset + 1);
-            match timestamp {
-                Some(t) => out.emit_at(record, Timestamp::from_millis(t)),
-                None => out.emit(record),
+        let polled = self.poll_from(&consumer, out);
+        self.consumer = Some(consumer);
+        let read = polled?;
+        if read > 0 {
+            if let Some(progress) = &self.progress {
+                progress.records.fetch_add(read as u64, Ordering::Relaxed);
             }
-            emitted += 1;
-        }
-        if emitted > 0 {
             self.last_message = Some(Instant::now());
             return Ok(SourcePoll::Emitted);
         }
@@ -247,6 +379,9 @@ impl Source for KafkaSource {
 
     /// The next offset of every partition read so far.
     fn snapshot(&mut self) -> Option<StateBytes> {
+        if let Some(progress) = &self.progress {
+            *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = self.positions.clone();
+        }
         let mut bytes = Vec::with_capacity(self.positions.len() * 12);
         for (&partition, &next) in &self.positions {
             bytes.extend_from_slice(&partition.to_le_bytes());
@@ -281,9 +416,14 @@ impl Source for KafkaSource {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
+        if let Some(progress) = &self.progress {
+            *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = self.positions.clone();
+        }
         // Offsets are Streamwork's to keep; the group's committed offsets are
-        // advanced too, for tools that watch the group's lag.
+        // advanced too, for tools that watch the group's lag (a scale-out
+        // runner commits them itself, as the group's member).
         if let Some(consumer) = self.consumer.take()
+            && self.commit_on_close
             && !self.positions.is_empty()
         {
             let mut committed = TopicPartitionList::new();
@@ -293,220 +433,67 @@ impl Source for KafkaSource {
                     .map_err(|e| kafka_error("committing offsets", e))?;
             }
             consumer
-                .commit(&committed, rdkafka::consumer::CommitMode::Sync)
+                .commit(&committed, CommitMode::Sync)
                 .map_err(|e| kafka_error("committing offsets", e))?;
         }
         Ok(())
     }
 }
 
+impl KafkaSource {
+    /// Emits what the consumer has, up to [`PER_POLL`] records; returns how
+    /// many were read (emitted or refused).
+    fn poll_from(
+        &mut self,
+        consumer: &BaseConsumer,
+        out: &mut Collector<KafkaRecord>,
+    ) -> Result<usize, ConnectorError> {
+        let mut read = 0;
+        let mut wait = POLL_WAIT;
+        while read < PER_POLL {
+            let Some(message) = consumer.poll(wait) else {
+                break;
+            };
+            wait = Duration::ZERO;
+            let message = match message {
+                Ok(message) => message,
+                // The end of a partition is not an error.
+                Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(e) => return Err(kafka_error(format!("reading `{}`", self.topic), e)),
+            };
+            let timestamp = message.timestamp().to_millis();
+            let origin = message.headers().and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|h| h.key == ORIGIN_HEADER)
+                    .and_then(|h| Origin::from_bytes(h.value?))
+            });
+            let record = KafkaRecord {
+                partition: message.partition(),
+                offset: message.offset(),
+                key: message.key().map(<[u8]>::to_vec),
+                value: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                timestamp,
+                origin,
+            };
+            self.positions.insert(record.partition, record.offset + 1);
+            read += 1;
+            if let Some(check) = &self.check
+                && let Err(reason) = check(&record)
+            {
+                self.refuse(&record, &reason)?;
+                continue;
+            }
+            match timestamp {
+                Some(t) => out.emit_at(record, Timestamp::from_millis(t)),
+                None => out.emit(record),
+            }
+        }
+        Ok(read)
+    }
+}
+
 impl Replayable for KafkaSource {}
-
-/// Counts failed deliveries, for the sink to report at its next flush.
-#[derive(Default)]
-struct Deliveries {
-    failed: AtomicU64,
-    last_error: Mutex<Option<String>>,
-}
-
-impl ClientContext for DeliveryContext {}
-
-/// The producer's context: delivery reports.
-#[derive(Clone, Default)]
-struct DeliveryContext(Arc<Deliveries>);
-
-impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _opaque: ()) {
-        if let Err((error, _)) = result {
-            self.0.failed.fetch_add(1, Ordering::Relaxed);
-            *self.0.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
-        }
-    }
-}
-
-type Encode<T> = Arc<dyn Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync>;
-
-/// Produces records to a topic with the idempotent producer: each record
-/// becomes a key (or none) and a value. A record's partition follows its
-/// key, so the latest value per key is an upsert a compacted topic keeps.
-pub struct KafkaSink<T> {
-    brokers: String,
-    topic: String,
-    encode: Encode<T>,
-    extra: Vec<(String, String)>,
-    producer: Option<BaseProducer<DeliveryContext>>,
-    context: DeliveryContext,
-}
-
-impl<T> Clone for KafkaSink<T> {
-    fn clone(&self) -> Self {
-        KafkaSink {
-            brokers: self.brokers.clone(),
-            topic: self.topic.clone(),
-            encode: self.encode.clone(),
-            extra: self.extra.clone(),
-            producer: None,
-            context: DeliveryContext::default(),
-        }
-    }
-}
-
-impl<T: Data> KafkaSink<T> {
-    /// Produces to `topic` on `brokers`; `encode` gives each record's key and
-    /// value.
-    pub fn new(
-        brokers: &str,
-        topic: &str,
-        encode: impl Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync + 'static,
-    ) -> Self {
-        KafkaSink {
-            brokers: brokers.to_string(),
-            topic: topic.to_string(),
-            encode: Arc::new(encode),
-            extra: Vec::new(),
-            producer: None,
-            context: DeliveryContext::default(),
-        }
-    }
-
-    /// Sets an `rdkafka` producer property.
-    pub fn property(mut self, key: &str, value: &str) -> Self {
-        self.extra.push((key.to_string(), value.to_string()));
-        self
-    }
-
-    fn check_deliveries(&self) -> Result<(), ConnectorError> {
-        let failed = self.context.0.failed.swap(0, Ordering::Relaxed);
-        if failed == 0 {
-            return Ok(());
-        }
-        let last = self
-            .context
-            .0
-            .last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
-        Err(ConnectorError {
-            domain: ErrorDomain::External,
-            message: format!(
-                "kafka: {failed} record(s) could not be delivered to `{}` (last: {last})",
-                self.topic
-            ),
-            source: None,
-        })
-    }
-}
-
-impl<T: Data> Sink for KafkaSink<T> {
-    type In = T;
-
-    fn open(&mut self, _ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        let mut config = ClientConfig::new();
-        config
-            .set("bootstrap.servers", &self.brokers)
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "5");
-        for (key, value) in &self.extra {
-            config.set(key, value);
-        }
-        self.producer = Some(
-            config
-                .create_with_context(self.context.clone())
-                .map_err(|e| kafka_error("creating a producer", e))?,
-        );
-        Ok(())
-    }
-
-    fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
-        let Some(producer) = self.producer.as_ref() else {
-            return Err(ConnectorError::user(
-                "kafka sink written before it was opened",
-            ));
-        };
-        let (key, value) = (self.encode)(&record.value);
-        let mut send = BaseRecord::to(&self.topic).payload(&value);
-        if let Some(key) = key.as_ref() {
-            send = send.key(key);
-        }
-        let mut send = send;
-        loop {
-            match producer.send(send) {
-                Ok(()) => break,
-                // The local queue is full: serve delivery reports, retry.
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    send = back;
-                }
-                Err((e, _)) => {
-                    return Err(kafka_error(format!("producing to `{}`", self.topic), e));
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), ConnectorError> {
-        if let Some(producer) = self.producer.as_ref() {
-            producer
-                .flush(Duration::from_secs(30))
-                .map_err(|e| kafka_error(format!("flushing to `{}`", self.topic), e))?;
-        }
-        self.check_deliveries()
-    }
-}
-
-/// Creates `topic` with `partitions` partitions on `brokers` (replication
-/// factor 1), if it does not exist yet.
-pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), ConnectorError> {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| kafka_error("creating an admin client", e))?;
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let results = block_on(admin.create_topics([&new], &options))
-        .map_err(|e| kafka_error(format!("creating topic `{topic}`"), e))?;
-    for result in results {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((name, code)) => {
-                return Err(ConnectorError {
-                    domain: ErrorDomain::External,
-                    message: format!("kafka: creating topic `{name}`: {code}"),
-                    source: None,
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Runs a future to completion on this thread (the admin client's futures
-/// are completed by its own polling thread).
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut context = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
-            return output;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,726 @@
+//! Scale-out through a Kafka consumer group: the same program started as
+//! several processes with the same group id splits the input partitions
+//! between them, and each runs the ordinary Streamwork runtime for the
+//! partitions it owns (the model of Kafka Streams).
+//!
+//! A [`GroupRunner`] joins the group (subscribing to the input topics) and,
+//! for every partition the group assigns it, builds a job from a
+//! [`PartitionTask`] and runs it, with its own checkpoints in
+//! `CHECKPOINT_DIR/TOPIC/PARTITION`. State is therefore scoped by input
+//! partition: the input topic is partitioned by the job's key, or the job
+//! repartitions through an intermediate topic (partitioned by key, read by
+//! tasks of its own).
+//!
+//! When a process joins, leaves or dies, the group rebalances. Before a
+//! partition is revoked its job stops gracefully: it drains and takes a
+//! final checkpoint, then the runner commits its position and lets the
+//! rebalance go on. The process that receives the partition restores its
+//! job from the latest checkpoint in the directory (which must be shared
+//! storage when processes run on several hosts) and reads on from the
+//! checkpointed position. A process that dies leaves its partitions to the
+//! group once its session times out; they resume from their last complete
+//! checkpoint, so nothing committed is lost and records after it are read
+//! again (what a replay writes to an output topic is an upsert, or is
+//! dropped by an [`OriginFilter`](super::OriginFilter) downstream).
+//!
+//! A process processes only partitions it owns: the group's coordinator
+//! consumer never reads (its partitions are paused), and a partition's job
+//! is stopped before the rebalance that revokes it completes. A process cut
+//! off from the group but still running (a network partition, not a crash)
+//! is not fenced: that needs Kafka transactions.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use streamwork_connectors::kafka::group::GroupRunner;
+//! use streamwork_connectors::StdoutSink;
+//! use streamwork_core::JobBuilder;
+//!
+//! let report = GroupRunner::new("127.0.0.1:9092", "my-job", &["input"], "/shared/checkpoints")
+//!     .checkpoint_interval(Duration::from_secs(1))
+//!     .run(|task| {
+//!         let mut job = JobBuilder::new(&format!("my-job-{}", task.partition()));
+//!         let records = job.source("records", task.source(), 1);
+//!         job.sink("out", StdoutSink::new(), 1, records);
+//!         job.build()
+//!     })?;
+//! # Ok::<(), streamwork_connectors::kafka::group::GroupError>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
+use streamwork_core::{GraphError, JobGraph};
+use streamwork_runtime::{
+    CheckpointConfig, Delivery, JobError, RestartStrategy, RunOptions, StopHandle, start_with,
+};
+
+use super::admin::end_offsets_with;
+use super::source::{KafkaSource, Progress};
+
+/// How often the runner commits the group's offsets and looks for idleness.
+const TICK: Duration = Duration::from_millis(100);
+/// How often the group's committed offsets are advanced.
+const COMMIT_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a scale-out runner stopped.
+#[derive(Debug)]
+pub enum GroupError {
+    /// The Kafka client failed (joining the group, committing, reading
+    /// metadata).
+    Kafka(String),
+    /// Building the job of a partition failed.
+    Build {
+        /// The partition's topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// What was wrong with the job.
+        error: GraphError,
+    },
+    /// The job of a partition failed, and its restarts were used up.
+    Job {
+        /// The partition's topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// How it failed.
+        error: JobError,
+    },
+}
+
+impl fmt::Display for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupError::Kafka(message) => write!(f, "{message}"),
+            GroupError::Build {
+                topic,
+                partition,
+                error,
+            } => write!(
+                f,
+                "building the job of `{topic}` partition {partition}: {error}"
+            ),
+            GroupError::Job {
+                topic,
+                partition,
+                error,
+            } => write!(
+                f,
+                "the job of `{topic}` partition {partition} failed: {error} (its partition resumes from its last checkpoint in whichever process runs it next)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for GroupError {}
+
+impl From<rdkafka::error::KafkaError> for GroupError {
+    fn from(error: rdkafka::error::KafkaError) -> Self {
+        GroupError::Kafka(format!("kafka consumer group: {error}"))
+    }
+}
+
+/// One partition this process owns: what its job is built from.
+pub struct PartitionTask {
+    brokers: String,
+    group: String,
+    topic: String,
+    partition: i32,
+    extra: Vec<(String, String)>,
+    progress: Arc<Progress>,
+}
+
+impl PartitionTask {
+    /// The partition's topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// The brokers, for the job's sinks.
+    pub fn brokers(&self) -> &str {
+        &self.brokers
+    }
+
+    /// The job's source: this partition, from its checkpointed position.
+    /// Use it at parallelism 1.
+    pub fn source(&self) -> KafkaSource {
+        let mut source = KafkaSource::new(&self.brokers, &self.topic, &self.group)
+            .assign([self.partition])
+            .report_to(self.progress.clone());
+        for (key, value) in &self.extra {
+            source = source.property(key, value);
+        }
+        source
+    }
+}
+
+/// What a runner did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupReport {
+    /// Rebalances that assigned this process partitions (or none).
+    pub rebalances: u64,
+    /// Partition jobs started (a partition assigned twice counts twice).
+    pub tasks_started: u64,
+    /// Records read by this process's partition jobs.
+    pub records: u64,
+    /// The partitions owned at the end, as `(topic, partition)`.
+    pub owned_at_end: Vec<(String, i32)>,
+}
+
+type Build = Arc<dyn Fn(&PartitionTask) -> Result<JobGraph, GraphError> + Send + Sync>;
+
+/// Runs a job per owned partition of a consumer group (see the [module
+/// docs](self)).
+#[derive(Clone, Debug)]
+pub struct GroupRunner {
+    brokers: String,
+    group: String,
+    topics: Vec<String>,
+    checkpoint_dir: PathBuf,
+    checkpoint_interval: Duration,
+    delivery: Delivery,
+    restart: RestartStrategy,
+    idle_exit: Option<Duration>,
+    session_timeout: Duration,
+    extra: Vec<(String, String)>,
+}
+
+impl GroupRunner {
+    /// Joins group `group` on `brokers`, subscribing to `topics`, with
+    /// partition checkpoints under `checkpoint_dir`.
+    pub fn new(
+        brokers: &str,
+        group: &str,
+        topics: &[&str],
+        checkpoint_dir: impl Into<PathBuf>,
+    ) -> Self {
+        GroupRunner {
+            brokers: brokers.to_string(),
+            group: group.to_string(),
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            checkpoint_dir: checkpoint_dir.into(),
+            checkpoint_interval: Duration::from_secs(1),
+            delivery: Delivery::ExactlyOnce,
+            restart: RestartStrategy::FixedDelay {
+                attempts: 3,
+                delay: Duration::from_millis(500),
+            },
+            idle_exit: None,
+            session_timeout: Duration::from_secs(10),
+            extra: Vec::new(),
+        }
+    }
+
+    /// Time between a partition job's checkpoints (default 1 s).
+    pub fn checkpoint_interval(mut self, interval: Duration) -> Self {
+        self.checkpoint_interval = interval;
+        self
+    }
+
+    /// The partition jobs' delivery (default exactly-once).
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// What a partition job does when it fails (default: three restarts
+    /// from its last checkpoint, 500 ms apart).
+    pub fn restart(mut self, restart: RestartStrategy) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// Stops after `idle` without a new record in this process, once the
+    /// group has read every partition of its topics to the end (so that a
+    /// dead member's partitions are not left behind).
+    pub fn idle_exit(mut self, idle: Duration) -> Self {
+        self.idle_exit = Some(idle);
+        self
+    }
+
+    /// How long the group waits for a silent member before giving its
+    /// partitions to the others (default 10 s).
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// Sets an `rdkafka` property of every consumer.
+    pub fn property(mut self, key: &str, value: &str) -> Self {
+        self.extra.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Runs until idle (with [`idle_exit`](Self::idle_exit)) or a failure:
+    /// `build` makes the job of each partition this process is assigned.
+    pub fn run(
+        self,
+        build: impl Fn(&PartitionTask) -> Result<JobGraph, GraphError> + Send + Sync + 'static,
+    ) -> Result<GroupReport, GroupError> {
+        let shared = Arc::new(Shared {
+            runner: self.clone(),
+            build: Arc::new(build),
+            tasks: Mutex::new(BTreeMap::new()),
+            failure: Mutex::new(None),
+            rebalances: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            records_of_ended: AtomicU64::new(0),
+        });
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.brokers)
+            .set("group.id", &self.group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .set(
+                "session.timeout.ms",
+                self.session_timeout.as_millis().to_string(),
+            )
+            .set(
+                "heartbeat.interval.ms",
+                (self.session_timeout.as_millis() / 5).max(100).to_string(),
+            )
+            .set(
+                "max.poll.interval.ms",
+                (self.session_timeout.as_millis() * 3)
+                    .max(10_000)
+                    .to_string(),
+            );
+        for (key, value) in &self.extra {
+            config.set(key, value);
+        }
+        let consumer: BaseConsumer<GroupContext> =
+            config.create_with_context(GroupContext(shared.clone()))?;
+        let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&topics)?;
+        let outcome = self.serve(&consumer, &shared);
+        // Leave the group: stop every partition job (each takes its final
+        // checkpoint) and commit where they ended.
+        let stopped = shared.stop_all();
+        let commit = commit_positions(&consumer, &stopped, CommitMode::Sync);
+        consumer.unsubscribe();
+        let report = GroupReport {
+            rebalances: shared.rebalances.load(Ordering::Relaxed),
+            tasks_started: shared.started.load(Ordering::Relaxed),
+            records: shared.records_of_ended.load(Ordering::Relaxed),
+            owned_at_end: stopped.iter().map(|(tp, _)| tp.clone()).collect(),
+        };
+        outcome?;
+        if let Some(failure) = shared.take_failure() {
+            return Err(failure);
+        }
+        commit?;
+        Ok(report)
+    }
+
+    /// Polls the group (serving rebalances), commits progress, and watches
+    /// for a failure or the idle exit.
+    fn serve(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        shared: &Shared,
+    ) -> Result<(), GroupError> {
+        let mut last_commit = Instant::now();
+        let mut records = u64::MAX;
+        let mut quiet_since = Instant::now();
+        loop {
+            // The coordinator reads nothing itself (its partitions are
+            // paused); a message fetched before the pause is dropped.
+            if let Some(Err(error)) = consumer.poll(TICK) {
+                tracing::debug!("kafka group `{}`: {error}", self.group);
+            }
+            if let Some(failure) = shared.take_failure() {
+                return Err(failure);
+            }
+            if last_commit.elapsed() >= COMMIT_EVERY {
+                let positions = shared.positions();
+                if let Err(error) = commit_positions(consumer, &positions, CommitMode::Async) {
+                    tracing::debug!("kafka group `{}`: {error}", self.group);
+                }
+                last_commit = Instant::now();
+            }
+            let now = shared.records();
+            if now != records {
+                records = now;
+                quiet_since = Instant::now();
+            }
+            if let Some(idle) = self.idle_exit
+                && quiet_since.elapsed() >= idle
+            {
+                if self.group_is_done(consumer)? {
+                    return Ok(());
+                }
+                // Someone (maybe a dead member) still owns unread input:
+                // look again after another idle period.
+                quiet_since = Instant::now();
+            }
+        }
+    }
+
+    /// Whether the group's committed offsets have reached the end of every
+    /// partition of every topic.
+    fn group_is_done(&self, consumer: &BaseConsumer<GroupContext>) -> Result<bool, GroupError> {
+        let mut wanted = TopicPartitionList::new();
+        let mut ends = Vec::new();
+        for topic in &self.topics {
+            let topic_ends =
+                end_offsets_with(consumer, topic).map_err(|e| GroupError::Kafka(e.to_string()))?;
+            for (partition, end) in topic_ends {
+                wanted.add_partition(topic, partition);
+                ends.push((topic.clone(), partition, end));
+            }
+        }
+        let committed = consumer.committed_offsets(wanted, Duration::from_secs(10))?;
+        for (topic, partition, end) in ends {
+            let at = match committed
+                .find_partition(&topic, partition)
+                .map(|e| e.offset())
+            {
+                Some(Offset::Offset(at)) => at,
+                _ => 0,
+            };
+            if at < end {
+                tracing::debug!(
+                    "kafka group `{}`: `{topic}` partition {partition} read to {at} of {end}",
+                    self.group
+                );
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A partition's job, running on its own thread.
+struct Running {
+    stopped: Arc<AtomicBool>,
+    stop: Arc<Mutex<Option<StopHandle>>>,
+    thread: JoinHandle<Result<(), GroupError>>,
+    progress: Arc<Progress>,
+}
+
+/// What the coordinator consumer's callbacks and the runner share.
+struct Shared {
+    runner: GroupRunner,
+    build: Build,
+    tasks: Mutex<BTreeMap<(String, i32), Running>>,
+    failure: Mutex<Option<GroupError>>,
+    rebalances: AtomicU64,
+    started: AtomicU64,
+    records_of_ended: AtomicU64,
+}
+
+type Positions = Vec<((String, i32), BTreeMap<i32, i64>)>;
+
+impl Shared {
+    fn take_failure(&self) -> Option<GroupError> {
+        if let Some(failure) = self
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            return Some(failure);
+        }
+        // A job thread that ended on its own failed (a partition job only
+        // ends when stopped).
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let ended: Vec<(String, i32)> = tasks
+            .iter()
+            .filter(|(_, r)| r.thread.is_finished())
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in ended {
+            if let Some(running) = tasks.remove(&tp) {
+                self.records_of_ended.fetch_add(
+                    running.progress.records.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                match running.thread.join() {
+                    Ok(Err(error)) => return Some(error),
+                    Ok(Ok(())) => {}
+                    Err(_) => {
+                        return Some(GroupError::Kafka(format!(
+                            "the job thread of `{}` partition {} panicked",
+                            tp.0, tp.1
+                        )));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Records read by the running jobs and the ended ones.
+    fn records(&self) -> u64 {
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        self.records_of_ended.load(Ordering::Relaxed)
+            + tasks
+                .values()
+                .map(|r| r.progress.records.load(Ordering::Relaxed))
+                .sum::<u64>()
+    }
+
+    /// The positions of the running jobs' last snapshots.
+    fn positions(&self) -> Positions {
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks
+            .iter()
+            .map(|(tp, r)| {
+                let positions = r
+                    .progress
+                    .positions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                (tp.clone(), positions.clone())
+            })
+            .collect()
+    }
+
+    /// Starts the job of one partition.
+    fn start(&self, topic: &str, partition: i32) {
+        let progress = Arc::new(Progress::default());
+        let task = PartitionTask {
+            brokers: self.runner.brokers.clone(),
+            group: self.runner.group.clone(),
+            topic: topic.to_string(),
+            partition,
+            extra: self.runner.extra.clone(),
+            progress: progress.clone(),
+        };
+        let stopped = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Mutex::new(None));
+        let dir = self
+            .runner
+            .checkpoint_dir
+            .join(topic)
+            .join(partition.to_string());
+        let options = RunOptions {
+            checkpoints: Some(
+                CheckpointConfig::new(dir, self.runner.checkpoint_interval)
+                    .delivery(self.runner.delivery),
+            ),
+            restart: RestartStrategy::Never,
+            acking: None,
+        };
+        let (build, restart) = (self.build.clone(), self.runner.restart);
+        let (thread_stopped, thread_stop) = (stopped.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("{topic}-{partition}"))
+            .spawn(move || {
+                run_partition(
+                    &task,
+                    &build,
+                    options,
+                    restart,
+                    &thread_stopped,
+                    &thread_stop,
+                )
+            })
+            .expect("spawning a partition job's thread");
+        self.started.fetch_add(1, Ordering::Relaxed);
+        tracing::info!("kafka group: running `{topic}` partition {partition}");
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            (topic.to_string(), partition),
+            Running {
+                stopped,
+                stop,
+                thread,
+                progress,
+            },
+        );
+    }
+
+    /// Stops the jobs of `which` partitions (all with `None`) and waits for
+    /// them; returns where each ended.
+    fn stop(&self, which: Option<&[(String, i32)]>) -> Positions {
+        let taken: Vec<((String, i32), Running)> = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            let keys: Vec<(String, i32)> = match which {
+                Some(which) => which
+                    .iter()
+                    .filter(|tp| tasks.contains_key(*tp))
+                    .cloned()
+                    .collect(),
+                None => tasks.keys().cloned().collect(),
+            };
+            keys.into_iter()
+                .filter_map(|tp| tasks.remove(&tp).map(|r| (tp, r)))
+                .collect()
+        };
+        for (_, running) in &taken {
+            running.stopped.store(true, Ordering::Relaxed);
+            if let Some(stop) = running
+                .stop
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                stop.stop();
+            }
+        }
+        let mut ended = Vec::new();
+        for ((topic, partition), running) in taken {
+            let outcome = running.thread.join();
+            self.records_of_ended.fetch_add(
+                running.progress.records.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    self.failure
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(error);
+                }
+                Err(_) => {
+                    self.failure
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(GroupError::Kafka(format!(
+                            "the job thread of `{topic}` partition {partition} panicked"
+                        )));
+                }
+            }
+            let positions = running
+                .progress
+                .positions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            tracing::info!("kafka group: stopped `{topic}` partition {partition}");
+            ended.push(((topic, partition), positions));
+        }
+        ended
+    }
+
+    fn stop_all(&self) -> Positions {
+        self.stop(None)
+    }
+}
+
+/// Runs one partition's job until it is stopped, restarting it from its
+/// last checkpoint after a failure as `restart` allows.
+fn run_partition(
+    task: &PartitionTask,
+    build: &Build,
+    options: RunOptions,
+    restart: RestartStrategy,
+    stopped: &AtomicBool,
+    stop: &Mutex<Option<StopHandle>>,
+) -> Result<(), GroupError> {
+    let mut attempt = 0;
+    loop {
+        let graph = build(task).map_err(|error| GroupError::Build {
+            topic: task.topic.clone(),
+            partition: task.partition,
+            error,
+        })?;
+        let outcome = start_with(graph, options.clone()).and_then(|handle| {
+            *stop.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.stop_handle());
+            // Stopped between the check and the handle's publication.
+            if stopped.load(Ordering::Relaxed) {
+                handle.stop();
+            }
+            handle.join()
+        });
+        match outcome {
+            Ok(_) if stopped.load(Ordering::Relaxed) => return Ok(()),
+            // A partition's input has no end: a job ending by itself is a
+            // source that finished early (an `idle_exit` in `build`, say).
+            Ok(_) => return Ok(()),
+            Err(error) => {
+                attempt += 1;
+                let delay = restart.delay(attempt);
+                match delay {
+                    Some(delay) if !stopped.load(Ordering::Relaxed) => {
+                        tracing::warn!(
+                            "the job of `{}` partition {} failed ({error}); restart {attempt} from its last checkpoint in {delay:?}",
+                            task.topic,
+                            task.partition
+                        );
+                        std::thread::sleep(delay);
+                    }
+                    _ => {
+                        return Err(GroupError::Job {
+                            topic: task.topic.clone(),
+                            partition: task.partition,
+                            error,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Commits the positions of partition jobs as the group's offsets.
+fn commit_positions(
+    consumer: &BaseConsumer<GroupContext>,
+    positions: &Positions,
+    mode: CommitMode,
+) -> Result<(), GroupError> {
+    let mut list = TopicPartitionList::new();
+    for ((topic, _), by_partition) in positions {
+        for (&partition, &next) in by_partition {
+            list.add_partition_offset(topic, partition, Offset::Offset(next))?;
+        }
+    }
+    if list.count() > 0 {
+        consumer.commit(&list, mode)?;
+    }
+    Ok(())
+}
+
+/// The coordinator consumer's context: rebalances start and stop
+/// partition jobs.
+struct GroupContext(Arc<Shared>);
+
+impl ClientContext for GroupContext {}
+
+impl ConsumerContext for GroupContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(list) = rebalance {
+            let revoked: Vec<(String, i32)> = list
+                .elements()
+                .iter()
+                .map(|e| (e.topic().to_string(), e.partition()))
+                .collect();
+            // Stopped (drained, final checkpoint taken) before anyone else
+            // may be assigned them.
+            let ended = self.0.stop(Some(&revoked));
+            if let Err(error) = commit_positions(consumer, &ended, CommitMode::Sync) {
+                tracing::warn!("kafka group: committing revoked partitions: {error}");
+            }
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(list) => {
+                self.0.rebalances.fetch_add(1, Ordering::Relaxed);
+                if let Err(error) = consumer.pause(list) {
+                    tracing::warn!("kafka group: pausing the coordinator: {error}");
+                }
+                for element in list.elements() {
+                    self.0.start(element.topic(), element.partition());
+                }
+            }
+            Rebalance::Revoke(_) => {}
+            Rebalance::Error(error) => tracing::warn!("kafka group: rebalance failed: {error}"),
+        }
+    }
+}

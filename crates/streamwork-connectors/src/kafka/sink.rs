@@ -1,0 +1,211 @@
+//! The Kafka sink: keyed records through the idempotent producer.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::ClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use streamwork_core::{ConnectorError, Data, ErrorDomain, InstanceContext, Record, Sink};
+
+use super::kafka_error;
+use super::origin::{ORIGIN_HEADER, Origin};
+
+/// Counts failed deliveries, for the sink to report at its next flush.
+#[derive(Default)]
+struct Deliveries {
+    failed: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl ClientContext for DeliveryContext {}
+
+/// The producer's context: delivery reports.
+#[derive(Clone, Default)]
+struct DeliveryContext(Arc<Deliveries>);
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _opaque: ()) {
+        if let Err((error, _)) = result {
+            self.0.failed.fetch_add(1, Ordering::Relaxed);
+            *self.0.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+        }
+    }
+}
+
+type Encode<T> = Arc<dyn Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync>;
+type OriginOf<T> = Arc<dyn Fn(&T) -> Origin + Send + Sync>;
+type PartitionOf<T> = Arc<dyn Fn(&T) -> i32 + Send + Sync>;
+
+/// Produces records to a topic with the idempotent producer: each record
+/// becomes a key (or none) and a value. A record's partition follows its
+/// key, so the latest value per key is an upsert a compacted topic keeps.
+pub struct KafkaSink<T> {
+    brokers: String,
+    topic: String,
+    encode: Encode<T>,
+    origin: Option<OriginOf<T>>,
+    partition: Option<PartitionOf<T>>,
+    extra: Vec<(String, String)>,
+    producer: Option<BaseProducer<DeliveryContext>>,
+    context: DeliveryContext,
+}
+
+impl<T> Clone for KafkaSink<T> {
+    fn clone(&self) -> Self {
+        KafkaSink {
+            brokers: self.brokers.clone(),
+            topic: self.topic.clone(),
+            encode: self.encode.clone(),
+            origin: self.origin.clone(),
+            partition: self.partition.clone(),
+            extra: self.extra.clone(),
+            producer: None,
+            context: DeliveryContext::default(),
+        }
+    }
+}
+
+impl<T: Data> KafkaSink<T> {
+    /// Produces to `topic` on `brokers`; `encode` gives each record's key and
+    /// value.
+    pub fn new(
+        brokers: &str,
+        topic: &str,
+        encode: impl Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync + 'static,
+    ) -> Self {
+        KafkaSink {
+            brokers: brokers.to_string(),
+            topic: topic.to_string(),
+            encode: Arc::new(encode),
+            origin: None,
+            partition: None,
+            extra: Vec::new(),
+            producer: None,
+            context: DeliveryContext::default(),
+        }
+    }
+
+    /// Stamps every record with the input record it was derived from (in
+    /// the [`ORIGIN_HEADER`] header), so that a reader of this topic can drop
+    /// the duplicates a replay writes ([`OriginFilter`](super::OriginFilter)).
+    pub fn origin(mut self, origin: impl Fn(&T) -> Origin + Send + Sync + 'static) -> Self {
+        self.origin = Some(Arc::new(origin));
+        self
+    }
+
+    /// Chooses each record's partition (by default its key's hash does, or
+    /// the producer for a record without a key).
+    pub fn partition_by(mut self, partition: impl Fn(&T) -> i32 + Send + Sync + 'static) -> Self {
+        self.partition = Some(Arc::new(partition));
+        self
+    }
+
+    /// Sets an `rdkafka` producer property.
+    pub fn property(mut self, key: &str, value: &str) -> Self {
+        self.extra.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    fn check_deliveries(&self) -> Result<(), ConnectorError> {
+        let failed = self.context.0.failed.swap(0, Ordering::Relaxed);
+        if failed == 0 {
+            return Ok(());
+        }
+        let last = self
+            .context
+            .0
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        Err(ConnectorError {
+            domain: ErrorDomain::External,
+            message: format!(
+                "kafka: {failed} record(s) could not be delivered to `{}` (last: {last})",
+                self.topic
+            ),
+            source: None,
+        })
+    }
+}
+
+impl<T: Data> Sink for KafkaSink<T> {
+    type In = T;
+
+    fn open(&mut self, _ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.brokers)
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5");
+        for (key, value) in &self.extra {
+            config.set(key, value);
+        }
+        self.producer = Some(
+            config
+                .create_with_context(self.context.clone())
+                .map_err(|e| kafka_error("creating a producer", e))?,
+        );
+        Ok(())
+    }
+
+    fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
+        let Some(producer) = self.producer.as_ref() else {
+            return Err(ConnectorError::user(
+                "kafka sink written before it was opened",
+            ));
+        };
+        let (key, value) = (self.encode)(&record.value);
+        let mut send = BaseRecord::to(&self.topic).payload(&value);
+        if let Some(key) = key.as_ref() {
+            send = send.key(key);
+        }
+        if let Some(partition) = &self.partition {
+            send = send.partition(partition(&record.value));
+        }
+        // Event time travels as the record's timestamp.
+        if let Some(time) = record.time {
+            send = send.timestamp(time.millis());
+        }
+        let origin = self.origin.as_ref().map(|of| of(&record.value).to_bytes());
+        if let Some(origin) = &origin {
+            send = send.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
+                key: ORIGIN_HEADER,
+                value: Some(&origin[..]),
+            }));
+        }
+        let mut send = send;
+        loop {
+            match producer.send(send) {
+                Ok(()) => break,
+                // The local queue is full: serve delivery reports, retry.
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    producer.poll(Duration::from_millis(10));
+                    send = back;
+                }
+                Err((e, _)) => {
+                    return Err(kafka_error(format!("producing to `{}`", self.topic), e));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        if let Some(producer) = self.producer.as_ref() {
+            producer
+                .flush(Duration::from_secs(30))
+                .map_err(|e| kafka_error(format!("flushing to `{}`", self.topic), e))?;
+        }
+        self.check_deliveries()
+    }
+}
