@@ -67,7 +67,7 @@ struct Args {
     checkpoint_interval_ms: u64,
     /// How long the group waits for a silent process before giving its
     /// partitions to the others.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 6_000)]
     session_timeout_ms: u64,
 }
 
@@ -80,7 +80,7 @@ impl Split {
     fn on_record(&mut self, line: KafkaRecord, out: &mut Collector<(String, Origin)>) {
         // The source refused lines that are not UTF-8.
         let text = String::from_utf8_lossy(&line.value);
-        for (index, word) in text.split(' ').filter(|w| !w.is_empty()).enumerate() {
+        for (index, word) in text.split_whitespace().enumerate() {
             let origin = Origin {
                 partition: line.partition,
                 offset: line.offset,
@@ -251,9 +251,13 @@ fn main() -> anyhow::Result<()> {
         runner = runner.idle_exit(Duration::from_millis(idle));
     }
     let report = runner.run(move |task| partition_job(task, &args, &words_topic, &dead_topic))?;
+    let busy = report.busy.as_secs_f64();
     eprintln!(
-        "kafka_word_count: {} records read, {} partition jobs started over {} rebalances",
-        report.records, report.tasks_started, report.rebalances
+        "kafka_word_count: {} records read in {busy:.2} s busy ({:.0} records/s), {} partition jobs started over {} rebalances",
+        report.records,
+        report.records as f64 / busy.max(1e-9),
+        report.tasks_started,
+        report.rebalances
     );
     Ok(())
 }

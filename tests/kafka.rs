@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, KafkaSource, create_topic};
+use streamwork::connectors::kafka::{
+    KafkaRecord, KafkaSink, KafkaSource, PartitionWatermarks, create_topic, end_offsets,
+};
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
 
@@ -146,4 +148,70 @@ fn a_restored_job_resumes_from_its_checkpointed_offsets_exactly_once() {
         "each record exactly once"
     );
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn end_offsets_count_every_record_of_the_last_batch() {
+    let Some(brokers) = brokers() else { return };
+    let topic = topic("ends");
+    create_topic(&brokers, &topic, 2).unwrap();
+    // One job: the producer sends each partition's records in few batches.
+    produce(&brokers, &topic, 3_000);
+    let ends = end_offsets(&brokers, &topic).unwrap();
+    assert_eq!(ends.len(), 2);
+    assert_eq!(ends.values().sum::<i64>(), 3_000, "{ends:?}");
+}
+
+/// Partition 0 is written whole before partition 1, over the same event
+/// times: read together, partition 0 runs far ahead of partition 1.
+#[test]
+fn windows_over_partitions_read_out_of_step_lose_no_record_to_lateness() {
+    let Some(brokers) = brokers() else { return };
+    let topic = topic("event-time");
+    create_topic(&brokers, &topic, 2).unwrap();
+    let n = 4_000u64;
+    for partition in [0, 1] {
+        let sink = KafkaSink::new(&brokers, &topic, |i: &u64| {
+            (None, i.to_string().into_bytes())
+        })
+        .partition_by(move |_| partition);
+        job! {
+            source numbers = GeneratorSource::new(|i: u64| i)
+                .take(n)
+                // From 1 ms: a Kafka producer reads a timestamp of 0 as "now".
+                .with_timestamps(|i: u64, _: &u64| Timestamp::from_millis(i as i64 + 1));
+            sink out = sink <- numbers;
+        }
+        .unwrap()
+        .run()
+        .unwrap();
+    }
+    let results = CollectSink::new();
+    let late = CollectSink::new();
+    let source = KafkaSource::new(&brokers, &topic, &format!("{topic}-group"))
+        .assign([0, 1])
+        .idle_exit(Duration::from_secs(2));
+    let watermarks = PartitionWatermarks::bounded(Duration::ZERO).partitions([0, 1]);
+    job! {
+        source records = source;
+        operator timed = watermarks <- records;
+        operator counts { results, late } = Windows::tumbling(Duration::from_millis(100))
+            .count::<KafkaRecord, u64>() <- timed.key(|r: &KafkaRecord| r.partition as u64);
+        sink out = results.clone() <- counts.results;
+        sink lates = late.clone() <- counts.late;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    assert!(
+        late.values().is_empty(),
+        "{} late records",
+        late.values().len()
+    );
+    let mut per_partition: BTreeMap<u64, u64> = BTreeMap::new();
+    for result in results.values() {
+        assert!(result.value <= 100, "a window of 100 ms holds 100 records");
+        *per_partition.entry(result.key).or_default() += result.value;
+    }
+    assert_eq!(per_partition, BTreeMap::from([(0, n), (1, n)]));
 }

@@ -13,11 +13,14 @@
 //! ```
 #![cfg(feature = "kafka")]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use streamwork::connectors::kafka::group::GroupRunner;
 use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, KafkaSource, create_topic};
 use streamwork::prelude::*;
 
@@ -263,5 +266,126 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     assert!(others_read >= 5_000, "lines and words: {others_read}");
     let counts = last_counts(&brokers, &output);
     assert_eq!(counts, expected, "the last count of every word");
+    let _ = std::fs::remove_dir_all(&checkpoints);
+}
+
+/// Marks its partition owned while open; records what it is given.
+#[derive(Clone)]
+struct Owner {
+    partition: i32,
+    runner: usize,
+    owners: Arc<Mutex<BTreeMap<i32, Vec<usize>>>>,
+    overlaps: Arc<AtomicU64>,
+    seen: Arc<Mutex<BTreeSet<(i32, i64)>>>,
+}
+
+impl Sink for Owner {
+    type In = KafkaRecord;
+
+    fn open(&mut self, _ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        let mut owners = self.owners.lock().unwrap();
+        let now = owners.entry(self.partition).or_default();
+        if !now.is_empty() {
+            self.overlaps.fetch_add(1, Ordering::Relaxed);
+        }
+        now.push(self.runner);
+        Ok(())
+    }
+
+    fn write(&mut self, record: Record<KafkaRecord>) -> Result<(), ConnectorError> {
+        assert_eq!(
+            record.value.partition, self.partition,
+            "another partition's record"
+        );
+        self.seen
+            .lock()
+            .unwrap()
+            .insert((record.value.partition, record.value.offset));
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        let mut owners = self.owners.lock().unwrap();
+        let now = owners.entry(self.partition).or_default();
+        now.retain(|&r| r != self.runner);
+        Ok(())
+    }
+}
+
+#[test]
+fn two_members_split_the_partitions_and_never_own_one_at_once() {
+    let Some(brokers) = brokers() else { return };
+    let (topic, group) = (unique("owned"), unique("owners"));
+    create_topic(&brokers, &topic, 4).unwrap();
+    let (text, _) = lines(3, 20_000);
+    produce(&brokers, &topic, text);
+    let checkpoints = std::env::temp_dir().join(unique("owners-ckpt"));
+    let owners = Arc::new(Mutex::new(BTreeMap::new()));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let member = |runner: usize| {
+        let (owners, overlaps, seen) = (owners.clone(), overlaps.clone(), seen.clone());
+        let runner_of = GroupRunner::new(&brokers, &group, &[&topic], &checkpoints)
+            .checkpoint_interval(Duration::from_millis(100))
+            .delivery(Delivery::AtLeastOnce)
+            .session_timeout(Duration::from_secs(6))
+            .idle_exit(Duration::from_secs(2));
+        std::thread::spawn(move || {
+            runner_of.run(move |task| {
+                let sink = Owner {
+                    partition: task.partition(),
+                    runner,
+                    owners: owners.clone(),
+                    overlaps: overlaps.clone(),
+                    seen: seen.clone(),
+                };
+                let source = task.source();
+                job! {
+                    delivery at_least_once;
+                    source records = source;
+                    sink owned = sink <- records;
+                }
+            })
+        })
+    };
+    let first = member(0);
+    // The second joins once the first has read something.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "nothing read within a minute");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let second = member(1);
+    // Bounded: a runner that never finishes fails the test, not hangs it.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !(first.is_finished() && second.is_finished()) {
+        assert!(
+            Instant::now() < deadline,
+            "a member still runs after 5 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first = first.join().unwrap().unwrap();
+    let second = second.join().unwrap().unwrap();
+    assert!(
+        first.tasks_started > 0 && second.tasks_started > 0,
+        "{first:?} {second:?}"
+    );
+    assert_eq!(
+        overlaps.load(Ordering::Relaxed),
+        0,
+        "a partition owned twice at once"
+    );
+    // Nothing lost across the hand-over.
+    let ends = streamwork::connectors::kafka::end_offsets(&brokers, &topic).unwrap();
+    let seen = seen.lock().unwrap();
+    for (partition, end) in ends {
+        for offset in 0..end {
+            assert!(
+                seen.contains(&(partition, offset)),
+                "partition {partition} offset {offset} never read"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&checkpoints);
 }

@@ -1,11 +1,13 @@
 //! Topics: creating them, and their end offsets.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::message::Message;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use streamwork_core::{ConnectorError, ErrorDomain};
 
 use super::kafka_error;
@@ -64,30 +66,105 @@ pub fn end_offsets(
     brokers: &str,
     topic: &str,
 ) -> Result<std::collections::BTreeMap<i32, i64>, ConnectorError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| kafka_error("creating a consumer", e))?;
-    end_offsets_with(&consumer, topic)
+    EndProbe::new(brokers, &[])?.ends(topic)
 }
 
-/// [`end_offsets`] through an existing client.
-pub(crate) fn end_offsets_with<C: rdkafka::consumer::ConsumerContext>(
-    consumer: &BaseConsumer<C>,
-    topic: &str,
-) -> Result<std::collections::BTreeMap<i32, i64>, ConnectorError> {
-    let timeout = Duration::from_secs(10);
-    let metadata = consumer
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))?;
-    let mut ends = std::collections::BTreeMap::new();
-    for t in metadata.topics().iter().filter(|t| t.name() == topic) {
-        for partition in t.partitions() {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, partition.id(), timeout)
-                .map_err(|e| kafka_error(format!("reading the end of `{topic}`"), e))?;
-            ends.insert(partition.id(), high);
+/// Finds where partitions end, through a consumer of its own.
+///
+/// The broker's answer to "the latest offset" is checked by reading from
+/// the offset before it to the end of the partition: tansu 0.6 answers
+/// with the first offset of the last batch plus one, which falls short of
+/// the end when that batch holds more than one record. Reading the last
+/// batch (one record on a broker that answers right) costs one fetch per
+/// partition.
+pub(crate) struct EndProbe {
+    consumer: BaseConsumer,
+}
+
+impl EndProbe {
+    /// A probe on `brokers`, with `extra` client settings (security, say).
+    pub(crate) fn new(brokers: &str, extra: &[(String, String)]) -> Result<Self, ConnectorError> {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", brokers)
+            .set("group.id", "streamwork-end-probe")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true");
+        for (key, value) in extra {
+            config.set(key, value);
         }
+        let consumer = config
+            .create()
+            .map_err(|e| kafka_error("creating a consumer", e))?;
+        Ok(EndProbe { consumer })
     }
-    Ok(ends)
+
+    /// The end offset of every partition of `topic`, by partition.
+    pub(crate) fn ends(
+        &self,
+        topic: &str,
+    ) -> Result<std::collections::BTreeMap<i32, i64>, ConnectorError> {
+        let timeout = Duration::from_secs(10);
+        let metadata = self
+            .consumer
+            .fetch_metadata(Some(topic), timeout)
+            .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))?;
+        let mut ends = std::collections::BTreeMap::new();
+        let mut last_batches = TopicPartitionList::new();
+        for t in metadata.topics().iter().filter(|t| t.name() == topic) {
+            for partition in t.partitions() {
+                let (low, high) = self
+                    .consumer
+                    .fetch_watermarks(topic, partition.id(), timeout)
+                    .map_err(|e| kafka_error(format!("reading the end of `{topic}`"), e))?;
+                ends.insert(partition.id(), high);
+                if high > low {
+                    last_batches
+                        .add_partition_offset(topic, partition.id(), Offset::Offset(high - 1))
+                        .map_err(|e| kafka_error(format!("reading the end of `{topic}`"), e))?;
+                }
+            }
+        }
+        if last_batches.count() == 0 {
+            return Ok(ends);
+        }
+        self.consumer
+            .assign(&last_batches)
+            .map_err(|e| kafka_error(format!("reading the end of `{topic}`"), e))?;
+        let mut open: std::collections::BTreeSet<i32> = last_batches
+            .elements()
+            .iter()
+            .map(|e| e.partition())
+            .collect();
+        let deadline = Instant::now() + timeout;
+        let outcome = loop {
+            if open.is_empty() {
+                break Ok(ends);
+            }
+            if Instant::now() >= deadline {
+                break Err(ConnectorError {
+                    domain: ErrorDomain::External,
+                    message: format!(
+                        "kafka: reading the end of `{topic}`: partitions {open:?} did not answer within {timeout:?}"
+                    ),
+                    source: None,
+                });
+            }
+            match self.consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => {
+                    let end = ends.entry(message.partition()).or_insert(0);
+                    *end = (*end).max(message.offset() + 1);
+                }
+                Some(Err(KafkaError::PartitionEOF(partition))) => {
+                    open.remove(&partition);
+                }
+                Some(Err(error)) => {
+                    break Err(kafka_error(format!("reading the end of `{topic}`"), error));
+                }
+                None => {}
+            }
+        };
+        let _ = self.consumer.unassign();
+        outcome
+    }
 }

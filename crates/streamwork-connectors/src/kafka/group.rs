@@ -61,7 +61,7 @@ use streamwork_runtime::{
     CheckpointConfig, Delivery, JobError, RestartStrategy, RunOptions, StopHandle, start_with,
 };
 
-use super::admin::end_offsets_with;
+use super::admin::EndProbe;
 use super::source::{KafkaSource, Progress};
 
 /// How often the runner commits the group's offsets and looks for idleness.
@@ -177,6 +177,9 @@ pub struct GroupReport {
     pub records: u64,
     /// The partitions owned at the end, as `(topic, partition)`.
     pub owned_at_end: Vec<(String, i32)>,
+    /// From the first record this process read to the last (to within the
+    /// runner's 100 ms look): the time it was busy, for throughput.
+    pub busy: Duration,
 }
 
 type Build = Arc<dyn Fn(&PartitionTask) -> Result<JobGraph, GraphError> + Send + Sync>;
@@ -218,7 +221,7 @@ impl GroupRunner {
                 delay: Duration::from_millis(500),
             },
             idle_exit: None,
-            session_timeout: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(6),
             extra: Vec::new(),
         }
     }
@@ -243,15 +246,17 @@ impl GroupRunner {
     }
 
     /// Stops after `idle` without a new record in this process, once the
-    /// group has read every partition of its topics to the end (so that a
-    /// dead member's partitions are not left behind).
+    /// group has given it its share and has read every partition of its
+    /// topics to the end (so that a dead member's partitions are not left
+    /// behind).
     pub fn idle_exit(mut self, idle: Duration) -> Self {
         self.idle_exit = Some(idle);
         self
     }
 
     /// How long the group waits for a silent member before giving its
-    /// partitions to the others (default 10 s).
+    /// partitions to the others (default 6 s, the least a Kafka broker
+    /// accepts by default).
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
@@ -305,7 +310,8 @@ impl GroupRunner {
             config.create_with_context(GroupContext(shared.clone()))?;
         let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics)?;
-        let outcome = self.serve(&consumer, &shared);
+        let mut reading = Reading::default();
+        let outcome = self.serve(&consumer, &shared, &mut reading);
         // Leave the group: stop every partition job (each takes its final
         // checkpoint) and commit where they ended.
         let stopped = shared.stop_all();
@@ -316,6 +322,10 @@ impl GroupRunner {
             tasks_started: shared.started.load(Ordering::Relaxed),
             records: shared.records_of_ended.load(Ordering::Relaxed),
             owned_at_end: stopped.iter().map(|(tp, _)| tp.clone()).collect(),
+            busy: match (reading.first, reading.last) {
+                (Some(first), Some(last)) => last.saturating_duration_since(first),
+                _ => Duration::ZERO,
+            },
         };
         outcome?;
         if let Some(failure) = shared.take_failure() {
@@ -331,7 +341,10 @@ impl GroupRunner {
         &self,
         consumer: &BaseConsumer<GroupContext>,
         shared: &Shared,
+        reading: &mut Reading,
     ) -> Result<(), GroupError> {
+        let probe = EndProbe::new(&self.brokers, &self.extra)
+            .map_err(|e| GroupError::Kafka(e.to_string()))?;
         let mut last_commit = Instant::now();
         let mut records = u64::MAX;
         let mut quiet_since = Instant::now();
@@ -353,13 +366,20 @@ impl GroupRunner {
             }
             let now = shared.records();
             if now != records {
+                if records != u64::MAX {
+                    reading.first.get_or_insert(quiet_since);
+                    reading.last = Some(Instant::now());
+                }
                 records = now;
                 quiet_since = Instant::now();
             }
+            // Not before the group has given this process its share (a
+            // process still joining knows nothing of the group's work).
             if let Some(idle) = self.idle_exit
                 && quiet_since.elapsed() >= idle
+                && shared.rebalances.load(Ordering::Relaxed) > 0
             {
-                if self.group_is_done(consumer)? {
+                if self.group_is_done(consumer, &probe)? {
                     return Ok(());
                 }
                 // Someone (maybe a dead member) still owns unread input:
@@ -371,12 +391,21 @@ impl GroupRunner {
 
     /// Whether the group's committed offsets have reached the end of every
     /// partition of every topic.
-    fn group_is_done(&self, consumer: &BaseConsumer<GroupContext>) -> Result<bool, GroupError> {
+    fn group_is_done(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        probe: &EndProbe,
+    ) -> Result<bool, GroupError> {
         let mut wanted = TopicPartitionList::new();
         let mut ends = Vec::new();
         for topic in &self.topics {
-            let topic_ends =
-                end_offsets_with(consumer, topic).map_err(|e| GroupError::Kafka(e.to_string()))?;
+            let topic_ends = match probe.ends(topic) {
+                Ok(ends) => ends,
+                Err(error) => {
+                    tracing::warn!("kafka group `{}`: {error}", self.group);
+                    return Ok(false);
+                }
+            };
             for (partition, end) in topic_ends {
                 wanted.add_partition(topic, partition);
                 ends.push((topic.clone(), partition, end));
@@ -401,6 +430,13 @@ impl GroupRunner {
         }
         Ok(true)
     }
+}
+
+/// When this process first and last saw its record count move.
+#[derive(Default)]
+struct Reading {
+    first: Option<Instant>,
+    last: Option<Instant>,
 }
 
 /// A partition's job, running on its own thread.

@@ -46,6 +46,22 @@ type PartitionOf<T> = Arc<dyn Fn(&T) -> i32 + Send + Sync>;
 /// Produces records to a topic with the idempotent producer: each record
 /// becomes a key (or none) and a value. A record's partition follows its
 /// key, so the latest value per key is an upsert a compacted topic keeps.
+///
+/// A record's event time becomes its Kafka timestamp, for a
+/// [`KafkaSource`](super::KafkaSource) downstream to read back; a record
+/// without one, or at or before the epoch (Kafka has no such timestamps),
+/// is stamped by the producer with the time it is sent.
+/// [`partition_by`](Self::partition_by) chooses partitions by hand and
+/// [`origin`](Self::origin) stamps records for duplicate removal.
+///
+/// ```no_run
+/// use streamwork_connectors::kafka::KafkaSink;
+/// // (word, count) upserts keyed by word.
+/// let counts = KafkaSink::new("127.0.0.1:9092", "counts", |(word, count): &(String, u64)| {
+///     (Some(word.clone().into_bytes()), count.to_string().into_bytes())
+/// });
+/// # let _ = counts;
+/// ```
 pub struct KafkaSink<T> {
     brokers: String,
     topic: String,
@@ -171,8 +187,11 @@ impl<T: Data> Sink for KafkaSink<T> {
         if let Some(partition) = &self.partition {
             send = send.partition(partition(&record.value));
         }
-        // Event time travels as the record's timestamp.
-        if let Some(time) = record.time {
+        // Event time travels as the record's timestamp. Kafka has none
+        // before the epoch, and the producer reads 0 as "now".
+        if let Some(time) = record.time
+            && time.millis() > 0
+        {
             send = send.timestamp(time.millis());
         }
         let origin = self.origin.as_ref().map(|of| of(&record.value).to_bytes());

@@ -80,6 +80,24 @@ impl PartitionWatermarks {
         self
     }
 
+    /// The partitions this instance reads, known before their first record
+    /// (a source with [`assign`](super::KafkaSource::assign), or a
+    /// [`PartitionTask`](super::group::PartitionTask)): each holds the
+    /// watermark back until it shows a record or goes idle, so that a
+    /// partition read late does not find its window closed by the others.
+    /// Without this a partition counts from its first record.
+    pub fn partitions(mut self, partitions: impl IntoIterator<Item = i32>) -> Self {
+        for id in partitions {
+            self.partitions.entry(id).or_insert(PartitionTime {
+                max_seen: i64::MIN,
+                active: false,
+                last_active: i64::MIN,
+                idle: false,
+            });
+        }
+        self
+    }
+
     /// Event time from the payload rather than the record's timestamp
     /// (which is the default; a record without one has event time 0).
     pub fn event_time(
@@ -284,6 +302,36 @@ mod tests {
             h.processing_time(tick * 60);
         }
         assert!(h.operator().idle);
+    }
+
+    #[test]
+    fn a_named_partition_holds_event_time_back_until_it_speaks_or_idles() {
+        let mut h = Harness::new(
+            PartitionWatermarks::bounded(Duration::ZERO)
+                .partitions([0, 1])
+                .idle_after(Duration::from_millis(100)),
+        );
+        h.processing_time(0);
+        h.record((), record(0, 1_000), None);
+        assert_eq!(
+            emitted(&h),
+            Timestamp::MIN.millis(),
+            "partition 1 has not spoken"
+        );
+        h.record((), record(1, 400), None);
+        assert_eq!(emitted(&h), 400);
+
+        let mut silent = Harness::new(
+            PartitionWatermarks::bounded(Duration::ZERO)
+                .partitions([0, 1])
+                .idle_after(Duration::from_millis(100)),
+        );
+        silent.processing_time(0);
+        for tick in 1..=4 {
+            silent.record((), record(0, tick * 100), None);
+            silent.processing_time(tick * 60);
+        }
+        assert_eq!(emitted(&silent), 400, "partition 1 never spoke: idle");
     }
 
     #[test]
