@@ -16,8 +16,11 @@
 //! Malformed input (invalid UTF-8, a line a parser rejects) is counted in an
 //! [`InputErrors`] handle and reported; by default it is skipped, never a panic.
 //!
-//! Not here: message queues (Kafka comes with its own issue), transactional
-//! sinks (with the checkpoint issue).
+//! Kafka (source, sink, per-partition watermarks, scale-out through a
+//! consumer group) is the `kafka` module, behind the `kafka` feature.
+//!
+//! Not here: the runtime that runs these (streamwork-runtime), other message
+//! queues, and a transactional Kafka sink (not built yet).
 
 #![warn(missing_docs)]
 

@@ -62,7 +62,7 @@ use streamwork_runtime::{
 };
 
 use super::admin::EndProbe;
-use super::source::{KafkaSource, Progress};
+use super::source::{Busy, KafkaSource, Progress};
 
 /// How often the runner commits the group's offsets and looks for idleness.
 const TICK: Duration = Duration::from_millis(100);
@@ -282,6 +282,7 @@ impl GroupRunner {
             rebalances: AtomicU64::new(0),
             started: AtomicU64::new(0),
             records_of_ended: AtomicU64::new(0),
+            busy: Mutex::new(Busy::default()),
         });
         let mut config = ClientConfig::new();
         config
@@ -310,8 +311,7 @@ impl GroupRunner {
             config.create_with_context(GroupContext(shared.clone()))?;
         let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics)?;
-        let mut reading = Reading::default();
-        let outcome = self.serve(&consumer, &shared, &mut reading);
+        let outcome = self.serve(&consumer, &shared);
         // Leave the group: stop every partition job (each takes its final
         // checkpoint) and commit where they ended.
         let stopped = shared.stop_all();
@@ -322,10 +322,11 @@ impl GroupRunner {
             tasks_started: shared.started.load(Ordering::Relaxed),
             records: shared.records_of_ended.load(Ordering::Relaxed),
             owned_at_end: stopped.iter().map(|(tp, _)| tp.clone()).collect(),
-            busy: match (reading.first, reading.last) {
-                (Some(first), Some(last)) => last.saturating_duration_since(first),
-                _ => Duration::ZERO,
-            },
+            busy: shared
+                .busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .duration(),
         };
         outcome?;
         if let Some(failure) = shared.take_failure() {
@@ -341,7 +342,6 @@ impl GroupRunner {
         &self,
         consumer: &BaseConsumer<GroupContext>,
         shared: &Shared,
-        reading: &mut Reading,
     ) -> Result<(), GroupError> {
         let probe = EndProbe::new(&self.brokers, &self.extra)
             .map_err(|e| GroupError::Kafka(e.to_string()))?;
@@ -366,10 +366,6 @@ impl GroupRunner {
             }
             let now = shared.records();
             if now != records {
-                if records != u64::MAX {
-                    reading.first.get_or_insert(quiet_since);
-                    reading.last = Some(Instant::now());
-                }
                 records = now;
                 quiet_since = Instant::now();
             }
@@ -432,13 +428,6 @@ impl GroupRunner {
     }
 }
 
-/// When this process first and last saw its record count move.
-#[derive(Default)]
-struct Reading {
-    first: Option<Instant>,
-    last: Option<Instant>,
-}
-
 /// A partition's job, running on its own thread.
 struct Running {
     stopped: Arc<AtomicBool>,
@@ -456,6 +445,8 @@ struct Shared {
     rebalances: AtomicU64,
     started: AtomicU64,
     records_of_ended: AtomicU64,
+    /// When the ended jobs first and last read.
+    busy: Mutex<Busy>,
 }
 
 type Positions = Vec<((String, i32), BTreeMap<i32, i64>)>;
@@ -480,10 +471,7 @@ impl Shared {
             .collect();
         for tp in ended {
             if let Some(running) = tasks.remove(&tp) {
-                self.records_of_ended.fetch_add(
-                    running.progress.records.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
+                self.account(&running.progress);
                 match running.thread.join() {
                     Ok(Err(error)) => return Some(error),
                     Ok(Ok(())) => {}
@@ -497,6 +485,17 @@ impl Shared {
             }
         }
         None
+    }
+
+    /// Adds an ended job's reading to the process's.
+    fn account(&self, progress: &Progress) {
+        self.records_of_ended
+            .fetch_add(progress.records.load(Ordering::Relaxed), Ordering::Relaxed);
+        let busy = *progress.busy.lock().unwrap_or_else(|p| p.into_inner());
+        self.busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .merge(busy);
     }
 
     /// Records read by the running jobs and the ended ones.
@@ -610,10 +609,7 @@ impl Shared {
         let mut ended = Vec::new();
         for ((topic, partition), running) in taken {
             let outcome = running.thread.join();
-            self.records_of_ended.fetch_add(
-                running.progress.records.load(Ordering::Relaxed),
-                Ordering::Relaxed,
-            );
+            self.account(&running.progress);
             match outcome {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {

@@ -69,6 +69,37 @@ impl Malformed {
 pub(crate) struct Progress {
     pub(crate) records: AtomicU64,
     pub(crate) positions: Mutex<BTreeMap<i32, i64>>,
+    pub(crate) busy: Mutex<Busy>,
+}
+
+/// When records were first and last read (per poll that read some).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Busy {
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Busy {
+    pub(crate) fn mark(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+
+    /// The span covering both.
+    pub(crate) fn merge(&mut self, other: Busy) {
+        self.first = match (self.first, other.first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last = self.last.max(other.last);
+    }
+
+    pub(crate) fn duration(&self) -> Duration {
+        match (self.first, self.last) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first),
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// Reads a topic's partitions (see the [module docs](super)).
@@ -364,10 +395,16 @@ impl Source for KafkaSource {
         self.consumer = Some(consumer);
         let read = polled?;
         if read > 0 {
+            let now = Instant::now();
             if let Some(progress) = &self.progress {
                 progress.records.fetch_add(read as u64, Ordering::Relaxed);
+                progress
+                    .busy
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .mark(now);
             }
-            self.last_message = Some(Instant::now());
+            self.last_message = Some(now);
             return Ok(SourcePoll::Emitted);
         }
         let idle_for = self.last_message.map_or(Duration::ZERO, |t| t.elapsed());
