@@ -215,3 +215,199 @@ fn windows_over_partitions_read_out_of_step_lose_no_record_to_lateness() {
     }
     assert_eq!(per_partition, BTreeMap::from([(0, n), (1, n)]));
 }
+
+/// The brokers for the transactional sink's tests: a real Kafka named by
+/// `STREAMWORK_KAFKA_TRANSACTIONAL_BROKERS`, or else the test broker. The
+/// sink never aborts a transaction in these tests, and tansu commits and
+/// fences transactions; what it lacks (aborted records stay visible to
+/// `read_committed`) only a real Kafka would show.
+fn transactional_brokers() -> Option<String> {
+    match std::env::var("STREAMWORK_KAFKA_TRANSACTIONAL_BROKERS") {
+        Ok(brokers) if !brokers.is_empty() => Some(brokers),
+        _ => {
+            println!(
+                "transactions against the test broker (set STREAMWORK_KAFKA_TRANSACTIONAL_BROKERS to use a real Kafka)"
+            );
+            brokers()
+        }
+    }
+}
+
+/// Every value of `topic`, read back by a job.
+fn read_values(brokers: &str, topic: &str) -> Vec<u64> {
+    let seen = CollectSink::new();
+    let source = KafkaSource::new(brokers, topic, &format!("{topic}-reader"))
+        .idle_exit(Duration::from_secs(2));
+    job! {
+        source records = source;
+        sink out = seen.clone() <- records;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let mut values: Vec<u64> = seen.values().iter().map(value).collect();
+    values.sort_unstable();
+    values
+}
+
+fn number_sink(brokers: &str, topic: &str) -> KafkaSink<u64> {
+    KafkaSink::new(brokers, topic, |i: &u64| {
+        (
+            Some((i % 10).to_string().into_bytes()),
+            i.to_string().into_bytes(),
+        )
+    })
+}
+
+#[test]
+fn a_transactional_sink_publishes_every_record_once_across_a_failure() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let (input, output) = (topic("tx-in"), topic("tx-out"));
+    create_topic(&brokers, &input, 3).unwrap();
+    create_topic(&brokers, &output, 2).unwrap();
+    produce(&brokers, &input, 10_000);
+    let root = std::env::temp_dir().join(topic("streamwork-kafka-tx"));
+    let fault = InjectFault::new(1, Fault::BeforeRecord(2_000));
+    let source = KafkaSource::new(&brokers, &input, &format!("{input}-group"))
+        .idle_exit(Duration::from_secs(2));
+    let sink = KafkaSink::new(&brokers, &output, |r: &KafkaRecord| {
+        (r.key.clone(), r.value.clone())
+    })
+    .transactional(&output, root.join("staging"));
+    let graph = job! {
+        delivery exactly_once;
+        source records[3] = source;
+        operator checked[3] = fault.clone() <- records;
+        sink out[2] = sink <- checked;
+    }
+    .unwrap();
+    let report = graph
+        .run_with(RunOptions {
+            checkpoints: Some(
+                CheckpointConfig::new(root.join("ckpt"), Duration::from_millis(20))
+                    .delivery(Delivery::ExactlyOnce),
+            ),
+            restart: RestartStrategy::FixedDelay {
+                attempts: 2,
+                delay: Duration::from_millis(10),
+            },
+            ..RunOptions::default()
+        })
+        .unwrap();
+    assert!(fault.has_fired());
+    assert_eq!(report.restarts, 1);
+    assert_eq!(
+        read_values(&brokers, &output),
+        (0..10_000).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The sink driven by hand through the crashes a job can have around a
+/// checkpoint's completion.
+#[test]
+fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let output = topic("tx-restore");
+    create_topic(&brokers, &output, 1).unwrap();
+    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-staging"));
+    let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
+    let restore = |checkpoint: u64| Restore {
+        component: "out",
+        checkpoint,
+        is_final: false,
+        instance: 0,
+        parallelism: 1,
+        key_groups: KeyGroups::DEFAULT,
+        parts: Vec::new(),
+    };
+    let open = || {
+        let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
+        sink.open(&ctx).unwrap();
+        sink
+    };
+    // Checkpoints 1 and 2 staged; the job dies before either is published,
+    // with checkpoint 1 complete.
+    let mut sink = open();
+    for i in 0..10 {
+        sink.write(Record::new(i)).unwrap();
+    }
+    sink.pre_commit(1).unwrap();
+    for i in 100..110 {
+        sink.write(Record::new(i)).unwrap();
+    }
+    sink.pre_commit(2).unwrap();
+    drop(sink);
+    let mut sink = open();
+    sink.restore(&restore(1)).unwrap();
+    // Checkpoint 3 is published, but the job dies before it forgets the
+    // staged file (put back by hand here).
+    for i in 20..25 {
+        sink.write(Record::new(i)).unwrap();
+    }
+    sink.pre_commit(3).unwrap();
+    let dir = staging.join(format!("{output}-0"));
+    let staged = dir.join(format!("staged-{:020}", 3));
+    let kept = std::fs::read(&staged).unwrap();
+    sink.commit(3).unwrap();
+    assert!(!staged.exists());
+    std::fs::write(&staged, kept).unwrap();
+    drop(sink);
+    let mut sink = open();
+    sink.restore(&restore(3)).unwrap();
+    assert!(!staged.exists(), "a published checkpoint is forgotten");
+    let expected: Vec<u64> = (0..10).chain(20..25).collect();
+    assert_eq!(read_values(&brokers, &output), expected);
+    let _ = std::fs::remove_dir_all(&staging);
+}
+
+#[test]
+fn a_fenced_transactional_sink_cannot_publish() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let output = topic("tx-fenced");
+    create_topic(&brokers, &output, 1).unwrap();
+    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-fenced"));
+    let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
+    let mut zombie = number_sink(&brokers, &output).transactional(&output, &staging);
+    zombie.open(&ctx).unwrap();
+    for i in 0..5 {
+        zombie.write(Record::new(i)).unwrap();
+    }
+    zombie.pre_commit(1).unwrap();
+    // Its successor opens with the same transactional id.
+    let mut successor = number_sink(&brokers, &output).transactional(&output, &staging);
+    successor.open(&ctx).unwrap();
+    let error = zombie.commit(1).unwrap_err();
+    assert!(error.to_string().contains("fenced"), "{error}");
+    assert!(read_values(&brokers, &output).is_empty());
+    let _ = std::fs::remove_dir_all(&staging);
+}
+
+#[test]
+fn a_transactional_sink_in_a_job_without_checkpoints_publishes_at_the_end() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let output = topic("tx-plain");
+    create_topic(&brokers, &output, 2).unwrap();
+    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-plain"));
+    let sink = number_sink(&brokers, &output).transactional(&output, &staging);
+    job! {
+        source numbers = GeneratorSource::new(|i: u64| i).take(1_000);
+        sink out[2] = sink <- numbers;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    assert_eq!(
+        read_values(&brokers, &output),
+        (0..1_000).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&staging);
+}

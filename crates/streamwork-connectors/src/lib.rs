@@ -20,7 +20,7 @@
 //! consumer group) is the `kafka` module, behind the `kafka` feature.
 //!
 //! Not here: the runtime that runs these (streamwork-runtime), other message
-//! queues, and a transactional Kafka sink (not built yet).
+//! queues.
 
 #![warn(missing_docs)]
 

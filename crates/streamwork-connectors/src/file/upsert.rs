@@ -15,7 +15,8 @@ use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Sink};
 type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 type FormatFn<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 
-/// Upserts records by key into `DIR/KEY` files (see the [module docs](self)).
+/// Upserts records by key into `DIR/KEY` files: each holds its key's latest
+/// value, and a replay overwrites it with the same.
 /// Each flush writes the latest value of every key changed since the last
 /// one, each through a temporary file renamed over the old one, so a reader
 /// sees a key's old value or its new one, never a mix.

@@ -14,6 +14,9 @@
 //!   It can stamp each record with its [`Origin`], the input record it was
 //!   derived from, so that a reader of an intermediate topic drops the
 //!   duplicates a replay produced ([`OriginFilter`]).
+//!   [`KafkaSink::transactional`] publishes each checkpoint's records in
+//!   one Kafka transaction when the checkpoint completes
+//!   ([`TransactionalKafkaSink`]).
 //! * [`PartitionWatermarks`] tracks event time per partition: the watermark
 //!   is the minimum over the partitions, and an idle partition does not hold
 //!   it back.
@@ -35,12 +38,14 @@ pub mod group;
 mod origin;
 mod sink;
 mod source;
+mod transactional;
 mod watermarks;
 
 pub use admin::{create_topic, end_offsets};
 pub use origin::{ORIGIN_HEADER, Origin, OriginFilter};
 pub use sink::KafkaSink;
 pub use source::{KafkaRecord, KafkaSource, Malformed};
+pub use transactional::TransactionalKafkaSink;
 pub use watermarks::PartitionWatermarks;
 
 use rdkafka::error::KafkaError;

@@ -129,6 +129,30 @@ impl<T: Data> KafkaSink<T> {
         self
     }
 
+    pub(crate) fn brokers(&self) -> &str {
+        &self.brokers
+    }
+
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub(crate) fn extra(&self) -> &[(String, String)] {
+        &self.extra
+    }
+
+    pub(crate) fn encode(&self, value: &T) -> (Option<Vec<u8>>, Vec<u8>) {
+        (self.encode)(value)
+    }
+
+    pub(crate) fn origin_of(&self, value: &T) -> Option<[u8; 16]> {
+        self.origin.as_ref().map(|of| of(value).to_bytes())
+    }
+
+    pub(crate) fn partition_of(&self, value: &T) -> Option<i32> {
+        self.partition.as_ref().map(|of| of(value))
+    }
+
     fn check_deliveries(&self) -> Result<(), ConnectorError> {
         let failed = self.context.0.failed.swap(0, Ordering::Relaxed);
         if failed == 0 {
