@@ -9,7 +9,7 @@
 #![cfg(feature = "kafka")]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use streamwork::connectors::kafka::{
@@ -18,25 +18,9 @@ use streamwork::connectors::kafka::{
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
 
-fn brokers() -> Option<String> {
-    match std::env::var("STREAMWORK_KAFKA_BROKERS") {
-        Ok(brokers) if !brokers.is_empty() => Some(brokers),
-        _ => {
-            println!(
-                "skipped: no broker (set STREAMWORK_KAFKA_BROKERS, see scripts/kafka-test-broker.sh)"
-            );
-            None
-        }
-    }
-}
+mod kafka_common;
 
-/// A topic name no other test run uses.
-fn topic(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{name}-{}-{nanos}", std::process::id())
-}
+use kafka_common::{brokers, unique as topic};
 
 /// Produces `0..n` keyed by `i % 10` through a job with a Kafka sink.
 fn produce(brokers: &str, topic: &str, n: u64) {
@@ -53,6 +37,22 @@ fn produce(brokers: &str, topic: &str, n: u64) {
     .unwrap()
     .run()
     .unwrap();
+}
+
+/// Exactly-once checkpoints under `root/ckpt` every 20 ms, and up to two
+/// restarts.
+fn exactly_once_restarting(root: &Path) -> RunOptions {
+    RunOptions {
+        checkpoints: Some(
+            CheckpointConfig::new(root.join("ckpt"), Duration::from_millis(20))
+                .delivery(Delivery::ExactlyOnce),
+        ),
+        restart: RestartStrategy::FixedDelay {
+            attempts: 2,
+            delay: Duration::from_millis(10),
+        },
+        ..RunOptions::default()
+    }
 }
 
 fn value(record: &KafkaRecord) -> u64 {
@@ -113,19 +113,7 @@ fn a_restored_job_resumes_from_its_checkpointed_offsets_exactly_once() {
         .transactional() <- checked.global();
     }
     .unwrap();
-    let report = graph
-        .run_with(RunOptions {
-            checkpoints: Some(
-                CheckpointConfig::new(root.join("ckpt"), Duration::from_millis(20))
-                    .delivery(Delivery::ExactlyOnce),
-            ),
-            restart: RestartStrategy::FixedDelay {
-                attempts: 2,
-                delay: Duration::from_millis(10),
-            },
-            ..RunOptions::default()
-        })
-        .unwrap();
+    let report = graph.run_with(exactly_once_restarting(&root)).unwrap();
     assert!(fault.has_fired());
     assert_eq!(report.restarts, 1);
     let mut values: Vec<u64> = Vec::new();
@@ -283,19 +271,7 @@ fn a_transactional_sink_publishes_every_record_once_across_a_failure() {
         sink out[2] = sink <- checked;
     }
     .unwrap();
-    let report = graph
-        .run_with(RunOptions {
-            checkpoints: Some(
-                CheckpointConfig::new(root.join("ckpt"), Duration::from_millis(20))
-                    .delivery(Delivery::ExactlyOnce),
-            ),
-            restart: RestartStrategy::FixedDelay {
-                attempts: 2,
-                delay: Duration::from_millis(10),
-            },
-            ..RunOptions::default()
-        })
-        .unwrap();
+    let report = graph.run_with(exactly_once_restarting(&root)).unwrap();
     assert!(fault.has_fired());
     assert_eq!(report.restarts, 1);
     assert_eq!(

@@ -24,25 +24,9 @@ use streamwork::connectors::kafka::group::GroupRunner;
 use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, KafkaSource, create_topic};
 use streamwork::prelude::*;
 
-fn brokers() -> Option<String> {
-    match std::env::var("STREAMWORK_KAFKA_BROKERS") {
-        Ok(brokers) if !brokers.is_empty() => Some(brokers),
-        _ => {
-            println!(
-                "skipped: no broker (set STREAMWORK_KAFKA_BROKERS, see scripts/kafka-test-broker.sh)"
-            );
-            None
-        }
-    }
-}
+mod kafka_common;
 
-/// A name no other test run uses.
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{name}-{}-{nanos}", std::process::id())
-}
+use kafka_common::{brokers, unique};
 
 /// Lines of words from a small vocabulary (so that counts are large), with
 /// the exact count of every word.
