@@ -7,8 +7,11 @@
 #   cargo test --features kafka --test kafka
 #   scripts/kafka-test-broker.sh stop
 #
-# Known limits of tansu 0.6: consumer groups, offsets and idempotent produce
-# work; transactions do not. Set KAFKA_PORT to use another port than 9092.
+# Known limits of tansu 0.6: consumer groups, offsets, idempotent produce,
+# and committing and fencing transactions work; aborted records stay visible
+# to read_committed readers, and ListOffsets answers the first offset of a
+# partition's last batch plus one (end_offsets reads past it). Set KAFKA_PORT
+# to use another port than 9092.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
