@@ -269,6 +269,9 @@ impl Sink for Owner {
     fn open(&mut self, _ctx: &InstanceContext) -> Result<(), ConnectorError> {
         let mut owners = self.owners.lock().unwrap();
         let now = owners.entry(self.partition).or_default();
+        // A restarted job opens again in the same runner (a failed job is
+        // not closed): only another runner is an overlap.
+        now.retain(|&r| r != self.runner);
         if !now.is_empty() {
             self.overlaps.fetch_add(1, Ordering::Relaxed);
         }

@@ -62,6 +62,7 @@ use streamwork_runtime::{
 };
 
 use super::admin::EndProbe;
+use super::lease::{Lease, member_name};
 use super::source::{Busy, KafkaSource, Progress};
 
 /// How often the runner commits the group's offsets and looks for idleness.
@@ -93,6 +94,14 @@ pub enum GroupError {
         /// How it failed.
         error: JobError,
     },
+    /// The lease file of a partition (in its checkpoint directory) could
+    /// not be read or written.
+    Lease {
+        /// The lease file's directory.
+        dir: PathBuf,
+        /// What the file system said.
+        error: std::io::Error,
+    },
 }
 
 impl fmt::Display for GroupError {
@@ -114,6 +123,11 @@ impl fmt::Display for GroupError {
             } => write!(
                 f,
                 "the job of `{topic}` partition {partition} failed: {error} (its partition resumes from its last checkpoint in whichever process runs it next)"
+            ),
+            GroupError::Lease { dir, error } => write!(
+                f,
+                "the partition lease in {}: {error} (the checkpoint directory must be writable by every process of the group)",
+                dir.display()
             ),
         }
     }
@@ -283,6 +297,7 @@ impl GroupRunner {
             started: AtomicU64::new(0),
             records_of_ended: AtomicU64::new(0),
             busy: Mutex::new(Busy::default()),
+            member: member_name(),
         });
         let mut config = ClientConfig::new();
         config
@@ -447,6 +462,8 @@ struct Shared {
     records_of_ended: AtomicU64,
     /// When the ended jobs first and last read.
     busy: Mutex<Busy>,
+    /// This process's name in partition leases.
+    member: String,
 }
 
 type Positions = Vec<((String, i32), BTreeMap<i32, i64>)>;
@@ -544,7 +561,7 @@ impl Shared {
             .join(partition.to_string());
         let options = RunOptions {
             checkpoints: Some(
-                CheckpointConfig::new(dir, self.runner.checkpoint_interval)
+                CheckpointConfig::new(dir.clone(), self.runner.checkpoint_interval)
                     .delivery(self.runner.delivery),
             ),
             restart: RestartStrategy::Never,
@@ -552,17 +569,26 @@ impl Shared {
         };
         let (build, restart) = (self.build.clone(), self.runner.restart);
         let (thread_stopped, thread_stop) = (stopped.clone(), stop.clone());
+        let (member, stale) = (self.member.clone(), self.runner.session_timeout);
         let thread = std::thread::Builder::new()
             .name(format!("{topic}-{partition}"))
             .spawn(move || {
-                run_partition(
+                // Not before the last owner has let go (see `lease`).
+                let lease = match Lease::acquire(&dir, &member, stale, &thread_stopped) {
+                    Ok(Some(lease)) => lease,
+                    Ok(None) => return Ok(()),
+                    Err(error) => return Err(GroupError::Lease { dir, error }),
+                };
+                let outcome = run_partition(
                     &task,
                     &build,
                     options,
                     restart,
                     &thread_stopped,
                     &thread_stop,
-                )
+                );
+                lease.release();
+                outcome
             })
             .expect("spawning a partition job's thread");
         self.started.fetch_add(1, Ordering::Relaxed);

@@ -35,6 +35,7 @@
 
 mod admin;
 pub mod group;
+mod lease;
 mod origin;
 mod sink;
 mod source;
