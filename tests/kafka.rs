@@ -20,7 +20,7 @@ use streamwork::prelude::*;
 
 mod kafka_common;
 
-use kafka_common::{brokers, unique as topic};
+use kafka_common::{brokers, read_all, unique as topic};
 
 /// Produces `0..n` keyed by `i % 10` through a job with a Kafka sink.
 fn produce(brokers: &str, topic: &str, n: u64) {
@@ -221,19 +221,9 @@ fn transactional_brokers() -> Option<String> {
     }
 }
 
-/// Every value of `topic`, read back by a job.
+/// Every value of `topic`, sorted.
 fn read_values(brokers: &str, topic: &str) -> Vec<u64> {
-    let seen = CollectSink::new();
-    let source = KafkaSource::new(brokers, topic, &format!("{topic}-reader"))
-        .idle_exit(Duration::from_secs(2));
-    job! {
-        source records = source;
-        sink out = seen.clone() <- records;
-    }
-    .unwrap()
-    .run()
-    .unwrap();
-    let mut values: Vec<u64> = seen.values().iter().map(value).collect();
+    let mut values: Vec<u64> = read_all(brokers, topic).iter().map(value).collect();
     values.sort_unstable();
     values
 }

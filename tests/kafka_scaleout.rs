@@ -21,12 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use streamwork::connectors::kafka::group::GroupRunner;
-use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, KafkaSource, create_topic};
+use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, create_topic};
 use streamwork::prelude::*;
 
 mod kafka_common;
 
-use kafka_common::{brokers, unique};
+use kafka_common::{brokers, read_all, unique};
 
 /// Lines of words from a small vocabulary (so that counts are large), with
 /// the exact count of every word.
@@ -63,23 +63,6 @@ fn produce(brokers: &str, topic: &str, lines: Vec<Vec<u8>>) {
     .unwrap()
     .run()
     .unwrap();
-}
-
-/// Every record of `topic`, in offset order per partition.
-fn read_all(brokers: &str, topic: &str) -> Vec<KafkaRecord> {
-    let seen = CollectSink::new();
-    let source =
-        KafkaSource::new(brokers, topic, &unique("reader")).idle_exit(Duration::from_secs(2));
-    job! {
-        source records = source;
-        sink out = seen.clone() <- records;
-    }
-    .unwrap()
-    .run()
-    .unwrap();
-    let mut records = seen.values();
-    records.sort_by_key(|r| (r.partition, r.offset));
-    records
 }
 
 /// The last value per key of `topic`, as counts.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use streamwork_core::{ConnectorError, Data, ErrorDomain, InstanceContext, Record, Sink};
 
@@ -42,6 +42,32 @@ impl ProducerContext for DeliveryContext {
 type Encode<T> = Arc<dyn Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync>;
 type OriginOf<T> = Arc<dyn Fn(&T) -> Origin + Send + Sync>;
 type PartitionOf<T> = Arc<dyn Fn(&T) -> i32 + Send + Sync>;
+
+/// Queues `send` on `producer`, waiting while its local queue is full.
+pub(crate) fn send_waiting<C, K, P>(
+    producer: &BaseProducer<C>,
+    mut send: BaseRecord<'_, K, P>,
+    topic: &str,
+) -> Result<(), ConnectorError>
+where
+    C: ProducerContext<DeliveryOpaque = ()>,
+    K: ToBytes + ?Sized,
+    P: ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(send) {
+            Ok(()) => break,
+            // The local queue is full: serve delivery reports, retry.
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                producer.poll(Duration::from_millis(10));
+                send = back;
+            }
+            Err((e, _)) => return Err(kafka_error(format!("producing to `{topic}`"), e)),
+        }
+    }
+    producer.poll(Duration::ZERO);
+    Ok(())
+}
 
 /// Produces records to a topic with the idempotent producer: each record
 /// becomes a key (or none) and a value. A record's partition follows its
@@ -225,22 +251,7 @@ impl<T: Data> Sink for KafkaSink<T> {
                 value: Some(&origin[..]),
             }));
         }
-        let mut send = send;
-        loop {
-            match producer.send(send) {
-                Ok(()) => break,
-                // The local queue is full: serve delivery reports, retry.
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    send = back;
-                }
-                Err((e, _)) => {
-                    return Err(kafka_error(format!("producing to `{}`", self.topic), e));
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-        Ok(())
+        send_waiting(producer, send, &self.topic)
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {

@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -35,7 +34,7 @@ use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Si
 
 use super::kafka_error;
 use super::origin::ORIGIN_HEADER;
-use super::sink::KafkaSink;
+use super::sink::{KafkaSink, send_waiting};
 
 /// How long a transaction step may take before the sink fails.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -217,19 +216,7 @@ impl Publisher {
                     value: Some(origin),
                 }));
             }
-            loop {
-                match self.producer.send(send) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        self.producer.poll(Duration::from_millis(10));
-                        send = back;
-                    }
-                    Err((e, _)) => {
-                        return Err(kafka_error(format!("producing to `{}`", self.topic), e));
-                    }
-                }
-            }
-            self.producer.poll(Duration::ZERO);
+            send_waiting(&self.producer, send, &self.topic)?;
         }
         Ok(())
     }
