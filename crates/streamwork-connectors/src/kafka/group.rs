@@ -191,8 +191,8 @@ pub struct GroupReport {
     pub records: u64,
     /// The partitions owned at the end, as `(topic, partition)`.
     pub owned_at_end: Vec<(String, i32)>,
-    /// From the first record this process read to the last (to within the
-    /// runner's 100 ms look): the time it was busy, for throughput.
+    /// From the first record this process's partition jobs read to the
+    /// last: the time it was busy, for throughput.
     pub busy: Duration,
 }
 
