@@ -148,6 +148,15 @@ pub trait Source: Clone + Send + 'static {
         None
     }
 
+    /// The snapshot just taken belongs to checkpoint `checkpoint`
+    /// ([`FINAL_CHECKPOINT`](crate::checkpoint::FINAL_CHECKPOINT) at end of
+    /// input), in a job that takes checkpoints: for a source that tells
+    /// others how far the *completed* checkpoints have read (compare
+    /// [`CheckpointHooks::completed`](crate::checkpoint::CheckpointHooks::completed)).
+    fn snapshot_taken(&mut self, checkpoint: u64) {
+        let _ = checkpoint;
+    }
+
     /// Resumes from the position a previous run checkpointed, before
     /// [`open`](Self::open).
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {

@@ -263,6 +263,7 @@ impl<S: Source> SourceTask for SourceInstance<S> {
         let _scope = Scope::enter(&self.ctx);
         let source = &mut self.source;
         report_part(&self.ctx, checkpoint, || source.snapshot());
+        source.snapshot_taken(checkpoint);
         Ok(self.out.control(&Control::Barrier(checkpoint))?)
     }
 
@@ -282,6 +283,7 @@ impl<S: Source> SourceTask for SourceInstance<S> {
         }
         let source = &mut self.source;
         report_part(&self.ctx, FINAL_CHECKPOINT, || source.snapshot());
+        source.snapshot_taken(FINAL_CHECKPOINT);
         self.source.close()?;
         self.out.control(&Control::EndOfStream)?;
         self.counters.set_out(self.out.emitted());

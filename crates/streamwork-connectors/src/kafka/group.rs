@@ -637,7 +637,7 @@ impl Shared {
             let outcome = running.thread.join();
             self.account(&running.progress);
             match outcome {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => running.progress.adopt_final(),
                 Ok(Err(error)) => {
                     self.failure
                         .lock()

@@ -15,7 +15,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use streamwork_core::checkpoint::Replayable;
+use streamwork_core::checkpoint::{CheckpointHooks, FINAL_CHECKPOINT, Replayable};
 use streamwork_core::{
     Collector, ConnectorError, InstanceContext, Restore, Source, SourcePoll, StateBytes, Timestamp,
 };
@@ -64,11 +64,15 @@ impl Malformed {
 }
 
 /// What a scale-out runner learns from a source it started: records read,
-/// and the positions of the last snapshot.
+/// and how far the completed checkpoints have read.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
     pub(crate) records: AtomicU64,
+    /// The positions of the latest completed checkpoint: safe to commit as
+    /// the group's offsets (a later snapshot's are not, until it completes).
     pub(crate) positions: Mutex<BTreeMap<i32, i64>>,
+    /// The positions of the final snapshot, for when the job ends well.
+    final_positions: Mutex<Option<BTreeMap<i32, i64>>>,
     pub(crate) busy: Mutex<Busy>,
 }
 
@@ -77,6 +81,21 @@ pub(crate) struct Progress {
 pub(crate) struct Busy {
     first: Option<Instant>,
     last: Option<Instant>,
+}
+
+impl Progress {
+    /// The job ended well (its final checkpoint completed): its final
+    /// positions are the committed ones.
+    pub(crate) fn adopt_final(&self) {
+        let last = self
+            .final_positions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(last) = last {
+            *self.positions.lock().unwrap_or_else(|p| p.into_inner()) = last;
+        }
+    }
 }
 
 impl Busy {
@@ -119,6 +138,11 @@ pub struct KafkaSource {
     dead_letter: Option<String>,
     malformed: Malformed,
     progress: Option<Arc<Progress>>,
+    /// Snapshots not known complete yet, by checkpoint (with `progress`).
+    pending: Vec<(u64, BTreeMap<i32, i64>)>,
+    /// The last snapshot's positions, until `snapshot_taken` names it.
+    snapshot: Option<BTreeMap<i32, i64>>,
+    hooks: Option<CheckpointHooks>,
     commit_on_close: bool,
     consumer: Option<BaseConsumer>,
     dead_letters: Option<BaseProducer>,
@@ -142,6 +166,9 @@ impl Clone for KafkaSource {
             dead_letter: self.dead_letter.clone(),
             malformed: self.malformed.clone(),
             progress: self.progress.clone(),
+            pending: Vec::new(),
+            snapshot: None,
+            hooks: None,
             commit_on_close: self.commit_on_close,
             consumer: None,
             dead_letters: None,
@@ -180,6 +207,9 @@ impl KafkaSource {
             dead_letter: None,
             malformed: Malformed::default(),
             progress: None,
+            pending: Vec::new(),
+            snapshot: None,
+            hooks: None,
             commit_on_close: true,
             consumer: None,
             dead_letters: None,
@@ -316,6 +346,23 @@ impl KafkaSource {
         self.flush_dead_letters()
     }
 
+    /// Tells the runner the positions of the latest snapshot whose
+    /// checkpoint has completed.
+    fn publish_completed(&mut self) {
+        let (Some(progress), Some(hooks)) = (&self.progress, &self.hooks) else {
+            return;
+        };
+        let completed = hooks.completed();
+        let done = self
+            .pending
+            .iter()
+            .take_while(|(id, _)| *id <= completed && *id != FINAL_CHECKPOINT)
+            .count();
+        if let Some((_, positions)) = self.pending.drain(..done).next_back() {
+            *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = positions;
+        }
+    }
+
     /// Waits until every dead letter is acknowledged.
     fn flush_dead_letters(&self) -> Result<(), ConnectorError> {
         if let Some(producer) = &self.dead_letters {
@@ -331,6 +378,7 @@ impl Source for KafkaSource {
     type Out = Collector<KafkaRecord>;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.hooks = ctx.checkpoints().cloned();
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", &self.brokers)
@@ -391,6 +439,7 @@ impl Source for KafkaSource {
         let Some(consumer) = self.consumer.take() else {
             return Ok(SourcePoll::Finished);
         };
+        self.publish_completed();
         let polled = self.poll_from(&consumer, out);
         self.consumer = Some(consumer);
         let read = polled?;
@@ -414,10 +463,26 @@ impl Source for KafkaSource {
         }
     }
 
+    /// Keeps the snapshot's positions until its checkpoint completes (for
+    /// a scale-out runner, which commits only completed positions).
+    fn snapshot_taken(&mut self, checkpoint: u64) {
+        let (Some(progress), Some(positions)) = (&self.progress, self.snapshot.take()) else {
+            return;
+        };
+        if checkpoint == FINAL_CHECKPOINT {
+            *progress
+                .final_positions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(positions);
+        } else {
+            self.pending.push((checkpoint, positions));
+        }
+    }
+
     /// The next offset of every partition read so far.
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if let Some(progress) = &self.progress {
-            *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = self.positions.clone();
+        if self.progress.is_some() {
+            self.snapshot = Some(self.positions.clone());
         }
         let mut bytes = Vec::with_capacity(self.positions.len() * 12);
         for (&partition, &next) in &self.positions {
@@ -453,9 +518,7 @@ impl Source for KafkaSource {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
-        if let Some(progress) = &self.progress {
-            *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = self.positions.clone();
-        }
+        self.publish_completed();
         // Offsets are Streamwork's to keep; the group's committed offsets are
         // advanced too, for tools that watch the group's lag (a scale-out
         // runner commits them itself, as the group's member).
