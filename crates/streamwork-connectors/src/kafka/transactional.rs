@@ -96,6 +96,8 @@ struct Instance {
     restored: bool,
     /// Whether the job takes checkpoints; without, `close` publishes.
     checkpointed: bool,
+    /// The frame being written.
+    scratch: Vec<u8>,
     /// This run's epoch: one more than the last run's marker.
     run: u64,
 }
@@ -467,6 +469,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
             pending: None,
             restored: false,
             checkpointed: ctx.checkpoints().is_some(),
+            scratch: Vec::new(),
             run: 0,
         });
         Ok(())
@@ -482,15 +485,17 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
             timestamp: record.time.map(|t| t.millis()).filter(|&t| t > 0),
             origin: origin.as_ref().map(|o| &o[..]),
         };
-        let mut bytes = Vec::with_capacity(value.len() + 48);
-        frame.encode(&mut bytes);
         let instance = self.instance()?;
         instance.start_fresh()?;
-        let path = instance.pending_path();
-        instance
-            .pending()?
-            .write_all(&bytes)
-            .map_err(|e| ConnectorError::io(format!("writing {}", path.display()), e))
+        // One buffer for every record's frame.
+        let mut scratch = std::mem::take(&mut instance.scratch);
+        scratch.clear();
+        frame.encode(&mut scratch);
+        let written = instance.pending()?.write_all(&scratch);
+        instance.scratch = scratch;
+        written.map_err(|e| {
+            ConnectorError::io(format!("writing {}", instance.pending_path().display()), e)
+        })
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
