@@ -377,3 +377,43 @@ fn a_transactional_sink_in_a_job_without_checkpoints_publishes_at_the_end() {
     );
     let _ = std::fs::remove_dir_all(&staging);
 }
+
+#[test]
+fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_staged() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let output = topic("tx-scale-down");
+    create_topic(&brokers, &output, 1).unwrap();
+    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-scale-down"));
+    let open = |instance: u32, parallelism: u32| {
+        let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
+        let ctx = InstanceContext::new("out", instance, parallelism, KeyGroups::DEFAULT);
+        sink.open(&ctx).unwrap();
+        sink
+    };
+    // Two instances stage checkpoint 1; the job dies once it completes.
+    for instance in 0..2 {
+        let mut sink = open(instance, 2);
+        for i in 0..5 {
+            sink.write(Record::new(instance as u64 * 100 + i)).unwrap();
+        }
+        sink.pre_commit(1).unwrap();
+    }
+    // Restored at parallelism 1: instance 0 stands for old instance 1 too.
+    let mut sink = open(0, 1);
+    sink.restore(&Restore {
+        component: "out",
+        checkpoint: 1,
+        is_final: false,
+        instance: 0,
+        parallelism: 1,
+        key_groups: KeyGroups::DEFAULT,
+        parts: Vec::new(),
+    })
+    .unwrap();
+    assert!(!staging.join(format!("{output}-1")).exists());
+    let expected: Vec<u64> = (0..5).chain(100..105).collect();
+    assert_eq!(read_values(&brokers, &output), expected);
+    let _ = std::fs::remove_dir_all(&staging);
+}

@@ -43,6 +43,13 @@ type Encode<T> = Arc<dyn Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync>;
 type OriginOf<T> = Arc<dyn Fn(&T) -> Origin + Send + Sync>;
 type PartitionOf<T> = Arc<dyn Fn(&T) -> i32 + Send + Sync>;
 
+/// The Kafka timestamp of a record: its event time, which travels with it.
+/// None at or before the epoch: Kafka has no such timestamps, and the
+/// producer reads 0 as "now".
+pub(crate) fn kafka_timestamp<T>(record: &Record<T>) -> Option<i64> {
+    record.time.map(|t| t.millis()).filter(|&t| t > 0)
+}
+
 /// Queues `send` on `producer`, waiting while its local queue is full.
 pub(crate) fn send_waiting<C, K, P>(
     producer: &BaseProducer<C>,
@@ -234,17 +241,13 @@ impl<T: Data> Sink for KafkaSink<T> {
         if let Some(key) = key.as_ref() {
             send = send.key(key);
         }
-        if let Some(partition) = &self.partition {
-            send = send.partition(partition(&record.value));
+        if let Some(partition) = self.partition_of(&record.value) {
+            send = send.partition(partition);
         }
-        // Event time travels as the record's timestamp. Kafka has none
-        // before the epoch, and the producer reads 0 as "now".
-        if let Some(time) = record.time
-            && time.millis() > 0
-        {
-            send = send.timestamp(time.millis());
+        if let Some(timestamp) = kafka_timestamp(&record) {
+            send = send.timestamp(timestamp);
         }
-        let origin = self.origin.as_ref().map(|of| of(&record.value).to_bytes());
+        let origin = self.origin_of(&record.value);
         if let Some(origin) = &origin {
             send = send.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
                 key: ORIGIN_HEADER,

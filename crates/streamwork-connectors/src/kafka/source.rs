@@ -140,8 +140,6 @@ pub struct KafkaSource {
     progress: Option<Arc<Progress>>,
     /// Snapshots not known complete yet, by checkpoint (with `progress`).
     pending: Vec<(u64, BTreeMap<i32, i64>)>,
-    /// The last snapshot's positions, until `snapshot_taken` names it.
-    snapshot: Option<BTreeMap<i32, i64>>,
     hooks: Option<CheckpointHooks>,
     commit_on_close: bool,
     consumer: Option<BaseConsumer>,
@@ -167,7 +165,6 @@ impl Clone for KafkaSource {
             malformed: self.malformed.clone(),
             progress: self.progress.clone(),
             pending: Vec::new(),
-            snapshot: None,
             hooks: None,
             commit_on_close: self.commit_on_close,
             consumer: None,
@@ -208,7 +205,6 @@ impl KafkaSource {
             malformed: Malformed::default(),
             progress: None,
             pending: Vec::new(),
-            snapshot: None,
             hooks: None,
             commit_on_close: true,
             consumer: None,
@@ -466,9 +462,11 @@ impl Source for KafkaSource {
     /// Keeps the snapshot's positions until its checkpoint completes (for
     /// a scale-out runner, which commits only completed positions).
     fn snapshot_taken(&mut self, checkpoint: u64) {
-        let (Some(progress), Some(positions)) = (&self.progress, self.snapshot.take()) else {
+        // Called right after `snapshot`: the positions have not moved.
+        let Some(progress) = &self.progress else {
             return;
         };
+        let positions = self.positions.clone();
         if checkpoint == FINAL_CHECKPOINT {
             *progress
                 .final_positions
@@ -481,9 +479,6 @@ impl Source for KafkaSource {
 
     /// The next offset of every partition read so far.
     fn snapshot(&mut self) -> Option<StateBytes> {
-        if self.progress.is_some() {
-            self.snapshot = Some(self.positions.clone());
-        }
         let mut bytes = Vec::with_capacity(self.positions.len() * 12);
         for (&partition, &next) in &self.positions {
             bytes.extend_from_slice(&partition.to_le_bytes());

@@ -34,7 +34,7 @@ use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Si
 
 use super::kafka_error;
 use super::origin::ORIGIN_HEADER;
-use super::sink::{KafkaSink, send_waiting};
+use super::sink::{KafkaSink, kafka_timestamp, send_waiting};
 
 /// How long a transaction step may take before the sink fails.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -92,8 +92,9 @@ struct Instance {
     dir: PathBuf,
     publisher: Publisher,
     pending: Option<BufWriter<File>>,
-    /// Set by `restore`; a fresh run clears what an older run left first.
-    restored: bool,
+    /// Whether this run's epoch is set: by `restore`, or by the first
+    /// write of a fresh run (which first clears what an older run left).
+    started: bool,
     /// Whether the job takes checkpoints; without, `close` publishes.
     checkpointed: bool,
     /// The frame being written.
@@ -357,10 +358,10 @@ impl Instance {
 
     /// A fresh run: what an older run left is not this run's.
     fn start_fresh(&mut self) -> Result<(), ConnectorError> {
-        if self.restored {
+        if self.started {
             return Ok(());
         }
-        self.restored = true;
+        self.started = true;
         for (_, path) in self.staged()? {
             remove(&path)?;
         }
@@ -404,6 +405,38 @@ impl Instance {
             .map_err(|e| ConnectorError::io(format!("staging {}", staged.display()), e))
     }
 
+    /// After a restore from a checkpoint covering `covered`: publishes the
+    /// staged checkpoints it covers that the marker says did not reach
+    /// Kafka, and discards the rest.
+    fn recover(&mut self, covered: Staged) -> Result<(), ConnectorError> {
+        self.started = true;
+        let marker = self.publisher.marker()?;
+        let run_path = self.dir.join("run");
+        match fs::read_to_string(&run_path)
+            .ok()
+            .and_then(|r| r.trim().parse().ok())
+        {
+            Some(run) => self.run = run,
+            // The staging directory lost its run: take the last marker's.
+            None => {
+                self.run = marker.map_or(1, |(epoch, _)| epoch);
+                self.write_run()?;
+            }
+        }
+        remove(&self.pending_path())?;
+        let published = marker
+            .filter(|&(epoch, _)| epoch == self.run)
+            .map(|(_, checkpoint)| checkpoint);
+        for (which, path) in self.staged()? {
+            let reached_kafka = published.is_some_and(|marker| which.is_published_by(marker));
+            if !reached_kafka && which <= covered {
+                self.publisher.publish(&path, which, self.run)?;
+            }
+            remove(&path)?;
+        }
+        Ok(())
+    }
+
     /// Publishes every staged checkpoint up to `checkpoint`, in order.
     fn publish_up_to(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
         let upto = Staged::of(checkpoint);
@@ -440,6 +473,61 @@ fn unpack(marker: i64) -> (u64, u64) {
 }
 
 impl<T: Data> TransactionalKafkaSink<T> {
+    /// The staging directory and producer of instance `index`.
+    fn open_instance(&self, index: u32, checkpointed: bool) -> Result<Instance, ConnectorError> {
+        let id = format!("{}-{index}", self.transactional_id);
+        let dir = self.staging.join(&id);
+        fs::create_dir_all(&dir)
+            .map_err(|e| ConnectorError::io(format!("creating {}", dir.display()), e))?;
+        let publisher = Publisher::new(
+            self.sink.brokers(),
+            self.sink.topic(),
+            &id,
+            self.sink.extra(),
+        )?;
+        Ok(Instance {
+            dir,
+            publisher,
+            pending: None,
+            started: false,
+            checkpointed,
+            scratch: Vec::new(),
+            run: 0,
+        })
+    }
+
+    /// The instances of a larger previous run that this one now stands
+    /// for (old instance `k` by new instance `k % parallelism`).
+    fn orphans(&self, restore: &Restore<'_>) -> Result<Vec<u32>, ConnectorError> {
+        let prefix = format!("{}-", self.transactional_id);
+        let entries = match fs::read_dir(&self.staging) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(ConnectorError::io(
+                    format!("listing {}", self.staging.display()),
+                    e,
+                ));
+            }
+        };
+        let mut orphans = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let index = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .and_then(|k| k.parse::<u32>().ok());
+            if let Some(k) = index
+                && k >= restore.parallelism
+                && k % restore.parallelism.max(1) == restore.instance
+            {
+                orphans.push(k);
+            }
+        }
+        orphans.sort_unstable();
+        Ok(orphans)
+    }
+
     fn instance(&mut self) -> Result<&mut Instance, ConnectorError> {
         self.instance.as_mut().ok_or_else(|| {
             ConnectorError::user("transactional kafka sink used before it was opened")
@@ -453,25 +541,8 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
     type In = T;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        let id = format!("{}-{}", self.transactional_id, ctx.instance().0);
-        let dir = self.staging.join(&id);
-        fs::create_dir_all(&dir)
-            .map_err(|e| ConnectorError::io(format!("creating {}", dir.display()), e))?;
-        let publisher = Publisher::new(
-            self.sink.brokers(),
-            self.sink.topic(),
-            &id,
-            self.sink.extra(),
-        )?;
-        self.instance = Some(Instance {
-            dir,
-            publisher,
-            pending: None,
-            restored: false,
-            checkpointed: ctx.checkpoints().is_some(),
-            scratch: Vec::new(),
-            run: 0,
-        });
+        let instance = self.open_instance(ctx.instance().0, ctx.checkpoints().is_some())?;
+        self.instance = Some(instance);
         Ok(())
     }
 
@@ -482,7 +553,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
             key: key.as_deref(),
             value: &value,
             partition: self.sink.partition_of(&record.value),
-            timestamp: record.time.map(|t| t.millis()).filter(|&t| t > 0),
+            timestamp: kafka_timestamp(&record),
             origin: origin.as_ref().map(|o| &o[..]),
         };
         let instance = self.instance()?;
@@ -529,39 +600,21 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
 
     /// Publishes the staged checkpoints the restored one covers that did
     /// not reach Kafka, and discards those after it (their records come
-    /// again from the replay).
+    /// again from the replay); after a scale-down, the same for what the
+    /// removed instances staged (old instance `k` by new `k % parallelism`).
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        let instance = self.instance()?;
-        instance.restored = true;
-        let marker = instance.publisher.marker()?;
-        let run_path = instance.dir.join("run");
-        match fs::read_to_string(&run_path)
-            .ok()
-            .and_then(|r| r.trim().parse().ok())
-        {
-            Some(run) => instance.run = run,
-            // The staging directory lost its run: take the last marker's.
-            None => {
-                instance.run = marker.map_or(1, |(epoch, _)| epoch);
-                instance.write_run()?;
-            }
-        }
-        remove(&instance.pending_path())?;
-        let published = marker
-            .filter(|&(epoch, _)| epoch == instance.run)
-            .map(|(_, checkpoint)| checkpoint);
         let covered = if restore.is_final {
             Staged::Final
         } else {
             Staged::of(restore.checkpoint)
         };
-        for (which, path) in instance.staged()? {
-            if published.is_some_and(|marker| which.is_published_by(marker)) || which > covered {
-                remove(&path)?;
-            } else {
-                instance.publisher.publish(&path, which, instance.run)?;
-                remove(&path)?;
-            }
+        self.instance()?.recover(covered)?;
+        // After a scale-down, what the removed instances staged.
+        for k in self.orphans(restore)? {
+            let mut orphan = self.open_instance(k, true)?;
+            orphan.recover(covered)?;
+            fs::remove_dir_all(&orphan.dir)
+                .map_err(|e| ConnectorError::io(format!("removing {}", orphan.dir.display()), e))?;
         }
         Ok(())
     }
