@@ -228,6 +228,20 @@ fn read_values(brokers: &str, topic: &str) -> Vec<u64> {
     values
 }
 
+/// What a sink `out`, instance 0 of 1, is told when restored from
+/// `checkpoint`.
+fn restored_from(checkpoint: u64) -> Restore<'static> {
+    Restore {
+        component: "out",
+        checkpoint,
+        is_final: false,
+        instance: 0,
+        parallelism: 1,
+        key_groups: KeyGroups::DEFAULT,
+        parts: Vec::new(),
+    }
+}
+
 fn number_sink(brokers: &str, topic: &str) -> KafkaSink<u64> {
     KafkaSink::new(brokers, topic, |i: &u64| {
         (
@@ -282,15 +296,6 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     create_topic(&brokers, &output, 1).unwrap();
     let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-staging"));
     let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
-    let restore = |checkpoint: u64| Restore {
-        component: "out",
-        checkpoint,
-        is_final: false,
-        instance: 0,
-        parallelism: 1,
-        key_groups: KeyGroups::DEFAULT,
-        parts: Vec::new(),
-    };
     let open = || {
         let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
         sink.open(&ctx).unwrap();
@@ -309,7 +314,7 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     sink.pre_commit(2).unwrap();
     drop(sink);
     let mut sink = open();
-    sink.restore(&restore(1)).unwrap();
+    sink.restore(&restored_from(1)).unwrap();
     // Checkpoint 3 is published, but the job dies before it forgets the
     // staged file (put back by hand here).
     for i in 20..25 {
@@ -324,7 +329,7 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     std::fs::write(&staged, kept).unwrap();
     drop(sink);
     let mut sink = open();
-    sink.restore(&restore(3)).unwrap();
+    sink.restore(&restored_from(3)).unwrap();
     assert!(!staged.exists(), "a published checkpoint is forgotten");
     let expected: Vec<u64> = (0..10).chain(20..25).collect();
     assert_eq!(read_values(&brokers, &output), expected);
@@ -402,16 +407,7 @@ fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_stag
     }
     // Restored at parallelism 1: instance 0 stands for old instance 1 too.
     let mut sink = open(0, 1);
-    sink.restore(&Restore {
-        component: "out",
-        checkpoint: 1,
-        is_final: false,
-        instance: 0,
-        parallelism: 1,
-        key_groups: KeyGroups::DEFAULT,
-        parts: Vec::new(),
-    })
-    .unwrap();
+    sink.restore(&restored_from(1)).unwrap();
     assert!(!staging.join(format!("{output}-1")).exists());
     let expected: Vec<u64> = (0..5).chain(100..105).collect();
     assert_eq!(read_values(&brokers, &output), expected);
