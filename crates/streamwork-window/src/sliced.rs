@@ -61,6 +61,12 @@ impl<K, Acc> Slice<K, Acc> {
             partials: HashTable::new(),
         }
     }
+
+    fn with_capacity(partials: usize) -> Self {
+        Slice {
+            partials: HashTable::with_capacity(partials),
+        }
+    }
 }
 
 /// The slice type of a window operator.
@@ -99,8 +105,11 @@ pub type SlicedCheckpoint<K, Acc> = KeyedCheckpoint<i64, K, Vec<(i64, Acc, u64)>
 /// `(slice index, accumulator, events)` per slice.
 type KeyParts<K, Acc> = (u64, K, Vec<(i64, Acc, u64)>);
 
-/// How many emptied slice tables to keep for reuse.
-const SPARE_SLICES: usize = 4;
+/// At most how many emptied slice tables to keep for reuse. Below it, as many
+/// are kept as slices were ever live at once: when watermarks from several
+/// upstream instances lag one another, that many slices are open together,
+/// and each would otherwise grow its table again from nothing.
+const MAX_SPARE_SLICES: usize = 64;
 
 /// Tumbling or sliding windows over a stream partitioned as `KK`, in time
 /// domain `D`, computing aggregate `A`. Built with [`Windows`](crate::Windows).
@@ -121,6 +130,10 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     /// Emptied tables of purged slices, reused so that a new slice does not
     /// grow its table from nothing.
     spare: Vec<SliceOf<T, KK, A>>,
+    /// The most slices live at once so far (the hot one included).
+    live_peak: usize,
+    /// Partials in the last purged slice: the capacity of a new table.
+    typical_len: usize,
     /// Event time (or processing time) reached so far.
     now: i64,
     /// The next window end that has not fired.
@@ -146,6 +159,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             hot: self.hot.clone(),
             hot_bounds: self.hot_bounds,
             spare: Vec::new(),
+            live_peak: self.live_peak,
+            typical_len: self.typical_len,
             now: self.now,
             next_end: self.next_end,
             last_early: self.last_early,
@@ -235,6 +250,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             hot: None,
             hot_bounds: HotBounds::NONE,
             spare: Vec::new(),
+            live_peak: 0,
+            typical_len: 0,
             now: i64::MIN,
             next_end: None,
             last_early: 0,
@@ -262,11 +279,15 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         if let Some((old, slice)) = self.hot.take() {
             self.slices.insert(old, slice);
         }
-        let slice = self
-            .slices
-            .remove(&index)
-            .or_else(|| self.spare.pop())
-            .unwrap_or_else(Slice::new);
+        let slice = match self.slices.remove(&index) {
+            Some(slice) => slice,
+            None => {
+                self.live_peak = self.live_peak.max(self.slices.len() + 1);
+                self.spare
+                    .pop()
+                    .unwrap_or_else(|| Slice::with_capacity(self.typical_len))
+            }
+        };
         self.hot = Some((index, slice));
         let start = index * self.slice;
         self.hot_bounds = HotBounds {
@@ -438,11 +459,12 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             let last_end = self.last_end_containing(index * self.slice);
             let fired = self.next_end.is_none_or(|next| last_end < next);
             if fired && last_end <= horizon {
-                if let Some(mut slice) = self.slices.remove(&index)
-                    && self.spare.len() < SPARE_SLICES
-                {
-                    slice.partials.clear();
-                    self.spare.push(slice);
+                if let Some(mut slice) = self.slices.remove(&index) {
+                    self.typical_len = slice.partials.len();
+                    if self.spare.len() < self.live_peak.min(MAX_SPARE_SLICES) {
+                        slice.partials.clear();
+                        self.spare.push(slice);
+                    }
                 }
             } else {
                 break;
