@@ -303,9 +303,16 @@ impl<T: Data> Collector<T> {
         self.check()
     }
 
-    /// Flushes, then sends `control` down every edge.
+    /// Flushes, then sends `control` down every edge. A watermark only hands
+    /// the buffered records to the edges first: a channel edge sends it with
+    /// the batch it follows (see [`ChannelDispatcher`](crate::dispatch::ChannelDispatcher)),
+    /// so that a watermark per batch does not cut every batch short.
     pub fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
-        self.flush()?;
+        if matches!(control, Control::Watermark(_)) {
+            self.dispatch();
+        } else {
+            self.flush()?;
+        }
         for edge in &mut self.edges {
             if let Err(e) = edge.control(control) {
                 self.error = Some(e);

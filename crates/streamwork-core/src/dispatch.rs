@@ -12,6 +12,7 @@ use crate::acking::{self, Anchor, AnchoredBatch};
 use crate::grouping::{Route, Target};
 use crate::message::{ChannelSender, Control, Disconnected, Envelope, Payload, SenderIdx};
 use crate::record::{Data, Record};
+use crate::time::Timestamp;
 
 /// One outgoing edge of a collector.
 pub trait Edge<T>: Send {
@@ -51,6 +52,14 @@ pub struct ChannelDispatcher<T, R> {
     /// In a job run with acking: the anchor of each buffered record.
     anchors: Option<Vec<Vec<Anchor>>>,
     batch_size: usize,
+    /// Per target: the watermark that follows its buffered records, sent
+    /// right after them when the batch goes (watermarks coalesced per batch).
+    pending: Vec<Option<Timestamp>>,
+    /// Per target: full batches sent to other targets since its watermark
+    /// became pending. Past the number of targets, its partial batch and the
+    /// watermark go at once: a target that receives few records still sees
+    /// event time advance, after at most that many batches.
+    pending_age: Vec<u32>,
 }
 
 impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
@@ -65,6 +74,7 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
         let buffers = (0..targets.len())
             .map(|_| Vec::with_capacity(batch_size))
             .collect();
+        let n = targets.len();
         ChannelDispatcher {
             route,
             from,
@@ -72,6 +82,8 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
             buffers,
             anchors: None,
             batch_size: batch_size.max(1),
+            pending: vec![None; n],
+            pending_age: vec![0; n],
         }
     }
 
@@ -113,11 +125,38 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
             }),
             None => Box::new(batch),
         };
-        sender.send(Envelope {
-            from: self.from,
-            records,
-            payload: Payload::Batch(payload),
-        })
+        if records > 0 {
+            sender.send(Envelope {
+                from: self.from,
+                records,
+                payload: Payload::Batch(payload),
+            })?;
+        }
+        if let Some(watermark) = self.pending[target].take() {
+            self.pending_age[target] = 0;
+            self.targets[target].send(Envelope {
+                from: self.from,
+                records: 0,
+                payload: Payload::Control(Control::Watermark(watermark)),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Sends the full batch of `target`; then, to every other target whose
+    /// watermark has waited long enough, its partial batch and watermark.
+    fn send_full(&mut self, target: usize) -> Result<(), Disconnected> {
+        self.send(target)?;
+        let patience = self.targets.len() as u32;
+        for other in 0..self.pending.len() {
+            if other != target && self.pending[other].is_some() {
+                self.pending_age[other] += 1;
+                if self.pending_age[other] > patience {
+                    self.send(other)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Buffers `record` of tree `root` for `target`, with a fresh id.
@@ -134,7 +173,7 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
             .get_or_insert_with(|| (0..n).map(|_| Vec::new()).collect())[target]
             .push(acking::create(root));
         if self.buffers[target].len() >= self.batch_size {
-            self.send(target)?;
+            self.send_full(target)?;
         }
         Ok(())
     }
@@ -149,14 +188,14 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
                     let target = target as usize;
                     self.buffers[target].push(record);
                     if self.buffers[target].len() >= self.batch_size {
-                        self.send(target)?;
+                        self.send_full(target)?;
                     }
                 }
                 Target::All => {
                     for target in 0..self.buffers.len() {
                         self.buffers[target].push(record.clone());
                         if self.buffers[target].len() >= self.batch_size {
-                            self.send(target)?;
+                            self.send_full(target)?;
                         }
                     }
                 }
@@ -187,7 +226,7 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
 
     fn flush(&mut self) -> Result<(), Disconnected> {
         for target in 0..self.buffers.len() {
-            if !self.buffers[target].is_empty() {
+            if !self.buffers[target].is_empty() || self.pending[target].is_some() {
                 self.send(target)?;
             }
         }
@@ -195,6 +234,25 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
     }
 
     fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        if let Control::Watermark(watermark) = control {
+            // It follows the records buffered for each target: it goes with
+            // them, or at once to a target with nothing buffered.
+            for target in 0..self.buffers.len() {
+                if self.buffers[target].is_empty() {
+                    self.targets[target].send(Envelope {
+                        from: self.from,
+                        records: 0,
+                        payload: Payload::Control(control.clone()),
+                    })?;
+                } else {
+                    if self.pending[target].is_none() {
+                        self.pending_age[target] = 0;
+                    }
+                    self.pending[target] = Some(*watermark);
+                }
+            }
+            return Ok(());
+        }
         self.flush()?;
         for target in &mut self.targets {
             target.send(Envelope {
@@ -204,5 +262,114 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// What one target received, as `b<records>` and `w<millis>`.
+    #[derive(Clone, Default)]
+    struct Received(Arc<Mutex<Vec<String>>>);
+
+    impl Received {
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    impl ChannelSender for Received {
+        fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+            let entry = match envelope.payload {
+                Payload::Batch(_) => format!("b{}", envelope.records),
+                Payload::Control(Control::Watermark(t)) => format!("w{}", t.millis()),
+                Payload::Control(Control::EndOfStream) => "end".to_string(),
+                Payload::Control(other) => format!("{other:?}"),
+            };
+            self.0.lock().unwrap().push(entry);
+            Ok(())
+        }
+    }
+
+    /// Even values to target 0, odd ones to target 1.
+    struct ByParity;
+
+    impl Route<u64> for ByParity {
+        fn route(&mut self, value: &u64, _targets: u32) -> Target {
+            Target::One((*value % 2) as u32)
+        }
+    }
+
+    fn dispatcher() -> (ChannelDispatcher<u64, ByParity>, Received, Received) {
+        let (even, odd) = (Received::default(), Received::default());
+        let targets: Vec<Box<dyn ChannelSender>> =
+            vec![Box::new(even.clone()), Box::new(odd.clone())];
+        (
+            ChannelDispatcher::new(ByParity, SenderIdx(0), targets, 4),
+            even,
+            odd,
+        )
+    }
+
+    fn push(d: &mut ChannelDispatcher<u64, ByParity>, values: impl IntoIterator<Item = u64>) {
+        let mut records: Vec<Record<u64>> = values.into_iter().map(Record::new).collect();
+        d.push(&mut records).unwrap();
+    }
+
+    fn watermark(d: &mut ChannelDispatcher<u64, ByParity>, millis: i64) {
+        d.control(&Control::Watermark(Timestamp::from_millis(millis)))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_watermark_goes_with_the_batch_it_follows() {
+        let (mut d, even, odd) = dispatcher();
+        push(&mut d, [0, 1, 2]);
+        watermark(&mut d, 10);
+        // Both targets have records buffered: nothing is cut short.
+        assert!(even.take().is_empty() && odd.take().is_empty());
+        watermark(&mut d, 20);
+        push(&mut d, [4, 6]);
+        // The full batch goes, followed by the latest watermark only.
+        assert_eq!(even.take(), ["b4", "w20"]);
+        d.flush().unwrap();
+        assert_eq!(odd.take(), ["b1", "w20"]);
+        assert!(even.take().is_empty());
+    }
+
+    #[test]
+    fn a_target_with_nothing_buffered_gets_the_watermark_at_once() {
+        let (mut d, even, odd) = dispatcher();
+        push(&mut d, [0]);
+        watermark(&mut d, 5);
+        assert!(even.take().is_empty());
+        assert_eq!(odd.take(), ["w5"]);
+    }
+
+    #[test]
+    fn a_target_that_receives_little_sees_event_time_after_a_few_batches() {
+        let (mut d, even, odd) = dispatcher();
+        push(&mut d, [1]);
+        watermark(&mut d, 7);
+        // Only even values follow: full batches for target 0.
+        push(&mut d, (0..8).map(|i| i * 2));
+        assert!(odd.take().is_empty(), "within its patience");
+        push(&mut d, (8..12).map(|i| i * 2));
+        assert_eq!(odd.take(), ["b1", "w7"], "past it");
+        // Target 0 had nothing buffered when the watermark came.
+        assert_eq!(even.take(), ["w7", "b4", "b4", "b4"]);
+    }
+
+    #[test]
+    fn other_control_messages_follow_everything_buffered() {
+        let (mut d, even, odd) = dispatcher();
+        push(&mut d, [0, 1]);
+        watermark(&mut d, 3);
+        d.control(&Control::EndOfStream).unwrap();
+        assert_eq!(even.take(), ["b1", "w3", "end"]);
+        assert_eq!(odd.take(), ["b1", "w3", "end"]);
     }
 }
