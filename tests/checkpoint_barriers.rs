@@ -2,7 +2,7 @@
 //! operator with two inputs give consistent cuts (every checkpoint's counts
 //! are exactly the records before the sources' checkpointed positions), and
 //! a job that fails restarts from its last complete checkpoint with neither
-//! loss nor double counting.
+//! loss nor double counting; both on a thread per task and on workers.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -104,6 +104,7 @@ struct Counter {
 }
 
 static ARMED: AtomicBool = AtomicBool::new(true);
+static ARMED_ON_WORKERS: AtomicBool = AtomicBool::new(true);
 static ARMED_FOR_RESTART: AtomicBool = AtomicBool::new(true);
 
 impl Operator for Counter {
@@ -146,15 +147,13 @@ fn dir(name: &str) -> PathBuf {
     dir
 }
 
-fn job(n: u64, fail_at: Option<u64>, sink: &CollectSink<(u64, u64)>) -> JobGraph {
-    job_armed(n, fail_at, &ARMED, sink)
-}
-
-fn job_armed(
+/// The job, on `workers` workers (0: a thread per task).
+fn job_on(
     n: u64,
     fail_at: Option<u64>,
     armed: &'static AtomicBool,
     sink: &CollectSink<(u64, u64)>,
+    workers: u32,
 ) -> JobGraph {
     let counter = Counter {
         counts: KeyedState::new(),
@@ -164,6 +163,7 @@ fn job_armed(
     job! {
         name "checkpointed";
         batch_size 16;
+        workers workers;
         source left = Numbers::new(n);
         source right = Numbers::new(n);
         operator counts[2] = counter <- left.key(|v: &u64| v % 10), right.key(|v: &u64| v % 10);
@@ -190,10 +190,19 @@ fn position(checkpoint: &streamwork::state::Checkpoint, source: &str) -> u64 {
 
 #[test]
 fn aligned_barriers_give_consistent_cuts() {
-    let dir = dir("aligned");
+    consistent_cuts("aligned", 0);
+}
+
+#[test]
+fn aligned_barriers_give_consistent_cuts_on_workers() {
+    consistent_cuts("aligned-workers", 2);
+}
+
+fn consistent_cuts(name: &str, workers: u32) {
+    let dir = dir(name);
     let n = 20_000;
     let sink = CollectSink::new();
-    let report = job(n, None, &sink)
+    let report = job_on(n, None, &ARMED, &sink, workers)
         .run_with(options(&dir, Delivery::ExactlyOnce))
         .unwrap();
     let finals: Vec<_> = report.checkpoints.iter().filter(|c| c.is_final).collect();
@@ -229,17 +238,26 @@ fn aligned_barriers_give_consistent_cuts() {
 
 #[test]
 fn a_failed_job_restarts_from_its_last_checkpoint_without_loss_or_double_counting() {
-    let dir = dir("restart");
+    restart_without_loss("restart", &ARMED, 0);
+}
+
+#[test]
+fn a_failed_job_on_workers_restarts_without_loss_or_double_counting() {
+    restart_without_loss("restart-workers", &ARMED_ON_WORKERS, 2);
+}
+
+fn restart_without_loss(name: &str, armed: &'static AtomicBool, workers: u32) {
+    let dir = dir(name);
     let n = 20_000;
     // First run: fails in the second half, after the halfway checkpoint.
     let first = CollectSink::new();
-    let error = job(n, Some(n - 100), &first)
+    let error = job_on(n, Some(n - 100), armed, &first, workers)
         .run_with(options(&dir, Delivery::ExactlyOnce))
         .expect_err("the injected failure");
     assert!(error.to_string().contains("injected failure"), "{error}");
     // Second run, same directory: restores and finishes.
     let second = CollectSink::new();
-    job(n, Some(n - 100), &second)
+    job_on(n, Some(n - 100), armed, &second, workers)
         .run_with(options(&dir, Delivery::ExactlyOnce))
         .unwrap();
     let mut totals: BTreeMap<u64, u64> = BTreeMap::new();
@@ -251,7 +269,7 @@ fn a_failed_job_restarts_from_its_last_checkpoint_without_loss_or_double_countin
     // A third run after completion resumes at the end: nothing more counted.
     let before = load_latest(&dir).unwrap().id();
     let third = CollectSink::new();
-    job(n, None, &third)
+    job_on(n, None, armed, &third, workers)
         .run_with(options(&dir, Delivery::ExactlyOnce))
         .unwrap();
     let again: u64 = third.values().iter().map(|p| p.1).sum();

@@ -1,5 +1,6 @@
 //! For random DAG shapes, parallelisms and groupings, the multiset of outputs
-//! equals a plain sequential computation of the same job.
+//! equals a plain sequential computation of the same job, whether the job
+//! runs one thread per task or on a few workers.
 
 use proptest::prelude::*;
 use streamwork::prelude::*;
@@ -115,9 +116,15 @@ fn sequential(source: &[u64], stages: &[Stage]) -> Vec<u64> {
     last
 }
 
-fn run(source: &[u64], source_parallelism: u32, stages: &[Stage], batch_size: usize) -> Vec<u64> {
+fn run(
+    source: &[u64],
+    source_parallelism: u32,
+    stages: &[Stage],
+    batch_size: usize,
+    workers: u32,
+) -> Vec<u64> {
     let mut job = JobBuilder::new("random");
-    job.batch_size(batch_size);
+    job.batch_size(batch_size).workers(workers);
     let mut streams = vec![job.source(
         "source",
         source_parallelism,
@@ -222,7 +229,11 @@ proptest! {
         source_parallelism in 1u32..4,
         stages in stages(),
         batch_size in prop_oneof![Just(1usize), Just(7), Just(1024)],
+        workers in 0u32..4,
     ) {
-        prop_assert_eq!(run(&source, source_parallelism, &stages, batch_size), sequential(&source, &stages));
+        prop_assert_eq!(
+            run(&source, source_parallelism, &stages, batch_size, workers),
+            sequential(&source, &stages)
+        );
     }
 }

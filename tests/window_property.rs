@@ -1,6 +1,6 @@
 //! Windowed results equal a batch computation over the same events, for random
 //! timestamps within the out-of-orderness bound (so no event is late), random
-//! keys, parallelism and batch sizes.
+//! keys, parallelism, batch sizes and workers.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,10 +47,12 @@ fn streamed(
     slide: u64,
     parallelism: u32,
     batch: usize,
+    workers: u32,
 ) -> BTreeMap<(u8, i64), u64> {
     let sink = CollectSink::new();
     let graph = job! {
         batch_size batch;
+        workers workers;
         source events = VecSource::new(events);
         operator timed = Watermarks::bounded(Duration::from_millis(BOUND as u64)).timestamps(at) <- events;
         operator counts[parallelism] { results, late } =
@@ -84,8 +86,9 @@ proptest! {
         (size, slide) in prop_oneof![Just((100u64, 100u64)), Just((100, 25)), Just((90, 60)), Just((10, 10))],
         parallelism in 1u32..4,
         batch in prop_oneof![Just(1usize), Just(3), Just(1024)],
+        workers in 0u32..3,
     ) {
         let expected = batch_windows(&events, size as i64, slide as i64);
-        prop_assert_eq!(streamed(events, size, slide, parallelism, batch), expected);
+        prop_assert_eq!(streamed(events, size, slide, parallelism, batch, workers), expected);
     }
 }

@@ -26,6 +26,8 @@ pub struct InstanceContext {
     key_groups: KeyGroups,
     checkpoints: Option<CheckpointHooks>,
     acking: Option<Arc<crate::acking::Acker>>,
+    on_worker: bool,
+    source_gates: Option<crate::flow::SourceGates>,
 }
 
 impl InstanceContext {
@@ -43,6 +45,8 @@ impl InstanceContext {
             key_groups,
             checkpoints: None,
             acking: None,
+            on_worker: false,
+            source_gates: None,
         }
     }
 
@@ -61,6 +65,41 @@ impl InstanceContext {
     pub fn with_checkpoints(mut self, hooks: CheckpointHooks) -> Self {
         self.checkpoints = Some(hooks);
         self
+    }
+
+    /// The instance runs on a worker shared with other tasks (see
+    /// [`JobBuilder::workers`](crate::JobBuilder::workers)).
+    pub fn on_worker(mut self) -> Self {
+        self.on_worker = true;
+        self
+    }
+
+    /// Whether the instance shares its thread with other tasks: then it must
+    /// never wait for another instance (the one it waits for may need this
+    /// very thread to progress).
+    pub fn is_on_worker(&self) -> bool {
+        self.on_worker
+    }
+
+    /// The same context, for an instance in a source task on a worker whose
+    /// polls wait for `gates`.
+    pub fn with_source_gates(mut self, gates: crate::flow::SourceGates) -> Self {
+        self.source_gates = Some(gates);
+        self
+    }
+
+    /// Holds back the polls of the source this instance is fused into while
+    /// `gate` returns `false`, if it is a source task on a worker; returns
+    /// whether it does (elsewhere an instance that must hold its source back
+    /// waits in place).
+    pub fn gate_source(&self, gate: crate::flow::SourceGate) -> bool {
+        match &self.source_gates {
+            Some(gates) => {
+                gates.add(gate);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The job's checkpoint hooks, if it takes checkpoints.

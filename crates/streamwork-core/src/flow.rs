@@ -62,3 +62,41 @@ pub struct FlowControl {
     /// When to pause the sources.
     pub pause: Option<PauseWatermarks>,
 }
+
+/// A condition for polling a source task, registered by an operator fused
+/// into it: while it returns `false` the worker running the task does not
+/// poll the source (and runs its other tasks meanwhile).
+pub type SourceGate = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The gates of one source task on a worker, shared by the contexts of the
+/// instances fused into it. Threads of their own never have gates: an
+/// operator there waits in place instead.
+#[derive(Clone, Default)]
+pub struct SourceGates(std::sync::Arc<std::sync::Mutex<Vec<SourceGate>>>);
+
+impl SourceGates {
+    /// Adds a condition for polling the source.
+    pub fn add(&self, gate: SourceGate) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(gate);
+    }
+
+    /// Whether every gate lets the source be polled now.
+    pub fn are_open(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .all(|gate| gate())
+    }
+
+    /// Whether any gate was added.
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+}
+
+impl std::fmt::Debug for SourceGates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceGates").finish_non_exhaustive()
+    }
+}

@@ -570,6 +570,9 @@ pub struct JobConfig {
     /// The delivery the job promises; the runtime refuses to run it with a
     /// weaker one.
     pub delivery: crate::checkpoint::Delivery,
+    /// Worker threads that share the job's tasks, instance `i` of every
+    /// component on worker `i % workers`; `None`: one thread per task.
+    pub workers: Option<u32>,
 }
 
 impl Default for JobConfig {
@@ -579,6 +582,7 @@ impl Default for JobConfig {
             channel_capacity: 16,
             key_groups: KeyGroups::DEFAULT,
             delivery: crate::checkpoint::Delivery::AtMostOnce,
+            workers: None,
         }
     }
 }
@@ -629,6 +633,32 @@ impl JobBuilder {
     /// Sets the capacity of each channel, in batches (default 16).
     pub fn channel_capacity(&mut self, batches: usize) -> &mut Self {
         self.config.channel_capacity = batches.max(1);
+        self
+    }
+
+    /// Runs the job's tasks on `workers` threads instead of one thread per
+    /// task (`workers N;` in `job!`): instance `i` of every component runs
+    /// on worker `i % workers`, which takes turns among its tasks, so that
+    /// `parallelism` equal to the cores keeps one thread per core, each with
+    /// a whole slice of the pipeline (the worker model of Timely Dataflow).
+    ///
+    /// A worker runs a task only while every channel it sends into has room,
+    /// and no step of a task ever blocks: backpressure holds tasks back
+    /// between steps, not in the middle of one. So a step that emits a lot
+    /// (a window firing every key) queues all of it beyond the channel's
+    /// capacity, and a source whose `poll` blocks holds up its worker's other
+    /// tasks. Jobs with such sources are better left one thread per task.
+    ///
+    /// `0` means one thread per task, the default.
+    ///
+    /// ```
+    /// use streamwork_core::JobBuilder;
+    /// let mut job = JobBuilder::new("on-two-cores");
+    /// job.workers(2);
+    /// # let _ = job;
+    /// ```
+    pub fn workers(&mut self, workers: u32) -> &mut Self {
+        self.config.workers = (workers > 0).then_some(workers);
         self
     }
 

@@ -26,6 +26,9 @@ pub(crate) struct PortSender {
     dropped: Arc<AtomicU64>,
     /// The receiving end, for dropping the oldest queued batch.
     oldest: Option<Receiver<Envelope>>,
+    /// On workers: the channel is unbounded and this is its capacity, which
+    /// the worker enforces by holding the sending task back between steps.
+    soft_capacity: Option<usize>,
 }
 
 impl PortSender {
@@ -44,7 +47,54 @@ impl PortSender {
             overflow,
             dropped,
             oldest,
+            soft_capacity: None,
         }
+    }
+
+    /// A sender into an unbounded channel of `capacity` for tasks run on
+    /// workers: a send never blocks (a step of a task must not wait for
+    /// another task of the same worker); past the capacity, a dropping
+    /// overflow policy drops, and the worker holds the task back before its
+    /// next step.
+    pub(crate) fn soft(mut self, capacity: usize) -> Self {
+        self.soft_capacity = Some(capacity);
+        self
+    }
+
+    /// A send into the unbounded channel of a task run on a worker.
+    fn send_soft(&mut self, envelope: Envelope, capacity: usize) -> Result<(), Disconnected> {
+        let over = matches!(envelope.payload, Payload::Batch(_)) && self.sender.len() >= capacity;
+        let mut controls = Vec::new();
+        match self.overflow {
+            Overflow::DropNewest if over => {
+                self.dropped
+                    .fetch_add(envelope.records as u64, Ordering::Relaxed);
+                return Ok(());
+            }
+            Overflow::DropOldest if over => {
+                if let Some(oldest) = self.oldest.clone() {
+                    while self.sender.len() >= capacity {
+                        match oldest.try_recv() {
+                            Ok(Envelope {
+                                payload: Payload::Batch(_),
+                                records,
+                                ..
+                            }) => {
+                                self.dropped.fetch_add(records as u64, Ordering::Relaxed);
+                            }
+                            Ok(control) => controls.push(control),
+                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Disconnected) => return Err(Disconnected),
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        for envelope in std::iter::once(envelope).chain(controls) {
+            self.sender.send(envelope).map_err(|_| Disconnected)?;
+        }
+        Ok(())
     }
 
     /// Blocks until `envelope` is sent (or the job aborts).
@@ -104,6 +154,9 @@ impl PortSender {
 
 impl ChannelSender for PortSender {
     fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+        if let Some(capacity) = self.soft_capacity {
+            return self.send_soft(envelope, capacity);
+        }
         let envelope = match self.sender.try_send(envelope) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Disconnected(_)) => return Err(Disconnected),
@@ -126,7 +179,10 @@ impl ChannelSender for PortSender {
     }
 
     fn is_full(&self) -> bool {
-        self.sender.is_full()
+        match self.soft_capacity {
+            Some(capacity) => self.sender.len() >= capacity,
+            None => self.sender.is_full(),
+        }
     }
 
     fn count_dropped(&self, records: usize) {

@@ -17,6 +17,7 @@ use crate::metrics::{MONITOR_INTERVAL, Registry};
 use crate::report::{ComponentReport, InstanceReport, JobReport};
 use crate::task::{Ended, Flags, TaskCheckpoints, run_input, run_source};
 use crate::wiring::{Builder, Task, TaskBody};
+use crate::worker::run_worker;
 
 /// Runs `graph` to completion on this machine's threads: until every source
 /// has ended and everything has drained, or until a failure.
@@ -219,7 +220,7 @@ fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobEr
         .map(|timeout| Arc::new(Acker::new(timeout, flags.abort.clone())));
     let roots = builder.roots();
     let mut tasks = Vec::with_capacity(roots.len());
-    for (node, instance) in roots {
+    for &(node, instance) in &roots {
         let built = catch_unwind(AssertUnwindSafe(|| builder.task(node, instance)));
         match built {
             Ok(task) => tasks.push(task),
@@ -229,15 +230,59 @@ fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobEr
     builder.release_senders();
 
     let registry = Arc::new(builder.registry());
-    let mut threads = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let name = format!("{}#{}", task.component, task.instance);
-        let component = task.component.to_string();
+    // One thread per task, or per worker, each with a list of tasks.
+    let groups: Vec<(String, Vec<Task>)> = match graph.config().workers {
+        None => tasks
+            .into_iter()
+            .map(|task| (format!("{}#{}", task.component, task.instance), vec![task]))
+            .collect(),
+        Some(workers) => {
+            let workers = workers.max(1);
+            let mut groups: Vec<(String, Vec<Task>)> = (0..workers)
+                .map(|w| (format!("worker#{w}"), Vec::new()))
+                .collect();
+            // Instance `i` of a component goes to worker `(offset + i) %
+            // workers`, the offset being the instances of the tasks' components
+            // before it: components of equal parallelism line up (instance `i`
+            // of each on one worker, so an exchange between them stays on the
+            // worker for the records that keep their instance), and components
+            // of parallelism 1 spread over the workers.
+            let mut offsets = std::collections::HashMap::new();
+            let mut next = 0u32;
+            for &(node, _) in &roots {
+                offsets.entry(node).or_insert_with(|| {
+                    let offset = next;
+                    next += graph.nodes()[node].parallelism();
+                    offset
+                });
+            }
+            for (task, &(node, _)) in tasks.into_iter().zip(&roots) {
+                let worker = (offsets[&node] + task.instance) % workers;
+                groups[worker as usize].1.push(task);
+            }
+            groups.retain(|(_, tasks)| !tasks.is_empty());
+            groups
+        }
+    };
+    let on_workers = graph.config().workers.is_some();
+    let mut threads = Vec::with_capacity(groups.len());
+    for (name, mut tasks) in groups {
+        let component = match tasks.as_slice() {
+            [task] => task.component.to_string(),
+            _ => name.clone(),
+        };
         let thread_flags = flags.clone();
         let thread_failure = failure.clone();
-        let spawned = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || drive(task, &thread_flags, &thread_failure));
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            if on_workers {
+                run_worker(tasks, &thread_flags, &thread_failure)
+            } else {
+                let task = tasks
+                    .pop()
+                    .unwrap_or_else(|| unreachable!("one task per thread"));
+                drive(task, &thread_flags, &thread_failure)
+            }
+        });
         match spawned {
             Ok(handle) => threads.push(handle),
             Err(source) => {
@@ -295,12 +340,27 @@ fn drive(mut task: Task, flags: &Flags, failure: &Mutex<Option<JobError>>) -> En
     let result = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
         TaskBody::Source { task, pauses } => run_source(task.as_mut(), pauses, &times, flags),
         TaskBody::Input { task, ports, pause } => {
-            run_input(task.as_mut(), ports, pause.as_deref(), &times, flags)
+            run_input(task.as_mut(), ports, pause.clone(), &times, flags)
         }
     }));
-    let error = match result {
-        Ok(Ok(ended)) => return ended,
-        Ok(Err(source)) => JobError::Failed {
+    match result {
+        Ok(Ok(ended)) => ended,
+        Ok(Err(source)) => task_failed(task, Ok(source), flags, failure),
+        Err(payload) => task_failed(task, Err(payload), flags, failure),
+    }
+}
+
+/// Records the failure of `task` (its error, or the payload of its panic),
+/// aborts the job, and drops the task, which closes its channels and wakes
+/// its neighbours.
+pub(crate) fn task_failed(
+    task: Task,
+    error: Result<TaskError, Box<dyn std::any::Any + Send>>,
+    flags: &Flags,
+    failure: &Mutex<Option<JobError>>,
+) -> Ended {
+    let error = match error {
+        Ok(source) => JobError::Failed {
             component: task.component.to_string(),
             instance: task.instance,
             source,
@@ -314,7 +374,6 @@ fn drive(mut task: Task, flags: &Flags, failure: &Mutex<Option<JobError>>) -> En
     };
     record_failure(failure, error);
     flags.abort.store(true, Ordering::Relaxed);
-    // Dropping the task here closes its channels, waking its neighbours.
     drop(task);
     Ended::Aborted
 }

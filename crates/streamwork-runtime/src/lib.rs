@@ -57,6 +57,7 @@ pub mod metrics;
 mod report;
 mod task;
 mod wiring;
+mod worker;
 
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery};
 pub use error::JobError;

@@ -46,59 +46,115 @@ pub(crate) struct TaskCheckpoints {
 }
 
 /// How often tasks tick processing time while running.
-const TICK: Duration = Duration::from_millis(20);
+pub(crate) const TICK: Duration = Duration::from_millis(20);
 
 /// The shortest pause of the sources once a backpressure watermark is
 /// crossed: hysteresis in time, against pausing and resuming at every batch.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
 
-pub(crate) fn run_source(
-    task: &mut dyn SourceTask,
-    pauses: &[Arc<PauseFlag>],
-    times: &TaskTimes,
-    flags: &Flags,
-) -> Result<Ended, TaskError> {
-    task.open()?;
-    let mut last_tick = Instant::now();
-    let mut last_checkpoint = 0;
-    loop {
+/// What one step of a task did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// It did some work: step it again.
+    Busy,
+    /// It has nothing to do right now (its output is flushed).
+    Idle,
+    /// A downstream queue is above its high watermark: the source holds off.
+    Paused,
+    /// It ended.
+    Done(Ended),
+}
+
+/// A source task's loop, one poll at a time: run to the end on its own
+/// thread by [`run_source`], or stepped in turn with others by a worker.
+pub(crate) struct SourceRun {
+    opened: bool,
+    last_tick: Instant,
+    last_checkpoint: u64,
+}
+
+impl SourceRun {
+    pub(crate) fn new() -> Self {
+        SourceRun {
+            opened: false,
+            last_tick: Instant::now(),
+            last_checkpoint: 0,
+        }
+    }
+
+    /// Polls the source once (opening it first), taking a checkpoint if one
+    /// was triggered and holding off while a pause is raised.
+    pub(crate) fn step(
+        &mut self,
+        task: &mut dyn SourceTask,
+        pauses: &[Arc<PauseFlag>],
+        flags: &Flags,
+    ) -> Result<Step, TaskError> {
+        if !self.opened {
+            task.open()?;
+            self.opened = true;
+        }
         if flags.abort.load(Ordering::Relaxed) {
-            return Ok(Ended::Aborted);
+            return Ok(Step::Done(Ended::Aborted));
         }
         if flags.stop.load(Ordering::Relaxed) {
-            break;
+            return Self::end(task, flags);
         }
         if let Some(checkpoints) = &flags.checkpoints {
             let trigger = checkpoints.trigger.load(Ordering::Acquire);
-            if trigger > last_checkpoint {
-                last_checkpoint = trigger;
+            if trigger > self.last_checkpoint {
+                self.last_checkpoint = trigger;
                 task.checkpoint(trigger)?;
             }
         }
         if pauses.iter().any(|p| p.is_raised()) {
             // A downstream queue is above its high watermark: hold off.
             task.flush()?;
-            let started = Instant::now();
-            std::thread::sleep(Duration::from_millis(1));
-            times.add_backpressured(started.elapsed());
-            continue;
+            return Ok(Step::Paused);
         }
         let poll = task.poll()?;
-        if last_tick.elapsed() >= TICK {
-            last_tick = Instant::now();
+        if self.last_tick.elapsed() >= TICK {
+            self.last_tick = Instant::now();
             task.on_processing_time(wall_clock())?;
         }
         match poll {
-            SourcePoll::Emitted => {}
-            SourcePoll::Idle => task.flush()?,
-            SourcePoll::Finished => break,
+            SourcePoll::Emitted => Ok(Step::Busy),
+            SourcePoll::Idle => {
+                task.flush()?;
+                Ok(Step::Idle)
+            }
+            SourcePoll::Finished => Self::end(task, flags),
         }
     }
-    if let Some(checkpoints) = &flags.checkpoints {
-        checkpoints.source_ended.store(true, Ordering::Relaxed);
+
+    fn end(task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, TaskError> {
+        if let Some(checkpoints) = &flags.checkpoints {
+            checkpoints.source_ended.store(true, Ordering::Relaxed);
+        }
+        task.finish()?;
+        Ok(Step::Done(Ended::Completed))
     }
-    task.finish()?;
-    Ok(Ended::Completed)
+}
+
+/// Runs a source task on its own thread until it ends.
+pub(crate) fn run_source(
+    task: &mut dyn SourceTask,
+    pauses: &[Arc<PauseFlag>],
+    times: &TaskTimes,
+    flags: &Flags,
+) -> Result<Ended, TaskError> {
+    let mut run = SourceRun::new();
+    loop {
+        match run.step(task, pauses, flags)? {
+            Step::Busy | Step::Idle => {}
+            Step::Paused => {
+                let started = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                times.add_backpressured(started.elapsed());
+            }
+            Step::Done(ended) => return Ok(ended),
+        }
+    }
 }
 
 /// Event time as seen from one sender into one port.
@@ -219,12 +275,12 @@ fn apply(task: &mut dyn InputTask, change: Change, times: &TaskTimes) -> Result<
 
 /// The input side of a task's flow control: its pause request, and when it
 /// was raised.
-struct PauseState<'a> {
-    flag: &'a PauseFlag,
+struct PauseState {
+    flag: Arc<PauseFlag>,
     raised_at: Option<Instant>,
 }
 
-impl PauseState<'_> {
+impl PauseState {
     /// Raises the pause above a channel's high watermark, lowers it once every
     /// watermarked channel is below its low one (and the pause lasted long enough).
     fn update(&mut self, ports: &[Vec<InputChannel>]) {
@@ -262,69 +318,106 @@ fn occupancy(ports: &[Vec<InputChannel>]) -> f64 {
     len as f64 / capacity.max(1) as f64
 }
 
-pub(crate) fn run_input(
-    task: &mut dyn InputTask,
-    ports: &[Vec<InputChannel>],
-    pause: Option<&PauseFlag>,
-    times: &TaskTimes,
-    flags: &Flags,
-) -> Result<Ended, TaskError> {
-    let mut pause = pause.map(|flag| PauseState {
-        flag,
-        raised_at: None,
-    });
-    let result = run_input_loop(task, ports, &mut pause, times, flags);
-    if let Some(pause) = pause.as_mut() {
-        pause.release();
-    }
-    result
+/// An input task's loop, one message at a time: run to the end on its own
+/// thread by [`run_input`], or stepped in turn with others by a worker.
+pub(crate) struct InputRun {
+    opened: bool,
+    clock: EventClock,
+    /// Per port, the senders that have not ended.
+    remaining: Vec<u32>,
+    /// Every (port, sender) channel that has not ended (nor delivered a
+    /// barrier it is held on), visited round-robin.
+    active: Vec<(usize, usize)>,
+    next: usize,
+    last_tick: Instant,
+    barrier: Barrier,
+    pause: Option<PauseState>,
 }
 
-fn run_input_loop(
-    task: &mut dyn InputTask,
-    ports: &[Vec<InputChannel>],
-    pause: &mut Option<PauseState<'_>>,
-    times: &TaskTimes,
-    flags: &Flags,
-) -> Result<Ended, TaskError> {
-    task.open()?;
-    let senders_per_port: Vec<u32> = ports.iter().map(|p| p.len() as u32).collect();
-    let mut clock = EventClock::new(&senders_per_port);
-    let mut remaining = senders_per_port.clone();
-    // Every (port, sender) channel that has not ended, visited round-robin.
-    let mut active: Vec<(usize, usize)> = ports
-        .iter()
-        .enumerate()
-        .flat_map(|(port, senders)| (0..senders.len()).map(move |sender| (port, sender)))
-        .collect();
-    for (port, &senders) in senders_per_port.iter().enumerate() {
-        if senders == 0 {
-            task.on_port_end(port)?;
+impl InputRun {
+    pub(crate) fn new(
+        ports: &[Vec<InputChannel>],
+        pause: Option<Arc<PauseFlag>>,
+        flags: &Flags,
+    ) -> Self {
+        let senders_per_port: Vec<u32> = ports.iter().map(|p| p.len() as u32).collect();
+        InputRun {
+            opened: false,
+            clock: EventClock::new(&senders_per_port),
+            active: ports
+                .iter()
+                .enumerate()
+                .flat_map(|(port, senders)| (0..senders.len()).map(move |sender| (port, sender)))
+                .collect(),
+            remaining: senders_per_port,
+            next: 0,
+            last_tick: Instant::now(),
+            barrier: Barrier {
+                align: flags.checkpoints.as_ref().is_some_and(|c| c.align),
+                ..Barrier::default()
+            },
+            pause: pause.map(|flag| PauseState {
+                flag,
+                raised_at: None,
+            }),
         }
     }
-    let mut next = 0usize;
-    let mut last_tick = Instant::now();
-    let mut barrier = Barrier {
-        align: flags.checkpoints.as_ref().is_some_and(|c| c.align),
-        ..Barrier::default()
-    };
-    while !active.is_empty() || !barrier.held.is_empty() {
-        let received = receive(task, ports, &active, &mut next, times, flags)?;
-        if let Some(pause) = pause.as_mut() {
+
+    /// The channels a message may come from next.
+    pub(crate) fn waiting_on(&self) -> &[(usize, usize)] {
+        &self.active
+    }
+
+    /// Handles the next message (opening the task first; finishing it once
+    /// every input has ended). With `block`, waits up to a tick for one;
+    /// without, an empty input is a [`Step::Idle`].
+    pub(crate) fn step(
+        &mut self,
+        task: &mut dyn InputTask,
+        ports: &[Vec<InputChannel>],
+        times: &TaskTimes,
+        flags: &Flags,
+        block: bool,
+    ) -> Result<Step, TaskError> {
+        if !self.opened {
+            task.open()?;
+            self.opened = true;
+            for (port, &senders) in self.remaining.iter().enumerate() {
+                if senders == 0 {
+                    task.on_port_end(port)?;
+                }
+            }
+        }
+        if self.active.is_empty() && self.barrier.held.is_empty() {
+            task.finish()?;
+            self.release_pause();
+            return Ok(Step::Done(Ended::Completed));
+        }
+        let received = receive(
+            task,
+            ports,
+            &self.active,
+            &mut self.next,
+            times,
+            flags,
+            block,
+        )?;
+        if let Some(pause) = self.pause.as_mut() {
             pause.update(ports);
         }
-        if last_tick.elapsed() >= TICK {
-            last_tick = Instant::now();
+        if self.last_tick.elapsed() >= TICK {
+            self.last_tick = Instant::now();
             times.set_occupancy(occupancy(ports));
             task.on_processing_time(wall_clock())?;
         }
         let (slot, envelope) = match received {
             Received::Message(slot, envelope) => (slot, envelope),
-            Received::Nothing => continue,
-            Received::Aborted => return Ok(Ended::Aborted),
+            Received::Nothing => return Ok(Step::Idle),
+            Received::Aborted => return Ok(Step::Done(Ended::Aborted)),
         };
-        let (port, _) = active[slot];
+        let (port, _) = self.active[slot];
         let from = envelope.from;
+        let clock = &mut self.clock;
         match envelope.payload {
             Payload::Batch(batch) => {
                 let change = clock.activity(port, from);
@@ -340,25 +433,51 @@ fn run_input_loop(
                 apply(task, change, times)?;
             }
             Payload::Control(Control::Barrier(checkpoint)) => {
-                barrier.arrived(checkpoint, slot, &mut active);
-                barrier.complete_if_aligned(task, &mut active)?;
+                self.barrier.arrived(checkpoint, slot, &mut self.active);
+                self.barrier.complete_if_aligned(task, &mut self.active)?;
             }
             Payload::Control(Control::EndOfStream) => {
-                active.remove(slot);
-                remaining[port] -= 1;
+                self.active.remove(slot);
+                self.remaining[port] -= 1;
                 let change = clock.ended(port, from);
                 apply(task, change, times)?;
-                if remaining[port] == 0 {
+                if self.remaining[port] == 0 {
                     task.on_port_end(port)?;
                 }
                 // An ended input no longer holds a checkpoint back.
-                barrier.complete_if_aligned(task, &mut active)?;
+                self.barrier.complete_if_aligned(task, &mut self.active)?;
             }
             Payload::Control(_) => {}
         }
+        Ok(Step::Busy)
     }
-    task.finish()?;
-    Ok(Ended::Completed)
+
+    /// Lowers this instance's pause request, if it raised one: it ended.
+    pub(crate) fn release_pause(&mut self) {
+        if let Some(pause) = self.pause.as_mut() {
+            pause.release();
+        }
+    }
+}
+
+/// Runs an input task on its own thread until it ends.
+pub(crate) fn run_input(
+    task: &mut dyn InputTask,
+    ports: &[Vec<InputChannel>],
+    pause: Option<Arc<PauseFlag>>,
+    times: &TaskTimes,
+    flags: &Flags,
+) -> Result<Ended, TaskError> {
+    let mut run = InputRun::new(ports, pause, flags);
+    let result = loop {
+        match run.step(task, ports, times, flags, true) {
+            Ok(Step::Done(ended)) => break Ok(ended),
+            Ok(_) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    run.release_pause();
+    result
 }
 
 /// The checkpoint barrier a task is collecting from its inputs.
@@ -427,7 +546,7 @@ enum Received {
 
 /// The next message from the active channels, visited round-robin so that no
 /// sender gets ahead of the others: without blocking if one is ready;
-/// otherwise flush (adaptive flushing) and block up to one tick.
+/// otherwise flush (adaptive flushing) and, if `block`, block up to one tick.
 fn receive(
     task: &mut dyn InputTask,
     ports: &[Vec<InputChannel>],
@@ -435,6 +554,7 @@ fn receive(
     next: &mut usize,
     times: &TaskTimes,
     flags: &Flags,
+    block: bool,
 ) -> Result<Received, TaskError> {
     let n = active.len();
     for i in 0..n {
@@ -452,6 +572,9 @@ fn receive(
     task.flush()?;
     if flags.abort.load(Ordering::Relaxed) {
         return Ok(Received::Aborted);
+    }
+    if !block {
+        return Ok(Received::Nothing);
     }
     let waiting = Instant::now();
     let received = wait(ports, active, next, flags);

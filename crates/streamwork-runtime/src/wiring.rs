@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use streamwork_core::acking::Acker;
 use streamwork_core::checkpoint::CheckpointHooks;
 use streamwork_core::exec::{InputTask, InstanceCounters, SourceTask};
-use streamwork_core::flow::{Overflow, PauseWatermarks};
+use streamwork_core::flow::{Overflow, PauseWatermarks, SourceGates};
 use streamwork_core::graph::{EdgeWiring, JobGraph, NodeFactory};
 use streamwork_core::grouping::GroupingKind;
 use streamwork_core::message::{ChannelSender, Envelope, SenderIdx};
@@ -45,12 +45,30 @@ pub(crate) enum TaskBody {
     },
 }
 
+/// A channel a task sends into, and its capacity in messages.
+pub(crate) struct OutputChannel {
+    sender: Sender<Envelope>,
+    capacity: usize,
+}
+
+impl OutputChannel {
+    /// Whether another message stays within the capacity.
+    pub(crate) fn has_room(&self) -> bool {
+        self.sender.len() < self.capacity
+    }
+}
+
 /// One task: a root instance and everything fused into it.
 pub(crate) struct Task {
     pub(crate) component: Arc<str>,
     pub(crate) instance: u32,
     pub(crate) times: Arc<TaskTimes>,
     pub(crate) body: TaskBody,
+    /// On workers: the channels it (and what is fused into it) sends into,
+    /// whose room decides whether the worker may step it.
+    pub(crate) outputs: Vec<OutputChannel>,
+    /// On workers, for a source task: the conditions for polling it.
+    pub(crate) gates: Option<SourceGates>,
 }
 
 /// How the graph is laid out at run time.
@@ -136,8 +154,9 @@ pub(crate) struct Builder<'g> {
     abort: Arc<AtomicBool>,
     /// One channel per (node, instance, port, sender): each sender has its
     /// own queue into each receiver, drained round-robin, so that every
-    /// upstream instance advances at the consumer's pace.
-    senders: HashMap<ChannelKey, Sender<Envelope>>,
+    /// upstream instance advances at the consumer's pace. Per channel: its
+    /// sending end and its capacity in messages.
+    senders: HashMap<ChannelKey, (Sender<Envelope>, usize)>,
     receivers: HashMap<ChannelKey, (Receiver<Envelope>, usize)>,
     /// Receiving ends kept by senders of drop-oldest edges.
     oldest: HashMap<ChannelKey, Receiver<Envelope>>,
@@ -151,12 +170,20 @@ pub(crate) struct Builder<'g> {
     pub(crate) checkpoints: Option<CheckpointHooks>,
     /// The job's acker, if it runs with acking.
     pub(crate) acker: Option<Arc<Acker>>,
+    /// The job runs on workers: channels are unbounded, their capacity
+    /// enforced between steps.
+    on_workers: bool,
+    /// The output channels of the task being built.
+    task_outputs: Vec<OutputChannel>,
+    /// On workers, the polling conditions of the source task being built.
+    task_gates: Option<SourceGates>,
 }
 
 impl<'g> Builder<'g> {
     pub(crate) fn new(graph: &'g JobGraph, abort: Arc<AtomicBool>) -> Self {
         let layout = Layout::of(graph);
         let capacity = graph.config().channel_capacity;
+        let on_workers = graph.config().workers.is_some();
         let edges = graph.edges();
         let mut senders = HashMap::new();
         let mut receivers = HashMap::new();
@@ -185,12 +212,16 @@ impl<'g> Builder<'g> {
                         let per_sender = flow
                             .capacity
                             .unwrap_or_else(|| capacity.div_ceil(n.max(1) as usize).max(2));
-                        let (tx, rx) = bounded(per_sender);
+                        let (tx, rx) = if on_workers {
+                            unbounded()
+                        } else {
+                            bounded(per_sender)
+                        };
                         let key = (node_idx, instance, port, sender);
                         if flow.overflow == Overflow::DropOldest {
                             oldest.insert(key, rx.clone());
                         }
-                        senders.insert(key, tx);
+                        senders.insert(key, (tx, per_sender));
                         receivers.insert(key, (rx, per_sender));
                     }
                 }
@@ -223,6 +254,9 @@ impl<'g> Builder<'g> {
             pause_flags,
             checkpoints: None,
             acker: None,
+            on_workers,
+            task_outputs: Vec::new(),
+            task_gates: None,
         }
     }
 
@@ -238,9 +272,18 @@ impl<'g> Builder<'g> {
             Some(hooks) => ctx.with_checkpoints(hooks.clone()),
             None => ctx,
         };
-        match &self.acker {
+        let ctx = match &self.acker {
             Some(acker) => ctx.with_acking(acker.clone()),
             None => ctx,
+        };
+        let ctx = match &self.task_gates {
+            Some(gates) => ctx.with_source_gates(gates.clone()),
+            None => ctx,
+        };
+        if self.on_workers {
+            ctx.on_worker()
+        } else {
+            ctx
         }
     }
 
@@ -263,15 +306,25 @@ impl<'g> Builder<'g> {
                 let targets = (0..graph.nodes()[to].parallelism())
                     .map(|target| {
                         let key = (to, target, port, from.0);
-                        let sender = PortSender::new(
-                            self.senders[&key].clone(),
+                        let (sender, capacity) = &self.senders[&key];
+                        let port_sender = PortSender::new(
+                            sender.clone(),
                             self.abort.clone(),
                             times.clone(),
                             flow.overflow,
                             self.dropped[e].clone(),
                             self.oldest.get(&key).cloned(),
                         );
-                        Box::new(sender) as Box<dyn ChannelSender>
+                        let port_sender = if self.on_workers {
+                            self.task_outputs.push(OutputChannel {
+                                sender: sender.clone(),
+                                capacity: *capacity,
+                            });
+                            port_sender.soft(*capacity)
+                        } else {
+                            port_sender
+                        };
+                        Box::new(port_sender) as Box<dyn ChannelSender>
                     })
                     .collect();
                 edge.make_dispatcher(EdgeWiring {
@@ -337,6 +390,8 @@ impl<'g> Builder<'g> {
         let def = &self.graph.nodes()[node];
         let times = Arc::new(TaskTimes::default());
         self.times[node][instance as usize] = Some(times.clone());
+        self.task_gates =
+            (self.on_workers && def.kind() == ComponentKind::Source).then(SourceGates::default);
         let ctx = self.context(node, instance);
         let outputs = self.outputs(node, instance, &times);
         let counters = self.counters[node][instance as usize].clone();
@@ -381,6 +436,8 @@ impl<'g> Builder<'g> {
             instance,
             times,
             body,
+            outputs: std::mem::take(&mut self.task_outputs),
+            gates: self.task_gates.take(),
         }
     }
 

@@ -25,7 +25,9 @@
 //! waits (a few milliseconds at a time, per batch) before emitting more, so
 //! window state stays bounded by the drift. An idle or ended instance does not
 //! hold the others back. Waiting is bounded, so a stalled peer slows an
-//! instance down but never hangs it.
+//! instance down but never hangs it. On workers (`workers N;`) alignment is
+//! off: a wait would hold up the worker's other tasks, perhaps the very one
+//! it waits for; there the channels' capacity keeps sources close instead.
 
 use std::sync::{Arc, Mutex};
 
@@ -110,6 +112,14 @@ impl AlignmentGroup {
         let mut all = self.0.watermarks.lock().unwrap_or_else(|p| p.into_inner());
         all.push(i64::MIN);
         all.len() - 1
+    }
+
+    /// Whether slot `slot` is more than the drift ahead of the slowest.
+    fn is_ahead(&self, slot: usize) -> bool {
+        let all = self.0.watermarks.lock().unwrap_or_else(|p| p.into_inner());
+        let minimum = all.iter().copied().min().unwrap_or(i64::MIN);
+        all.get(slot)
+            .is_some_and(|own| own.saturating_sub(minimum) > self.0.max_drift)
     }
 
     /// Publishes `watermark` for slot `slot`; returns the minimum over all.
@@ -216,6 +226,7 @@ impl<T> WatermarkSpec<T> {
             last_active: 0,
             alignment: self.alignment,
             slot: 0,
+            gated: false,
         }
     }
 }
@@ -236,6 +247,9 @@ pub struct AssignWatermarks<T, F> {
     alignment: Option<AlignmentGroup>,
     /// This instance's slot in its alignment group, once opened.
     slot: usize,
+    /// On a worker: the worker holds the source back while this instance is
+    /// ahead, instead of the instance waiting.
+    gated: bool,
 }
 
 impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
@@ -253,6 +267,7 @@ impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
             last_active: self.last_active,
             alignment: self.alignment.clone(),
             slot: self.slot,
+            gated: self.gated,
         }
     }
 }
@@ -277,9 +292,24 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     type Out = Collector<T>;
     type Time = AssignsWatermarks;
 
-    fn open(&mut self, _ctx: &InstanceContext) {
+    fn open(&mut self, ctx: &InstanceContext) {
         if let Some(group) = &self.alignment {
             self.slot = group.join();
+            if ctx.is_on_worker() {
+                // Waiting here would hold up the worker's other tasks, among
+                // them perhaps the one waited for: the worker holds the
+                // source back instead, between polls.
+                let (group, slot) = (group.clone(), self.slot);
+                let gated = ctx.gate_source(Arc::new(move || !group.is_ahead(slot)));
+                if gated {
+                    self.gated = true;
+                } else {
+                    // Not fused into a source: no alignment.
+                    if let Some(group) = self.alignment.take() {
+                        group.publish(self.slot, i64::MAX);
+                    }
+                }
+            }
         }
     }
 
@@ -313,7 +343,12 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             // A failed send is recorded by the collector and reported by the runtime.
             let _ = Outputs::control(out, &Control::Watermark(watermark));
         }
-        if let Some(alignment) = &self.alignment {
+        if let Some(alignment) = &self.alignment
+            && self.gated
+        {
+            // The worker running the source holds it back while it is ahead.
+            alignment.publish(self.slot, watermark.millis());
+        } else if let Some(alignment) = &self.alignment {
             // Wait, boundedly, while this instance is too far ahead of the slowest.
             let started = Instant::now();
             let mine = watermark.millis();

@@ -30,7 +30,7 @@ use super::{
     StreamRef,
 };
 
-const SETTINGS: &[&str] = &["batch_size", "channel_capacity", "key_groups"];
+const SETTINGS: &[&str] = &["batch_size", "channel_capacity", "key_groups", "workers"];
 const DELIVERIES: &[&str] = &["at_most_once", "at_least_once", "exactly_once"];
 
 impl Parse for JobSpec {
@@ -94,7 +94,7 @@ impl Parse for JobSpec {
                     return Err(syn::Error::new(
                         keyword.span(),
                         format!(
-                            "unknown statement `{other}`{hint}: expected `source`, `operator`, `sink`, `drop`, `name`, `batch_size`, `channel_capacity` or `key_groups`"
+                            "unknown statement `{other}`{hint}: expected `source`, `operator`, `sink`, `drop`, `name`, `batch_size`, `channel_capacity`, `key_groups` or `workers`"
                         ),
                     ));
                 }
