@@ -201,6 +201,15 @@ pub fn w2_job(events: u64, parallelism: u32) -> Outcome {
     )
 }
 
+/// How the standard workloads run their tasks: at parallelism 1, one
+/// thread per task (the source's task and the keyed task form a pipeline on
+/// two threads); above, one worker per instance, each running one instance
+/// of every component (`workers N;`), so that the exchange is the only thing
+/// that crosses threads and nothing waits for a core.
+pub fn workers_for(parallelism: u32) -> u32 {
+    if parallelism > 1 { parallelism } else { 0 }
+}
+
 /// W2 with `batch_size` records per batch between tasks.
 pub fn w2_job_with_batch(events: u64, parallelism: u32, batch_size: usize) -> Outcome {
     w2_job_with(events, parallelism, batch_size, RunOptions::default())
@@ -221,6 +230,7 @@ pub fn w2_job_with(
     let graph = job! {
         name "W2";
         batch_size batch_size;
+        workers workers_for(parallelism);
         source events[parallelism] = GeneratorSource::new(|i| i).take(events);
         operator keyed[parallelism] = WithKey { keys: KEYS } <- events;
         operator counts[parallelism] = CountPerKey::default()
@@ -290,6 +300,7 @@ pub fn w3_job(events: u64, parallelism: u32, keys: u64) -> Outcome {
     };
     let graph = job! {
         name "W3";
+        workers workers_for(parallelism);
         source events[parallelism] = GeneratorSource::new(move |i| (key(i, keys), i)).take(events);
         operator timed[parallelism] = Watermarks::monotonic()
             .align(std::time::Duration::from_secs(30))
@@ -402,6 +413,7 @@ pub fn join_job(events: u64, parallelism: u32) -> Outcome {
     let aligned = streamwork::window::AlignmentGroup::new(std::time::Duration::from_secs(30));
     let graph = job! {
         name "JOIN";
+        workers workers_for(parallelism);
         source lefts[parallelism] = GeneratorSource::new(|i| join_event(2 * i)).take(half);
         source rights[parallelism] = GeneratorSource::new(|i| join_event(2 * i + 1)).take(half);
         operator timed_lefts[parallelism] = Watermarks::monotonic().align_in(&aligned).timestamps(event_time) <- lefts;

@@ -32,11 +32,13 @@
 //! * [`wiring`](crate) decides which components are fused into one task
 //!   (forward edges into single-input components of equal parallelism) and
 //!   creates one bounded channel per input port of every other instance;
-//! * each task runs on its own thread: a source task polls its source; other
-//!   tasks receive messages, hand batches to their instance and count
-//!   end-of-stream per port; whenever its input is momentarily empty a task
-//!   flushes its partial batches (adaptive flushing);
-//! * a full channel blocks the sender: backpressure;
+//! * each task runs on its own thread, or with `workers N;` on one of N
+//!   threads that take turns among their tasks: a source task polls its
+//!   source; other tasks receive messages, hand batches to their instance and
+//!   count end-of-stream per port; whenever its input is momentarily empty a
+//!   task flushes its partial batches (adaptive flushing);
+//! * a full channel blocks the sender: backpressure (on workers, the worker
+//!   holds a task back while a channel it sends into is full);
 //! * a panic or error in any task aborts the job: every blocked send or
 //!   receive notices within 50 ms, so a failing job never hangs, and the error
 //!   names the component and instance where it started.
