@@ -1,7 +1,8 @@
 //! `streamwork-bench`: runs one workload at one parallelism, beside its
-//! hand-written baseline in the same process, and prints one JSON object.
-//! `cargo xtask bench` runs it once per workload and parallelism, each in a
-//! fresh process so that the peak resident size is the run's own.
+//! hand-written baseline in the same process, and prints one JSON object;
+//! with `--latency`, W2 also measures its latency at half its rate.
+//! `cargo xtask bench` runs it per workload and parallelism in rounds, each
+//! in a fresh process so that the peak resident size is the run's own.
 
 use anyhow::{Context, bail};
 use streamwork_benches::{
@@ -50,7 +51,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let events_per_sec = events as f64 / elapsed_s;
-    let (p50, p99) = if workload == "W2" {
+    let (p50, p99) = if workload == "W2" && args.iter().any(|a| a == "--latency") {
         // Half the maximum rate, for about two seconds.
         let rate = events_per_sec / 2.0;
         let latency = w2_latency(((rate * 2.0) as u64).min(events), parallelism, rate);

@@ -18,3 +18,30 @@ pub(crate) struct Measurement {
     pub(crate) p99_latency_us: Option<f64>,
     pub(crate) peak_rss_bytes: Option<u64>,
 }
+
+impl Measurement {
+    /// The better of two rounds of one configuration: the faster run, with
+    /// the faster baseline, the larger peak resident size, and whichever
+    /// latency was measured.
+    #[allow(dead_code)] // used by `cargo xtask bench` only
+    pub(crate) fn best_with(self, other: Measurement) -> Measurement {
+        let baseline = self
+            .baseline_events_per_sec
+            .max(other.baseline_events_per_sec);
+        let peak = self.peak_rss_bytes.max(other.peak_rss_bytes);
+        let (p50, p99) = (
+            self.p50_latency_us.or(other.p50_latency_us),
+            self.p99_latency_us.or(other.p99_latency_us),
+        );
+        let mut best = if other.events_per_sec > self.events_per_sec {
+            other
+        } else {
+            self
+        };
+        best.baseline_events_per_sec = baseline;
+        best.peak_rss_bytes = peak;
+        best.p50_latency_us = p50;
+        best.p99_latency_us = p99;
+        best
+    }
+}
