@@ -92,3 +92,71 @@ proptest! {
         prop_assert_eq!(streamed(events, size, slide, parallelism, batch, workers), expected);
     }
 }
+
+/// Emits each record with the event time it carries.
+#[derive(Clone)]
+struct WithTime;
+
+impl Operator for WithTime {
+    type In = Event;
+    type Key = NoKey;
+    type Out = Collector<(Event, Option<i64>)>;
+    type Time = AnyTime;
+
+    fn on_record(&mut self, value: Event, ctx: &mut Context<'_, NoKey, Self::Out>) {
+        let time = ctx.timestamp().map(|t| t.millis());
+        ctx.emit((value, time));
+    }
+}
+
+/// The records (with their event times) a bounded watermark strategy that
+/// drops late records lets through, and how many it dropped; `fused`: right
+/// after the source (stamped a batch at a time, in place) or behind a
+/// channel (record by record).
+fn stamped(
+    events: Vec<Event>,
+    bound: u64,
+    batch: usize,
+    fused: bool,
+) -> (Vec<(Event, Option<i64>)>, u64) {
+    let counter = LateCounter::new();
+    let sink = CollectSink::new();
+    let strategy = Watermarks::bounded(Duration::from_millis(bound)).drop_late(counter.clone());
+    let graph = if fused {
+        job! {
+            batch_size batch;
+            source events = VecSource::new(events);
+            operator timed = strategy.timestamps(at) <- events;
+            operator timed_out = WithTime <- timed;
+            sink out = sink.clone() <- timed_out;
+        }
+    } else {
+        job! {
+            batch_size batch;
+            source events = VecSource::new(events);
+            operator timed = strategy.timestamps(at) <- events.shuffle();
+            operator timed_out = WithTime <- timed;
+            sink out = sink.clone() <- timed_out;
+        }
+    }
+    .unwrap();
+    graph.run().unwrap();
+    (sink.values(), counter.get())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stamping_a_batch_in_place_matches_stamping_record_by_record(
+        raw in prop::collection::vec((0u8..5, 0i64..300), 0..200),
+        bound in 0u64..60,
+        batch in prop_oneof![Just(1usize), Just(3), Just(1024)],
+    ) {
+        let (in_place, late_in_place) = stamped(raw.clone(), bound, batch, true);
+        let (one_by_one, late_one_by_one) = stamped(raw.clone(), bound, batch, false);
+        prop_assert_eq!(&in_place, &one_by_one);
+        prop_assert_eq!(late_in_place, late_one_by_one);
+        prop_assert_eq!(in_place.len() as u64 + late_in_place, raw.len() as u64);
+    }
+}

@@ -202,6 +202,25 @@ impl<T: Data> Collector<T> {
         }
     }
 
+    /// Emits every record of `records` as it is (leaving it empty), taking
+    /// the whole batch without a copy when nothing is buffered.
+    pub fn push_batch(&mut self, records: &mut Vec<Record<T>>) {
+        if self.acking.is_some() || self.batch_size == DETACHED {
+            for record in records.drain(..) {
+                self.push(record);
+            }
+            return;
+        }
+        if self.buffer.is_empty() {
+            std::mem::swap(&mut self.buffer, records);
+        } else {
+            self.buffer.append(records);
+        }
+        if self.buffer.len() >= self.batch_size {
+            self.dispatch();
+        }
+    }
+
     /// Records emitted so far.
     pub fn emitted(&self) -> u64 {
         self.emitted + self.buffer.len() as u64

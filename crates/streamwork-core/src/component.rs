@@ -504,6 +504,19 @@ pub trait Operator: Clone + Send + 'static {
         let _ = out;
     }
 
+    /// Handles a whole batch in place, for an operator whose output is one
+    /// `Collector<Self::In>` and that only restamps, rewrites or removes
+    /// records (a watermark strategy): what is left in `records` is emitted
+    /// as it is, without a copy per record. Returns `false` if it does not
+    /// (the default): then every record goes through
+    /// [`on_record`](Self::on_record). The runtime calls it only when the
+    /// output is a single collector of the input type and the job runs
+    /// without acking.
+    fn on_batch_in_place(&mut self, records: &mut Vec<Record<Self::In>>) -> bool {
+        let _ = records;
+        false
+    }
+
     /// Called once when every input has ended: emit what is left. Event time
     /// has reached its end first ([`on_watermark`](Self::on_watermark) with
     /// [`Timestamp::MAX`]).

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use streamwork_core::message::Control;
 use streamwork_core::{
-    AssignsWatermarks, Collector, Context, Data, InstanceContext, NoKey, Operator, Outputs,
+    AssignsWatermarks, Collector, Context, Data, InstanceContext, NoKey, Operator, Outputs, Record,
     Restore, StateBytes, TaskError, Timestamp,
 };
 
@@ -275,14 +275,24 @@ impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
 impl<T, F> AssignWatermarks<T, F> {
     /// The watermark implied by what has been read so far.
     fn current(&self) -> Timestamp {
-        match (&self.generator, self.max_seen) {
-            (Generator::Monotonic, Some(max)) => Timestamp::from_millis(max),
-            (Generator::Bounded(bound), Some(max)) => {
-                Timestamp::from_millis(max.saturating_sub(*bound))
-            }
-            (Generator::Custom(_), _) => self.proposed,
-            (_, None) => Timestamp::MIN,
+        current_of(&self.generator, self.max_seen, self.proposed)
+    }
+}
+
+/// The watermark implied by the largest timestamp seen and the proposed
+/// watermark, for `generator`.
+fn current_of<T>(
+    generator: &Generator<T>,
+    max_seen: Option<i64>,
+    proposed: Timestamp,
+) -> Timestamp {
+    match (generator, max_seen) {
+        (Generator::Monotonic, Some(max)) => Timestamp::from_millis(max),
+        (Generator::Bounded(bound), Some(max)) => {
+            Timestamp::from_millis(max.saturating_sub(*bound))
         }
+        (Generator::Custom(_), _) => proposed,
+        (_, None) => Timestamp::MIN,
     }
 }
 
@@ -333,6 +343,37 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
         );
         self.active = true;
         ctx.emit_at(value, time);
+    }
+
+    /// Stamps the batch in place: each record gets its timestamp, late ones
+    /// are dropped if asked; no record is copied.
+    fn on_batch_in_place(&mut self, records: &mut Vec<Record<T>>) -> bool {
+        let (timestamp, generator) = (&self.timestamp, &self.generator);
+        let drops_late = self.drop_late.is_some();
+        let (mut max_seen, mut proposed) = (self.max_seen, self.proposed);
+        let mut dropped = 0u64;
+        records.retain_mut(|record| {
+            let time = timestamp(&record.value);
+            if drops_late && time < current_of(generator, max_seen, proposed) {
+                dropped += 1;
+                return false;
+            }
+            if let Generator::Custom(propose) = generator
+                && let Some(p) = propose(&record.value, time)
+            {
+                proposed = proposed.max(p);
+            }
+            max_seen = Some(max_seen.map_or(time.millis(), |m| m.max(time.millis())));
+            record.time = Some(time);
+            true
+        });
+        self.max_seen = max_seen;
+        self.proposed = proposed;
+        if let Some(late) = &self.drop_late {
+            late.add(dropped);
+        }
+        self.active |= !records.is_empty();
+        true
     }
 
     fn on_batch_end(&mut self, out: &mut Collector<T>) {
