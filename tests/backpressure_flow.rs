@@ -1,6 +1,7 @@
-//! Backpressure (chapter 9): overflow policies account for every record,
-//! backpressure watermarks pause and resume the sources, a permanently slow
-//! consumer is reported as thrashing, and the bottleneck is named.
+//! Backpressure (chapter 9): overflow policies account for every record (on
+//! a thread per task and on workers), backpressure watermarks pause and
+//! resume the sources, a permanently slow consumer is reported as thrashing,
+//! and the bottleneck is named.
 //!
 //! These jobs run a slow sink on purpose; their assertions hold whatever the
 //! machine's speed (exact counts, or conditions a slow sink always causes).
@@ -34,7 +35,9 @@ fn pass(value: u64, out: &mut Collector<u64>) {
     out.emit(value);
 }
 
-fn run(policy: Overflow, events: u64, micros: u64) -> (JobReport, Vec<u64>) {
+/// `events` numbers into a sink taking `micros` per record behind a queue of
+/// two batches with `policy`, on `workers` workers (0: a thread per task).
+fn run(policy: Overflow, events: u64, micros: u64, workers: u32) -> (JobReport, Vec<u64>) {
     let seen = CollectSink::new();
     let sink = SlowSink {
         micros,
@@ -42,6 +45,7 @@ fn run(policy: Overflow, events: u64, micros: u64) -> (JobReport, Vec<u64>) {
     };
     let graph = job! {
         batch_size 64;
+        workers workers;
         source numbers = GeneratorSource::new(|i| i).take(events);
         operator passed = Pass <- numbers;
         sink slow = sink <- passed.capacity(2).overflow(policy);
@@ -53,34 +57,41 @@ fn run(policy: Overflow, events: u64, micros: u64) -> (JobReport, Vec<u64>) {
 
 #[test]
 fn dropping_policies_account_for_every_record() {
-    for policy in [
+    for (policy, workers) in [
         Overflow::DropNewest,
         Overflow::DropOldest,
         Overflow::Sample(4),
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|policy| [(policy, 0), (policy, 2)])
+    {
         let events = 50_000;
-        let (report, delivered) = run(policy, events, 5);
+        let (report, delivered) = run(policy, events, 5, workers);
         let emitted = report.component("numbers").unwrap().records_out();
         let dropped = report.component("slow").unwrap().dropped_in;
         assert_eq!(emitted, events);
-        assert_eq!(emitted, dropped + delivered.len() as u64, "{policy:?}");
+        assert_eq!(
+            emitted,
+            dropped + delivered.len() as u64,
+            "{policy:?}, {workers} workers"
+        );
         assert!(
             dropped > 0,
-            "{policy:?}: a 5 µs sink behind a 2-batch queue must overflow"
+            "{policy:?}, {workers} workers: a 5 µs sink behind a 2-batch queue must overflow"
         );
         let mut sorted = delivered.clone();
         sorted.dedup();
         assert_eq!(
             sorted.len(),
             delivered.len(),
-            "{policy:?} delivered a record twice"
+            "{policy:?}, {workers} workers: delivered a record twice"
         );
     }
 }
 
 #[test]
 fn blocking_loses_nothing_and_names_the_bottleneck() {
-    let (report, delivered) = run(Overflow::Block, 40_000, 25);
+    let (report, delivered) = run(Overflow::Block, 40_000, 25, 0);
     assert_eq!(delivered.len(), 40_000);
     assert_eq!(report.component("slow").unwrap().dropped_in, 0);
     assert_eq!(report.bottleneck.as_deref(), Some("slow"), "{report}");
@@ -90,6 +101,14 @@ fn blocking_loses_nothing_and_names_the_bottleneck() {
         "{prometheus}"
     );
     assert!(prometheus.contains("streamwork_backpressure_ratio{component="));
+}
+
+#[test]
+fn blocking_on_workers_loses_nothing() {
+    // The source's worker holds it back while the sink's queue is full.
+    let (report, delivered) = run(Overflow::Block, 20_000, 20, 2);
+    assert_eq!(delivered, (0..20_000).collect::<Vec<_>>());
+    assert_eq!(report.component("slow").unwrap().dropped_in, 0);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Ending, stopping and failing: a bounded job ends by itself, an unbounded one
-//! drains on stop, and a panic anywhere fails the job with its name, never a hang.
+//! drains on stop, and a panic anywhere fails the job with its name, never a
+//! hang; on a thread per task and on workers alike.
 
 use std::time::{Duration, Instant};
 
@@ -49,8 +50,15 @@ fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 
 #[test]
 fn stop_drains_an_unbounded_job_gracefully() {
+    for workers in [0, 2] {
+        stop_drains(workers);
+    }
+}
+
+fn stop_drains(workers: u32) {
     let sink = CollectSink::new();
     let graph = job! {
+        workers workers;
         source numbers[2] = GeneratorSource::new(|i| i);
         operator pass[2] = ExplodeAt(u64::MAX) <- numbers.key(|v| *v);
         sink out = sink.clone() <- pass;
@@ -163,15 +171,22 @@ fn a_sink_error_fails_the_job_with_its_message() {
 
 #[test]
 fn a_panic_behind_a_full_channel_does_not_hang() {
-    // An unbounded source blocked on a full channel into a panicking operator:
-    // the abort must unblock it.
-    let mut job = JobBuilder::new("blocked");
-    job.batch_size(1).channel_capacity(1);
-    let numbers = job.source("numbers", 2, GeneratorSource::new(|i| i));
-    let exploded = job.operator("explode", 1, ExplodeAt(3), numbers.shuffle());
-    job.sink("out", 1, CollectSink::new(), exploded.shuffle());
-    let error = job.build().unwrap().run().unwrap_err();
-    assert!(matches!(error, JobError::Panicked { ref component, .. } if component == "explode"));
+    // An unbounded source blocked on a full channel into a panicking operator
+    // (on workers: held back by it, perhaps on another worker): the abort
+    // must end it.
+    for workers in [0, 2] {
+        let mut job = JobBuilder::new("blocked");
+        job.batch_size(1).channel_capacity(1).workers(workers);
+        let numbers = job.source("numbers", 2, GeneratorSource::new(|i| i));
+        let exploded = job.operator("explode", 1, ExplodeAt(3), numbers.shuffle());
+        job.sink("out", 1, CollectSink::new(), exploded.shuffle());
+        let error = job.build().unwrap().run().unwrap_err();
+        assert!(
+            matches!(error, JobError::Panicked { ref component, ref message, .. }
+                if component == "explode" && message.contains("boom at 3")),
+            "{workers} workers: {error}"
+        );
+    }
 }
 
 #[test]

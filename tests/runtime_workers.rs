@@ -1,55 +1,21 @@
 //! Jobs on workers (`workers N;`): several tasks share a thread and take
-//! turns. They end, stop, fail and apply backpressure as jobs on a thread per
-//! task do; aligned sources are held back by their worker instead of waiting
-//! in place; and an event-time job gives the same windows either way.
+//! turns. A keyed job on fewer workers than tasks counts every record, and
+//! aligned sources held back by their worker give the windows of a thread
+//! per task.
 //!
-//! (Random DAGs, windows and checkpoints on workers are also covered by
-//! `runtime_property`, `window_property` and `checkpoint_barriers`.)
+//! (Stopping, failing and backpressure on workers are tested beside their
+//! thread-per-task versions in `runtime_lifecycle` and `backpressure_flow`;
+//! random DAGs, windows and checkpoints in `runtime_property`,
+//! `window_property` and `checkpoint_barriers`.)
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use streamwork::prelude::*;
 
-#[derive(Clone)]
-struct ExplodeAt(u64);
-
 #[operator]
-impl ExplodeAt {
-    fn on_record(&mut self, value: u64, out: &mut Collector<u64>) {
-        if value == self.0 {
-            panic!("boom at {value}");
-        }
-        out.emit(value);
-    }
-}
-
-/// A sink that takes `micros` per record.
-#[derive(Clone)]
-struct SlowSink {
-    micros: u64,
-    seen: CollectSink<u64>,
-}
-
-impl Sink for SlowSink {
-    type In = u64;
-    fn write(&mut self, record: Record<u64>) -> Result<(), ConnectorError> {
-        let until = Instant::now() + Duration::from_micros(self.micros);
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
-        let mut seen = self.seen.clone();
-        seen.write(record)?;
-        seen.flush()
-    }
-}
-
-fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !condition() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn pass(value: u64, out: &mut Collector<u64>) {
+    out.emit(value);
 }
 
 #[test]
@@ -60,7 +26,7 @@ fn a_keyed_job_on_fewer_workers_than_tasks_counts_every_record() {
             workers workers;
             batch_size 100;
             source numbers[3] = GeneratorSource::new(|i| i).take(30_000);
-            operator pass[2] = ExplodeAt(u64::MAX) <- numbers.key(|v| *v % 7);
+            operator pass[2] = Pass <- numbers.key(|v| *v % 7);
             sink out[2] = sink.clone() <- pass.shuffle();
         }
         .unwrap();
@@ -70,103 +36,6 @@ fn a_keyed_job_on_fewer_workers_than_tasks_counts_every_record() {
         values.sort_unstable();
         assert_eq!(values, (0..30_000).collect::<Vec<_>>(), "{workers} workers");
     }
-}
-
-#[test]
-fn stop_drains_an_unbounded_job_on_workers() {
-    let sink = CollectSink::new();
-    let graph = job! {
-        workers 2;
-        source numbers[2] = GeneratorSource::new(|i| i);
-        operator pass[2] = ExplodeAt(u64::MAX) <- numbers.key(|v| *v);
-        sink out = sink.clone() <- pass;
-    }
-    .unwrap();
-    let handle = graph.start().unwrap();
-    wait_until("records to flow", || {
-        handle.snapshot().component("out").unwrap().records_in() > 0
-    });
-    handle.stop_handle().stop();
-    let report = handle.join().unwrap();
-    assert!(report.stopped);
-    let emitted = report.component("numbers").unwrap().records_out();
-    assert_eq!(report.component("out").unwrap().records_in(), emitted);
-    assert_eq!(sink.values().len() as u64, emitted);
-}
-
-#[test]
-fn a_panic_on_a_worker_names_its_component_and_ends_the_other_workers() {
-    // The source runs unbounded on the other worker, held back by a full
-    // channel into the operator that panics: the abort must end it.
-    let mut job = JobBuilder::new("explodes");
-    job.batch_size(1).channel_capacity(1).workers(2);
-    let numbers = job.source("numbers", 2, GeneratorSource::new(|i| i));
-    let exploded = job.operator("explode", 1, ExplodeAt(3), numbers.shuffle());
-    job.sink("out", 1, CollectSink::new(), exploded.shuffle());
-    let error = job.build().unwrap().run().unwrap_err();
-    assert!(
-        matches!(error, JobError::Panicked { ref component, ref message, .. }
-            if component == "explode" && message.contains("boom at 3")),
-        "{error}"
-    );
-}
-
-#[test]
-fn dropping_policies_on_workers_account_for_every_record() {
-    for policy in [
-        Overflow::DropNewest,
-        Overflow::DropOldest,
-        Overflow::Sample(4),
-    ] {
-        let events = 50_000;
-        let seen = CollectSink::new();
-        let sink = SlowSink {
-            micros: 5,
-            seen: seen.clone(),
-        };
-        let graph = job! {
-            workers 2;
-            batch_size 64;
-            source numbers = GeneratorSource::new(|i| i).take(events);
-            operator passed[2] = ExplodeAt(u64::MAX) <- numbers.shuffle();
-            sink slow = sink <- passed.capacity(2).overflow(policy);
-        }
-        .unwrap();
-        let report = graph.run().unwrap();
-        let delivered = seen.values();
-        let passed = report.component("passed").unwrap().records_out();
-        let dropped = report.component("slow").unwrap().dropped_in;
-        assert_eq!(passed, events);
-        assert_eq!(passed, dropped + delivered.len() as u64, "{policy:?}");
-        let mut sorted = delivered.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), delivered.len(), "{policy:?} delivered twice");
-    }
-}
-
-#[test]
-fn blocking_on_workers_loses_nothing() {
-    let seen = CollectSink::new();
-    let sink = SlowSink {
-        micros: 20,
-        seen: seen.clone(),
-    };
-    let graph = job! {
-        workers 2;
-        batch_size 64;
-        source numbers = GeneratorSource::new(|i| i).take(20_000);
-        operator passed = ExplodeAt(u64::MAX) <- numbers;
-        sink slow[2] = sink <- passed.shuffle().capacity(2);
-    }
-    .unwrap();
-    // The source's task is held back by the slow sinks' full channels
-    // (one of them on its own worker) and resumes as they drain.
-    let report = graph.run().unwrap();
-    let mut values = seen.values();
-    values.sort_unstable();
-    assert_eq!(values, (0..20_000).collect::<Vec<_>>());
-    assert_eq!(report.component("slow").unwrap().dropped_in, 0);
 }
 
 type Event = (u64, i64);

@@ -74,17 +74,8 @@ impl PortSender {
             Overflow::DropOldest if over => {
                 if let Some(oldest) = self.oldest.clone() {
                     while self.sender.len() >= capacity {
-                        match oldest.try_recv() {
-                            Ok(Envelope {
-                                payload: Payload::Batch(_),
-                                records,
-                                ..
-                            }) => {
-                                self.dropped.fetch_add(records as u64, Ordering::Relaxed);
-                            }
-                            Ok(control) => controls.push(control),
-                            Err(TryRecvError::Empty) => break,
-                            Err(TryRecvError::Disconnected) => return Err(Disconnected),
+                        if !self.take_oldest(&oldest, &mut controls)? {
+                            break;
                         }
                     }
                 }
@@ -95,6 +86,31 @@ impl PortSender {
             self.sender.send(envelope).map_err(|_| Disconnected)?;
         }
         Ok(())
+    }
+
+    /// Takes the oldest queued message: a batch is dropped (and counted), a
+    /// control message set aside in `controls`. Returns whether there was one.
+    fn take_oldest(
+        &mut self,
+        oldest: &Receiver<Envelope>,
+        controls: &mut Vec<Envelope>,
+    ) -> Result<bool, Disconnected> {
+        match oldest.try_recv() {
+            Ok(Envelope {
+                payload: Payload::Batch(_),
+                records,
+                ..
+            }) => {
+                self.dropped.fetch_add(records as u64, Ordering::Relaxed);
+                Ok(true)
+            }
+            Ok(control) => {
+                controls.push(control);
+                Ok(true)
+            }
+            Err(TryRecvError::Empty) => Ok(false),
+            Err(TryRecvError::Disconnected) => Err(Disconnected),
+        }
     }
 
     /// Blocks until `envelope` is sent (or the job aborts).
@@ -129,19 +145,8 @@ impl PortSender {
                 Err(TrySendError::Disconnected(_)) => return Err(Disconnected),
                 Err(TrySendError::Full(back)) => {
                     envelope = back;
-                    match oldest.try_recv() {
-                        Ok(Envelope {
-                            payload: Payload::Batch(_),
-                            records,
-                            ..
-                        }) => {
-                            self.dropped.fetch_add(records as u64, Ordering::Relaxed);
-                        }
-                        Ok(control) => controls.push(control),
-                        // The receiver took everything meanwhile: try again.
-                        Err(TryRecvError::Empty) => {}
-                        Err(TryRecvError::Disconnected) => return Err(Disconnected),
-                    }
+                    // If the receiver took everything meanwhile: try again.
+                    self.take_oldest(&oldest, &mut controls)?;
                 }
             }
         }
