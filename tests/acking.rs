@@ -39,10 +39,18 @@ fn expected(n: u64) -> Vec<u64> {
 
 #[test]
 fn every_tree_completes_through_fused_and_channel_edges_without_replay() {
+    for workers in [0, 2] {
+        every_tree_completes(workers);
+    }
+}
+
+/// On `workers` workers (0: a thread per task).
+fn every_tree_completes(workers: u32) {
     let n = 30_000;
     let (keyed, broadcast) = (CollectSink::new(), CollectSink::new());
     let graph = job! {
         batch_size 128;
+        workers workers;
         source numbers[2] = GeneratorSource::new(|i| i).take(n);
         operator split[2] = Split <- numbers;
         operator by_key[3] = Pass <- split.key(|v: &u64| *v);
@@ -93,11 +101,19 @@ impl Sink for SlowSink {
 
 #[test]
 fn records_dropped_by_a_full_edge_are_replayed_until_delivered() {
+    for workers in [0, 2] {
+        dropped_records_are_replayed(workers);
+    }
+}
+
+/// On `workers` workers (0: a thread per task).
+fn dropped_records_are_replayed(workers: u32) {
     let n = 20_000;
     let seen = CollectSink::new();
     let sink = SlowSink { seen: seen.clone() };
     let graph = job! {
         batch_size 64;
+        workers workers;
         source numbers = GeneratorSource::new(|i| i).take(n);
         operator passed = Pass <- numbers;
         sink slow = sink <- passed.capacity(2).overflow(Overflow::DropNewest);
