@@ -17,7 +17,7 @@ use crate::metrics::{MONITOR_INTERVAL, Registry};
 use crate::report::{ComponentReport, InstanceReport, JobReport};
 use crate::task::{Ended, Flags, TaskCheckpoints, run_input, run_source};
 use crate::wiring::{Builder, Task, TaskBody};
-use crate::worker::run_worker;
+use crate::worker::{placement, run_worker};
 
 /// Runs `graph` to completion on this machine's threads: until every source
 /// has ended and everything has drained, or until a failure.
@@ -241,24 +241,9 @@ fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobEr
             let mut groups: Vec<(String, Vec<Task>)> = (0..workers)
                 .map(|w| (format!("worker#{w}"), Vec::new()))
                 .collect();
-            // Instance `i` of a component goes to worker `(offset + i) %
-            // workers`, the offset being the instances of the tasks' components
-            // before it: components of equal parallelism line up (instance `i`
-            // of each on one worker, so an exchange between them stays on the
-            // worker for the records that keep their instance), and components
-            // of parallelism 1 spread over the workers.
-            let mut offsets = std::collections::HashMap::new();
-            let mut next = 0u32;
-            for &(node, _) in &roots {
-                offsets.entry(node).or_insert_with(|| {
-                    let offset = next;
-                    next += graph.nodes()[node].parallelism();
-                    offset
-                });
-            }
-            for (task, &(node, _)) in tasks.into_iter().zip(&roots) {
-                let worker = (offsets[&node] + task.instance) % workers;
-                groups[worker as usize].1.push(task);
+            let places = placement(&roots, |node| graph.nodes()[node].parallelism(), workers);
+            for (task, worker) in tasks.into_iter().zip(places) {
+                groups[worker].1.push(task);
             }
             groups.retain(|(_, tasks)| !tasks.is_empty());
             groups

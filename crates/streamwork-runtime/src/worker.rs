@@ -122,6 +122,32 @@ impl Turn {
     }
 }
 
+/// The worker of each root `(node, instance)` of `roots`: instance `i` of a
+/// component goes to worker `(offset + i) % workers`, the offset being the
+/// instances of the components before it in `roots`. Components of equal
+/// parallelism line up (instance `i` of each on one worker, so the records of
+/// an exchange that keep their instance stay on their thread), and components
+/// of parallelism 1 spread over the workers.
+pub(crate) fn placement(
+    roots: &[(usize, u32)],
+    parallelism: impl Fn(usize) -> u32,
+    workers: u32,
+) -> Vec<usize> {
+    let mut offsets = std::collections::HashMap::new();
+    let mut next = 0u32;
+    roots
+        .iter()
+        .map(|&(node, instance)| {
+            let offset = *offsets.entry(node).or_insert_with(|| {
+                let offset = next;
+                next += parallelism(node);
+                offset
+            });
+            ((offset + instance) % workers.max(1)) as usize
+        })
+        .collect()
+}
+
 /// Runs `tasks` on this thread, in turns, until every one has ended (or the
 /// job is aborted).
 pub(crate) fn run_worker(
@@ -230,5 +256,44 @@ fn wait(turns: &[Turn], timeout: Duration) {
         let _ = select.ready_timeout(timeout);
     } else {
         std::thread::sleep(timeout.min(RECHECK));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placement;
+
+    /// The roots of components of the given parallelisms, in order.
+    fn roots(parallelisms: &[u32]) -> Vec<(usize, u32)> {
+        parallelisms
+            .iter()
+            .enumerate()
+            .flat_map(|(node, &p)| (0..p).map(move |i| (node, i)))
+            .collect()
+    }
+
+    fn placed(parallelisms: &[u32], workers: u32) -> Vec<usize> {
+        placement(&roots(parallelisms), |node| parallelisms[node], workers)
+    }
+
+    #[test]
+    fn equal_parallelisms_line_up_one_slice_per_worker() {
+        assert_eq!(placed(&[2, 2], 2), [0, 1, 0, 1]);
+        assert_eq!(placed(&[3, 3, 3], 3), [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn single_instances_spread_over_the_workers() {
+        assert_eq!(placed(&[1, 1], 2), [0, 1]);
+        assert_eq!(placed(&[1, 2, 1], 2), [0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn every_task_gets_a_worker_within_range() {
+        for workers in 1..5 {
+            let places = placed(&[3, 1, 4, 2], workers);
+            assert_eq!(places.len(), 10);
+            assert!(places.iter().all(|&w| w < workers as usize));
+        }
     }
 }
