@@ -135,7 +135,12 @@ fn finish(mut child: Child) -> String {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("kafka_word_count did not exit within three minutes");
+            let _ = child.wait();
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+            }
+            panic!("kafka_word_count did not exit within three minutes; its log:\n{stderr}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
