@@ -509,9 +509,9 @@ pub trait Operator: Clone + Send + 'static {
     /// records (a watermark strategy): what is left in `records` is emitted
     /// as it is, without a copy per record. Returns `false` if it does not
     /// (the default): then every record goes through
-    /// [`on_record`](Self::on_record). The runtime calls it only when the
-    /// output is a single collector of the input type and the job runs
-    /// without acking.
+    /// [`on_record`](Self::on_record). The runtime calls it for batches from
+    /// the task the operator is fused into, when its output is a single
+    /// collector of its input type and the job runs without acking.
     fn on_batch_in_place(&mut self, records: &mut Vec<Record<Self::In>>) -> bool {
         let _ = records;
         false

@@ -88,11 +88,6 @@ impl SourceGates {
             .iter()
             .all(|gate| gate())
     }
-
-    /// Whether any gate was added.
-    pub fn is_empty(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
-    }
 }
 
 impl std::fmt::Debug for SourceGates {

@@ -570,8 +570,8 @@ pub struct JobConfig {
     /// The delivery the job promises; the runtime refuses to run it with a
     /// weaker one.
     pub delivery: crate::checkpoint::Delivery,
-    /// Worker threads that share the job's tasks, instance `i` of every
-    /// component on worker `i % workers`; `None`: one thread per task.
+    /// Worker threads that share the job's tasks (see
+    /// [`JobBuilder::workers`]); `None`: one thread per task.
     pub workers: Option<u32>,
 }
 
@@ -637,10 +637,13 @@ impl JobBuilder {
     }
 
     /// Runs the job's tasks on `workers` threads instead of one thread per
-    /// task (`workers N;` in `job!`): instance `i` of every component runs
-    /// on worker `i % workers`, which takes turns among its tasks, so that
-    /// `parallelism` equal to the cores keeps one thread per core, each with
-    /// a whole slice of the pipeline (the worker model of Timely Dataflow).
+    /// task (`workers N;` in `job!`). Each worker takes turns among its tasks.
+    /// Instance `i` of a component runs on worker `(offset + i) % workers`,
+    /// the offset counting the instances of the components before it: with
+    /// equal parallelisms, instance `i` of every component shares a worker,
+    /// so `parallelism` equal to the cores keeps one thread per core, each
+    /// with a whole slice of the pipeline (the worker model of Timely
+    /// Dataflow).
     ///
     /// A worker runs a task only while every channel it sends into has room,
     /// and no step of a task ever blocks: backpressure holds tasks back

@@ -25,9 +25,11 @@
 //! waits (a few milliseconds at a time, per batch) before emitting more, so
 //! window state stays bounded by the drift. An idle or ended instance does not
 //! hold the others back. Waiting is bounded, so a stalled peer slows an
-//! instance down but never hangs it. On workers (`workers N;`) alignment is
-//! off: a wait would hold up the worker's other tasks, perhaps the very one
-//! it waits for; there the channels' capacity keeps sources close instead.
+//! instance down but never hangs it. On workers (`workers N;`) an instance
+//! never waits, since that would hold up its worker's other tasks, perhaps
+//! the very one it waits for: fused into a source, it gates the source's
+//! polls instead, and the worker does not poll a source that is ahead; not
+//! fused into a source, it is not aligned.
 
 use std::sync::{Arc, Mutex};
 
@@ -275,24 +277,41 @@ impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
 impl<T, F> AssignWatermarks<T, F> {
     /// The watermark implied by what has been read so far.
     fn current(&self) -> Timestamp {
-        current_of(&self.generator, self.max_seen, self.proposed)
-    }
-}
-
-/// The watermark implied by the largest timestamp seen and the proposed
-/// watermark, for `generator`.
-fn current_of<T>(
-    generator: &Generator<T>,
-    max_seen: Option<i64>,
-    proposed: Timestamp,
-) -> Timestamp {
-    match (generator, max_seen) {
-        (Generator::Monotonic, Some(max)) => Timestamp::from_millis(max),
-        (Generator::Bounded(bound), Some(max)) => {
-            Timestamp::from_millis(max.saturating_sub(*bound))
+        match (&self.generator, self.max_seen) {
+            (Generator::Monotonic, Some(max)) => Timestamp::from_millis(max),
+            (Generator::Bounded(bound), Some(max)) => {
+                Timestamp::from_millis(max.saturating_sub(*bound))
+            }
+            (Generator::Custom(_), _) => self.proposed,
+            (_, None) => Timestamp::MIN,
         }
-        (Generator::Custom(_), _) => proposed,
-        (_, None) => Timestamp::MIN,
+    }
+
+    /// Reads the timestamp of one record and moves event time along: `None`
+    /// if the record is late and late records are dropped (it is counted).
+    #[inline]
+    fn stamp(&mut self, value: &T) -> Option<Timestamp>
+    where
+        F: Fn(&T) -> Timestamp,
+    {
+        let time = (self.timestamp)(value);
+        if let Some(late) = &self.drop_late
+            && time < self.current()
+        {
+            late.add(1);
+            return None;
+        }
+        if let Generator::Custom(propose) = &self.generator
+            && let Some(proposed) = propose(value, time)
+        {
+            self.proposed = self.proposed.max(proposed);
+        }
+        self.max_seen = Some(
+            self.max_seen
+                .map_or(time.millis(), |m| m.max(time.millis())),
+        );
+        self.active = true;
+        Some(time)
     }
 }
 
@@ -325,54 +344,21 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
 
     #[inline]
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {
-        let time = (self.timestamp)(&value);
-        if let Some(late) = &self.drop_late
-            && time < self.current()
-        {
-            late.add(1);
-            return;
+        if let Some(time) = self.stamp(&value) {
+            ctx.emit_at(value, time);
         }
-        if let Generator::Custom(propose) = &self.generator
-            && let Some(proposed) = propose(&value, time)
-        {
-            self.proposed = self.proposed.max(proposed);
-        }
-        self.max_seen = Some(
-            self.max_seen
-                .map_or(time.millis(), |m| m.max(time.millis())),
-        );
-        self.active = true;
-        ctx.emit_at(value, time);
     }
 
     /// Stamps the batch in place: each record gets its timestamp, late ones
     /// are dropped if asked; no record is copied.
     fn on_batch_in_place(&mut self, records: &mut Vec<Record<T>>) -> bool {
-        let (timestamp, generator) = (&self.timestamp, &self.generator);
-        let drops_late = self.drop_late.is_some();
-        let (mut max_seen, mut proposed) = (self.max_seen, self.proposed);
-        let mut dropped = 0u64;
-        records.retain_mut(|record| {
-            let time = timestamp(&record.value);
-            if drops_late && time < current_of(generator, max_seen, proposed) {
-                dropped += 1;
-                return false;
+        records.retain_mut(|record| match self.stamp(&record.value) {
+            Some(time) => {
+                record.time = Some(time);
+                true
             }
-            if let Generator::Custom(propose) = generator
-                && let Some(p) = propose(&record.value, time)
-            {
-                proposed = proposed.max(p);
-            }
-            max_seen = Some(max_seen.map_or(time.millis(), |m| m.max(time.millis())));
-            record.time = Some(time);
-            true
+            None => false,
         });
-        self.max_seen = max_seen;
-        self.proposed = proposed;
-        if let Some(late) = &self.drop_late {
-            late.add(dropped);
-        }
-        self.active |= !records.is_empty();
         true
     }
 
