@@ -38,6 +38,9 @@ use streamwork::connectors::kafka::{
 };
 use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Word count over Kafka topics, scaled out by a consumer group.
 #[derive(Parser, Debug)]
@@ -69,6 +72,11 @@ struct Args {
     /// partitions to the others.
     #[arg(long, default_value_t = 6_000)]
     session_timeout_ms: u64,
+    /// librdkafka debug contexts for every consumer (`cgrp` for the
+    /// consumer group), logged at debug level under the `librdkafka`
+    /// target: `STREAMWORK_LOG=info,librdkafka=debug`.
+    #[arg(long)]
+    kafka_debug: Option<String>,
 }
 
 /// Splits each line into words, each with its origin.
@@ -222,8 +230,26 @@ fn partition_job(
     }
 }
 
+/// Logs to stderr, filtered by `STREAMWORK_LOG` (`LEVEL` or
+/// `LEVEL,TARGET=LEVEL,...`, say `info,streamwork_connectors=debug`;
+/// warnings and errors without it).
+fn init_logging() -> anyhow::Result<()> {
+    let filter: Targets = match std::env::var("STREAMWORK_LOG") {
+        Ok(spec) => spec
+            .parse()
+            .map_err(|e| anyhow::anyhow!("STREAMWORK_LOG=`{spec}`: {e}"))?,
+        Err(_) => Targets::new().with_default(LevelFilter::WARN),
+    };
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("installing the logger: {e}"))
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    init_logging()?;
     let words_topic = format!("{}-words", args.group);
     let dead_topic = format!("{}-dead-letter", args.group);
     let partitions = end_offsets(&args.brokers, &args.input_topic)?.len();
@@ -247,6 +273,9 @@ fn main() -> anyhow::Result<()> {
     .delivery(Delivery::AtLeastOnce)
     .checkpoint_interval(Duration::from_millis(args.checkpoint_interval_ms.max(1)))
     .session_timeout(Duration::from_millis(args.session_timeout_ms));
+    if let Some(contexts) = &args.kafka_debug {
+        runner = runner.property("debug", contexts);
+    }
     if let Some(idle) = args.idle_exit_ms {
         runner = runner.idle_exit(Duration::from_millis(idle));
     }

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use streamwork_core::{ConnectorError, ErrorDomain};
 
 use super::kafka_error;
@@ -78,8 +78,23 @@ pub fn end_offsets(
 /// batch (one record on a broker that answers right) costs one fetch per
 /// partition.
 pub(crate) struct EndProbe {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<ProbeContext>,
 }
+
+/// The probe's client context: the end of a partition, which librdkafka
+/// also reports as a client-wide error, is the answer the probe asks for,
+/// not an error to log.
+struct ProbeContext;
+
+impl ClientContext for ProbeContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::Global(RDKafkaErrorCode::PartitionEOF)) {
+            tracing::warn!("kafka: finding where partitions end: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for ProbeContext {}
 
 impl EndProbe {
     /// A probe on `brokers`, with `extra` client settings (security, say).
@@ -94,7 +109,7 @@ impl EndProbe {
             config.set(key, value);
         }
         let consumer = config
-            .create()
+            .create_with_context(ProbeContext)
             .map_err(|e| kafka_error("creating a consumer", e))?;
         Ok(EndProbe { consumer })
     }
