@@ -262,7 +262,10 @@ impl GroupRunner {
     /// Stops after `idle` without a new record in this process, once the
     /// group has given it its share and has read every partition of its
     /// topics to the end (so that a dead member's partitions are not left
-    /// behind).
+    /// behind). A process the group has not given a share within the
+    /// rebalance timeout (three session timeouts, at least 10 s) stops
+    /// too once the group has read everything: a broker stuck in a
+    /// rebalance does not hold it forever.
     pub fn idle_exit(mut self, idle: Duration) -> Self {
         self.idle_exit = Some(idle);
         self
@@ -298,6 +301,7 @@ impl GroupRunner {
             records_of_ended: AtomicU64::new(0),
             busy: Mutex::new(Busy::default()),
             member: member_name(),
+            leaving: AtomicBool::new(false),
         });
         let mut config = ClientConfig::new();
         config
@@ -315,9 +319,7 @@ impl GroupRunner {
             )
             .set(
                 "max.poll.interval.ms",
-                (self.session_timeout.as_millis() * 3)
-                    .max(10_000)
-                    .to_string(),
+                self.rebalance_timeout().as_millis().to_string(),
             );
         for (key, value) in &self.extra {
             config.set(key, value);
@@ -329,9 +331,14 @@ impl GroupRunner {
         let outcome = self.serve(&consumer, &shared);
         // Leave the group: stop every partition job (each takes its final
         // checkpoint) and commit where they ended.
+        tracing::info!("kafka group `{}`: leaving", self.group);
+        shared.leaving.store(true, Ordering::Relaxed);
         let stopped = shared.stop_all();
         let commit = commit_positions(&consumer, &stopped, CommitMode::Sync);
         consumer.unsubscribe();
+        // Closing the consumer waits for the group to take its leave.
+        drop(consumer);
+        tracing::info!("kafka group `{}`: left", self.group);
         let report = GroupReport {
             rebalances: shared.rebalances.load(Ordering::Relaxed),
             tasks_started: shared.started.load(Ordering::Relaxed),
@@ -351,6 +358,13 @@ impl GroupRunner {
         Ok(report)
     }
 
+    /// How long the group waits for members to rejoin in a rebalance (the
+    /// consumer's `max.poll.interval.ms`): three session timeouts, at
+    /// least 10 s.
+    fn rebalance_timeout(&self) -> Duration {
+        (self.session_timeout * 3).max(Duration::from_secs(10))
+    }
+
     /// Polls the group (serving rebalances), commits progress, and watches
     /// for a failure or the idle exit.
     fn serve(
@@ -363,6 +377,7 @@ impl GroupRunner {
         let mut last_commit = Instant::now();
         let mut records = u64::MAX;
         let mut quiet_since = Instant::now();
+        let (joined_at, mut warned_unassigned) = (Instant::now(), false);
         loop {
             // The coordinator reads nothing itself (its partitions are
             // paused); a message fetched before the pause is dropped.
@@ -379,18 +394,37 @@ impl GroupRunner {
                 }
                 last_commit = Instant::now();
             }
+            // A healthy broker completes a join within the rebalance
+            // timeout; tansu 0.6, when the group's leader leaves during a
+            // rebalance, answers every rejoin with the departed leader's
+            // generation and never assigns anything.
+            let unassigned = shared.rebalances.load(Ordering::Relaxed) == 0;
+            let given_up = unassigned && joined_at.elapsed() >= self.rebalance_timeout();
+            if given_up && !warned_unassigned {
+                tracing::warn!(
+                    "kafka group `{}`: no assignment after {:?} (the coordinator may be stuck in a rebalance)",
+                    self.group,
+                    joined_at.elapsed()
+                );
+                warned_unassigned = true;
+            }
             let now = shared.records();
             if now != records {
                 records = now;
                 quiet_since = Instant::now();
             }
             // Not before the group has given this process its share (a
-            // process still joining knows nothing of the group's work).
+            // process still joining knows nothing of the group's work), or
+            // given up waiting for it.
             if let Some(idle) = self.idle_exit
                 && quiet_since.elapsed() >= idle
-                && shared.rebalances.load(Ordering::Relaxed) > 0
+                && (!unassigned || given_up)
             {
                 if self.group_is_done(consumer, &probe)? {
+                    tracing::info!(
+                        "kafka group `{}`: every partition is read to its end",
+                        self.group
+                    );
                     return Ok(());
                 }
                 // Someone (maybe a dead member) still owns unread input:
@@ -464,6 +498,9 @@ struct Shared {
     busy: Mutex<Busy>,
     /// This process's name in partition leases.
     member: String,
+    /// Set once the runner leaves the group: an assignment that arrives
+    /// while the consumer closes starts no job.
+    leaving: AtomicBool,
 }
 
 type Positions = Vec<((String, i32), BTreeMap<i32, i64>)>;
@@ -772,6 +809,9 @@ impl ConsumerContext for GroupContext {
                 self.0.rebalances.fetch_add(1, Ordering::Relaxed);
                 if let Err(error) = consumer.pause(list) {
                     tracing::warn!("kafka group: pausing the coordinator: {error}");
+                }
+                if self.0.leaving.load(Ordering::Relaxed) {
+                    return;
                 }
                 for element in list.elements() {
                     self.0.start(element.topic(), element.partition());
