@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use streamwork::connectors::kafka::group::GroupRunner;
@@ -102,8 +103,8 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    fn spawn(&self) -> Child {
-        Command::new(word_count())
+    fn spawn(&self) -> Process {
+        let mut child = Command::new(word_count())
             .args(["--brokers", self.brokers])
             .args(["--input-topic", self.input])
             .args(["--output-topic", self.output])
@@ -113,36 +114,61 @@ impl Job<'_> {
             .args(["--idle-exit-ms", "3000"])
             .args(["--checkpoint-interval-ms", "200"])
             .args(["--session-timeout-ms", "6000"])
+            // The consumer group's own log, for a process that does not exit.
+            .args(["--kafka-debug", "cgrp"])
+            .env(
+                "STREAMWORK_LOG",
+                "info,streamwork_connectors=debug,librdkafka=debug",
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("starting kafka_word_count")
+            .expect("starting kafka_word_count");
+        // Read as it is written: a full pipe would block the process.
+        let mut pipe = child.stderr.take().expect("piped stderr");
+        let log = std::thread::spawn(move || {
+            let mut log = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut pipe, &mut log);
+            String::from_utf8_lossy(&log).into_owned()
+        });
+        Process { child, log }
     }
 }
 
-/// Waits (at most three minutes) for a process and returns its stderr.
-fn finish(mut child: Child) -> String {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            assert!(
-                status.success(),
-                "kafka_word_count failed ({status}):\n{stderr}"
-            );
-            return stderr;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+/// A running `kafka_word_count` and the reader of its log (stderr).
+struct Process {
+    child: Child,
+    log: JoinHandle<String>,
+}
+
+impl Process {
+    /// Kills the process wherever it is, and waits for it.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let _ = self.log.join();
+    }
+
+    /// Waits (at most three minutes) for the process and returns its log.
+    fn finish(mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let log = self.log.join().expect("the log reader");
+                assert!(
+                    status.success(),
+                    "kafka_word_count failed ({status}):\n{log}"
+                );
+                return log;
             }
-            panic!("kafka_word_count did not exit within three minutes; its log:\n{stderr}");
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let log = self.log.join().unwrap_or_default();
+                panic!("kafka_word_count did not exit within three minutes; its log:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -186,15 +212,14 @@ fn three_processes_one_killed_and_restarted_count_every_word_exactly() {
         group: &group,
         checkpoints: &checkpoints,
     };
-    let mut processes: Vec<Child> = (0..3).map(|_| job.spawn()).collect();
+    let mut processes: Vec<Process> = (0..3).map(|_| job.spawn()).collect();
     wait_for_output(&brokers, &output);
     // Killed wherever it is, and started again.
-    processes[1].kill().unwrap();
-    processes[1].wait().unwrap();
-    processes[1] = job.spawn();
+    processes.remove(1).kill();
+    processes.push(job.spawn());
     let read: u64 = processes
         .into_iter()
-        .map(|p| records_read(&finish(p)))
+        .map(|p| records_read(&p.finish()))
         .sum();
     assert!(read > 0);
     let counts = last_counts(&brokers, &output);
@@ -227,14 +252,16 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
         checkpoints: &checkpoints,
     };
     // One process counts the first half and leaves.
-    let first_read = records_read(&finish(job.spawn()));
+    let first_read = records_read(&job.spawn().finish());
     assert!(first_read >= 5_000, "lines and words: {first_read}");
     // Two others take its partitions, restore its counts from the
     // checkpoints, and count the second half on top of them (counting from
-    // nothing would end with the second half's counts alone).
-    let others: Vec<Child> = (0..2).map(|_| job.spawn()).collect();
+    // nothing would end with the second half's counts alone). The second
+    // half is there before they start: a process that finds every
+    // partition read to its end exits.
     produce(&brokers, &input, second);
-    let others_read: u64 = others.into_iter().map(|p| records_read(&finish(p))).sum();
+    let others: Vec<Process> = (0..2).map(|_| job.spawn()).collect();
+    let others_read: u64 = others.into_iter().map(|p| records_read(&p.finish())).sum();
     assert!(others_read >= 5_000, "lines and words: {others_read}");
     let counts = last_counts(&brokers, &output);
     assert_eq!(counts, expected, "the last count of every word");
@@ -304,7 +331,9 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
             .checkpoint_interval(Duration::from_millis(100))
             .delivery(Delivery::AtLeastOnce)
             .session_timeout(Duration::from_secs(6))
-            .idle_exit(Duration::from_secs(2));
+            // The first stays long enough for the second to join and be
+            // given partitions (a join takes tansu three seconds).
+            .idle_exit(Duration::from_secs(if runner == 0 { 10 } else { 2 }));
         std::thread::spawn(move || {
             runner_of.run(move |task| {
                 let sink = Owner {
