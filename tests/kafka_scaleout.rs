@@ -257,8 +257,8 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     // Two others take its partitions, restore its counts from the
     // checkpoints, and count the second half on top of them (counting from
     // nothing would end with the second half's counts alone). The second
-    // half is there before they start: a process that finds every
-    // partition read to its end exits.
+    // half is there before they start: a process that, once given its
+    // share, finds every partition read to its end exits.
     produce(&brokers, &input, second);
     let others: Vec<Process> = (0..2).map(|_| job.spawn()).collect();
     let others_read: u64 = others.into_iter().map(|p| records_read(&p.finish())).sum();
