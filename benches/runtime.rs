@@ -15,11 +15,12 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use streamwork::core::dispatch::{ChannelDispatcher, Edge};
 use streamwork::core::grouping::{KeyGroups, KeyRoute};
 use streamwork::core::hash::{FastHashMap, stable_hash};
-use streamwork::core::message::{ChannelSender, Disconnected, Envelope, SenderIdx};
+use streamwork::core::{Disconnected, Edge};
 use streamwork::prelude::*;
+use streamwork::runtime::dispatch::ChannelDispatcher;
+use streamwork::runtime::message::{ChannelSender, Envelope, Payload, SenderIdx};
 use streamwork_benches::{
     KEYS, key, keyed_window_job, w1_baseline, w1_job, w2_baseline, w2_job, w2_job_with_batch,
 };
@@ -114,7 +115,7 @@ struct CountingSender(u64);
 
 impl ChannelSender for CountingSender {
     fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
-        if let streamwork::core::message::Payload::Batch(batch) = envelope.payload {
+        if let Payload::Batch(batch) = envelope.payload {
             self.0 += batch
                 .downcast::<Vec<Record<(u64, u64)>>>()
                 .map(|b| b.len() as u64)

@@ -10,7 +10,7 @@
 //!     --input-topic lines --output-topic counts --group wc --checkpoint-dir /shared/wc
 //! ```
 //!
-//! Two stages, each a job per partition (see `streamwork::connectors::kafka::group`):
+//! Two stages, each a job per partition (see `streamwork::scaleout`):
 //!
 //! 1. **split**, per input partition: each line's words go to the
 //!    repartition topic `GROUP-words` (created with as many partitions as
@@ -32,12 +32,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use streamwork::connectors::kafka::group::{GroupRunner, PartitionTask};
 use streamwork::connectors::kafka::{
     KafkaRecord, KafkaSink, Origin, OriginFilter, create_topic, end_offsets,
 };
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
+use streamwork::scaleout::{GroupRunner, PartitionTask};
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;

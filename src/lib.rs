@@ -28,11 +28,17 @@
 //! ```
 //!
 //! The crates behind the facade:
-//! * [`core`]: traits, records, collectors, groupings, keyed state, the builder;
-//! * [`runtime`]: the engine that runs a job graph;
+//! * [`core`]: the vocabulary: traits, records, collectors, stream handles,
+//!   groupings, keyed state, timers, checkpoints as components see them;
+//! * [`runtime`]: the engine: the job builder, and everything that runs a
+//!   job graph;
 //! * [`connectors`]: sources and sinks;
 //! * [`window`]: watermark strategies and windows;
 //! * [`join`]: stream-table, windowed, interval, table-table and unwindowed joins;
+//! * [`state`]: the checkpoint log and keyed state codecs;
+//! * [`web`]: the job page;
+//! * [`scaleout`]: a job across processes through a Kafka consumer group
+//!   (feature `kafka`);
 //! * `streamwork-macros`: `#[operator]`, `#[derive(Outputs)]` and `job!`.
 
 #![warn(missing_docs)]
@@ -42,12 +48,12 @@ pub use streamwork_core as core;
 pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, job, operator};
 pub use streamwork_runtime as runtime;
+pub use streamwork_scaleout as scaleout;
 pub use streamwork_state as state;
 pub use streamwork_web as web;
 pub use streamwork_window as window;
 
-use streamwork_core::JobGraph;
-use streamwork_runtime::{JobError, JobHandle, JobReport};
+use streamwork_runtime::{JobError, JobGraph, JobHandle, JobReport};
 
 /// Running a built job graph.
 pub trait Run {
@@ -110,14 +116,15 @@ pub mod prelude {
         TcpLineSource, UpsertFileSink, VecSource,
     };
     pub use streamwork_core::{
-        AnyTime, ByKey, CoOperator, Collector, ConnectorError, Context, CurrentKey, Data,
-        EventTime, GroupingKind, Input, InstanceContext, JobBuilder, JobGraph, KeyGroups,
-        KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, Source,
-        SourcePoll, StateBytes, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
+        AnyTime, ByKey, CheckpointId, CoOperator, Collector, ConnectorError, Context, CurrentKey,
+        Data, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups, KeyedState,
+        KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, Source, SourcePoll,
+        StateBytes, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{
-        CheckpointConfig, Delivery, JobError, JobHandle, JobReport, RestartStrategy, RunOptions,
+        CheckpointConfig, Delivery, GraphError, JobBuilder, JobError, JobGraph, JobHandle,
+        JobReport, RestartStrategy, RunOptions,
     };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,
@@ -128,18 +135,19 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use streamwork_core::checkpoint::{Delivery, replayable, transactional};
-    pub use streamwork_core::graph::{Input, IntoInputs, JobBuilder, JobGraph, NodeId, Stream};
-    pub use streamwork_core::message::{Control, Disconnected};
+    pub use streamwork_core::control::{Control, Disconnected};
     pub use streamwork_core::outputs::{
-        AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs,
+        AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs,
         Unconnected, all_channels_handled,
     };
     pub use streamwork_core::record::Data;
+    pub use streamwork_core::stream::{Input, IntoInputs, Stream};
     pub use streamwork_core::time::Timestamp;
     pub use streamwork_core::{
-        AnyTime, ByKey, Collector, Context, CurrentKey, EventTime, GraphError, InstanceContext,
-        KeyGroups, NoKey, Operator, StreamTime,
+        AnyTime, ByKey, Collector, Context, CurrentKey, EventTime, InstanceContext, JobId,
+        KeyGroups, NoKey, NodeId, Operator, StreamTime,
     };
+    pub use streamwork_runtime::{GraphError, JobBuilder, JobGraph};
 }
 
 /// Compiles the code of README.md as a doctest, so that the README never lies.

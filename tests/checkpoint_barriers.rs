@@ -21,8 +21,8 @@ use streamwork::state::{
 struct Numbers {
     n: u64,
     next: u64,
-    hooks: Option<streamwork::core::checkpoint::CheckpointHooks>,
-    completed_at_start: u64,
+    hooks: Option<streamwork::core::checkpoint::CheckpointView>,
+    completed_at_start: CheckpointId,
 }
 
 impl Numbers {
@@ -31,7 +31,7 @@ impl Numbers {
             n,
             next: 0,
             hooks: None,
-            completed_at_start: 0,
+            completed_at_start: CheckpointId::NONE,
         }
     }
 
@@ -41,7 +41,7 @@ impl Numbers {
     /// made further checkpoints impossible.
     fn waiting_for_a_checkpoint(&self) -> bool {
         self.next == self.n / 2
-            && self.completed_at_start == 0
+            && self.completed_at_start == CheckpointId::NONE
             && self
                 .hooks
                 .as_ref()
@@ -54,7 +54,10 @@ impl Source for Numbers {
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.hooks = ctx.checkpoints().cloned();
-        self.completed_at_start = self.hooks.as_ref().map_or(0, |h| h.completed());
+        self.completed_at_start = self
+            .hooks
+            .as_ref()
+            .map_or(CheckpointId::NONE, |h| h.completed());
         Ok(())
     }
 
@@ -213,7 +216,7 @@ fn consistent_cuts(name: &str, workers: u32) {
         report.checkpoints
     );
     for stats in &report.checkpoints {
-        let checkpoint = load_checkpoint(&dir, stats.id).unwrap();
+        let checkpoint = load_checkpoint(&dir, stats.id.get()).unwrap();
         let (left, right) = (
             position(&checkpoint, "left"),
             position(&checkpoint, "right"),

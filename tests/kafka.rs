@@ -233,9 +233,9 @@ fn read_values(brokers: &str, topic: &str) -> Vec<u64> {
 fn restored_from(checkpoint: u64) -> Restore<'static> {
     Restore {
         component: "out",
-        checkpoint,
+        checkpoint: CheckpointId::new(checkpoint),
         is_final: false,
-        instance: 0,
+        instance: InstanceIdx(0),
         parallelism: 1,
         key_groups: KeyGroups::DEFAULT,
         parts: Vec::new(),
@@ -295,7 +295,7 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     let output = topic("tx-restore");
     create_topic(&brokers, &output, 1).unwrap();
     let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-staging"));
-    let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
+    let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
     let open = || {
         let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
         sink.open(&ctx).unwrap();
@@ -307,11 +307,11 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     for i in 0..10 {
         sink.write(Record::new(i)).unwrap();
     }
-    sink.pre_commit(1).unwrap();
+    sink.pre_commit(CheckpointId::new(1)).unwrap();
     for i in 100..110 {
         sink.write(Record::new(i)).unwrap();
     }
-    sink.pre_commit(2).unwrap();
+    sink.pre_commit(CheckpointId::new(2)).unwrap();
     drop(sink);
     let mut sink = open();
     sink.restore(&restored_from(1)).unwrap();
@@ -320,11 +320,11 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     for i in 20..25 {
         sink.write(Record::new(i)).unwrap();
     }
-    sink.pre_commit(3).unwrap();
+    sink.pre_commit(CheckpointId::new(3)).unwrap();
     let dir = staging.join(format!("{output}-0"));
     let staged = dir.join(format!("staged-{:020}", 3));
     let kept = std::fs::read(&staged).unwrap();
-    sink.commit(3).unwrap();
+    sink.commit(CheckpointId::new(3)).unwrap();
     assert!(!staged.exists());
     std::fs::write(&staged, kept).unwrap();
     drop(sink);
@@ -344,17 +344,17 @@ fn a_fenced_transactional_sink_cannot_publish() {
     let output = topic("tx-fenced");
     create_topic(&brokers, &output, 1).unwrap();
     let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-fenced"));
-    let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
+    let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
     let mut zombie = number_sink(&brokers, &output).transactional(&output, &staging);
     zombie.open(&ctx).unwrap();
     for i in 0..5 {
         zombie.write(Record::new(i)).unwrap();
     }
-    zombie.pre_commit(1).unwrap();
+    zombie.pre_commit(CheckpointId::new(1)).unwrap();
     // Its successor opens with the same transactional id.
     let mut successor = number_sink(&brokers, &output).transactional(&output, &staging);
     successor.open(&ctx).unwrap();
-    let error = zombie.commit(1).unwrap_err();
+    let error = zombie.commit(CheckpointId::new(1)).unwrap_err();
     assert!(error.to_string().contains("fenced"), "{error}");
     assert!(read_values(&brokers, &output).is_empty());
     let _ = std::fs::remove_dir_all(&staging);
@@ -393,7 +393,12 @@ fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_stag
     let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-scale-down"));
     let open = |instance: u32, parallelism: u32| {
         let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
-        let ctx = InstanceContext::new("out", instance, parallelism, KeyGroups::DEFAULT);
+        let ctx = InstanceContext::new(
+            "out",
+            InstanceIdx(instance),
+            parallelism,
+            KeyGroups::DEFAULT,
+        );
         sink.open(&ctx).unwrap();
         sink
     };
@@ -403,7 +408,7 @@ fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_stag
         for i in 0..5 {
             sink.write(Record::new(instance as u64 * 100 + i)).unwrap();
         }
-        sink.pre_commit(1).unwrap();
+        sink.pre_commit(CheckpointId::new(1)).unwrap();
     }
     // Restored at parallelism 1: instance 0 stands for old instance 1 too.
     let mut sink = open(0, 1);

@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use streamwork::connectors::kafka::group::GroupRunner;
 use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, create_topic};
 use streamwork::prelude::*;
+use streamwork::scaleout::GroupRunner;
 
 mod kafka_common;
 

@@ -93,7 +93,7 @@ fn a_panic_names_the_component_instance_and_message() {
             message,
         }) => {
             assert_eq!(component, "explode");
-            assert!(instance < 3);
+            assert!(instance < InstanceIdx(3));
             assert_eq!(message, "boom at 4321");
         }
         other => panic!("expected a panic error, got {other:?}"),

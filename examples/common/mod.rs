@@ -9,8 +9,8 @@ pub mod vehicles;
 use std::path::PathBuf;
 
 use streamwork::connectors::file::Lines;
-use streamwork::core::graph::ComponentKind;
 use streamwork::prelude::*;
+use streamwork::runtime::ComponentKind;
 
 /// Where a job's input lines come from.
 #[derive(clap::Args, Debug, Clone)]

@@ -106,7 +106,7 @@ pub fn job(
     grouping: Grouping,
     live: bool,
     spread: CollectSink<(String, usize)>,
-) -> Result<JobGraph, streamwork::core::GraphError> {
+) -> Result<JobGraph, streamwork::runtime::GraphError> {
     let totals = Totals::new(live);
     let print = StdoutSink::display::<String>();
     match grouping {

@@ -179,7 +179,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
                 } ),*]
             }
 
-            fn streams<__SwTm: #p::StreamTime>(job: u64, node: #p::NodeId) -> Self::Streams<__SwTm> {
+            fn streams<__SwTm: #p::StreamTime>(job: #p::JobId, node: #p::NodeId) -> Self::Streams<__SwTm> {
                 #streams {
                     #( #idents: #p::Unconnected(#p::Stream::__new(job, node, #indices), ::std::marker::PhantomData), )*
                 }
@@ -194,28 +194,12 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
                 #( self.#idents.set_time(time); )*
             }
 
-            fn flush(&mut self) -> ::std::result::Result<(), #p::Disconnected> {
-                #( self.#idents.flush()?; )*
-                ::std::result::Result::Ok(())
+            fn for_each_channel(&mut self, visit: &mut dyn ::std::ops::FnMut(&mut dyn #p::Channel)) {
+                #( visit(&mut self.#idents); )*
             }
 
-            fn control(&mut self, control: &#p::Control) -> ::std::result::Result<(), #p::Disconnected> {
-                #( self.#idents.control(control)?; )*
-                ::std::result::Result::Ok(())
-            }
-
-            fn emitted(&self) -> u64 {
-                0 #( + self.#idents.emitted() )*
-            }
-
-            fn check(&self) -> ::std::result::Result<(), #p::Disconnected> {
-                #( self.#idents.check()?; )*
-                ::std::result::Result::Ok(())
-            }
-
-            fn tick(&mut self, now: #p::Timestamp) -> ::std::result::Result<(), #p::Disconnected> {
-                #( self.#idents.tick(now)?; )*
-                ::std::result::Result::Ok(())
+            fn for_each_channel_ref(&self, visit: &mut dyn ::std::ops::FnMut(&dyn #p::Channel)) {
+                #( visit(&self.#idents); )*
             }
         }
     })

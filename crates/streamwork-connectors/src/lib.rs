@@ -2,15 +2,26 @@
 //! files of lines, TCP lines (the book's `nc -lk 9990` readers), stdout, files,
 //! and a collecting sink for tests.
 //!
+//! A connector is an ordinary [`Source`](streamwork_core::Source) or
+//! [`Sink`](streamwork_core::Sink), which the engine drives; here, by hand:
+//!
 //! ```
 //! use streamwork_connectors::{CollectSink, VecSource};
-//! use streamwork_core::JobBuilder;
-//! let mut job = JobBuilder::new("copy");
-//! let words = job.source("words", 1, VecSource::new(vec!["a", "b"]));
+//! use streamwork_core::{Collector, InstanceContext, InstanceIdx, KeyGroups, Sink, Source, SourcePoll};
+//! let ctx = InstanceContext::new("copy", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+//! let mut words = VecSource::new(vec!["a", "b"]);
+//! words.open(&ctx)?;
+//! let mut out = Collector::detached();
+//! while words.poll(&mut out)? != SourcePoll::Finished {}
 //! let sink = CollectSink::new();
-//! job.sink("collect", 1, sink.clone(), words);
-//! // streamwork_runtime::run(job.build()?)? then sink.values() == ["a", "b"]
-//! # Ok::<(), streamwork_core::GraphError>(())
+//! let mut writer = sink.clone();
+//! writer.open(&ctx)?;
+//! for record in out.take_buffered() {
+//!     writer.write(record)?;
+//! }
+//! writer.close()?;
+//! assert_eq!(sink.values(), vec!["a", "b"]);
+//! # Ok::<(), streamwork_core::ConnectorError>(())
 //! ```
 //!
 //! Malformed input (invalid UTF-8, a line a parser rejects) is counted in an
@@ -19,8 +30,8 @@
 //! Kafka (source, sink, per-partition watermarks, scale-out through a
 //! consumer group) is the `kafka` module, behind the `kafka` feature.
 //!
-//! Not here: the runtime that runs these (streamwork-runtime), other message
-//! queues.
+//! Not here: the engine that runs these (streamwork-runtime), scale-out
+//! across processes (streamwork-scaleout), other message queues.
 
 #![warn(missing_docs)]
 

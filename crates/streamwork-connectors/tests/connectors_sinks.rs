@@ -1,7 +1,7 @@
 //! Sinks driven directly, without a runtime.
 
 use streamwork_connectors::{CollectSink, FileSink};
-use streamwork_core::{InstanceContext, KeyGroups, Record, Sink};
+use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, Record, Sink};
 
 #[test]
 fn file_sink_writes_one_part_per_instance() {
@@ -13,7 +13,7 @@ fn file_sink_writes_one_part_per_instance() {
         });
         sink.open(&InstanceContext::new(
             "files",
-            instance,
+            InstanceIdx(instance),
             2,
             KeyGroups::DEFAULT,
         ))
@@ -41,7 +41,12 @@ fn single_file_sink_refuses_parallel_instances() {
     })
     .single_file();
     let error = sink
-        .open(&InstanceContext::new("out", 0, 2, KeyGroups::DEFAULT))
+        .open(&InstanceContext::new(
+            "out",
+            InstanceIdx(0),
+            2,
+            KeyGroups::DEFAULT,
+        ))
         .unwrap_err();
     assert!(error.to_string().contains("parallelism 2"), "{error}");
 }
@@ -51,7 +56,12 @@ fn collect_sink_keeps_instance_and_order() {
     let sink = CollectSink::new();
     let mut instance = sink.clone();
     instance
-        .open(&InstanceContext::new("c", 1, 2, KeyGroups::DEFAULT))
+        .open(&InstanceContext::new(
+            "c",
+            InstanceIdx(1),
+            2,
+            KeyGroups::DEFAULT,
+        ))
         .unwrap();
     instance.write(Record::new("a")).unwrap();
     instance.write(Record::new("b")).unwrap();
@@ -63,9 +73,9 @@ fn collect_sink_keeps_instance_and_order() {
 fn restore_at(checkpoint: u64, is_final: bool) -> streamwork_core::Restore<'static> {
     streamwork_core::Restore {
         component: "out",
-        checkpoint,
+        checkpoint: CheckpointId::new(checkpoint),
         is_final,
-        instance: 0,
+        instance: InstanceIdx(0),
         parallelism: 1,
         key_groups: KeyGroups::DEFAULT,
         parts: Vec::new(),
@@ -94,7 +104,7 @@ fn visible(dir: &std::path::Path) -> Vec<String> {
 fn a_transactional_sink_commits_only_complete_checkpoints_across_a_crash() {
     let dir = std::env::temp_dir().join(format!("streamwork-txn-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let ctx = InstanceContext::new("out", 0, 1, KeyGroups::DEFAULT);
+    let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
     let sink = || {
         FileSink::new(&dir, |v: &u64, line: &mut Vec<u8>| {
             line.extend_from_slice(v.to_string().as_bytes())
@@ -106,12 +116,12 @@ fn a_transactional_sink_commits_only_complete_checkpoints_across_a_crash() {
     for v in 0..3 {
         first.write(record(v)).unwrap();
     }
-    first.pre_commit(1).unwrap();
+    first.pre_commit(CheckpointId::new(1)).unwrap();
     assert!(visible(&dir).is_empty(), "staged, not yet visible");
     for v in 3..5 {
         first.write(record(v)).unwrap();
     }
-    first.pre_commit(2).unwrap();
+    first.pre_commit(CheckpointId::new(2)).unwrap();
     first.write(record(5)).unwrap();
     first.flush().unwrap();
     // A crash: checkpoint 1 completed, checkpoint 2 did not.
@@ -152,21 +162,31 @@ fn scaled_down_instances_commit_what_the_removed_ones_staged() {
     // Three instances each stage checkpoint 4 (complete) and 5 (not).
     for i in 0..3u32 {
         let mut old = sink();
-        old.open(&InstanceContext::new("out", i, 3, KeyGroups::DEFAULT))
-            .unwrap();
+        old.open(&InstanceContext::new(
+            "out",
+            InstanceIdx(i),
+            3,
+            KeyGroups::DEFAULT,
+        ))
+        .unwrap();
         old.write(record(u64::from(i))).unwrap();
-        old.pre_commit(4).unwrap();
+        old.pre_commit(CheckpointId::new(4)).unwrap();
         old.write(record(100 + u64::from(i))).unwrap();
-        old.pre_commit(5).unwrap();
+        old.pre_commit(CheckpointId::new(5)).unwrap();
     }
     // Restored at parallelism 2 from checkpoint 4: instance 0 also takes
     // the place of old instance 2.
     for i in 0..2u32 {
         let mut new = sink();
-        new.open(&InstanceContext::new("out", i, 2, KeyGroups::DEFAULT))
-            .unwrap();
+        new.open(&InstanceContext::new(
+            "out",
+            InstanceIdx(i),
+            2,
+            KeyGroups::DEFAULT,
+        ))
+        .unwrap();
         let mut restore = restore_at(4, false);
-        restore.instance = i;
+        restore.instance = InstanceIdx(i);
         restore.parallelism = 2;
         new.restore(&restore).unwrap();
     }
@@ -199,7 +219,7 @@ fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
     let dir = std::env::temp_dir().join(format!("streamwork-txn1-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let path = dir.join("dead-letter");
-    let ctx = InstanceContext::new("dead", 0, 1, KeyGroups::DEFAULT);
+    let ctx = InstanceContext::new("dead", InstanceIdx(0), 1, KeyGroups::DEFAULT);
     let sink = || {
         FileSink::new(&path, |v: &u64, line: &mut Vec<u8>| {
             line.extend_from_slice(v.to_string().as_bytes())
@@ -210,11 +230,11 @@ fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
     let mut first = sink();
     first.open(&ctx).unwrap();
     first.write(record(1)).unwrap();
-    first.pre_commit(1).unwrap();
-    first.commit(1).unwrap();
+    first.pre_commit(CheckpointId::new(1)).unwrap();
+    first.commit(CheckpointId::new(1)).unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
     first.write(record(2)).unwrap();
-    first.pre_commit(2).unwrap();
+    first.pre_commit(CheckpointId::new(2)).unwrap();
     drop(first);
     // A crash in the middle of committing checkpoint 2: its marker says how
     // long the file was, and half the append made it to disk.

@@ -7,7 +7,9 @@ use streamwork_connectors::file::Lines;
 use streamwork_connectors::{
     BadInput, FileSource, GeneratorSource, InputErrors, TcpLineSource, VecSource,
 };
-use streamwork_core::{Collector, InstanceContext, KeyGroups, Source, SourcePoll, Timestamp};
+use streamwork_core::{
+    CheckpointId, Collector, InstanceContext, InstanceIdx, KeyGroups, Source, SourcePoll, Timestamp,
+};
 
 fn drain<S: Source<Out = Collector<T>>, T: streamwork_core::Data>(
     mut source: S,
@@ -16,7 +18,7 @@ fn drain<S: Source<Out = Collector<T>>, T: streamwork_core::Data>(
 ) -> Result<Vec<T>, streamwork_core::ConnectorError> {
     source.open(&InstanceContext::new(
         "test",
-        instance,
+        InstanceIdx(instance),
         parallelism,
         KeyGroups::DEFAULT,
     ))?;
@@ -106,7 +108,12 @@ fn generator_stamps_event_time() {
         .take(3)
         .with_timestamps(|seq, _| Timestamp::from_millis(seq as i64 * 5));
     source
-        .open(&InstanceContext::new("g", 0, 1, KeyGroups::DEFAULT))
+        .open(&InstanceContext::new(
+            "g",
+            InstanceIdx(0),
+            1,
+            KeyGroups::DEFAULT,
+        ))
         .unwrap();
     let mut out = Collector::detached();
     while source.poll(&mut out).unwrap() != SourcePoll::Finished {}
@@ -180,13 +187,13 @@ fn take_some<S: Source<Out = Collector<T>>, T: streamwork_core::Data>(
 fn restored<S: Source>(mut fresh: S, state: &streamwork_core::StateBytes, parallelism: u32) -> S {
     let restore = streamwork_core::Restore {
         component: "test",
-        checkpoint: 1,
+        checkpoint: CheckpointId::new(1),
         is_final: false,
-        instance: 0,
+        instance: InstanceIdx(0),
         parallelism,
         key_groups: KeyGroups::DEFAULT,
         parts: vec![streamwork_core::checkpoint::RestoredPart {
-            part: 0,
+            part: InstanceIdx(0),
             schema: state.schema,
             bytes: &state.bytes,
         }],
@@ -197,7 +204,7 @@ fn restored<S: Source>(mut fresh: S, state: &streamwork_core::StateBytes, parall
 
 #[test]
 fn replayable_sources_resume_exactly_where_they_were_checkpointed() {
-    let ctx = InstanceContext::new("test", 0, 1, KeyGroups::DEFAULT);
+    let ctx = InstanceContext::new("test", InstanceIdx(0), 1, KeyGroups::DEFAULT);
     // The generator, by sequence number.
     let mut generator = GeneratorSource::new(|i| i).take(10_000);
     generator.open(&ctx).unwrap();
@@ -214,7 +221,12 @@ fn replayable_sources_resume_exactly_where_they_were_checkpointed() {
     // At another parallelism the split differs: refused, not silently wrong.
     let mut elsewhere = restored(GeneratorSource::new(|i| i).take(10_000), &state, 2);
     let error = elsewhere
-        .open(&InstanceContext::new("test", 0, 2, KeyGroups::DEFAULT))
+        .open(&InstanceContext::new(
+            "test",
+            InstanceIdx(0),
+            2,
+            KeyGroups::DEFAULT,
+        ))
         .unwrap_err();
     assert!(error.to_string().contains("restore it at 1"), "{error}");
 

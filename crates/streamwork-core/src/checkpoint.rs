@@ -1,20 +1,23 @@
 //! Checkpoints as components see them (chapter 10): the state an instance
 //! hands over when a checkpoint's barrier reaches it, the state a restarted
-//! instance is offered back, and the hooks that connect instances to the
-//! runtime's checkpoint coordinator.
+//! instance is offered back, what an instance may learn of the job's
+//! checkpoints, and the delivery a job promises.
 //!
 //! A component opts in by overriding `snapshot` and `restore` on
 //! [`Source`](crate::Source), [`Operator`](crate::Operator),
 //! [`CoOperator`](crate::CoOperator) or [`Sink`](crate::Sink); a
-//! transactional sink also overrides `pre_commit` and `commit`. Everything
-//! else is the runtime's business.
+//! transactional sink also overrides `pre_commit` and `commit`. Taking,
+//! storing and completing checkpoints is the engine's business.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use crate::id::CheckpointId;
+use crate::id::InstanceIdx;
 
 /// What a job guarantees about each record's effect on its sinks.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Delivery {
     /// No tracking: a failure may lose records (the default).
     #[default]
@@ -27,16 +30,29 @@ pub enum Delivery {
     ExactlyOnce,
 }
 
+impl fmt::Display for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Delivery::AtMostOnce => "at-most-once",
+            Delivery::AtLeastOnce => "at-least-once",
+            Delivery::ExactlyOnce => "exactly-once",
+        })
+    }
+}
+
+/// A delivery name that is none of the three.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown delivery `{0}`: expected at-most-once, at-least-once or exactly-once")]
+pub struct UnknownDelivery(pub String);
+
 impl std::str::FromStr for Delivery {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDelivery;
+    fn from_str(s: &str) -> Result<Self, UnknownDelivery> {
         match s {
             "at-most-once" => Ok(Delivery::AtMostOnce),
             "at-least-once" => Ok(Delivery::AtLeastOnce),
             "exactly-once" => Ok(Delivery::ExactlyOnce),
-            other => Err(format!(
-                "unknown delivery `{other}`: expected at-most-once, at-least-once or exactly-once"
-            )),
+            other => Err(UnknownDelivery(other.to_string())),
         }
     }
 }
@@ -73,7 +89,7 @@ pub fn transactional<S: Transactional>(sink: S) -> S {
 
 /// The id the last snapshot of every instance carries: the checkpoint taken
 /// when the input has ended. The coordinator stores it under a real id.
-pub const FINAL_CHECKPOINT: u64 = u64::MAX;
+pub const FINAL_CHECKPOINT: CheckpointId = CheckpointId::FINAL;
 
 /// One instance's state in a checkpoint: bytes (an rkyv archive, say) and
 /// the version of their layout, so that a newer build can migrate them.
@@ -85,24 +101,11 @@ pub struct StateBytes {
     pub bytes: Vec<u8>,
 }
 
-/// One instance's part of one checkpoint, reported to the coordinator.
-#[derive(Debug)]
-pub struct Part {
-    /// The checkpoint ([`FINAL_CHECKPOINT`] at end of input).
-    pub checkpoint: u64,
-    /// The component's name.
-    pub component: Arc<str>,
-    /// The instance.
-    pub instance: u32,
-    /// Its state, if it keeps any.
-    pub state: Option<StateBytes>,
-}
-
 /// One snapshot a previous run took of a component: by instance `part`.
 #[derive(Copy, Clone, Debug)]
 pub struct RestoredPart<'a> {
     /// The instance that wrote it (at the previous run's parallelism).
-    pub part: u32,
+    pub part: InstanceIdx,
     /// The version of its layout.
     pub schema: u32,
     /// The state, read in place.
@@ -115,13 +118,13 @@ pub struct Restore<'a> {
     /// The component restored, by its name in the job.
     pub component: &'a str,
     /// The checkpoint restored from.
-    pub checkpoint: u64,
+    pub checkpoint: CheckpointId,
     /// Whether it is the final checkpoint of a run that completed: the
     /// sources are at the end of their input, and a transactional sink
     /// commits what it staged at the end.
     pub is_final: bool,
     /// This instance's index now.
-    pub instance: u32,
+    pub instance: InstanceIdx,
     /// The component's parallelism now.
     pub parallelism: u32,
     /// The job's key groups: a keyed instance keeps the keys whose group it
@@ -139,79 +142,44 @@ impl<'a> Restore<'a> {
     }
 }
 
-/// Where restored state comes from: the runtime implements it over a loaded
+/// Where restored state comes from: the engine implements it over a loaded
 /// checkpoint.
 pub trait RestoreSource: Send + Sync {
     /// The checkpoint's id.
-    fn checkpoint(&self) -> u64;
+    fn checkpoint(&self) -> CheckpointId;
     /// Whether it is the final checkpoint of a completed run.
     fn is_final(&self) -> bool;
     /// Every snapshot `component` wrote in it.
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>>;
 }
 
-type Report = dyn Fn(Part) + Send + Sync;
-
-/// The connection of every instance of a checkpointed job to the
-/// coordinator: where parts go, the last complete checkpoint, what to
-/// restore. Cheap to clone.
+/// What an instance of a checkpointed job may learn about its checkpoints:
+/// the last complete one, and the state it is restored from. Cheap to clone.
 #[derive(Clone)]
-pub struct CheckpointHooks {
-    report: Arc<Report>,
+pub struct CheckpointView {
     completed: Arc<AtomicU64>,
-    final_completed: Arc<AtomicBool>,
-    aborted: Arc<AtomicBool>,
     restore: Option<Arc<dyn RestoreSource>>,
 }
 
-impl fmt::Debug for CheckpointHooks {
+impl fmt::Debug for CheckpointView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CheckpointHooks")
+        f.debug_struct("CheckpointView")
             .field("completed", &self.completed())
             .field("restore", &self.restore.as_ref().map(|r| r.checkpoint()))
-            .finish_non_exhaustive()
+            .finish()
     }
 }
 
-impl CheckpointHooks {
-    /// Hooks reporting parts through `report`; `completed` holds the id of
-    /// the last complete checkpoint (0: none yet), `final_completed` turns
-    /// true once the final checkpoint is complete, `aborted` once the job
-    /// fails.
-    pub fn new(
-        report: impl Fn(Part) + Send + Sync + 'static,
-        completed: Arc<AtomicU64>,
-        final_completed: Arc<AtomicBool>,
-        aborted: Arc<AtomicBool>,
-        restore: Option<Arc<dyn RestoreSource>>,
-    ) -> Self {
-        CheckpointHooks {
-            report: Arc::new(report),
-            completed,
-            final_completed,
-            aborted,
-            restore,
-        }
+impl CheckpointView {
+    /// A view in which `completed` holds the raw id of the last complete
+    /// checkpoint (0: none yet), restoring from `restore` if given.
+    pub fn new(completed: Arc<AtomicU64>, restore: Option<Arc<dyn RestoreSource>>) -> Self {
+        CheckpointView { completed, restore }
     }
 
-    /// Reports one instance's part.
-    pub fn report(&self, part: Part) {
-        (self.report)(part);
-    }
-
-    /// The last complete checkpoint (0: none yet).
-    pub fn completed(&self) -> u64 {
-        self.completed.load(Ordering::Acquire)
-    }
-
-    /// Whether the final checkpoint is complete.
-    pub fn final_completed(&self) -> bool {
-        self.final_completed.load(Ordering::Acquire)
-    }
-
-    /// Whether the job has failed.
-    pub fn aborted(&self) -> bool {
-        self.aborted.load(Ordering::Relaxed)
+    /// The last complete checkpoint ([`CheckpointId::NONE`] before the first).
+    pub fn completed(&self) -> CheckpointId {
+        CheckpointId::new(self.completed.load(Ordering::Acquire))
     }
 
     /// The state to restore `component`'s instance `instance` of
@@ -219,7 +187,7 @@ impl CheckpointHooks {
     pub fn restore_for<'a>(
         &'a self,
         component: &'a str,
-        instance: u32,
+        instance: InstanceIdx,
         parallelism: u32,
         key_groups: crate::KeyGroups,
     ) -> Option<Restore<'a>> {

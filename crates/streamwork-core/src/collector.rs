@@ -1,10 +1,8 @@
 //! Collectors: where user code emits records, one per output channel.
 
-use std::sync::Arc;
-
-use crate::acking::{self, FreshTree, SourceTrees};
-use crate::dispatch::Edge;
-use crate::message::{Control, Disconnected};
+use crate::control::{Control, Disconnected};
+use crate::edge::Edge;
+use crate::lineage::Lineage;
 use crate::record::{Data, Record};
 use crate::time::Timestamp;
 
@@ -32,50 +30,14 @@ pub struct Collector<T> {
     buffer: Vec<Record<T>>,
     batch_size: usize,
     /// The buffer length at which a push takes the slow path: the batch
-    /// size, or 0 with acking (every record's root is noted).
+    /// size, or 0 with a lineage (every record's root is noted).
     threshold: usize,
     time: Option<Timestamp>,
     edges: Vec<Box<dyn Edge<T>>>,
     emitted: u64,
     error: Option<Disconnected>,
-    /// In a job run with acking: the root of each buffered record.
-    acking: Option<Box<Roots<T>>>,
-}
-
-/// The roots of a collector's buffered records, and, for a source's
-/// collector, the trees it starts.
-struct Roots<T> {
-    roots: Vec<u64>,
-    trees: Option<Arc<SourceTrees<T>>>,
-    /// A source's trees numbered since the last dispatch.
-    fresh: Vec<FreshTree<T>>,
-}
-
-impl<T: Data> Roots<T> {
-    #[inline]
-    fn note(&mut self, record: &Record<T>) {
-        let root = match &self.trees {
-            Some(trees) => {
-                // A new tree, tracked from the dispatch on. The source is
-                // done with its record once it is dispatched, which happens
-                // before this thread's reports are sent.
-                let (root, id) = (trees.next_root(), acking::new_id());
-                self.fresh.push((root, id, record.clone()));
-                acking::complete(acking::Anchor { root, id });
-                root
-            }
-            None => acking::current_root(),
-        };
-        self.roots.push(root);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn note_roots<T: Data>(acking: &mut Roots<T>, records: &[Record<T>]) {
-    for record in records {
-        acking.note(record);
-    }
+    /// In a job run with acking: the roots of the buffered records.
+    lineage: Option<Box<dyn Lineage<T>>>,
 }
 
 impl<T: Data> Collector<T> {
@@ -92,19 +54,15 @@ impl<T: Data> Collector<T> {
             edges,
             emitted: 0,
             error: None,
-            acking: None,
+            lineage: None,
         }
     }
 
-    /// The same collector in a job run with acking: each record carries the
-    /// root of its tree, inherited from the record being processed, or, for
-    /// a source (`trees`), a new tree per record.
-    pub fn with_acking(mut self, trees: Option<Arc<SourceTrees<T>>>) -> Self {
-        self.acking = Some(Box::new(Roots {
-            roots: Vec::with_capacity(self.buffer.capacity()),
-            trees,
-            fresh: Vec::new(),
-        }));
+    /// The same collector in a job run with acking: `lineage` notes the
+    /// root of every record and hands the roots to the edges with the
+    /// records.
+    pub fn with_lineage(mut self, lineage: Box<dyn Lineage<T>>) -> Self {
+        self.lineage = Some(lineage);
         self.threshold = 0;
         self
     }
@@ -120,7 +78,7 @@ impl<T: Data> Collector<T> {
             edges: Vec::new(),
             emitted: 0,
             error: None,
-            acking: None,
+            lineage: None,
         }
     }
 
@@ -159,8 +117,8 @@ impl<T: Data> Collector<T> {
             let before = self.buffer.len();
             self.buffer.extend(records.by_ref().take(room));
             let added = self.buffer.len() - before;
-            if let Some(acking) = self.acking.as_deref_mut() {
-                note_roots(acking, &self.buffer[before..]);
+            if let Some(lineage) = self.lineage.as_deref_mut() {
+                note_all(lineage, &self.buffer[before..]);
             }
             if self.buffer.len() >= self.batch_size {
                 self.dispatch();
@@ -174,16 +132,16 @@ impl<T: Data> Collector<T> {
     #[inline]
     fn push(&mut self, record: Record<T>) {
         self.buffer.push(record);
-        // One comparison per record, as without acking: with acking the
+        // One comparison per record, with or without acking: with acking the
         // threshold is 0 and every record takes the slow path.
         if self.buffer.len() >= self.threshold {
             self.after_push();
         }
     }
 
-    /// A full batch, or any record with acking.
+    /// A full batch, or any record with a lineage.
     fn after_push(&mut self) {
-        if self.acking.is_some() {
+        if self.lineage.is_some() {
             self.note_last();
         }
         if self.buffer.len() >= self.batch_size {
@@ -192,20 +150,19 @@ impl<T: Data> Collector<T> {
     }
 
     /// Notes the root of the record just buffered. Out of line: a job
-    /// without acking never comes here, and the emit path stays as small as
-    /// it was.
+    /// without acking never comes here, and the emit path stays small.
     #[cold]
     #[inline(never)]
     fn note_last(&mut self) {
-        if let (Some(acking), Some(record)) = (self.acking.as_deref_mut(), self.buffer.last()) {
-            acking.note(record);
+        if let (Some(lineage), Some(record)) = (self.lineage.as_deref_mut(), self.buffer.last()) {
+            lineage.note(std::slice::from_ref(record));
         }
     }
 
     /// Emits every record of `records` as it is (leaving it empty), taking
     /// the whole batch without a copy when nothing is buffered.
     pub fn push_batch(&mut self, records: &mut Vec<Record<T>>) {
-        if self.acking.is_some() || self.batch_size == DETACHED {
+        if self.lineage.is_some() || self.batch_size == DETACHED {
             for record in records.drain(..) {
                 self.push(record);
             }
@@ -234,9 +191,8 @@ impl<T: Data> Collector<T> {
 
     /// Removes and returns the buffered records (see [`detached`](Self::detached)).
     pub fn take_buffered(&mut self) -> Vec<Record<T>> {
-        if let Some(acking) = self.acking.as_deref_mut() {
-            acking.roots.clear();
-            acking.fresh.clear();
+        if let Some(lineage) = self.lineage.as_deref_mut() {
+            lineage.discard();
         }
         self.emitted += self.buffer.len() as u64;
         std::mem::take(&mut self.buffer)
@@ -251,15 +207,16 @@ impl<T: Data> Collector<T> {
         self.emitted += self.buffer.len() as u64;
         if self.error.is_some() || self.edges.is_empty() {
             self.buffer.clear();
-            if let Some(acking) = self.acking.as_deref_mut() {
-                // Dropped (a dropped channel): their events are done.
-                acking.roots.clear();
-                acking.fresh.clear();
+            if let Some(lineage) = self.lineage.as_deref_mut() {
+                lineage.discard();
             }
             return;
         }
-        if self.acking.is_some() {
-            self.dispatch_rooted();
+        if let Some(lineage) = self.lineage.as_deref_mut() {
+            if let Err(e) = lineage.dispatch(&mut self.buffer, &mut self.edges) {
+                self.error = Some(e);
+            }
+            self.buffer.clear();
             return;
         }
         let last = self.edges.len() - 1;
@@ -275,40 +232,23 @@ impl<T: Data> Collector<T> {
         self.buffer.clear();
     }
 
-    /// [`dispatch`](Self::dispatch) with each record's root, in a job run
-    /// with acking.
-    #[cold]
-    #[inline(never)]
-    fn dispatch_rooted(&mut self) {
-        let Some(acking) = self.acking.as_deref_mut() else {
-            return;
-        };
-        if let Some(trees) = &acking.trees {
-            trees.begin_all(&mut acking.fresh);
-        }
-        let last = self.edges.len() - 1;
-        for i in 0..last {
-            let (mut copy, mut roots) = (self.buffer.clone(), acking.roots.clone());
-            if let Err(e) = self.edges[i].push_rooted(&mut copy, &mut roots) {
+    /// Opens every edge: an instance fused downstream restores and opens.
+    pub fn open(&mut self) -> Result<(), Disconnected> {
+        for edge in &mut self.edges {
+            if let Err(e) = edge.open() {
                 self.error = Some(e);
             }
         }
-        if let Err(e) = self.edges[last].push_rooted(&mut self.buffer, &mut acking.roots) {
-            self.error = Some(e);
-        }
-        self.buffer.clear();
-        acking.roots.clear();
+        self.check()
     }
 
     /// Hands everything buffered to the edges and asks them to send it now.
-    /// A source's collector in a job run with acking first replays the
+    /// A source's collector in a job run with acking first emits again the
     /// records whose trees timed out.
     pub fn flush(&mut self) -> Result<(), Disconnected> {
-        let replays = match self.acking.as_deref() {
-            Some(Roots {
-                trees: Some(trees), ..
-            }) => trees.expired(),
-            _ => Vec::new(),
+        let replays = match self.lineage.as_deref_mut() {
+            Some(lineage) => lineage.replays(),
+            None => Vec::new(),
         };
         for record in replays {
             self.push(record);
@@ -324,8 +264,8 @@ impl<T: Data> Collector<T> {
 
     /// Flushes, then sends `control` down every edge. A watermark only hands
     /// the buffered records to the edges first: a channel edge sends it with
-    /// the batch it follows (see [`ChannelDispatcher`](crate::dispatch::ChannelDispatcher)),
-    /// so that a watermark per batch does not cut every batch short.
+    /// the batch it follows, so that a watermark per batch does not cut every
+    /// batch short.
     pub fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
         if matches!(control, Control::Watermark(_)) {
             self.dispatch();
@@ -358,6 +298,12 @@ impl<T: Data> Collector<T> {
             None => Ok(()),
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn note_all<T>(lineage: &mut dyn Lineage<T>, records: &[Record<T>]) {
+    lineage.note(records);
 }
 
 #[cfg(test)]
@@ -393,5 +339,43 @@ mod tests {
         out.flush().unwrap();
         assert_eq!(*seen.lock().unwrap(), vec![4, 4, 3]);
         assert_eq!(out.emitted(), 11);
+    }
+
+    /// Counts the records it notes and dispatches.
+    #[derive(Default)]
+    struct Counting {
+        noted: usize,
+        dispatched: usize,
+    }
+
+    impl Lineage<u32> for Counting {
+        fn note(&mut self, records: &[Record<u32>]) {
+            self.noted += records.len();
+        }
+        fn dispatch(
+            &mut self,
+            records: &mut Vec<Record<u32>>,
+            edges: &mut [Box<dyn Edge<u32>>],
+        ) -> Result<(), Disconnected> {
+            self.dispatched += records.len();
+            edges[0].push(records)
+        }
+        fn discard(&mut self) {}
+        fn replays(&mut self) -> Vec<Record<u32>> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_lineage_notes_every_record_however_emitted() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut out = Collector::new(vec![Box::new(Batches(seen.clone()))], 4)
+            .with_lineage(Box::new(Counting::default()));
+        out.emit(0);
+        out.extend(1..6);
+        out.push_batch(&mut vec![Record::new(6), Record::new(7)]);
+        out.flush().unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec![4, 4]);
+        assert_eq!(out.emitted(), 8);
     }
 }

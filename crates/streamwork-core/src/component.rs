@@ -4,145 +4,14 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::checkpoint::{CheckpointHooks, Restore, StateBytes};
+use crate::checkpoint::{CheckpointId, Restore, StateBytes};
 use crate::collector::Collector;
 use crate::error::{ConnectorError, TaskError};
-use crate::grouping::KeyGroups;
+use crate::instance::InstanceContext;
 use crate::outputs::Outputs;
 use crate::record::{Data, Record};
 use crate::state::{CurrentKey, Key};
 use crate::time::Timestamp;
-
-/// Index of one parallel instance of a component, from 0.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct InstanceIdx(pub u32);
-
-/// What one instance knows about where it runs, given to `open`.
-#[derive(Clone, Debug)]
-pub struct InstanceContext {
-    component: Arc<str>,
-    instance: InstanceIdx,
-    parallelism: u32,
-    key_groups: KeyGroups,
-    checkpoints: Option<CheckpointHooks>,
-    acking: Option<Arc<crate::acking::Acker>>,
-    on_worker: bool,
-    source_gates: Option<crate::flow::SourceGates>,
-}
-
-impl InstanceContext {
-    /// Context of instance `instance` of `parallelism` instances of `component`.
-    pub fn new(
-        component: impl Into<Arc<str>>,
-        instance: u32,
-        parallelism: u32,
-        key_groups: KeyGroups,
-    ) -> Self {
-        InstanceContext {
-            component: component.into(),
-            instance: InstanceIdx(instance),
-            parallelism,
-            key_groups,
-            checkpoints: None,
-            acking: None,
-            on_worker: false,
-            source_gates: None,
-        }
-    }
-
-    /// The same context, in a job run with acking through `acker`.
-    pub fn with_acking(mut self, acker: Arc<crate::acking::Acker>) -> Self {
-        self.acking = Some(acker);
-        self
-    }
-
-    /// The job's acker, if it runs with acking.
-    pub fn acking(&self) -> Option<&Arc<crate::acking::Acker>> {
-        self.acking.as_ref()
-    }
-
-    /// The same context, in a job that takes checkpoints through `hooks`.
-    pub fn with_checkpoints(mut self, hooks: CheckpointHooks) -> Self {
-        self.checkpoints = Some(hooks);
-        self
-    }
-
-    /// The instance runs on a worker shared with other tasks (see
-    /// [`JobBuilder::workers`](crate::JobBuilder::workers)).
-    pub fn on_worker(mut self) -> Self {
-        self.on_worker = true;
-        self
-    }
-
-    /// Whether the instance shares its thread with other tasks: then it must
-    /// never wait for another instance (the one it waits for may need this
-    /// very thread to progress).
-    pub fn is_on_worker(&self) -> bool {
-        self.on_worker
-    }
-
-    /// The same context, for an instance in a source task on a worker whose
-    /// polls wait for `gates`.
-    pub fn with_source_gates(mut self, gates: crate::flow::SourceGates) -> Self {
-        self.source_gates = Some(gates);
-        self
-    }
-
-    /// Holds back the polls of the source this instance is fused into while
-    /// `gate` returns `false`, if it is a source task on a worker; returns
-    /// whether it does (elsewhere an instance that must hold its source back
-    /// waits in place).
-    pub fn gate_source(&self, gate: crate::flow::SourceGate) -> bool {
-        match &self.source_gates {
-            Some(gates) => {
-                gates.add(gate);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The job's checkpoint hooks, if it takes checkpoints.
-    pub fn checkpoints(&self) -> Option<&CheckpointHooks> {
-        self.checkpoints.as_ref()
-    }
-
-    /// The state a previous run checkpointed for this instance's component,
-    /// if the job restores from a checkpoint.
-    pub fn restore(&self) -> Option<Restore<'_>> {
-        self.checkpoints.as_ref()?.restore_for(
-            &self.component,
-            self.instance.0,
-            self.parallelism,
-            self.key_groups,
-        )
-    }
-
-    /// The component's name, as given in the job.
-    pub fn component(&self) -> &str {
-        &self.component
-    }
-
-    /// The component's name, shared.
-    pub fn component_arc(&self) -> Arc<str> {
-        self.component.clone()
-    }
-
-    /// This instance's index, in `0..parallelism`.
-    pub fn instance(&self) -> InstanceIdx {
-        self.instance
-    }
-
-    /// How many instances the component has.
-    pub fn parallelism(&self) -> u32 {
-        self.parallelism
-    }
-
-    /// The job's key groups.
-    pub fn key_groups(&self) -> KeyGroups {
-        self.key_groups
-    }
-}
 
 /// What a source did in one [`Source::poll`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -188,11 +57,11 @@ pub trait Source: Clone + Send + 'static {
     }
 
     /// The snapshot just taken belongs to checkpoint `checkpoint`
-    /// ([`FINAL_CHECKPOINT`](crate::checkpoint::FINAL_CHECKPOINT) at end of
-    /// input), in a job that takes checkpoints: for a source that tells
-    /// others how far the *completed* checkpoints have read (compare
-    /// [`CheckpointHooks::completed`](crate::checkpoint::CheckpointHooks::completed)).
-    fn snapshot_taken(&mut self, checkpoint: u64) {
+    /// ([`CheckpointId::FINAL`] at end of input), in a job that takes
+    /// checkpoints: for a source that tells others how far the *completed*
+    /// checkpoints have read (compare
+    /// [`CheckpointView::completed`](crate::checkpoint::CheckpointView::completed)).
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
         let _ = checkpoint;
     }
 
@@ -207,6 +76,8 @@ pub trait Source: Clone + Send + 'static {
 /// How an operator's input is partitioned: [`NoKey`] for any stream, or
 /// [`ByKey<K>`] for a stream keyed by `K` (only a keyed stream can connect).
 pub trait KeyKind: Send + 'static {
+    /// Whether the input is keyed (the operator has keyed state).
+    const KEYED: bool;
     /// The key as a value (`()` when unkeyed): what keyed results carry.
     type Value: Clone + Eq + std::hash::Hash + Send + Sync + std::fmt::Debug + 'static;
     /// The current-key handle given to the operator (`()` when unkeyed).
@@ -238,6 +109,7 @@ pub trait KeyKind: Send + 'static {
 pub struct NoKey;
 
 impl KeyKind for NoKey {
+    const KEYED: bool = false;
     type Value = ();
     type Ref<'a> = ();
     type Owned = ();
@@ -264,6 +136,7 @@ pub struct ByKey<K>(PhantomData<fn() -> K>);
 pub type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 
 impl<K: Key> KeyKind for ByKey<K> {
+    const KEYED: bool = true;
     type Value = K;
     type Ref<'a> = CurrentKey<'a, K>;
     /// The key and its stable hash, computed once per record.
@@ -361,7 +234,8 @@ pub struct Context<'a, K: KeyKind, O> {
 }
 
 impl<'a, K: KeyKind, O> Context<'a, K, O> {
-    pub(crate) fn new(
+    /// The context of one record: made by the engine and test harnesses.
+    pub fn new(
         key: K::Ref<'a>,
         out: &'a mut O,
         time: Option<Timestamp>,
@@ -631,20 +505,22 @@ pub trait Sink: Clone + Send + 'static {
     /// Everything written since the previous checkpoint belongs to
     /// `checkpoint`: make it durable, staged but not yet visible (a
     /// transactional sink), or simply flush it (the default).
-    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let _ = checkpoint;
         self.flush()
     }
 
     /// Checkpoints up to `checkpoint` are complete: make what was staged for
-    /// them visible. [`FINAL_CHECKPOINT`](crate::checkpoint::FINAL_CHECKPOINT)
-    /// commits everything staged, at end of input.
-    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    /// them visible. [`CheckpointId::FINAL`] commits everything staged, at
+    /// end of input.
+    fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let _ = checkpoint;
         Ok(())
     }
 
-    /// Right after [`open`](Self::open) in a restarted job:
+    /// Right after [`open`](Self::open) in a restarted job (a sink restores
+    /// after it opens, as it needs its outputs to commit or discard what a
+    /// previous run staged):
     /// `restore.checkpoint` is the last complete checkpoint; commit what was
     /// staged up to it and discard what was staged after.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {

@@ -1,8 +1,9 @@
-//! Errors owned by core: connector failures, task failures, graph errors.
+//! Errors owned by core: connector failures and task failures, each saying
+//! whose fault it is.
 
 use std::fmt;
 
-use crate::message::Disconnected;
+use crate::control::Disconnected;
 
 /// Whose fault a connector error is, which tells a restart policy what to do.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -82,95 +83,33 @@ pub enum TaskError {
     Restore(String),
 }
 
+impl TaskError {
+    /// Whose fault it is: a connector's error says; a restore that fails is
+    /// the user's (state that does not fit the job, or a damaged checkpoint
+    /// the user must deal with); a task that lost its neighbours is failing
+    /// because of another task, which is reported in its place.
+    pub fn domain(&self) -> ErrorDomain {
+        match self {
+            TaskError::Connector(error) => error.domain,
+            TaskError::Restore(_) => ErrorDomain::User,
+            TaskError::Disconnected | TaskError::UpstreamFailed => ErrorDomain::Internal,
+        }
+    }
+
+    /// Whether running the task again (from its last checkpoint) may succeed:
+    /// only an external system's failure may heal.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            TaskError::Connector(error) => error.is_retryable(),
+            TaskError::Restore(_) => false,
+            // A cascade: the failure that caused it decides.
+            TaskError::Disconnected | TaskError::UpstreamFailed => true,
+        }
+    }
+}
+
 impl From<Disconnected> for TaskError {
     fn from(_: Disconnected) -> Self {
         TaskError::Disconnected
     }
-}
-
-/// A job graph that cannot run, found when it is built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum GraphError {
-    /// The job has no source.
-    #[error("job `{job}` has no source: add one with `source`")]
-    NoSource {
-        /// The job's name.
-        job: String,
-    },
-    /// Two components share a name.
-    #[error("two components are named `{name}`: component names must be unique")]
-    DuplicateName {
-        /// The repeated name.
-        name: String,
-    },
-    /// An edge that drops records in a job that promises not to lose any.
-    #[error(
-        "the edge from `{from}` to `{to}` drops records when full, but the job promises {delivery} delivery: use `Overflow::Block` (the default) or backpressure watermarks on it"
-    )]
-    DroppingEdge {
-        /// The sending component.
-        from: String,
-        /// The receiving component.
-        to: String,
-        /// The delivery the job promises.
-        delivery: String,
-    },
-    /// A component whose state its checkpoints would leave out, in a job that
-    /// promises not to lose records.
-    #[error(
-        "component `{component}` keeps state that its checkpoints leave out, but the job promises {delivery} delivery: build it checkpointed (`.checkpointed()` on windows and joins, `snapshot`/`restore` on your own operators)"
-    )]
-    UncheckpointedState {
-        /// The component.
-        component: String,
-        /// The delivery the job promises.
-        delivery: String,
-    },
-    /// A parallelism of zero.
-    #[error("component `{component}` has parallelism 0: it must be at least 1")]
-    ZeroParallelism {
-        /// The component.
-        component: String,
-    },
-    /// A keyed component's parallelism exceeds the number of key groups.
-    #[error(
-        "component `{component}` has parallelism {parallelism} but the job has only {key_groups} key groups: raise the key groups or lower the parallelism"
-    )]
-    TooManyInstances {
-        /// The component.
-        component: String,
-        /// Its parallelism.
-        parallelism: u32,
-        /// The job's key groups.
-        key_groups: u32,
-    },
-    /// A forward edge between components of different parallelism.
-    #[error(
-        "forward edge `{from}` -> `{to}` joins parallelism {from_parallelism} to {to_parallelism}: forward needs equal parallelism; use shuffle or a key"
-    )]
-    ForwardMismatch {
-        /// Upstream component.
-        from: String,
-        /// Downstream component.
-        to: String,
-        /// Upstream parallelism.
-        from_parallelism: u32,
-        /// Downstream parallelism.
-        to_parallelism: u32,
-    },
-    /// An input port with no stream connected.
-    #[error("input {port} of component `{component}` has no stream connected")]
-    UnconnectedInput {
-        /// The component.
-        component: String,
-        /// The port index.
-        port: u32,
-    },
-    /// A stream handle from another job builder.
-    #[error("component `{component}` is connected to a stream of another job")]
-    ForeignStream {
-        /// The component.
-        component: String,
-    },
 }

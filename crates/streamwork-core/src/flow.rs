@@ -25,17 +25,20 @@ impl Overflow {
     }
 }
 
+/// An overflow policy name that is none of the known ones.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown overflow policy `{0}`: expected block, drop-newest, drop-oldest or sample")]
+pub struct UnknownOverflow(pub String);
+
 impl std::str::FromStr for Overflow {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownOverflow;
+    fn from_str(s: &str) -> Result<Self, UnknownOverflow> {
         match s {
             "block" => Ok(Overflow::Block),
             "drop-newest" => Ok(Overflow::DropNewest),
             "drop-oldest" => Ok(Overflow::DropOldest),
             "sample" => Ok(Overflow::Sample(4)),
-            other => Err(format!(
-                "unknown overflow policy `{other}`: expected block, drop-newest, drop-oldest or sample"
-            )),
+            other => Err(UnknownOverflow(other.to_string())),
         }
     }
 }
@@ -61,37 +64,4 @@ pub struct FlowControl {
     pub overflow: Overflow,
     /// When to pause the sources.
     pub pause: Option<PauseWatermarks>,
-}
-
-/// A condition for polling a source task, registered by an operator fused
-/// into it: while it returns `false` the worker running the task does not
-/// poll the source (and runs its other tasks meanwhile).
-pub type SourceGate = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// The gates of one source task on a worker, shared by the contexts of the
-/// instances fused into it. Threads of their own never have gates: an
-/// operator there waits in place instead.
-#[derive(Clone, Default)]
-pub struct SourceGates(std::sync::Arc<std::sync::Mutex<Vec<SourceGate>>>);
-
-impl SourceGates {
-    /// Adds a condition for polling the source.
-    pub fn add(&self, gate: SourceGate) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(gate);
-    }
-
-    /// Whether every gate lets the source be polled now.
-    pub fn are_open(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .all(|gate| gate())
-    }
-}
-
-impl std::fmt::Debug for SourceGates {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SourceGates").finish_non_exhaustive()
-    }
 }

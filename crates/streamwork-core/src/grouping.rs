@@ -14,6 +14,9 @@
 
 use std::fmt;
 
+use crate::id::InstanceIdx;
+use crate::record::{Data, Record};
+
 /// The number of key groups of a job: the unit in which keyed state is
 /// partitioned and redistributed on rescaling. It bounds the largest parallelism
 /// of a keyed component. Default: [`KeyGroups::DEFAULT`] (128, as Flink's
@@ -105,6 +108,76 @@ pub enum Target {
 pub trait Route<T>: Send + 'static {
     /// Picks the target of `value` among `targets` instances.
     fn route(&mut self, value: &T, targets: u32) -> Target;
+}
+
+/// What a route is made for: one sending instance of an edge.
+#[derive(Copy, Clone, Debug)]
+pub struct RouteContext {
+    /// The sending instance.
+    pub source_instance: InstanceIdx,
+    /// How many instances receive.
+    pub targets: u32,
+    /// The job's key groups.
+    pub key_groups: KeyGroups,
+}
+
+/// A [`Route`] behind one dynamic call per batch: what the engine's
+/// dispatcher holds. Implemented for every route, so the per-record loop of
+/// [`split`](Self::split) is monomorphised over the route (and its key
+/// function).
+pub trait Partition<T>: Send {
+    /// The target of one record (for the few paths that route record by
+    /// record, such as a job run with acking).
+    fn target_of(&mut self, value: &T, targets: u32) -> Target;
+
+    /// Moves records from `records` into `buffers` (one per target, in
+    /// instance order) until a buffer reaches `batch_size`, then returns
+    /// `true` with the rest of `records` left to split; `false` once every
+    /// record is placed.
+    fn split(
+        &mut self,
+        records: &mut std::vec::Drain<'_, Record<T>>,
+        buffers: &mut [Vec<Record<T>>],
+        batch_size: usize,
+    ) -> bool;
+}
+
+impl<T: Data, R: Route<T>> Partition<T> for R {
+    #[inline]
+    fn target_of(&mut self, value: &T, targets: u32) -> Target {
+        Route::route(self, value, targets)
+    }
+
+    fn split(
+        &mut self,
+        records: &mut std::vec::Drain<'_, Record<T>>,
+        buffers: &mut [Vec<Record<T>>],
+        batch_size: usize,
+    ) -> bool {
+        let targets = buffers.len() as u32;
+        for record in records.by_ref() {
+            match Route::route(self, &record.value, targets) {
+                Target::One(target) => {
+                    let buffer = &mut buffers[target as usize];
+                    buffer.push(record);
+                    if buffer.len() >= batch_size {
+                        return true;
+                    }
+                }
+                Target::All => {
+                    let mut full = false;
+                    for buffer in buffers.iter_mut() {
+                        buffer.push(record.clone());
+                        full |= buffer.len() >= batch_size;
+                    }
+                    if full {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
 }
 
 /// Round-robin, starting at an offset so that parallel senders do not all start
@@ -236,6 +309,35 @@ mod tests {
                 Target::One(1)
             ]
         );
+    }
+
+    #[test]
+    fn split_stops_at_the_first_full_buffer_and_resumes() {
+        let mut route = CustomRoute(|v: &u32, _| *v % 2);
+        let mut records: Vec<Record<u32>> = (0..7).map(Record::new).collect();
+        let mut buffers = vec![Vec::new(), Vec::new()];
+        let mut drain = records.drain(..);
+        assert!(route.split(&mut drain, &mut buffers, 2));
+        assert_eq!(buffers[0].len(), 2, "0 and 2");
+        buffers[0].clear();
+        assert!(route.split(&mut drain, &mut buffers, 2));
+        assert_eq!(buffers[1].len(), 2, "1 and 3");
+        buffers[1].clear();
+        assert!(route.split(&mut drain, &mut buffers, 2), "4 and 6");
+        assert!(!route.split(&mut drain, &mut buffers, 2));
+        let values = |b: &Vec<Record<u32>>| b.iter().map(|r| r.value).collect::<Vec<_>>();
+        assert_eq!(
+            (values(&buffers[0]), values(&buffers[1])),
+            (vec![4, 6], vec![5])
+        );
+    }
+
+    #[test]
+    fn broadcast_splits_a_copy_into_every_buffer() {
+        let mut records: Vec<Record<u32>> = (0..3).map(Record::new).collect();
+        let mut buffers = vec![Vec::new(), Vec::new(), Vec::new()];
+        assert!(!BroadcastRoute.split(&mut records.drain(..), &mut buffers, 8));
+        assert!(buffers.iter().all(|b| b.len() == 3));
     }
 
     proptest! {

@@ -1,10 +1,12 @@
-//! Streamwork's shared vocabulary: records and time, the [`Source`],
-//! [`Operator`], [`CoOperator`] and [`Sink`] traits, [`Collector`]s and output
-//! channel sets, groupings, keyed state, and the typed [`JobBuilder`].
+//! Streamwork's vocabulary: records and time, the [`Source`], [`Operator`],
+//! [`CoOperator`] and [`Sink`] traits users implement, [`Collector`]s and the
+//! [`Edge`] trait they push into, output channel sets, typed stream handles
+//! and groupings, keys and key groups, keyed state, timers, checkpoints as
+//! components see them, errors, and a test kit.
 //!
-//! This crate has no threads and no I/O: it describes jobs and runs user code
-//! on batches when asked. `streamwork-runtime` turns a [`JobGraph`] into
-//! running tasks, channels and threads.
+//! What it is not: an engine. It has no threads, no I/O, no channels, no
+//! sleeps and no thread-locals; it does not build, wire or run jobs. The job
+//! builder and everything that runs a job live in `streamwork-runtime`.
 //!
 //! ```
 //! use streamwork_core::{Collector, Record};
@@ -15,55 +17,58 @@
 //!
 //! Modules:
 //! * [`component`]: the traits users implement, and their [`Context`];
-//! * [`collector`], [`outputs`]: where records are emitted, and named channels;
-//! * [`grouping`], [`hash`], [`dispatch`]: routing records to instances;
-//! * [`graph`], [`plan`]: building a job and looking at its shape;
-//! * [`state`]: keyed state, reachable only from keyed operators;
-//! * [`timer`]: event-time and processing-time timers;
-//! * [`exec`]: the interface the runtime drives;
+//! * [`instance`]: what an instance knows about where it runs;
+//! * [`collector`], [`outputs`], [`edge`], [`control`]: where records are
+//!   emitted, named channels, the edges a collector pushes into, and the
+//!   control messages that travel with records;
+//! * [`stream`], [`grouping`], [`flow`], [`hash`]: typed stream handles, how
+//!   an edge routes records and what it does when full, the stable key hash;
+//! * [`state`], [`timer`]: keyed state, reachable only from keyed operators,
+//!   and event-time and processing-time timers;
+//! * [`checkpoint`], [`lineage`]: checkpoints and acking as components see them;
+//! * [`id`]: the newtypes of ids;
 //! * [`testkit`]: driving an operator by hand in unit tests.
 
 #![warn(missing_docs)]
 
-pub mod ack;
-pub mod acking;
 pub mod checkpoint;
 pub mod collector;
 pub mod component;
-pub mod dispatch;
+pub mod control;
+pub mod edge;
 pub mod error;
-pub mod exec;
 pub mod flow;
-pub mod graph;
 pub mod grouping;
 pub mod hash;
-pub mod message;
+pub mod id;
+pub mod instance;
+pub mod lineage;
 pub mod outputs;
-pub mod plan;
 pub mod record;
 pub mod state;
+pub mod stream;
 pub mod testkit;
 pub mod time;
 pub mod timer;
 
-pub use checkpoint::{Restore, StateBytes};
+pub use checkpoint::{CheckpointView, Delivery, Restore, StateBytes};
 pub use collector::Collector;
 pub use component::{
-    Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, InstanceContext,
-    InstanceIdx, KeyKind, NoKey, Operator, Sink, Source, SourcePoll, StreamTime, TimeRequirement,
-    Unwatermarked, Watermarked,
+    Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, KeyKind, NoKey,
+    Operator, Sink, Source, SourcePoll, StreamTime, TimeRequirement, Unwatermarked, Watermarked,
 };
-pub use error::{ConnectorError, ErrorDomain, GraphError, TaskError};
+pub use control::{Control, Disconnected};
+pub use edge::Edge;
+pub use error::{ConnectorError, ErrorDomain, TaskError};
 pub use flow::{FlowControl, Overflow, PauseWatermarks};
-pub use graph::{
-    ComponentKind, Input, IntoInputs, JobBuilder, JobConfig, JobGraph, KeyedStream, NodeId, Stream,
-};
 pub use grouping::{GroupingKind, KeyGroups};
+pub use id::{CheckpointId, InstanceIdx, JobId, NodeId, RootId};
+pub use instance::InstanceContext;
 pub use outputs::{
-    AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,
+    AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,
     all_channels_handled,
 };
-pub use plan::JobPlan;
 pub use record::{Data, Record};
 pub use state::{CurrentKey, Key, KeyedState};
+pub use stream::{Input, IntoInputs, KeyedStream, Stream};
 pub use time::Timestamp;

@@ -10,10 +10,12 @@ use std::collections::VecDeque;
 
 use crate::collector::Collector;
 use crate::component::StreamTime;
-use crate::dispatch::Edge;
-use crate::graph::{NodeId, Stream};
-use crate::message::{Control, Disconnected};
+use crate::control::{Control, Disconnected};
+use crate::edge::Edge;
+use crate::id::{JobId, NodeId};
+use crate::lineage::Lineage;
 use crate::record::Data;
+use crate::stream::Stream;
 use crate::time::Timestamp;
 
 /// Name and type of one output channel (for plans and the web view).
@@ -25,44 +27,32 @@ pub struct ChannelInfo {
     pub type_name: &'static str,
 }
 
-/// The edges of each output channel of one instance, as the runtime built them,
-/// from which an [`Outputs`] value is assembled.
-pub struct OutputParts {
-    channels: VecDeque<Vec<Box<dyn Any + Send>>>,
-    batch_size: usize,
-    detached: bool,
-    acking: Option<PartsAcking>,
+/// What the engine built for one output channel of one instance, type-erased
+/// because the engine does not know the channel's record type `T`.
+#[derive(Default)]
+pub struct ChannelParts {
+    /// Each a `Box<dyn Edge<T>>`, boxed as `Any`.
+    pub edges: Vec<Box<dyn Any + Send>>,
+    /// In a job run with acking: a `Box<dyn Lineage<T>>`, boxed as `Any`.
+    pub lineage: Option<Box<dyn Any + Send>>,
 }
 
-/// How the collectors of a job run with acking are made.
-struct PartsAcking {
-    acker: std::sync::Arc<crate::acking::Acker>,
-    /// For a source instance: its component and index, whose collectors
-    /// start a tree per record.
-    source: Option<(std::sync::Arc<str>, u32)>,
+/// The parts of each output channel of one instance, from which an
+/// [`Outputs`] value is assembled.
+pub struct OutputParts {
+    channels: VecDeque<ChannelParts>,
+    batch_size: usize,
+    detached: bool,
 }
 
 impl OutputParts {
-    /// Parts for channels in order; each element of a channel's list is a
-    /// `Box<dyn Edge<T>>` boxed as `Any`.
-    pub fn new(channels: Vec<Vec<Box<dyn Any + Send>>>, batch_size: usize) -> Self {
+    /// Parts for channels in order.
+    pub fn new(channels: Vec<ChannelParts>, batch_size: usize) -> Self {
         OutputParts {
             channels: channels.into(),
             batch_size,
             detached: false,
-            acking: None,
         }
-    }
-
-    /// The same parts in a job run with acking through `acker`; `source`
-    /// names the source instance whose outputs these are, if it is one.
-    pub fn with_acking(
-        mut self,
-        acker: std::sync::Arc<crate::acking::Acker>,
-        source: Option<(std::sync::Arc<str>, u32)>,
-    ) -> Self {
-        self.acking = Some(PartsAcking { acker, source });
-        self
     }
 
     /// Parts whose collectors keep what they are given (see
@@ -72,7 +62,6 @@ impl OutputParts {
             channels: VecDeque::new(),
             batch_size: usize::MAX,
             detached: true,
-            acking: None,
         }
     }
 
@@ -86,32 +75,77 @@ impl OutputParts {
         if self.detached {
             return Collector::detached();
         }
-        let edges = self.channels.pop_front().unwrap_or_default();
-        let edges = edges
+        let parts = self.channels.pop_front().unwrap_or_default();
+        let edges = parts
+            .edges
             .into_iter()
             .map(|edge| match edge.downcast::<Box<dyn Edge<T>>>() {
                 Ok(edge) => *edge,
-                Err(_) => panic!(
-                    "streamwork internal error: an edge of the wrong type was wired to a channel of `{}`",
-                    std::any::type_name::<T>()
-                ),
+                Err(_) => wrong_type::<T>("an edge"),
             })
             .collect();
         let collector = Collector::new(edges, self.batch_size);
-        match &self.acking {
+        match parts.lineage {
             None => collector,
-            Some(PartsAcking { acker, source }) => {
-                let trees = source
-                    .as_ref()
-                    .map(|(component, instance)| acker.register::<T>(component.clone(), *instance));
-                collector.with_acking(trees)
-            }
+            Some(lineage) => match lineage.downcast::<Box<dyn Lineage<T>>>() {
+                Ok(lineage) => collector.with_lineage(*lineage),
+                Err(_) => wrong_type::<T>("a lineage"),
+            },
         }
+    }
+}
+
+fn wrong_type<T>(what: &str) -> ! {
+    panic!(
+        "streamwork internal error: {what} of the wrong type was wired to a channel of `{}`",
+        std::any::type_name::<T>()
+    )
+}
+
+/// One output channel, whatever its record type: what the engine does to
+/// every channel of an instance alike.
+pub trait Channel {
+    /// Opens the channel's edges (an instance fused downstream opens).
+    fn open(&mut self) -> Result<(), Disconnected>;
+    /// Flushes the channel.
+    fn flush(&mut self) -> Result<(), Disconnected>;
+    /// Sends a control message down the channel.
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected>;
+    /// Passes a processing-time tick down the channel.
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected>;
+    /// Records emitted so far.
+    fn emitted(&self) -> u64;
+    /// The first delivery failure, if any.
+    fn check(&self) -> Result<(), Disconnected>;
+}
+
+impl<T: Data> Channel for Collector<T> {
+    fn open(&mut self) -> Result<(), Disconnected> {
+        Collector::open(self)
+    }
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        Collector::flush(self)
+    }
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        Collector::control(self, control)
+    }
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        Collector::tick(self, now)
+    }
+    fn emitted(&self) -> u64 {
+        Collector::emitted(self)
+    }
+    fn check(&self) -> Result<(), Disconnected> {
+        Collector::check(self)
     }
 }
 
 /// A set of output channels. Implemented by [`Collector<T>`] (one channel
 /// named `out`) and by structs of collectors with `#[derive(Outputs)]`.
+///
+/// An implementation names its channels, builds their stream handles and
+/// collectors, and visits them; every operation on all channels at once
+/// (flush, control, ...) is provided on top of the visit.
 pub trait Outputs: Send + Sized + 'static {
     /// The builder-side stream handle(s) of the channels, for inputs of time
     /// marker `Tm`.
@@ -122,29 +156,75 @@ pub trait Outputs: Send + Sized + 'static {
 
     /// Stream handles for the channels of component `node` of job `job`.
     #[doc(hidden)]
-    fn streams<Tm: StreamTime>(job: u64, node: NodeId) -> Self::Streams<Tm>;
+    fn streams<Tm: StreamTime>(job: JobId, node: NodeId) -> Self::Streams<Tm>;
 
-    /// Builds the collectors from the runtime's edges.
+    /// Builds the collectors from the engine's parts.
     #[doc(hidden)]
     fn assemble(parts: &mut OutputParts) -> Self;
 
-    /// Sets the event time inherited by emitted records.
+    /// Sets the event time inherited by emitted records (per record: kept
+    /// out of the visit so that it stays a static call).
     fn set_time(&mut self, time: Option<Timestamp>);
 
+    /// Calls `visit` on every channel, in order.
+    fn for_each_channel(&mut self, visit: &mut dyn FnMut(&mut dyn Channel));
+
+    /// Calls `visit` on every channel, in order, without changing any.
+    fn for_each_channel_ref(&self, visit: &mut dyn FnMut(&dyn Channel));
+
+    /// Opens every channel.
+    fn open(&mut self) -> Result<(), Disconnected> {
+        all(self, |channel| channel.open())
+    }
+
     /// Flushes every channel.
-    fn flush(&mut self) -> Result<(), Disconnected>;
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        all(self, |channel| channel.flush())
+    }
 
     /// Sends a control message down every channel.
-    fn control(&mut self, control: &Control) -> Result<(), Disconnected>;
-
-    /// Records emitted on all channels so far.
-    fn emitted(&self) -> u64;
-
-    /// The first delivery failure of any channel, if any.
-    fn check(&self) -> Result<(), Disconnected>;
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        all(self, |channel| channel.control(control))
+    }
 
     /// Passes a processing-time tick down every channel.
-    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected>;
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        all(self, |channel| channel.tick(now))
+    }
+
+    /// Records emitted on all channels so far.
+    fn emitted(&self) -> u64 {
+        let mut emitted = 0;
+        self.for_each_channel_ref(&mut |channel| emitted += channel.emitted());
+        emitted
+    }
+
+    /// The first delivery failure of any channel, if any.
+    fn check(&self) -> Result<(), Disconnected> {
+        let mut result = Ok(());
+        self.for_each_channel_ref(&mut |channel| {
+            if result.is_ok() {
+                result = channel.check();
+            }
+        });
+        result
+    }
+}
+
+/// Applies `op` to every channel (all of them, even after a failure) and
+/// returns the first failure.
+fn all<O: Outputs>(
+    outputs: &mut O,
+    mut op: impl FnMut(&mut dyn Channel) -> Result<(), Disconnected>,
+) -> Result<(), Disconnected> {
+    let mut result = Ok(());
+    outputs.for_each_channel(&mut |channel| {
+        let outcome = op(channel);
+        if result.is_ok() {
+            result = outcome;
+        }
+    });
+    result
 }
 
 impl<T: Data> Outputs for Collector<T> {
@@ -157,7 +237,7 @@ impl<T: Data> Outputs for Collector<T> {
         }]
     }
 
-    fn streams<Tm: StreamTime>(job: u64, node: NodeId) -> Stream<T, Tm> {
+    fn streams<Tm: StreamTime>(job: JobId, node: NodeId) -> Stream<T, Tm> {
         Stream::__new(job, node, 0)
     }
 
@@ -170,6 +250,19 @@ impl<T: Data> Outputs for Collector<T> {
         Collector::set_time(self, time);
     }
 
+    fn for_each_channel(&mut self, visit: &mut dyn FnMut(&mut dyn Channel)) {
+        visit(self);
+    }
+
+    fn for_each_channel_ref(&self, visit: &mut dyn FnMut(&dyn Channel)) {
+        visit(self);
+    }
+
+    // One channel: straight calls, no visit.
+    fn open(&mut self) -> Result<(), Disconnected> {
+        Collector::open(self)
+    }
+
     fn flush(&mut self) -> Result<(), Disconnected> {
         Collector::flush(self)
     }
@@ -178,16 +271,16 @@ impl<T: Data> Outputs for Collector<T> {
         Collector::control(self, control)
     }
 
+    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        Collector::tick(self, now)
+    }
+
     fn emitted(&self) -> u64 {
         Collector::emitted(self)
     }
 
     fn check(&self) -> Result<(), Disconnected> {
         Collector::check(self)
-    }
-
-    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
-        Collector::tick(self, now)
     }
 }
 

@@ -39,33 +39,35 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::checkpoint::{Restore, RestoredPart, StateBytes};
 use crate::collector::Collector;
-use crate::component::{AnyTime, CoOperator, Context, InstanceContext, KeyKind, NoKey, Operator};
+use crate::component::{AnyTime, CoOperator, Context, KeyKind, NoKey, Operator};
 use crate::error::TaskError;
 use crate::grouping::KeyGroups;
+use crate::id::{CheckpointId, InstanceIdx};
+use crate::instance::InstanceContext;
 use crate::outputs::{OutputParts, Outputs};
 use crate::record::Data;
 use crate::time::Timestamp;
 
 fn context(name: &str) -> InstanceContext {
-    InstanceContext::new(name, 0, 1, KeyGroups::DEFAULT)
+    InstanceContext::new(name, InstanceIdx(0), 1, KeyGroups::DEFAULT)
 }
 
 /// What a restarted instance `0 of 1` is offered: `state`, taken at `checkpoint`.
 fn restore_of<'a>(
     ctx: &'a InstanceContext,
-    checkpoint: u64,
+    checkpoint: CheckpointId,
     state: Option<&'a StateBytes>,
 ) -> Restore<'a> {
     Restore {
         component: ctx.component(),
         checkpoint,
         is_final: false,
-        instance: 0,
+        instance: InstanceIdx(0),
         parallelism: 1,
         key_groups: ctx.key_groups(),
         parts: state
             .map(|s| RestoredPart {
-                part: 0,
+                part: InstanceIdx(0),
                 schema: s.schema,
                 bytes: &s.bytes,
             })
@@ -100,7 +102,7 @@ impl<O: Operator> Harness<O> {
     /// runtime does after a failure.
     pub fn restored(
         mut operator: O,
-        checkpoint: u64,
+        checkpoint: CheckpointId,
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
         // Restored before it opens, as the runtime does.
@@ -181,7 +183,7 @@ impl<C: CoOperator> CoHarness<C> {
     /// at checkpoint `checkpoint`, as the runtime does after a failure.
     pub fn restored(
         mut operator: C,
-        checkpoint: u64,
+        checkpoint: CheckpointId,
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
         // Restored before it opens, as the runtime does.
@@ -529,7 +531,7 @@ where
 }
 
 /// The state a rebuilt instance starts from: a checkpoint and its snapshot.
-type From<'a> = Option<(u64, Option<&'a StateBytes>)>;
+type From<'a> = Option<(CheckpointId, Option<&'a StateBytes>)>;
 
 fn run_instance<I: Scriptable, R>(
     make: impl Fn(From<'_>) -> Result<I, TaskError>,
@@ -544,7 +546,7 @@ fn run_instance<I: Scriptable, R>(
     };
     let mut staged: Vec<R> = Vec::new();
     // The last complete checkpoint: its id, the step after it, the snapshot.
-    let mut last: Option<(u64, usize, Option<StateBytes>)> = None;
+    let mut last: Option<(CheckpointId, usize, Option<StateBytes>)> = None;
     let mut instance = make(None)?;
     let (mut step, mut records, mut checkpoints) = (0usize, 0usize, 0usize);
     let mut failed = false;
@@ -570,7 +572,7 @@ fn run_instance<I: Scriptable, R>(
             staged.extend(drain(instance.out()));
             run.output.append(&mut staged);
             run.checkpoints += 1;
-            last = Some((run.checkpoints as u64, step + 1, state));
+            last = Some((CheckpointId::new(run.checkpoints as u64), step + 1, state));
         } else {
             records += usize::from(I::is_record(current));
             instance.apply(current);

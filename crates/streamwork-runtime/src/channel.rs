@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySendError};
+use streamwork_core::control::Disconnected;
 use streamwork_core::flow::Overflow;
-use streamwork_core::message::{ChannelSender, Disconnected, Envelope, Payload};
 
+use crate::message::{ChannelSender, Envelope, Payload};
 use crate::metrics::TaskTimes;
 
 /// How often a blocked sender or receiver looks at the abort flag.

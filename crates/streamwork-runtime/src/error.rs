@@ -1,6 +1,9 @@
-//! Why a job failed.
+//! Why a job failed, and whether running it again may help.
 
-use streamwork_core::{GraphError, TaskError};
+use streamwork_core::checkpoint::Delivery;
+use streamwork_core::{ErrorDomain, InstanceIdx, TaskError};
+
+use crate::builder::GraphError;
 
 /// A job stopped with an error. The variants name the component and instance
 /// where the failure started; failures that merely followed from it (a
@@ -14,7 +17,7 @@ pub enum JobError {
         /// The component whose code panicked.
         component: String,
         /// Its instance index.
-        instance: u32,
+        instance: InstanceIdx,
         /// The panic message.
         message: String,
     },
@@ -24,7 +27,7 @@ pub enum JobError {
         /// The failing component.
         component: String,
         /// Its instance index.
-        instance: u32,
+        instance: InstanceIdx,
         /// What happened.
         #[source]
         source: TaskError,
@@ -35,7 +38,8 @@ pub enum JobError {
     /// The operating system refused a thread.
     #[error("could not start a thread for `{component}`: {source}")]
     Spawn {
-        /// The component.
+        /// The component (or the engine's own thread, such as the
+        /// checkpoint coordinator).
         component: String,
         /// The OS error.
         #[source]
@@ -49,16 +53,16 @@ pub enum JobError {
         /// The job.
         job: String,
         /// What the job promises.
-        declared: streamwork_core::checkpoint::Delivery,
+        declared: Delivery,
         /// What the run provides.
-        run: streamwork_core::checkpoint::Delivery,
+        run: Delivery,
     },
     /// The checkpoint log could not be read or written.
     #[error("checkpoints: {0}")]
     Checkpoint(#[from] streamwork_state::StateError),
     /// Ctrl-C handling could not be installed.
     #[error("could not install the Ctrl-C handler: {0}")]
-    CtrlC(String),
+    CtrlC(#[source] std::sync::Arc<ctrlc::Error>),
 }
 
 impl JobError {
@@ -71,5 +75,40 @@ impl JobError {
                 ..
             }
         )
+    }
+
+    /// Whose fault the failure is: the user's (bad configuration, input or
+    /// code that returned an error), an external system's, or Streamwork's.
+    pub fn domain(&self) -> ErrorDomain {
+        match self {
+            JobError::Failed { source, .. } => source.domain(),
+            // A panic is a bug in the code that panicked: the user's, unless
+            // it was Streamwork's own, which we cannot tell apart here.
+            JobError::Panicked { .. } => ErrorDomain::User,
+            JobError::Graph(_) | JobError::WeakerDelivery { .. } | JobError::CtrlC(_) => {
+                ErrorDomain::User
+            }
+            JobError::Spawn { .. } => ErrorDomain::External,
+            JobError::Checkpoint(streamwork_state::StateError::Io { .. }) => ErrorDomain::External,
+            JobError::Checkpoint(_) => ErrorDomain::User,
+        }
+    }
+
+    /// Whether running the job again from its last complete checkpoint may
+    /// succeed: a panic (as a stream processor treats an exception: the
+    /// record may have met a transient condition), an external system's
+    /// failure, a refused thread. Bad configuration, user errors and a
+    /// damaged checkpoint log do not heal; [`run_with`](crate::run_with)
+    /// fails at once on them.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            JobError::Panicked { .. } => true,
+            JobError::Failed { source, .. } => source.is_retryable(),
+            JobError::Spawn { .. } => true,
+            JobError::Graph(_)
+            | JobError::WeakerDelivery { .. }
+            | JobError::Checkpoint(_)
+            | JobError::CtrlC(_) => false,
+        }
     }
 }

@@ -1,8 +1,11 @@
-//! Streamwork's engine: runs a [`JobGraph`] as tasks on threads, connected by
-//! bounded channels carrying batches.
+//! Streamwork's engine: the typed job builder, and everything that runs a
+//! job — tasks on threads or workers, connected by bounded channels carrying
+//! batches, the instance lifecycle, dispatchers, acking, checkpoints,
+//! metrics.
 //!
 //! ```
-//! use streamwork_core::{Collector, ConnectorError, JobBuilder, Record, Sink, Source, SourcePoll};
+//! use streamwork_core::{Collector, ConnectorError, Record, Sink, Source, SourcePoll};
+//! use streamwork_runtime::JobBuilder;
 //! #[derive(Clone)]
 //! struct Count(u64);
 //! impl Source for Count {
@@ -28,45 +31,59 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! How it works:
-//! * [`wiring`](crate) decides which components are fused into one task
-//!   (forward edges into single-input components of equal parallelism) and
-//!   creates one bounded channel per input port of every other instance;
-//! * each task runs on its own thread, or with `workers N;` on one of N
-//!   threads that take turns among their tasks: a source task polls its
-//!   source; other tasks receive messages, hand batches to their instance and
-//!   count end-of-stream per port; whenever its input is momentarily empty a
-//!   task flushes its partial batches (adaptive flushing);
-//! * a full channel blocks the sender: backpressure (on workers, the worker
-//!   holds a task back while a channel it sends into is full);
-//! * a panic or error in any task aborts the job: every blocked send or
-//!   receive notices within 50 ms, so a failing job never hangs, and the error
-//!   names the component and instance where it started.
+//! A record's path stays inside this crate, except for user code. Modules, in
+//! the order a record meets them:
+//! * [`builder`]: the typed [`JobBuilder`] (what `job!` lowers to), the
+//!   checked [`JobGraph`] and its [`JobPlan`];
+//! * `wiring`: which components are fused into one task (forward edges into
+//!   single-input components of equal parallelism), one bounded channel per
+//!   input port of every other instance;
+//! * `task`, `worker`: the loops that drive tasks, each on its own thread,
+//!   or with `workers N;` on one of N threads that take turns;
+//! * `instance`: one lifecycle per instance (restore, open, records,
+//!   watermarks, barriers, timers, end, close), shared by every kind of
+//!   component, fused or not; failures are values that name the instance;
+//! * [`dispatch`], [`message`], `channel`: routing a batch to the target
+//!   instances, what travels between tasks, the sending half of a channel
+//!   (overflow policies, backpressure time);
+//! * [`acking`]: at-least-once by acking (chapter 5);
+//! * [`checkpoint`]: the coordinator, checkpoint configuration, restore;
+//! * [`metrics`], `report`: capacity, backpressure, the [`JobReport`];
+//! * `run`, `start`, `handle`: running, restarting, stopping and watching a job.
 //!
-//! What it is not: a scheduler of many jobs, a cluster manager, or a place for
-//! user-facing traits (those are in `streamwork-core`).
+//! What it is not: a scheduler of many jobs, a cluster manager (scale-out
+//! through Kafka is `streamwork-scaleout`), or a place for user-facing traits
+//! (those are in `streamwork-core`).
 
 #![warn(missing_docs)]
 
-/// The tree tracker of acking, which lives in the core next to the
-/// collectors and dispatchers that report to it.
-pub use streamwork_core::ack;
+pub mod acking;
+pub mod builder;
 mod channel;
 pub mod checkpoint;
+mod ctrl_c;
+pub mod dispatch;
 mod error;
+mod failure;
 mod handle;
+mod instance;
+pub mod message;
 pub mod metrics;
 mod report;
+mod run;
+mod start;
 mod task;
 mod wiring;
 mod worker;
 
+pub use builder::{
+    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, GraphError, JobBuilder, JobConfig, JobGraph,
+    JobPlan, NodeDef, PortInfo,
+};
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery};
 pub use error::JobError;
-pub use handle::{
-    JobHandle, LiveMetrics, RestartStrategy, RunOptions, StopHandle, run, run_with, start,
-    start_with,
-};
+pub use handle::{JobHandle, LiveMetrics, StopHandle};
+pub use instance::InstanceCounters;
 pub use metrics::Capacity;
 pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};
-pub use streamwork_core::JobGraph;
+pub use run::{RestartStrategy, RunOptions, run, run_with, start, start_with};

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use streamwork_core::exec::InstanceCounters;
-use streamwork_core::graph::ComponentKind;
+use crate::builder::ComponentKind;
+use crate::instance::InstanceCounters;
 use streamwork_core::time::Timestamp;
 
 /// What one task (thread) spends its time on, written by the task itself.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use streamwork_core::graph::ComponentKind;
+use crate::builder::ComponentKind;
 
 pub use crate::metrics::Capacity;
 

@@ -1,6 +1,7 @@
 //! From a job graph to tasks: which components are fused, which edges become
 //! channels, the sender index of every upstream instance at every port, and
-//! the measurements and flow control each task carries.
+//! the environment, measurements and flow control each instance and task
+//! carries.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -8,75 +9,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
-use streamwork_core::acking::Acker;
-use streamwork_core::checkpoint::CheckpointHooks;
-use streamwork_core::exec::{InputTask, InstanceCounters, SourceTask};
-use streamwork_core::flow::{Overflow, PauseWatermarks, SourceGates};
-use streamwork_core::graph::{EdgeWiring, JobGraph, NodeFactory};
+use streamwork_core::checkpoint::CheckpointView;
+use streamwork_core::flow::Overflow;
 use streamwork_core::grouping::GroupingKind;
-use streamwork_core::message::{ChannelSender, Envelope, SenderIdx};
-use streamwork_core::outputs::OutputParts;
-use streamwork_core::{ComponentKind, InstanceContext};
+use streamwork_core::outputs::{ChannelParts, OutputParts};
+use streamwork_core::{InstanceContext, InstanceIdx};
 
+use crate::acking::Acker;
+use crate::builder::factory::{EdgeWiring, NodeFactory};
+use crate::builder::{ComponentKind, JobGraph};
 use crate::channel::PortSender;
+use crate::checkpoint::CheckpointLink;
+use crate::failure::Failure;
+use crate::instance::{Env, InstanceCounters};
+use crate::message::{ChannelSender, Envelope, SenderIdx};
 use crate::metrics::{ComponentInfo, PauseFlag, Registry, TaskTimes};
-
-/// One input channel of a task: where it comes from and how full it may get.
-pub(crate) struct InputChannel {
-    pub(crate) receiver: Receiver<Envelope>,
-    pub(crate) capacity: usize,
-    /// The backpressure watermarks of its edge, if any.
-    pub(crate) pause: Option<PauseWatermarks>,
-}
-
-/// What a task runs.
-pub(crate) enum TaskBody {
-    Source {
-        task: Box<dyn SourceTask>,
-        /// The pause requests of the components this source feeds.
-        pauses: Vec<Arc<PauseFlag>>,
-    },
-    Input {
-        task: Box<dyn InputTask>,
-        /// Per port, one channel per sender, by sender index.
-        ports: Vec<Vec<InputChannel>>,
-        /// Raised while this instance's queue is above a high watermark.
-        pause: Option<Arc<PauseFlag>>,
-    },
-}
-
-/// A channel a task sends into, and its capacity in messages.
-pub(crate) struct OutputChannel {
-    sender: Sender<Envelope>,
-    capacity: usize,
-}
-
-impl OutputChannel {
-    /// Whether another message stays within the capacity.
-    pub(crate) fn has_room(&self) -> bool {
-        self.sender.len() < self.capacity
-    }
-}
-
-/// One task: a root instance and everything fused into it.
-pub(crate) struct Task {
-    pub(crate) component: Arc<str>,
-    pub(crate) instance: u32,
-    pub(crate) times: Arc<TaskTimes>,
-    pub(crate) body: TaskBody,
-    /// On workers: the channels it (and what is fused into it) sends into,
-    /// whose room decides whether the worker may step it.
-    pub(crate) outputs: Vec<OutputChannel>,
-    /// On workers, for a source task: the conditions for polling it.
-    pub(crate) gates: Option<SourceGates>,
-}
+use crate::task::{InputChannel, OutputChannel, SourceGates, Task, TaskBody};
 
 /// How the graph is laid out at run time.
 pub(crate) struct Layout {
     /// Per node: the edge that fuses it into its upstream, if any.
     fused_by: Vec<Option<usize>>,
     /// Per (edge, sending instance): sender index at the target port.
-    sender_idx: HashMap<(usize, u32), SenderIdx>,
+    sender_idx: HashMap<(usize, InstanceIdx), SenderIdx>,
     /// Per (node, port): sender index -> edge ordinal at that port.
     sender_edges: HashMap<(usize, usize), Vec<u32>>,
     /// Per (node, port): sender index -> edge index.
@@ -92,7 +47,7 @@ impl Layout {
         let mut fused_by = vec![None; nodes.len()];
         for (to, node) in nodes.iter().enumerate() {
             let incoming: Vec<usize> = (0..edges.len())
-                .filter(|&e| edges[e].to().0 as usize == to)
+                .filter(|&e| edges[e].to().index() == to)
                 .collect();
             let fusable = matches!(node.factory(), NodeFactory::Input { fused: Some(_), .. })
                 && node.ports().len() == 1
@@ -110,16 +65,15 @@ impl Layout {
             for port in 0..node.ports().len() {
                 let mut next = 0u32;
                 let (mut ordinals, mut ids) = (Vec::new(), Vec::new());
-                let incoming = (0..edges.len()).filter(|&e| {
-                    edges[e].to().0 as usize == to && edges[e].port() as usize == port
-                });
+                let incoming = (0..edges.len())
+                    .filter(|&e| edges[e].to().index() == to && edges[e].port() as usize == port);
                 for (ordinal, e) in incoming.enumerate() {
                     if fused_by[to] == Some(e) {
                         continue;
                     }
                     let upstream = graph.node(edges[e].from()).parallelism();
                     for instance in 0..upstream {
-                        sender_idx.insert((e, instance), SenderIdx(next));
+                        sender_idx.insert((e, InstanceIdx(instance)), SenderIdx(next));
                         ordinals.push(ordinal as u32);
                         ids.push(e);
                         next += 1;
@@ -145,12 +99,26 @@ impl Layout {
 }
 
 /// Channel key: (node, instance, port, sender).
-type ChannelKey = (usize, u32, usize, u32);
+type ChannelKey = (usize, InstanceIdx, usize, u32);
+
+/// What every instance of a run shares: its checkpoints, acking and failure.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// The job's checkpoints as instances see them, if it takes checkpoints.
+    pub(crate) view: Option<CheckpointView>,
+    /// The instances' connection to the coordinator.
+    pub(crate) link: Option<CheckpointLink>,
+    /// The job's acker, if it runs with acking.
+    pub(crate) acker: Option<Arc<Acker>>,
+    /// The job's failure.
+    pub(crate) failure: Failure,
+}
 
 /// Builds every task of a graph, with its channels.
-pub(crate) struct Builder<'g> {
+pub(crate) struct TaskBuilder<'g> {
     graph: &'g JobGraph,
     layout: Layout,
+    shared: Shared,
     abort: Arc<AtomicBool>,
     /// One channel per (node, instance, port, sender): each sender has its
     /// own queue into each receiver, drained round-robin, so that every
@@ -160,27 +128,23 @@ pub(crate) struct Builder<'g> {
     receivers: HashMap<ChannelKey, (Receiver<Envelope>, usize)>,
     /// Receiving ends kept by senders of drop-oldest edges.
     oldest: HashMap<ChannelKey, Receiver<Envelope>>,
-    pub(crate) counters: Vec<Vec<Arc<InstanceCounters>>>,
+    counters: Vec<Vec<Arc<InstanceCounters>>>,
     times: Vec<Vec<Option<Arc<TaskTimes>>>>,
     /// Records dropped on each edge.
     dropped: Vec<Arc<AtomicU64>>,
     /// Per node with backpressure watermarks on an input edge.
     pause_flags: HashMap<usize, Arc<PauseFlag>>,
-    /// The checkpoint hooks every instance gets, if the job takes checkpoints.
-    pub(crate) checkpoints: Option<CheckpointHooks>,
-    /// The job's acker, if it runs with acking.
-    pub(crate) acker: Option<Arc<Acker>>,
     /// The job runs on workers: channels are unbounded, their capacity
     /// enforced between steps.
     on_workers: bool,
     /// The output channels of the task being built.
     task_outputs: Vec<OutputChannel>,
-    /// On workers, the polling conditions of the source task being built.
+    /// The polling conditions of the source task being built.
     task_gates: Option<SourceGates>,
 }
 
-impl<'g> Builder<'g> {
-    pub(crate) fn new(graph: &'g JobGraph, abort: Arc<AtomicBool>) -> Self {
+impl<'g> TaskBuilder<'g> {
+    pub(crate) fn new(graph: &'g JobGraph, shared: Shared) -> Self {
         let layout = Layout::of(graph);
         let capacity = graph.config().channel_capacity;
         let on_workers = graph.config().workers.is_some();
@@ -217,7 +181,7 @@ impl<'g> Builder<'g> {
                         } else {
                             bounded(per_sender)
                         };
-                        let key = (node_idx, instance, port, sender);
+                        let key = (node_idx, InstanceIdx(instance), port, sender);
                         if flow.overflow == Overflow::DropOldest {
                             oldest.insert(key, rx.clone());
                         }
@@ -241,9 +205,11 @@ impl<'g> Builder<'g> {
             .iter()
             .map(|n| vec![None; n.parallelism() as usize])
             .collect();
-        Builder {
+        let abort = shared.failure.abort_flag().clone();
+        TaskBuilder {
             graph,
             layout,
+            shared,
             abort,
             senders,
             receivers,
@@ -252,51 +218,52 @@ impl<'g> Builder<'g> {
             times,
             dropped: edges.iter().map(|_| Arc::new(AtomicU64::new(0))).collect(),
             pause_flags,
-            checkpoints: None,
-            acker: None,
             on_workers,
             task_outputs: Vec::new(),
             task_gates: None,
         }
     }
 
-    fn context(&self, node: usize, instance: u32) -> InstanceContext {
+    /// The environment of `node`'s instance `instance`.
+    fn env(&self, node: usize, instance: InstanceIdx) -> Env {
         let def = &self.graph.nodes()[node];
-        let ctx = InstanceContext::new(
+        let mut ctx = InstanceContext::new(
             def.name_arc(),
             instance,
             def.parallelism(),
             self.graph.config().key_groups,
         );
-        let ctx = match &self.checkpoints {
-            Some(hooks) => ctx.with_checkpoints(hooks.clone()),
-            None => ctx,
-        };
-        let ctx = match &self.acker {
-            Some(acker) => ctx.with_acking(acker.clone()),
-            None => ctx,
-        };
-        let ctx = match &self.task_gates {
-            Some(gates) => ctx.with_source_gates(gates.clone()),
-            None => ctx,
-        };
-        if self.on_workers {
-            ctx.on_worker()
-        } else {
-            ctx
+        if let Some(view) = &self.shared.view {
+            ctx = ctx.with_checkpoints(view.clone());
+        }
+        if let Some(gates) = &self.task_gates {
+            ctx = ctx.with_poll_gates(gates.registry());
+        }
+        Env {
+            ctx,
+            counters: self.counters[node][instance.index()].clone(),
+            checkpoints: self.shared.link.clone(),
+            acker: self.shared.acker.clone(),
+            failure: self.shared.failure.clone(),
         }
     }
 
-    fn outputs(&mut self, node: usize, instance: u32, times: &Arc<TaskTimes>) -> OutputParts {
+    fn outputs(
+        &mut self,
+        node: usize,
+        instance: InstanceIdx,
+        times: &Arc<TaskTimes>,
+    ) -> OutputParts {
         let graph = self.graph;
         let def = &graph.nodes()[node];
-        let mut channels: Vec<Vec<Box<dyn Any + Send>>> =
-            (0..def.channels().len()).map(|_| Vec::new()).collect();
+        let mut channels: Vec<ChannelParts> = (0..def.channels().len())
+            .map(|_| ChannelParts::default())
+            .collect();
         for (e, edge) in graph.edges().iter().enumerate() {
-            if edge.from().0 as usize != node {
+            if edge.from().index() != node {
                 continue;
             }
-            let to = edge.to().0 as usize;
+            let to = edge.to().index();
             let part = if self.layout.fused_by[to] == Some(e) {
                 self.fused(to, instance, times)
             } else {
@@ -305,7 +272,7 @@ impl<'g> Builder<'g> {
                 let flow = edge.flow();
                 let targets = (0..graph.nodes()[to].parallelism())
                     .map(|target| {
-                        let key = (to, target, port, from.0);
+                        let key = (to, InstanceIdx(target), port, from.0);
                         let (sender, capacity) = &self.senders[&key];
                         let port_sender = PortSender::new(
                             sender.clone(),
@@ -335,21 +302,28 @@ impl<'g> Builder<'g> {
                     key_groups: graph.config().key_groups,
                 })
             };
-            channels[edge.channel() as usize].push(part);
-        }
-        let parts = OutputParts::new(channels, graph.config().batch_size);
-        match &self.acker {
-            Some(acker) => {
+            let channel = &mut channels[edge.channel() as usize];
+            if channel.lineage.is_none()
+                && let Some(acker) = &self.shared.acker
+            {
+                // One lineage per channel, made by (any) edge out of it,
+                // which knows the channel's record type.
                 let source =
                     (def.kind() == ComponentKind::Source).then(|| (def.name_arc(), instance));
-                parts.with_acking(acker.clone(), source)
+                channel.lineage = Some((edge.lineage)(acker, source));
             }
-            None => parts,
+            channel.edges.push(part);
         }
+        OutputParts::new(channels, graph.config().batch_size)
     }
 
-    fn fused(&mut self, node: usize, instance: u32, times: &Arc<TaskTimes>) -> Box<dyn Any + Send> {
-        self.times[node][instance as usize] = Some(times.clone());
+    fn fused(
+        &mut self,
+        node: usize,
+        instance: InstanceIdx,
+        times: &Arc<TaskTimes>,
+    ) -> Box<dyn Any + Send> {
+        self.times[node][instance.index()] = Some(times.clone());
         let outputs = self.outputs(node, instance, times);
         let NodeFactory::Input {
             fused: Some(fused), ..
@@ -357,11 +331,7 @@ impl<'g> Builder<'g> {
         else {
             unreachable!("layout only fuses nodes with a fused factory")
         };
-        fused(
-            self.context(node, instance),
-            outputs,
-            self.counters[node][instance as usize].clone(),
-        )
+        fused(self.env(node, instance), outputs)
     }
 
     /// The pause requests of every component downstream of `node`.
@@ -371,8 +341,8 @@ impl<'g> Builder<'g> {
         let mut todo = vec![node];
         let mut flags = Vec::new();
         while let Some(n) = todo.pop() {
-            for edge in edges.iter().filter(|e| e.from().0 as usize == n) {
-                let to = edge.to().0 as usize;
+            for edge in edges.iter().filter(|e| e.from().index() == n) {
+                let to = edge.to().index();
                 if !seen[to] {
                     seen[to] = true;
                     if let Some(flag) = self.pause_flags.get(&to) {
@@ -386,19 +356,18 @@ impl<'g> Builder<'g> {
     }
 
     /// Builds the task of root `node`, instance `instance`.
-    pub(crate) fn task(&mut self, node: usize, instance: u32) -> Task {
+    pub(crate) fn task(&mut self, node: usize, instance: InstanceIdx) -> Task {
         let def = &self.graph.nodes()[node];
         let times = Arc::new(TaskTimes::default());
-        self.times[node][instance as usize] = Some(times.clone());
-        self.task_gates =
-            (self.on_workers && def.kind() == ComponentKind::Source).then(SourceGates::default);
-        let ctx = self.context(node, instance);
+        self.times[node][instance.index()] = Some(times.clone());
+        self.task_gates = (def.kind() == ComponentKind::Source).then(SourceGates::default);
+        let env = self.env(node, instance);
         let outputs = self.outputs(node, instance, &times);
-        let counters = self.counters[node][instance as usize].clone();
         let body = match def.factory() {
             NodeFactory::Source(factory) => TaskBody::Source {
-                task: factory(ctx, outputs, counters),
+                task: factory(env, outputs),
                 pauses: self.downstream_pauses(node),
+                gates: self.task_gates.take().unwrap_or_default(),
             },
             NodeFactory::Input { root, .. } => {
                 let n_ports = def.ports().len();
@@ -425,29 +394,29 @@ impl<'g> Builder<'g> {
                     })
                     .collect();
                 TaskBody::Input {
-                    task: root(ctx, outputs, counters, sender_edges),
+                    task: root(env, outputs, sender_edges),
                     ports,
                     pause: self.pause_flags.get(&node).cloned(),
                 }
             }
         };
+        self.task_gates = None;
         Task {
             component: def.name_arc(),
             instance,
             times,
             body,
             outputs: std::mem::take(&mut self.task_outputs),
-            gates: self.task_gates.take(),
         }
     }
 
     /// The roots, sources first (so that consumers exist before producers run).
-    pub(crate) fn roots(&self) -> Vec<(usize, u32)> {
+    pub(crate) fn roots(&self) -> Vec<(usize, InstanceIdx)> {
         let mut roots = Vec::new();
         for (node, def) in self.graph.nodes().iter().enumerate() {
             if self.layout.is_root(node) {
                 for instance in 0..def.parallelism() {
-                    roots.push((node, instance));
+                    roots.push((node, InstanceIdx(instance)));
                 }
             }
         }
@@ -479,8 +448,8 @@ impl<'g> Builder<'g> {
                     .collect(),
                 upstream: edges
                     .iter()
-                    .filter(|e| e.to().0 as usize == n)
-                    .map(|e| e.from().0 as usize)
+                    .filter(|e| e.to().index() == n)
+                    .map(|e| e.from().index())
                     .collect(),
             })
             .collect();
@@ -489,13 +458,7 @@ impl<'g> Builder<'g> {
             edges: edges
                 .iter()
                 .enumerate()
-                .map(|(i, e)| {
-                    (
-                        e.from().0 as usize,
-                        e.to().0 as usize,
-                        self.dropped[i].clone(),
-                    )
-                })
+                .map(|(i, e)| (e.from().index(), e.to().index(), self.dropped[i].clone()))
                 .collect(),
             pause_flags: self
                 .pause_flags

@@ -20,17 +20,13 @@
 //! moment, when one is held back or a source has nothing yet).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Select;
-use streamwork_core::TaskError;
+use streamwork_core::InstanceIdx;
 
-use crate::error::JobError;
-use crate::handle::task_failed;
-use crate::task::{Ended, Flags, InputRun, SourceRun, Step, TICK};
-use crate::wiring::{OutputChannel, Task, TaskBody};
+use crate::failure::Failed;
+use crate::task::{Ended, Flags, InputRun, OutputChannel, SourceRun, Step, TICK, Task, TaskBody};
 
 /// The most messages an input task handles in one turn, so that its worker's
 /// other tasks are not kept waiting behind a long queue. A source polls once
@@ -68,9 +64,13 @@ impl Turn {
     fn new(task: Task, flags: &Flags) -> Turn {
         let run = match &task.body {
             TaskBody::Source { .. } => Run::Source(SourceRun::new()),
-            TaskBody::Input { ports, pause, .. } => {
-                Run::Input(InputRun::new(ports, pause.clone(), flags))
-            }
+            TaskBody::Input { ports, pause, .. } => Run::Input(InputRun::new(
+                task.component.clone(),
+                task.instance,
+                ports,
+                pause.clone(),
+                flags,
+            )),
         };
         Turn {
             task,
@@ -81,14 +81,13 @@ impl Turn {
     }
 
     /// Whether the task may take a step: every channel it sends into has
-    /// room, and a source's gates are open.
+    /// room. (A source's gates are looked at by its step, after it starts.)
     fn may_step(&self) -> bool {
         self.task.outputs.iter().all(OutputChannel::has_room)
-            && self.task.gates.as_ref().is_none_or(|g| g.are_open())
     }
 
     /// Steps the task while it has work, room in its outputs, and budget.
-    fn step(&mut self, flags: &Flags) -> Result<Step, TaskError> {
+    fn step(&mut self, flags: &Flags) -> Result<Step, Failed> {
         let mut last = Step::Idle;
         let budget = match self.run {
             Run::Source(_) => 1,
@@ -99,9 +98,14 @@ impl Turn {
                 break;
             }
             last = match (&mut self.run, &mut self.task.body) {
-                (Run::Source(run), TaskBody::Source { task, pauses }) => {
-                    run.step(task.as_mut(), pauses, flags)?
-                }
+                (
+                    Run::Source(run),
+                    TaskBody::Source {
+                        task,
+                        pauses,
+                        gates,
+                    },
+                ) => run.step(task.as_mut(), pauses, gates, flags)?,
                 (Run::Input(run), TaskBody::Input { task, ports, .. }) => {
                     run.step(task.as_mut(), ports, &self.task.times, flags, false)?
                 }
@@ -129,7 +133,7 @@ impl Turn {
 /// an exchange that keep their instance stay on their thread), and components
 /// of parallelism 1 spread over the workers.
 pub(crate) fn placement(
-    roots: &[(usize, u32)],
+    roots: &[(usize, InstanceIdx)],
     parallelism: impl Fn(usize) -> u32,
     workers: u32,
 ) -> Vec<usize> {
@@ -143,24 +147,20 @@ pub(crate) fn placement(
                 next += parallelism(node);
                 offset
             });
-            ((offset + instance) % workers.max(1)) as usize
+            ((offset + instance.0) % workers.max(1)) as usize
         })
         .collect()
 }
 
 /// Runs `tasks` on this thread, in turns, until every one has ended (or the
 /// job is aborted).
-pub(crate) fn run_worker(
-    tasks: Vec<Task>,
-    flags: &Flags,
-    failure: &Mutex<Option<JobError>>,
-) -> Ended {
+pub(crate) fn run_worker(tasks: Vec<Task>, flags: &Flags) -> Ended {
     let mut turns: Vec<Turn> = tasks.into_iter().map(|t| Turn::new(t, flags)).collect();
     let mut ended = Ended::Completed;
     // Rounds in a row in which no task could do anything.
     let mut fruitless = 0u32;
     while !turns.is_empty() {
-        if flags.abort.load(Ordering::Relaxed) {
+        if flags.failure.aborted() {
             for turn in &mut turns {
                 turn.release();
             }
@@ -184,7 +184,7 @@ pub(crate) fn run_worker(
             match outcome {
                 Ok(Ok(Step::Busy)) => progressed = true,
                 Ok(Ok(Step::Idle)) => recheck |= matches!(turn.run, Run::Source(_)),
-                Ok(Ok(Step::Paused)) => {
+                Ok(Ok(Step::Paused | Step::Gated)) => {
                     turn.held = true;
                     recheck = true;
                 }
@@ -197,15 +197,22 @@ pub(crate) fn run_worker(
                     progressed = true;
                     continue;
                 }
-                Ok(Err(error)) => {
+                Ok(Err(Failed)) => {
+                    // Recorded by the instance that failed; dropping the
+                    // task closes its channels.
                     let mut turn = turns.remove(i);
                     turn.release();
-                    return task_failed(turn.task, Ok(error), flags, failure);
+                    return Ended::Aborted;
                 }
                 Err(payload) => {
+                    // Instances catch the panics of user code; one that
+                    // reaches here is the engine's own.
                     let mut turn = turns.remove(i);
                     turn.release();
-                    return task_failed(turn.task, Err(payload), flags, failure);
+                    flags
+                        .failure
+                        .panic(&turn.task.component, turn.task.instance, payload);
+                    return Ended::Aborted;
                 }
             }
             i += 1;
@@ -262,13 +269,14 @@ fn wait(turns: &[Turn], timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use super::placement;
+    use streamwork_core::InstanceIdx;
 
     /// The roots of components of the given parallelisms, in order.
-    fn roots(parallelisms: &[u32]) -> Vec<(usize, u32)> {
+    fn roots(parallelisms: &[u32]) -> Vec<(usize, InstanceIdx)> {
         parallelisms
             .iter()
             .enumerate()
-            .flat_map(|(node, &p)| (0..p).map(move |i| (node, i)))
+            .flat_map(|(node, &p)| (0..p).map(move |i| (node, InstanceIdx(i))))
             .collect()
     }
 

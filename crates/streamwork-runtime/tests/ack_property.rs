@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use streamwork_runtime::ack::AckTracker;
+use streamwork_runtime::acking::AckTracker;
 
 proptest! {
     #[test]

@@ -10,7 +10,7 @@
 //! archived still runs in jobs without checkpoints.
 //!
 //! ```
-//! use streamwork_core::KeyGroups;
+//! use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups};
 //! use streamwork_core::checkpoint::{Restore, RestoredPart};
 //! use streamwork_state::KeyedCodec;
 //!
@@ -21,12 +21,12 @@
 //!     .unwrap();
 //! let restore = Restore {
 //!     component: "counts",
-//!     checkpoint: 1,
+//!     checkpoint: CheckpointId::new(1),
 //!     is_final: false,
-//!     instance: 0,
+//!     instance: InstanceIdx(0),
 //!     parallelism: 1,
 //!     key_groups: groups,
-//!     parts: vec![RestoredPart { part: 0, schema: snapshot.schema, bytes: &snapshot.bytes }],
+//!     parts: vec![RestoredPart { part: InstanceIdx(0), schema: snapshot.schema, bytes: &snapshot.bytes }],
 //! };
 //! let restored = codec.restore(&restore).unwrap();
 //! assert_eq!(restored.metas, vec![42]);
@@ -205,16 +205,16 @@ where
     parts.sort_by_key(|p| p.part);
     for part in parts {
         let invalid = |e: rancor::Error| StateError::InvalidArchive {
-            checkpoint: restore.checkpoint,
+            checkpoint: restore.checkpoint.get(),
             operator,
-            part: part.part,
+            part: part.part.0,
             type_name,
             reason: e.to_string(),
         };
         if part.schema != KEYED_PARTS_SCHEMA {
             return Err(StateError::IncompatibleSchema {
                 operator,
-                part: part.part,
+                part: part.part.0,
                 type_name,
                 found: part.schema,
                 supported: KEYED_PARTS_SCHEMA,
@@ -238,7 +238,7 @@ where
             let owner = restore
                 .key_groups
                 .instance_of(group.group.to_native(), restore.parallelism);
-            if owner == restore.instance {
+            if owner == restore.instance.0 {
                 let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
                     .map_err(invalid)?;
                 restored.entries.extend(entries);
@@ -356,7 +356,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
 ///
 /// ```
 /// use streamwork_core::timer::Timers;
-/// use streamwork_core::{KeyGroups, Timestamp};
+/// use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups, Timestamp};
 /// use streamwork_core::checkpoint::{Restore, RestoredPart};
 /// use streamwork_state::TimerCodec;
 ///
@@ -367,12 +367,12 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
 /// let snapshot = codec.snapshot(&timers, KeyGroups::DEFAULT).unwrap();
 /// let restore = Restore {
 ///     component: "alerts",
-///     checkpoint: 1,
+///     checkpoint: CheckpointId::new(1),
 ///     is_final: false,
-///     instance: 0,
+///     instance: InstanceIdx(0),
 ///     parallelism: 1,
 ///     key_groups: KeyGroups::DEFAULT,
-///     parts: vec![RestoredPart { part: 0, schema: snapshot.schema, bytes: &snapshot.bytes }],
+///     parts: vec![RestoredPart { part: InstanceIdx(0), schema: snapshot.schema, bytes: &snapshot.bytes }],
 /// };
 /// let restored = codec.restore(&restore).unwrap();
 /// assert_eq!(restored.len(), 2);
@@ -462,16 +462,16 @@ mod tests {
     fn restore_at<'a>(parts: &'a [StateBytes], instance: u32, parallelism: u32) -> Restore<'a> {
         Restore {
             component: "windows",
-            checkpoint: 7,
+            checkpoint: streamwork_core::CheckpointId::new(7),
             is_final: false,
-            instance,
+            instance: streamwork_core::InstanceIdx(instance),
             parallelism,
             key_groups: KeyGroups::DEFAULT,
             parts: parts
                 .iter()
                 .enumerate()
                 .map(|(i, s)| RestoredPart {
-                    part: i as u32,
+                    part: streamwork_core::InstanceIdx(i as u32),
                     schema: s.schema,
                     bytes: &s.bytes,
                 })

@@ -345,13 +345,13 @@ where
     KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
 {
     let target = Target {
-        checkpoint: restore.checkpoint,
+        checkpoint: restore.checkpoint.get(),
         operator: operator_id(restore.component),
         key_groups: restore.key_groups,
-        instance: restore.instance,
+        instance: restore.instance.0,
         parallelism: restore.parallelism,
     };
-    restore_parts(restore.parts.iter().map(|p| (p.part, p.bytes)), &target)
+    restore_parts(restore.parts.iter().map(|p| (p.part.0, p.bytes)), &target)
 }
 
 /// Whose keyed state is restored, and for which instance.

@@ -1,7 +1,7 @@
 //! The plan and the metrics as JSON, for the page and for tools.
 
 use serde_json::{Value, json};
-use streamwork_core::JobPlan;
+use streamwork_runtime::JobPlan;
 use streamwork_runtime::JobReport;
 
 /// `/plan.json`: components (name, kind, parallelism, inputs, channels) and edges.

@@ -6,7 +6,7 @@
 //! is served by the job itself: the page works offline.
 //!
 //! ```no_run
-//! fn run_with_page(graph: streamwork_core::JobGraph) -> Result<(), Box<dyn std::error::Error>> {
+//! fn run_with_page(graph: streamwork_runtime::JobGraph) -> Result<(), Box<dyn std::error::Error>> {
 //!     let plan = graph.plan();
 //!     let job = streamwork_runtime::start(graph)?;
 //!     let page = streamwork_web::serve("127.0.0.1:7000", plan, job.live_metrics())?;
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use streamwork_core::JobPlan;
+use streamwork_runtime::JobPlan;
 use streamwork_runtime::LiveMetrics;
 use tiny_http::{Header, Response, Server};
 

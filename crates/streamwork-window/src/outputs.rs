@@ -5,12 +5,10 @@
 
 use std::marker::PhantomData;
 
-use streamwork_core::graph::{NodeId, Stream};
-use streamwork_core::message::{Control, Disconnected};
 use streamwork_core::outputs::{
-    AllChannelsHandled, ChannelHandled, ChannelInfo, Handled, OutputParts, Unconnected,
+    AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, OutputParts, Unconnected,
 };
-use streamwork_core::{Collector, Data, Outputs, StreamTime, Timestamp};
+use streamwork_core::{Collector, Data, JobId, NodeId, Outputs, Stream, StreamTime, Timestamp};
 
 /// Marker types naming the channels in diagnostics.
 #[allow(non_camel_case_types)]
@@ -97,7 +95,7 @@ impl<R: Data, T: Data> Outputs for WindowOutputs<R, T> {
         ]
     }
 
-    fn streams<Tm: StreamTime>(job: u64, node: NodeId) -> Self::Streams<Tm> {
+    fn streams<Tm: StreamTime>(job: JobId, node: NodeId) -> Self::Streams<Tm> {
         WindowStreams {
             results: Unconnected(Stream::__new(job, node, 0), PhantomData),
             late: Unconnected(Stream::__new(job, node, 1), PhantomData),
@@ -117,27 +115,13 @@ impl<R: Data, T: Data> Outputs for WindowOutputs<R, T> {
         self.late.set_time(time);
     }
 
-    fn flush(&mut self) -> Result<(), Disconnected> {
-        self.results.flush()?;
-        self.late.flush()
+    fn for_each_channel(&mut self, visit: &mut dyn FnMut(&mut dyn Channel)) {
+        visit(&mut self.results);
+        visit(&mut self.late);
     }
 
-    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
-        self.results.control(control)?;
-        self.late.control(control)
-    }
-
-    fn emitted(&self) -> u64 {
-        self.results.emitted() + self.late.emitted()
-    }
-
-    fn check(&self) -> Result<(), Disconnected> {
-        self.results.check()?;
-        self.late.check()
-    }
-
-    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
-        self.results.tick(now)?;
-        self.late.tick(now)
+    fn for_each_channel_ref(&self, visit: &mut dyn FnMut(&dyn Channel)) {
+        visit(&self.results);
+        visit(&self.late);
     }
 }

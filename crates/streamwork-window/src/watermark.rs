@@ -21,21 +21,21 @@
 //! progress at the whim of the scheduler, and one that runs ahead in event
 //! time makes every downstream window hold state from the slowest instance's
 //! watermark up to its own. An aligned strategy shares its instances'
-//! watermarks; an instance more than `max_drift` ahead of the slowest one
-//! waits (a few milliseconds at a time, per batch) before emitting more, so
-//! window state stays bounded by the drift. An idle or ended instance does not
-//! hold the others back. Waiting is bounded, so a stalled peer slows an
-//! instance down but never hangs it. On workers (`workers N;`) an instance
-//! never waits, since that would hold up its worker's other tasks, perhaps
-//! the very one it waits for: fused into a source, it gates the source's
-//! polls instead, and the worker does not poll a source that is ahead; not
-//! fused into a source, it is not aligned.
+//! watermarks; while an instance is more than `max_drift` ahead of the
+//! slowest one, the engine does not poll the source it is fused into (it
+//! gates the source's polls: the instance itself never waits, which on a
+//! worker would hold up the worker's other tasks, perhaps the very one it
+//! waits for), so window state stays bounded by the drift. Checkpoint
+//! barriers still flow while a source is held back. An idle or ended
+//! instance does not hold the others back; a member that stops advancing
+//! without being idle does (declare idleness with
+//! [`idle_after`](WatermarkSpec::idle_after)). A strategy not fused into a
+//! source cannot hold one back: it is not aligned.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use streamwork_core::message::Control;
+use streamwork_core::Control;
 use streamwork_core::{
     AssignsWatermarks, Collector, Context, Data, InstanceContext, NoKey, Operator, Outputs, Record,
     Restore, StateBytes, TaskError, Timestamp,
@@ -134,9 +134,6 @@ impl AlignmentGroup {
     }
 }
 
-/// How long an instance ahead of the others waits per batch, at most.
-const ALIGNMENT_WAIT: Duration = Duration::from_millis(20);
-
 /// A watermark strategy being described, for records of type `T`.
 pub struct WatermarkSpec<T> {
     generator: Generator<T>,
@@ -228,7 +225,6 @@ impl<T> WatermarkSpec<T> {
             last_active: 0,
             alignment: self.alignment,
             slot: 0,
-            gated: false,
         }
     }
 }
@@ -249,9 +245,6 @@ pub struct AssignWatermarks<T, F> {
     alignment: Option<AlignmentGroup>,
     /// This instance's slot in its alignment group, once opened.
     slot: usize,
-    /// On a worker: the worker holds the source back while this instance is
-    /// ahead, instead of the instance waiting.
-    gated: bool,
 }
 
 impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
@@ -269,7 +262,6 @@ impl<T, F: Clone> Clone for AssignWatermarks<T, F> {
             last_active: self.last_active,
             alignment: self.alignment.clone(),
             slot: self.slot,
-            gated: self.gated,
         }
     }
 }
@@ -322,22 +314,20 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     type Time = AssignsWatermarks;
 
     fn open(&mut self, ctx: &InstanceContext) {
-        if let Some(group) = &self.alignment {
-            self.slot = group.join();
-            if ctx.is_on_worker() {
-                // Waiting here would hold up the worker's other tasks, among
-                // them perhaps the one waited for: the worker holds the
-                // source back instead, between polls.
-                let (group, slot) = (group.clone(), self.slot);
-                let gated = ctx.gate_source(Arc::new(move || !group.is_ahead(slot)));
-                if gated {
-                    self.gated = true;
-                } else {
-                    // Not fused into a source: no alignment.
-                    if let Some(group) = self.alignment.take() {
-                        group.publish(self.slot, i64::MAX);
-                    }
-                }
+        if let Some(group) = self.alignment.take() {
+            let slot = group.join();
+            // The engine holds the source back while this instance is ahead.
+            let gate = {
+                let group = group.clone();
+                Arc::new(move || !group.is_ahead(slot))
+            };
+            if ctx.gate_source(gate) {
+                self.slot = slot;
+                self.alignment = Some(group);
+            } else {
+                // Not fused into a source: not aligned, and not holding the
+                // others back either.
+                group.publish(slot, i64::MAX);
             }
         }
     }
@@ -370,21 +360,8 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
             // A failed send is recorded by the collector and reported by the runtime.
             let _ = Outputs::control(out, &Control::Watermark(watermark));
         }
-        if let Some(alignment) = &self.alignment
-            && self.gated
-        {
-            // The worker running the source holds it back while it is ahead.
+        if let Some(alignment) = &self.alignment {
             alignment.publish(self.slot, watermark.millis());
-        } else if let Some(alignment) = &self.alignment {
-            // Wait, boundedly, while this instance is too far ahead of the slowest.
-            let started = Instant::now();
-            let mine = watermark.millis();
-            while mine.saturating_sub(alignment.publish(self.slot, mine)) > alignment.0.max_drift
-                && started.elapsed() < ALIGNMENT_WAIT
-            {
-                let _ = Outputs::flush(out);
-                std::thread::sleep(Duration::from_micros(200));
-            }
         }
     }
 
@@ -475,7 +452,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
 mod tests {
     use streamwork_core::checkpoint::RestoredPart;
     use streamwork_core::testkit::Harness;
-    use streamwork_core::{KeyGroups, Operator, Restore, Timestamp};
+    use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups, Operator, Restore, Timestamp};
 
     use super::Watermarks;
 
@@ -500,16 +477,16 @@ mod tests {
         let parts = [&snapshots[0], &behind];
         let restore = Restore {
             component: "timed",
-            checkpoint: 3,
+            checkpoint: CheckpointId::new(3),
             is_final: false,
-            instance: 0,
+            instance: InstanceIdx(0),
             parallelism: 1,
             key_groups: KeyGroups::DEFAULT,
             parts: parts
                 .iter()
                 .enumerate()
                 .map(|(i, s)| RestoredPart {
-                    part: i as u32,
+                    part: InstanceIdx(i as u32),
                     schema: s.schema,
                     bytes: &s.bytes,
                 })
@@ -520,7 +497,8 @@ mod tests {
         assert_eq!(restored.emitted, Timestamp::from_millis(10));
         assert_eq!(restored.max_seen, Some(20));
         // At the same parallelism, exactly where it was.
-        let restored = Harness::restored(assigner(), 3, Some(&snapshots[1])).unwrap();
+        let restored =
+            Harness::restored(assigner(), CheckpointId::new(3), Some(&snapshots[1])).unwrap();
         assert_eq!(restored.operator().emitted, Timestamp::from_millis(40));
         assert_eq!(restored.operator().max_seen, Some(50));
     }

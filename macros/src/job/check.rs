@@ -2,7 +2,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Component, FLOW_SETTINGS, GROUPINGS, JobSpec, Kind, Ports, StreamRef};
+use super::{
+    Component, FLOW_SETTINGS, GroupingName, JobSpec, Kind, Ports, StreamRef, grouping_words,
+};
 use crate::diag::{Diagnostics, suggest};
 
 /// Checks `spec`; returns the components in dependency order (upstream first).
@@ -57,32 +59,35 @@ pub(crate) fn check(spec: &JobSpec, diagnostics: &mut Diagnostics) -> Vec<usize>
             }
             if let Some(grouping) = &input.grouping {
                 let kind = grouping.kind.to_string();
-                if !GROUPINGS.contains(&kind.as_str()) {
-                    let hint = suggest(&kind, GROUPINGS.iter().chain(FLOW_SETTINGS).copied())
-                        .map(|s| format!(" (did you mean `{s}`?)"))
-                        .unwrap_or_default();
-                    diagnostics.error(
-                        grouping.kind.span(),
-                        format!(
-                            "unknown grouping `{kind}`{hint}: expected one of `shuffle`, `key(|record| ...)`, `fields(|record| ...)`, `broadcast`, `global`, `forward`, `custom(|record, n| ...)`, then optionally `capacity(n)`, `overflow(policy)`, `pause_sources_above(high, low)`"
-                        ),
-                    );
-                } else if matches!(kind.as_str(), "key" | "fields" | "custom")
-                    && grouping.arg.as_ref().is_none_or(|a| a.is_empty())
-                {
-                    diagnostics.error(
-                        grouping.kind.span(),
-                        format!(
-                            "grouping `{kind}` needs a function, as in `.{kind}(|record| ...)`"
-                        ),
-                    );
-                } else if !matches!(kind.as_str(), "key" | "fields" | "custom")
-                    && grouping.arg.as_ref().is_some_and(|a| !a.is_empty())
-                {
-                    diagnostics.error(
-                        grouping.kind.span(),
-                        format!("grouping `{kind}` takes no argument: write `.{kind}()`"),
-                    );
+                let takes_argument = grouping.arg.as_ref().is_some_and(|a| !a.is_empty());
+                match grouping.name() {
+                    None => {
+                        let hint =
+                            suggest(&kind, grouping_words().chain(FLOW_SETTINGS.iter().copied()))
+                                .map(|s| format!(" (did you mean `{s}`?)"))
+                                .unwrap_or_default();
+                        diagnostics.error(
+                            grouping.kind.span(),
+                            format!(
+                                "unknown grouping `{kind}`{hint}: expected one of `shuffle`, `key(|record| ...)`, `fields(|record| ...)`, `broadcast`, `global`, `forward`, `custom(|record, n| ...)`, then optionally `capacity(n)`, `overflow(policy)`, `pause_sources_above(high, low)`"
+                            ),
+                        );
+                    }
+                    Some(name) if name.takes_function() && !takes_argument => {
+                        diagnostics.error(
+                            grouping.kind.span(),
+                            format!(
+                                "grouping `{kind}` needs a function, as in `.{kind}(|record| ...)`"
+                            ),
+                        );
+                    }
+                    Some(name) if !name.takes_function() && takes_argument => {
+                        diagnostics.error(
+                            grouping.kind.span(),
+                            format!("grouping `{kind}` takes no argument: write `.{kind}()`"),
+                        );
+                    }
+                    Some(_) => {}
                 }
             }
         }
@@ -129,7 +134,7 @@ fn check_shape(component: &Component, diagnostics: &mut Diagnostics) {
                     format!("channel `{channel}` is declared twice"),
                 );
             }
-            if GROUPINGS.contains(&channel.to_string().as_str()) {
+            if GroupingName::of(channel).is_some() {
                 diagnostics.error(
                     channel.span(),
                     format!("`{channel}` is a grouping and cannot name a channel"),
@@ -208,7 +213,7 @@ fn resolve(
             return None;
         }
         (None, Some(channel)) => {
-            let hint = suggest(&channel.to_string(), GROUPINGS.iter().copied())
+            let hint = suggest(&channel.to_string(), grouping_words())
                 .map(|g| format!("; did you mean the grouping `.{g}()`?"))
                 .unwrap_or_default();
             diagnostics.error(

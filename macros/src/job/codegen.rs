@@ -59,12 +59,11 @@ fn grouped_only(input: &InputSpec) -> Vec<TokenStream> {
     let Some(grouping) = &input.grouping else {
         return vars.iter().map(|v| quote!(#v)).collect();
     };
-    let kind = grouping.kind.to_string();
     let span = grouping.kind.span();
-    let method = match kind.as_str() {
-        "key" | "fields" => format_ident!("key_by", span = span),
-        "custom" => format_ident!("partition_by", span = span),
-        _ => grouping.kind.clone(),
+    let method = match grouping.name() {
+        Some(name) => format_ident!("{}", name.method(), span = span),
+        // Checked before code generation: unreachable, but harmless.
+        None => grouping.kind.clone(),
     };
     match &grouping.arg {
         Some(arg) if !arg.is_empty() => {

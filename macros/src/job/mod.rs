@@ -51,22 +51,87 @@ impl StreamRef {
     }
 }
 
-/// A grouping, as written: `.shuffle()`, `.key(|r| ...)`, ...
+/// A call after a stream, as written: a grouping (`.shuffle()`,
+/// `.key(|r| ...)`, ...) or a flow setting (`.capacity(4)`, ...).
 #[derive(Clone, Debug)]
 pub(crate) struct Grouping {
     pub(crate) kind: Ident,
     pub(crate) arg: Option<TokenStream>,
 }
 
-pub(crate) const GROUPINGS: &[&str] = &[
-    "shuffle",
-    "key",
-    "fields",
-    "broadcast",
-    "global",
-    "forward",
-    "custom",
-];
+impl Grouping {
+    /// The grouping this call names, if it names one.
+    pub(crate) fn name(&self) -> Option<GroupingName> {
+        GroupingName::of(&self.kind)
+    }
+}
+
+/// The groupings `job!` knows: the one list that parsing, checking and
+/// code generation share.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum GroupingName {
+    Shuffle,
+    Key,
+    /// `fields`: the book's name for `key`.
+    Fields,
+    Broadcast,
+    Global,
+    Forward,
+    Custom,
+}
+
+impl GroupingName {
+    pub(crate) const ALL: [GroupingName; 7] = [
+        GroupingName::Shuffle,
+        GroupingName::Key,
+        GroupingName::Fields,
+        GroupingName::Broadcast,
+        GroupingName::Global,
+        GroupingName::Forward,
+        GroupingName::Custom,
+    ];
+
+    /// As written in `job!`.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            GroupingName::Shuffle => "shuffle",
+            GroupingName::Key => "key",
+            GroupingName::Fields => "fields",
+            GroupingName::Broadcast => "broadcast",
+            GroupingName::Global => "global",
+            GroupingName::Forward => "forward",
+            GroupingName::Custom => "custom",
+        }
+    }
+
+    /// The grouping `ident` names, if any.
+    pub(crate) fn of(ident: &Ident) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| ident == g.word())
+    }
+
+    /// Whether it takes a function (of the record, or of the record and
+    /// the number of instances).
+    pub(crate) fn takes_function(self) -> bool {
+        matches!(
+            self,
+            GroupingName::Key | GroupingName::Fields | GroupingName::Custom
+        )
+    }
+
+    /// The method of the builder's stream it lowers to.
+    pub(crate) fn method(self) -> &'static str {
+        match self {
+            GroupingName::Key | GroupingName::Fields => "key_by",
+            GroupingName::Custom => "partition_by",
+            other => other.word(),
+        }
+    }
+}
+
+/// The words of every grouping.
+pub(crate) fn grouping_words() -> impl Iterator<Item = &'static str> {
+    GroupingName::ALL.into_iter().map(GroupingName::word)
+}
 
 /// Flow-control settings that may follow an input's grouping.
 pub(crate) const FLOW_SETTINGS: &[&str] = &["capacity", "overflow", "pause_sources_above"];

@@ -26,7 +26,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::{Ident, LitStr, Token, braced, bracketed, parenthesized};
 
 use super::{
-    Component, DropSpec, FLOW_SETTINGS, GROUPINGS, Grouping, InputSpec, JobSpec, Kind, Ports,
+    Component, DropSpec, FLOW_SETTINGS, Grouping, GroupingName, InputSpec, JobSpec, Kind, Ports,
     StreamRef,
 };
 
@@ -252,7 +252,7 @@ fn one_input(input: ParseStream) -> syn::Result<InputSpec> {
 }
 
 fn is_grouping(ident: &Ident) -> bool {
-    GROUPINGS.iter().chain(FLOW_SETTINGS).any(|g| ident == g)
+    GroupingName::of(ident).is_some() || FLOW_SETTINGS.iter().any(|s| ident == s)
 }
 
 fn stream_ref_no_grouping(input: ParseStream) -> syn::Result<StreamRef> {
@@ -316,7 +316,10 @@ mod tests {
             panic!()
         };
         assert_eq!(inputs.len(), 2);
-        assert_eq!(inputs[0].grouping.as_ref().unwrap().kind, "key");
+        assert_eq!(
+            inputs[0].grouping.as_ref().unwrap().name(),
+            Some(GroupingName::Key)
+        );
         let Some(Ports::Two { right, .. }) = &spec.components[2].ports else {
             panic!()
         };

@@ -6,7 +6,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use streamwork_core::checkpoint::FINAL_CHECKPOINT;
+use streamwork_core::checkpoint::CheckpointId;
 use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
 
 type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
@@ -164,13 +164,13 @@ impl<T: Data> Sink for FileSink<T> {
         if self.files.is_some() {
             // Without checkpoints everything commits at the end; with them,
             // the final checkpoint has already staged and committed it all.
-            self.pre_commit(FINAL_CHECKPOINT)?;
-            return self.commit(FINAL_CHECKPOINT);
+            self.pre_commit(CheckpointId::FINAL)?;
+            return self.commit(CheckpointId::FINAL);
         }
         self.flush()
     }
 
-    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         self.flush()?;
         let writer = self.writer.take();
         match self.files.as_ref() {
@@ -182,9 +182,9 @@ impl<T: Data> Sink for FileSink<T> {
         }
     }
 
-    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         match self.files.as_ref() {
-            Some(files) => files.commit_up_to(checkpoint, checkpoint == FINAL_CHECKPOINT),
+            Some(files) => files.commit_up_to(checkpoint, checkpoint.is_final()),
             None => Ok(()),
         }
     }
@@ -207,7 +207,7 @@ impl<T: Data> Sink for FileSink<T> {
         // Instance `j` of the old run is recovered by instance
         // `j % parallelism` of this one, so each is recovered exactly once.
         for old in orphaned_instances(&self.path, restore.parallelism)? {
-            if old % restore.parallelism == restore.instance {
+            if old % restore.parallelism == restore.instance.0 {
                 let target = self.path.join(format!("part-{old}"));
                 Staging::new(target, false).recover(restore.checkpoint, restore.is_final)?;
             }
@@ -267,11 +267,11 @@ impl<T: Data> Sink for TransactionalFileSink<T> {
         self.0.close()
     }
 
-    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         self.0.pre_commit(checkpoint)
     }
 
-    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         self.0.commit(checkpoint)
     }
 
@@ -293,7 +293,7 @@ struct Staging {
 /// A staged file's checkpoint: its id, or the final one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Staged {
-    At(u64),
+    At(CheckpointId),
     Final,
 }
 
@@ -322,14 +322,14 @@ impl Staging {
 
     fn staged_path(&self, staged: Staged) -> PathBuf {
         match staged {
-            Staged::At(id) => self.hidden(&format!("staged-{id:020}")),
+            Staged::At(id) => self.hidden(&format!("staged-{:020}", id.get())),
             Staged::Final => self.hidden("staged-final"),
         }
     }
 
     fn committed_path(&self, staged: Staged) -> PathBuf {
         match staged {
-            Staged::At(id) => self.dir.join(format!("{}-{id:020}", self.name)),
+            Staged::At(id) => self.dir.join(format!("{}-{:020}", self.name, id.get())),
             Staged::Final => self.dir.join(format!("{}-final", self.name)),
         }
     }
@@ -344,7 +344,7 @@ impl Staging {
     fn stage(
         &self,
         writer: Option<BufWriter<File>>,
-        checkpoint: u64,
+        checkpoint: CheckpointId,
     ) -> Result<(), ConnectorError> {
         let Some(writer) = writer else {
             return Ok(());
@@ -355,7 +355,7 @@ impl Staging {
             .map_err(|e| io("writing", &inprogress, e.into_error()))?;
         file.sync_data()
             .map_err(|e| io("flushing", &inprogress, e))?;
-        let staged = if checkpoint == FINAL_CHECKPOINT {
+        let staged = if checkpoint.is_final() {
             Staged::Final
         } else {
             Staged::At(checkpoint)
@@ -378,7 +378,7 @@ impl Staging {
             if rest == "final" {
                 found.push(Staged::Final);
             } else if let Ok(id) = rest.parse::<u64>() {
-                found.push(Staged::At(id));
+                found.push(Staged::At(CheckpointId::new(id)));
             }
         }
         found.sort();
@@ -387,7 +387,11 @@ impl Staging {
 
     /// Commits the files staged for checkpoints up to `checkpoint` (and the
     /// final one if `final_too`).
-    fn commit_up_to(&self, checkpoint: u64, final_too: bool) -> Result<(), ConnectorError> {
+    fn commit_up_to(
+        &self,
+        checkpoint: CheckpointId,
+        final_too: bool,
+    ) -> Result<(), ConnectorError> {
         for staged in self.staged()? {
             let due = match staged {
                 Staged::At(id) => id <= checkpoint,
@@ -442,7 +446,7 @@ impl Staging {
     /// After a restart from checkpoint `restored`: commits what checkpoints
     /// up to it staged (the final one too if it is final), finishes a commit
     /// a crash interrupted, and discards what later checkpoints staged.
-    fn recover(&self, restored: u64, is_final: bool) -> Result<(), ConnectorError> {
+    fn recover(&self, restored: CheckpointId, is_final: bool) -> Result<(), ConnectorError> {
         if self.single {
             self.finish_interrupted_appends()?;
         }
@@ -480,7 +484,7 @@ impl Staging {
                 Staged::Final
             } else {
                 match rest.parse::<u64>() {
-                    Ok(id) => Staged::At(id),
+                    Ok(id) => Staged::At(CheckpointId::new(id)),
                     Err(_) => continue,
                 }
             };
@@ -512,7 +516,7 @@ impl Staging {
 
 fn staged_name(staged: Staged) -> String {
     match staged {
-        Staged::At(id) => format!("{id:020}"),
+        Staged::At(id) => format!("{:020}", id.get()),
         Staged::Final => "final".to_string(),
     }
 }

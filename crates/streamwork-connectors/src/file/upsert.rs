@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Sink};
+use streamwork_core::{CheckpointId, ConnectorError, Data, InstanceContext, Record, Sink};
 
 type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 type FormatFn<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
@@ -120,7 +120,7 @@ impl<T: Data, K: Hash + Eq + ToString + Send + 'static> Sink for UpsertFileSink<
     }
 
     /// Everything written up to a checkpoint is on disk before it completes.
-    fn pre_commit(&mut self, _checkpoint: u64) -> Result<(), ConnectorError> {
+    fn pre_commit(&mut self, _checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         self.flush()
     }
 }
@@ -150,7 +150,12 @@ mod tests {
                 },
             )
         };
-        let ctx = InstanceContext::new("counts", 0, 1, KeyGroups::DEFAULT);
+        let ctx = InstanceContext::new(
+            "counts",
+            streamwork_core::InstanceIdx(0),
+            1,
+            KeyGroups::DEFAULT,
+        );
         let records = [("a", 1), ("b", 1), ("a", 2), ("c", 5), ("a", 3)];
         // A run, then a restart that replays from the second record.
         for replay_from in [0, 1] {

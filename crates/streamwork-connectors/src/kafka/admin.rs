@@ -77,7 +77,7 @@ pub fn end_offsets(
 /// the end when that batch holds more than one record. Reading the last
 /// batch (one record on a broker that answers right) costs one fetch per
 /// partition.
-pub(crate) struct EndProbe {
+pub struct EndProbe {
     consumer: BaseConsumer<ProbeContext>,
 }
 
@@ -98,7 +98,7 @@ impl ConsumerContext for ProbeContext {}
 
 impl EndProbe {
     /// A probe on `brokers`, with `extra` client settings (security, say).
-    pub(crate) fn new(brokers: &str, extra: &[(String, String)]) -> Result<Self, ConnectorError> {
+    pub fn new(brokers: &str, extra: &[(String, String)]) -> Result<Self, ConnectorError> {
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", brokers)
@@ -115,7 +115,7 @@ impl EndProbe {
     }
 
     /// The end offset of every partition of `topic`, by partition.
-    pub(crate) fn ends(
+    pub fn ends(
         &self,
         topic: &str,
     ) -> Result<std::collections::BTreeMap<i32, i64>, ConnectorError> {

@@ -1,7 +1,8 @@
 //! Kafka (behind the `kafka` feature), on `rdkafka`: a source whose
 //! positions live in Streamwork's own checkpoints, a sink producing keyed
-//! records with the idempotent producer, per-partition watermarks, and
-//! scale-out across processes through a consumer group ([`group`]).
+//! records with the idempotent producer, and per-partition watermarks.
+//! Scale-out across processes through a consumer group is not a connector:
+//! it is `streamwork-scaleout`, which drives these.
 //!
 //! * [`KafkaSource`] splits a topic's partitions among its instances
 //!   (partition `p` to instance `p % parallelism`, or an explicit list) and
@@ -20,9 +21,8 @@
 //! * [`PartitionWatermarks`] tracks event time per partition: the watermark
 //!   is the minimum over the partitions, and an idle partition does not hold
 //!   it back.
-//! * [`group::GroupRunner`] runs one job per partition the process owns in a
-//!   consumer group, each with its own checkpoints, moving them between
-//!   processes as the group rebalances.
+//! * [`EndProbe`] finds where partitions end, and [`SourceProgress`] is
+//!   what a source reports to a scale-out runner.
 //!
 //! ```no_run
 //! use streamwork_connectors::kafka::{KafkaSink, KafkaSource};
@@ -34,18 +34,16 @@
 //! ```
 
 mod admin;
-pub mod group;
-mod lease;
 mod origin;
 mod sink;
 mod source;
 mod transactional;
 mod watermarks;
 
-pub use admin::{create_topic, end_offsets};
+pub use admin::{EndProbe, create_topic, end_offsets};
 pub use origin::{ORIGIN_HEADER, Origin, OriginFilter};
 pub use sink::KafkaSink;
-pub use source::{KafkaRecord, KafkaSource, Malformed};
+pub use source::{BusySpan, KafkaRecord, KafkaSource, Malformed, SourceProgress};
 pub use transactional::TransactionalKafkaSink;
 pub use watermarks::PartitionWatermarks;
 

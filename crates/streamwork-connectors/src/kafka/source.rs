@@ -15,7 +15,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use streamwork_core::checkpoint::{CheckpointHooks, FINAL_CHECKPOINT, Replayable};
+use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Replayable};
 use streamwork_core::{
     Collector, ConnectorError, InstanceContext, Restore, Source, SourcePoll, StateBytes, Timestamp,
 };
@@ -63,30 +63,50 @@ impl Malformed {
     }
 }
 
-/// What a scale-out runner learns from a source it started: records read,
-/// and how far the completed checkpoints have read.
+/// What a scale-out runner learns from the sources it started (see
+/// [`KafkaSource::report_to`]): records read, when, and how far the
+/// completed checkpoints have read.
 #[derive(Debug, Default)]
-pub(crate) struct Progress {
-    pub(crate) records: AtomicU64,
+pub struct SourceProgress {
+    records: AtomicU64,
     /// The positions of the latest completed checkpoint: safe to commit as
     /// the group's offsets (a later snapshot's are not, until it completes).
-    pub(crate) positions: Mutex<BTreeMap<i32, i64>>,
+    positions: Mutex<BTreeMap<i32, i64>>,
     /// The positions of the final snapshot, for when the job ends well.
     final_positions: Mutex<Option<BTreeMap<i32, i64>>>,
-    pub(crate) busy: Mutex<Busy>,
+    busy: Mutex<BusySpan>,
 }
 
 /// When records were first and last read (per poll that read some).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Busy {
+pub struct BusySpan {
     first: Option<Instant>,
     last: Option<Instant>,
 }
 
-impl Progress {
+impl SourceProgress {
+    /// Records read so far.
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
+    }
+
+    /// The next offset of every partition read, as of the latest completed
+    /// checkpoint: the offsets a runner may commit for the group.
+    pub fn committed_positions(&self) -> BTreeMap<i32, i64> {
+        self.positions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// When the source read.
+    pub fn busy(&self) -> BusySpan {
+        *self.busy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The job ended well (its final checkpoint completed): its final
-    /// positions are the committed ones.
-    pub(crate) fn adopt_final(&self) {
+    /// positions become the committed ones.
+    pub fn adopt_final(&self) {
         let last = self
             .final_positions
             .lock()
@@ -98,14 +118,14 @@ impl Progress {
     }
 }
 
-impl Busy {
-    pub(crate) fn mark(&mut self, now: Instant) {
+impl BusySpan {
+    fn mark(&mut self, now: Instant) {
         self.first.get_or_insert(now);
         self.last = Some(now);
     }
 
     /// The span covering both.
-    pub(crate) fn merge(&mut self, other: Busy) {
+    pub fn merge(&mut self, other: BusySpan) {
         self.first = match (self.first, other.first) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -113,7 +133,8 @@ impl Busy {
         self.last = self.last.max(other.last);
     }
 
-    pub(crate) fn duration(&self) -> Duration {
+    /// From the first read to the last.
+    pub fn duration(&self) -> Duration {
         match (self.first, self.last) {
             (Some(first), Some(last)) => last.saturating_duration_since(first),
             _ => Duration::ZERO,
@@ -137,10 +158,10 @@ pub struct KafkaSource {
     check: Option<Check>,
     dead_letter: Option<String>,
     malformed: Malformed,
-    progress: Option<Arc<Progress>>,
+    progress: Option<Arc<SourceProgress>>,
     /// Snapshots not known complete yet, by checkpoint (with `progress`).
-    pending: Vec<(u64, BTreeMap<i32, i64>)>,
-    hooks: Option<CheckpointHooks>,
+    pending: Vec<(CheckpointId, BTreeMap<i32, i64>)>,
+    hooks: Option<CheckpointView>,
     commit_on_close: bool,
     consumer: Option<BaseConsumer>,
     dead_letters: Option<BaseProducer>,
@@ -241,11 +262,13 @@ impl KafkaSource {
     ///     .dead_letter("lines-dead");
     /// # let _ = lines;
     /// ```
-    pub fn check(
+    pub fn check<E: std::fmt::Display>(
         mut self,
-        check: impl Fn(&KafkaRecord) -> Result<(), String> + Send + Sync + 'static,
+        check: impl Fn(&KafkaRecord) -> Result<(), E> + Send + Sync + 'static,
     ) -> Self {
-        self.check = Some(Arc::new(check));
+        self.check = Some(Arc::new(move |record| {
+            check(record).map_err(|e| e.to_string())
+        }));
         self
     }
 
@@ -271,9 +294,10 @@ impl KafkaSource {
         &self.topic
     }
 
-    /// Reports to a scale-out runner, which commits the group's offsets
-    /// itself.
-    pub(crate) fn report_to(mut self, progress: Arc<Progress>) -> Self {
+    /// Reports what it reads to `progress`, for a scale-out runner, which
+    /// commits the group's offsets itself (the source then does not commit
+    /// on close).
+    pub fn report_to(mut self, progress: Arc<SourceProgress>) -> Self {
         self.progress = Some(progress);
         self.commit_on_close = false;
         self
@@ -352,7 +376,7 @@ impl KafkaSource {
         let done = self
             .pending
             .iter()
-            .take_while(|(id, _)| *id <= completed && *id != FINAL_CHECKPOINT)
+            .take_while(|(id, _)| *id <= completed && !id.is_final())
             .count();
         if let Some((_, positions)) = self.pending.drain(..done).next_back() {
             *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = positions;
@@ -461,13 +485,13 @@ impl Source for KafkaSource {
 
     /// Keeps the snapshot's positions until its checkpoint completes (for
     /// a scale-out runner, which commits only completed positions).
-    fn snapshot_taken(&mut self, checkpoint: u64) {
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
         // Called right after `snapshot`: the positions have not moved.
         let Some(progress) = &self.progress else {
             return;
         };
         let positions = self.positions.clone();
-        if checkpoint == FINAL_CHECKPOINT {
+        if checkpoint.is_final() {
             *progress
                 .final_positions
                 .lock()
@@ -600,16 +624,16 @@ mod tests {
     fn restore_of<'a>(parts: &'a [StateBytes]) -> Restore<'a> {
         Restore {
             component: "records",
-            checkpoint: 3,
+            checkpoint: CheckpointId::new(3),
             is_final: false,
-            instance: 0,
+            instance: streamwork_core::InstanceIdx(0),
             parallelism: 2,
             key_groups: KeyGroups::DEFAULT,
             parts: parts
                 .iter()
                 .enumerate()
                 .map(|(i, p)| RestoredPart {
-                    part: i as u32,
+                    part: streamwork_core::InstanceIdx(i as u32),
                     schema: p.schema,
                     bytes: &p.bytes,
                 })

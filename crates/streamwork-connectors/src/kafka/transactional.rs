@@ -29,7 +29,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use streamwork_core::checkpoint::{FINAL_CHECKPOINT, Transactional};
+use streamwork_core::checkpoint::{CheckpointId, Transactional};
 use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
 
 use super::kafka_error;
@@ -233,11 +233,11 @@ enum Staged {
 }
 
 impl Staged {
-    fn of(checkpoint: u64) -> Self {
-        if checkpoint == FINAL_CHECKPOINT {
+    fn of(checkpoint: CheckpointId) -> Self {
+        if checkpoint.is_final() {
             Staged::Final
         } else {
-            Staged::At(checkpoint)
+            Staged::At(checkpoint.get())
         }
     }
 
@@ -391,7 +391,7 @@ impl Instance {
     }
 
     /// Makes the pending records durable as `checkpoint`'s.
-    fn stage(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn stage(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         self.pending()?;
         let path = self.pending_path();
         let writer = self.pending.take().expect("created above");
@@ -438,7 +438,7 @@ impl Instance {
     }
 
     /// Publishes every staged checkpoint up to `checkpoint`, in order.
-    fn publish_up_to(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn publish_up_to(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let upto = Staged::of(checkpoint);
         for (which, path) in self.staged()? {
             if which <= upto {
@@ -519,7 +519,7 @@ impl<T: Data> TransactionalKafkaSink<T> {
                 .and_then(|k| k.parse::<u32>().ok());
             if let Some(k) = index
                 && k >= restore.parallelism
-                && k % restore.parallelism.max(1) == restore.instance
+                && k % restore.parallelism.max(1) == restore.instance.0
             {
                 orphans.push(k);
             }
@@ -580,19 +580,19 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         let instance = self.instance()?;
         if !instance.checkpointed {
             instance.start_fresh()?;
-            instance.stage(FINAL_CHECKPOINT)?;
-            instance.publish_up_to(FINAL_CHECKPOINT)?;
+            instance.stage(CheckpointId::FINAL)?;
+            instance.publish_up_to(CheckpointId::FINAL)?;
         }
         Ok(())
     }
 
-    fn pre_commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let instance = self.instance()?;
         instance.start_fresh()?;
         instance.stage(checkpoint)
     }
 
-    fn commit(&mut self, checkpoint: u64) -> Result<(), ConnectorError> {
+    fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let instance = self.instance()?;
         instance.start_fresh()?;
         instance.publish_up_to(checkpoint)

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use streamwork_core::message::Control;
+use streamwork_core::Control;
 use streamwork_core::{
     AssignsWatermarks, Collector, Context, InstanceContext, NoKey, Operator, Outputs, Restore,
     StateBytes, TaskError, Timestamp,
@@ -342,7 +342,7 @@ mod tests {
         let snapshot = h.snapshot().unwrap();
         let mut restored = Harness::restored(
             PartitionWatermarks::bounded(Duration::ZERO),
-            1,
+            streamwork_core::CheckpointId::new(1),
             Some(&snapshot),
         )
         .unwrap();
@@ -356,8 +356,12 @@ mod tests {
             bytes: vec![0; 9],
         };
         assert!(
-            Harness::restored(PartitionWatermarks::bounded(Duration::ZERO), 1, Some(&torn))
-                .is_err()
+            Harness::restored(
+                PartitionWatermarks::bounded(Duration::ZERO),
+                streamwork_core::CheckpointId::new(1),
+                Some(&torn),
+            )
+            .is_err()
         );
     }
 }

@@ -17,8 +17,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 use streamwork::window::AssignWatermarks;
 
 use crate::model::{Auction, Bid, Event, Person};
@@ -51,9 +51,25 @@ pub enum Query {
     Events,
 }
 
+/// A query name that is none of the implemented ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownQuery(pub String);
+
+impl fmt::Display for UnknownQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown query `{}`: expected q0, q1, q2, q3, q4, q5, q7, q8 or events",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownQuery {}
+
 impl FromStr for Query {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownQuery;
+    fn from_str(s: &str) -> Result<Self, UnknownQuery> {
         match s.to_ascii_lowercase().as_str() {
             "q0" | "0" => Ok(Query::Q0),
             "q1" | "1" => Ok(Query::Q1),
@@ -64,9 +80,7 @@ impl FromStr for Query {
             "q7" | "7" => Ok(Query::Q7),
             "q8" | "8" => Ok(Query::Q8),
             "events" => Ok(Query::Events),
-            other => Err(format!(
-                "unknown query `{other}`: expected q0, q1, q2, q3, q4, q5, q7, q8 or events"
-            )),
+            other => Err(UnknownQuery(other.to_string())),
         }
     }
 }

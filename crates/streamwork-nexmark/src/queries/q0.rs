@@ -1,8 +1,8 @@
 //! Q0: pass-through of bids.
 
 use serde::Serialize;
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 
 use super::{OnlyBids, timestamps};
 use crate::model::{Bid, timestamp};

@@ -1,8 +1,8 @@
 //! Q1: bids with the price converted to euro, `0.908 * price`.
 
 use serde::Serialize;
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 
 use super::{OnlyBids, timestamps};
 use crate::model::{Bid, timestamp};

@@ -1,7 +1,7 @@
 //! Q2: bids on auctions whose id is a multiple of 123.
 
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 
 use super::{OnlyBids, timestamps};
 use crate::model::Bid;

@@ -4,8 +4,8 @@
 //! Both sides are kept for the whole run, as the query asks.
 
 use serde::Serialize;
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 
 use super::{OnlyAuctions, OnlyPeople, timestamps};
 use crate::model::{Auction, Person};

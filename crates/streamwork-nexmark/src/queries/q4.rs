@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use streamwork::core::GraphError;
 use streamwork::core::hash::FastHashMap;
 use streamwork::core::timer::Timers;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 
 use super::{OnlyAuctions, OnlyBids, timestamps};
 use crate::model::{Auction, Bid};

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 use streamwork::window::Aggregate;
 
 use super::q0::bid_row;

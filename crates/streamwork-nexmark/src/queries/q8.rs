@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use streamwork::core::GraphError;
 use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
 
 use super::{OnlyAuctions, OnlyPeople, timestamps};
 use crate::model::{Auction, Person};

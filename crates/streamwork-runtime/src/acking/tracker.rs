@@ -1,4 +1,4 @@
-//! At-least-once by acking (chapter 5): the tracker of event trees.
+//! The tracker of event trees (Storm's XOR acking).
 //!
 //! Every source event is the root of a tree of the events derived from it.
 //! Each event gets a random 64-bit id. The tracker keeps, per root, the XOR
@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use streamwork_core::ack::AckTracker;
+//! use streamwork_runtime::acking::AckTracker;
 //!
 //! let mut tracker = AckTracker::new(Duration::from_secs(30), 7);
 //! let now = Instant::now();
@@ -31,21 +31,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// The id of one source event's tree.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RootId(u64);
-
-impl RootId {
-    /// The tree with this raw id.
-    pub fn from_raw(raw: u64) -> Self {
-        RootId(raw)
-    }
-
-    /// The raw id, as records carry it.
-    pub fn raw(self) -> u64 {
-        self.0
-    }
-}
+use streamwork_core::id::RootId;
 
 struct Tree<P> {
     xor: u64,
@@ -107,7 +93,7 @@ impl<P> AckTracker<P> {
     /// Starts tracking the source event at `position`: returns its tree and
     /// the id of the root event.
     pub fn begin(&mut self, position: P, now: Instant) -> (RootId, u64) {
-        let root = RootId(self.next_root);
+        let root = RootId::from_raw(self.next_root);
         let id = self.new_id();
         self.begin_at(root, id, position, now);
         (root, id)
@@ -118,9 +104,9 @@ impl<P> AckTracker<P> {
     /// them; a root not above the last one is ignored.
     pub fn begin_at(&mut self, root: RootId, id: u64, position: P, now: Instant) {
         if self.trees.is_empty() {
-            self.base = root.0;
+            self.base = root.raw();
         }
-        let Some(index) = root.0.checked_sub(self.base).map(|i| i as usize) else {
+        let Some(index) = root.raw().checked_sub(self.base).map(|i| i as usize) else {
             return;
         };
         if index < self.trees.len() {
@@ -133,11 +119,11 @@ impl<P> AckTracker<P> {
             position,
         }));
         self.live += 1;
-        self.next_root = self.next_root.max(root.0 + 1);
+        self.next_root = self.next_root.max(root.raw() + 1);
     }
 
     fn slot(&mut self, root: RootId) -> Option<&mut Option<Tree<P>>> {
-        let index = root.0.checked_sub(self.base)?;
+        let index = root.raw().checked_sub(self.base)?;
         self.trees.get_mut(usize::try_from(index).ok()?)
     }
 

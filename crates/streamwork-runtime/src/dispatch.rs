@@ -1,51 +1,26 @@
-//! Edges out of a component instance: the dispatcher of a channel edge, and the
-//! trait a fused downstream instance implements.
+//! The dispatcher of a channel edge: routes each record of a batch into a
+//! per-target batch and sends full batches through the task's channels.
 //!
-//! A [`Collector`](crate::Collector) hands its buffered records to each of its
-//! edges a batch at a time: one dynamic call per batch and edge. A
-//! [`ChannelDispatcher`] routes each record of the batch (monomorphised
-//! [`Route`]) into a per-target buffer and sends a buffer as one message when it
-//! is full or when the collector flushes. A fused edge instead runs the
-//! downstream operator directly on the batch, on the same thread.
+//! The route is the edge's [`Partition`]: one dynamic call per batch (or per
+//! full target batch), inside which the per-record loop is monomorphised
+//! over the route and its key function. Watermarks travel with the batch
+//! they follow; with acking, every record sent gets an anchor of its own.
+
+use streamwork_core::control::{Control, Disconnected};
+use streamwork_core::edge::Edge;
+use streamwork_core::flow::Overflow;
+use streamwork_core::grouping::{Partition, Route, Target};
+use streamwork_core::id::RootId;
+use streamwork_core::record::{Data, Record};
+use streamwork_core::time::Timestamp;
 
 use crate::acking::{self, Anchor, AnchoredBatch};
-use crate::grouping::{Route, Target};
-use crate::message::{ChannelSender, Control, Disconnected, Envelope, Payload, SenderIdx};
-use crate::record::{Data, Record};
-use crate::time::Timestamp;
-
-/// One outgoing edge of a collector.
-pub trait Edge<T>: Send {
-    /// Takes every record of `records` (leaving it empty, capacity kept).
-    fn push(&mut self, records: &mut Vec<Record<T>>) -> Result<(), Disconnected>;
-    /// [`push`](Self::push) in a job run with acking: `roots[i]` is the
-    /// tree of `records[i]` (see [`acking`](crate::acking)). The default
-    /// forgets the roots: for edges that end every tree they receive.
-    fn push_rooted(
-        &mut self,
-        records: &mut Vec<Record<T>>,
-        roots: &mut Vec<u64>,
-    ) -> Result<(), Disconnected> {
-        roots.clear();
-        self.push(records)
-    }
-    /// Sends whatever is buffered now (adaptive flushing).
-    fn flush(&mut self) -> Result<(), Disconnected>;
-    /// Delivers a control message to every target, after flushing.
-    fn control(&mut self, control: &Control) -> Result<(), Disconnected>;
-    /// The wall clock reads `now`: a fused downstream fires its
-    /// processing-time timers. Channels ignore it (their receivers tick
-    /// themselves).
-    fn on_processing_time(&mut self, now: crate::Timestamp) -> Result<(), Disconnected> {
-        let _ = now;
-        Ok(())
-    }
-}
+use crate::message::{ChannelSender, Envelope, Payload, SenderIdx};
 
 /// The dispatcher of a channel edge: routes records into per-target batches and
-/// sends full batches through the runtime's channels.
-pub struct ChannelDispatcher<T, R> {
-    route: R,
+/// sends full batches through the engine's channels.
+pub struct ChannelDispatcher<T> {
+    route: Box<dyn Partition<T>>,
     from: SenderIdx,
     targets: Vec<Box<dyn ChannelSender>>,
     buffers: Vec<Vec<Record<T>>>,
@@ -62,11 +37,21 @@ pub struct ChannelDispatcher<T, R> {
     pending_age: Vec<u32>,
 }
 
-impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
+impl<T: Data> ChannelDispatcher<T> {
     /// A dispatcher sending as `from` to `targets` (instance order), in batches
-    /// of at most `batch_size` records.
-    pub fn new(
+    /// of at most `batch_size` records, routing by `route`.
+    pub fn new<R: Route<T>>(
         route: R,
+        from: SenderIdx,
+        targets: Vec<Box<dyn ChannelSender>>,
+        batch_size: usize,
+    ) -> Self {
+        Self::with_partition(Box::new(route), from, targets, batch_size)
+    }
+
+    /// [`new`](Self::new), with the route already behind its [`Partition`].
+    pub fn with_partition(
+        route: Box<dyn Partition<T>>,
         from: SenderIdx,
         targets: Vec<Box<dyn ChannelSender>>,
         batch_size: usize,
@@ -96,7 +81,7 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
             std::mem::replace(&mut anchors[target], Vec::with_capacity(self.batch_size))
         });
         let sender = &mut self.targets[target];
-        if let crate::flow::Overflow::Sample(n) = sender.overflow()
+        if let Overflow::Sample(n) = sender.overflow()
             && sender.is_full()
         {
             // Keep one record in `n` of what the full channel cannot take
@@ -165,7 +150,7 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
         &mut self,
         target: usize,
         record: Record<T>,
-        root: u64,
+        root: RootId,
     ) -> Result<(), Disconnected> {
         self.buffers[target].push(record);
         let n = self.buffers.len();
@@ -179,7 +164,7 @@ impl<T: Data, R: Route<T>> ChannelDispatcher<T, R> {
     }
 }
 
-impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
+impl<T: Data> Edge<T> for ChannelDispatcher<T> {
     fn push(&mut self, records: &mut Vec<Record<T>>) -> Result<(), Disconnected> {
         if let [buffer] = self.buffers.as_mut_slice() {
             // One target: every record goes there, whatever the route says
@@ -195,37 +180,30 @@ impl<T: Data, R: Route<T>> Edge<T> for ChannelDispatcher<T, R> {
             }
             return Ok(());
         }
-        let n_targets = self.targets.len() as u32;
-        for record in records.drain(..) {
-            match self.route.route(&record.value, n_targets) {
-                Target::One(target) => {
-                    let target = target as usize;
-                    self.buffers[target].push(record);
-                    if self.buffers[target].len() >= self.batch_size {
-                        self.send_full(target)?;
-                    }
-                }
-                Target::All => {
-                    for target in 0..self.buffers.len() {
-                        self.buffers[target].push(record.clone());
-                        if self.buffers[target].len() >= self.batch_size {
-                            self.send_full(target)?;
-                        }
-                    }
+        let mut records = records.drain(..);
+        loop {
+            let stopped = self
+                .route
+                .split(&mut records, &mut self.buffers, self.batch_size);
+            for target in 0..self.buffers.len() {
+                if self.buffers[target].len() >= self.batch_size {
+                    self.send_full(target)?;
                 }
             }
+            if !stopped {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     fn push_rooted(
         &mut self,
         records: &mut Vec<Record<T>>,
-        roots: &mut Vec<u64>,
+        roots: &mut Vec<RootId>,
     ) -> Result<(), Disconnected> {
         let n_targets = self.targets.len() as u32;
         for (record, root) in records.drain(..).zip(roots.drain(..)) {
-            match self.route.route(&record.value, n_targets) {
+            match self.route.target_of(&record.value, n_targets) {
                 Target::One(target) => self.buffer_rooted(target as usize, record, root)?,
                 Target::All => {
                     // Every copy is an event of the tree with an id of its own.
@@ -317,7 +295,7 @@ mod tests {
         }
     }
 
-    fn dispatcher() -> (ChannelDispatcher<u64, ByParity>, Received, Received) {
+    fn dispatcher() -> (ChannelDispatcher<u64>, Received, Received) {
         let (even, odd) = (Received::default(), Received::default());
         let targets: Vec<Box<dyn ChannelSender>> =
             vec![Box::new(even.clone()), Box::new(odd.clone())];
@@ -328,12 +306,12 @@ mod tests {
         )
     }
 
-    fn push(d: &mut ChannelDispatcher<u64, ByParity>, values: impl IntoIterator<Item = u64>) {
+    fn push(d: &mut ChannelDispatcher<u64>, values: impl IntoIterator<Item = u64>) {
         let mut records: Vec<Record<u64>> = values.into_iter().map(Record::new).collect();
         d.push(&mut records).unwrap();
     }
 
-    fn watermark(d: &mut ChannelDispatcher<u64, ByParity>, millis: i64) {
+    fn watermark(d: &mut ChannelDispatcher<u64>, millis: i64) {
         d.control(&Control::Watermark(Timestamp::from_millis(millis)))
             .unwrap();
     }

@@ -1,150 +1,21 @@
-//! At-least-once by acking (chapter 5), wired through the runtime: which
-//! tree each record belongs to, how the ids of its events are created and
-//! reported, and where the reports go.
-//!
-//! A job run with acking gives every record a *root*: the id of the tree of
-//! the source record it derives from (0: untracked, such as a window's
-//! results, emitted from state rather than from one record).
-//!
-//! * A source's collector starts a tree for each record it emits, keeping a
-//!   copy of the record to replay ([`SourceTrees`]).
-//! * Inside a task, records move with their roots only: an operator's
-//!   outputs inherit the root of the record being processed.
-//! * Where a record crosses a channel, the dispatcher gives the copy it sends
-//!   a fresh random id (an [`Anchor`]) and reports the id's creation; the
-//!   receiving task reports the id's completion when it processes the
-//!   record. A sink's completion is reported once the batch is written and
-//!   flushed.
-//! * Reports are XORed per tree in the task and sent to the tree's tracker
-//!   at the end of each batch, after the task has dispatched everything the
-//!   batch produced: every id is reported created no later than its parent
-//!   is reported done, so a tree reaches zero only when all its events are.
-//!
-//! A tree that has not reached zero within the timeout (a record dropped by
-//! a full edge, say) is replayed by its source, as a new tree.
+//! The trees of every source collector of one run, and the acker that
+//! routes each thread's reports to them.
 
-use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::ack::{AckTracker, RootId};
-use crate::hash::FastHashMap;
-use crate::record::{Data, Record};
+use streamwork_core::id::{InstanceIdx, RootId};
+use streamwork_core::record::{Data, Record};
 
-/// Where a record crossing a channel sits in its tree: the tree's root, and
-/// this copy's own id.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Anchor {
-    /// The tree (0: untracked).
-    pub root: u64,
-    /// This event's id.
-    pub id: u64,
-}
-
-/// A batch sent through a channel of a job run with acking.
-pub struct AnchoredBatch<T> {
-    /// The records.
-    pub records: Vec<Record<T>>,
-    /// One anchor per record.
-    pub anchors: Vec<Anchor>,
-}
+use super::tracker::AckTracker;
 
 /// How many bits of a root number the trees of one tracker.
 const SLOT_SHIFT: u32 = 40;
 
-thread_local! {
-    /// The root of the record the current thread is processing.
-    static CURRENT_ROOT: Cell<u64> = const { Cell::new(0) };
-    /// Reports not yet sent: per tree, the XOR of the ids reported.
-    static PENDING: RefCell<Pending> = RefCell::new(Pending::new());
-}
-
-struct Pending {
-    xors: FastHashMap<u64, u64>,
-    random: u64,
-}
-
-impl Pending {
-    fn new() -> Self {
-        let seed = CURRENT_ROOT.with(|c| c as *const Cell<u64> as u64)
-            ^ Instant::now().elapsed().as_nanos() as u64
-            ^ std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-        Pending {
-            xors: FastHashMap::default(),
-            random: seed,
-        }
-    }
-
-    fn next_id(&mut self) -> u64 {
-        loop {
-            self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.random;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            if z != 0 {
-                return z;
-            }
-        }
-    }
-}
-
-/// The root of the record being processed on this thread.
-#[inline]
-pub fn current_root() -> u64 {
-    CURRENT_ROOT.with(Cell::get)
-}
-
-/// Sets the root of the record being processed; returns the previous one.
-#[inline]
-pub fn set_current_root(root: u64) -> u64 {
-    CURRENT_ROOT.with(|c| c.replace(root))
-}
-
-/// A fresh random event id, from this thread's generator.
-#[inline]
-pub fn new_id() -> u64 {
-    PENDING.with(|p| p.borrow_mut().next_id())
-}
-
-/// Creates the id of a copy of a record of tree `root` sent into a channel,
-/// and reports its creation.
-#[inline]
-pub fn create(root: u64) -> Anchor {
-    if root == 0 {
-        return Anchor { root, id: 0 };
-    }
-    let id = PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        let id = p.next_id();
-        *p.xors.entry(root).or_insert(0) ^= id;
-        id
-    });
-    Anchor { root, id }
-}
-
-/// Reports that the event `anchor` is done with (processed, or written).
-#[inline]
-pub fn complete(anchor: Anchor) {
-    if anchor.root != 0 {
-        PENDING.with(|p| *p.borrow_mut().xors.entry(anchor.root).or_insert(0) ^= anchor.id);
-    }
-}
-
-/// Sends this thread's pending reports to their trackers.
-pub fn send_pending(acker: &Acker) {
-    let mut reports: Vec<(u64, u64)> = PENDING.with(|p| p.borrow_mut().xors.drain().collect());
-    if !reports.is_empty() {
-        acker.report(&mut reports);
-    }
-}
-
 /// A tracker of the trees of one source collector, as the acker sees it.
 trait Trees: Send + Sync {
-    fn report(&self, reports: &[(u64, u64)]);
+    fn report(&self, reports: &[(RootId, u64)]);
     fn pending(&self) -> usize;
 }
 
@@ -159,26 +30,26 @@ pub struct SourceTrees<T> {
 
 /// A tree a source's collector has numbered but not yet handed to its
 /// tracker: its root, the root event's id, and the record.
-pub type FreshTree<T> = (u64, u64, Record<T>);
+pub(crate) type FreshTree<T> = (RootId, u64, Record<T>);
 
 impl<T: Data> SourceTrees<T> {
     /// Numbers the tree of a new source record (no lock): the collector
     /// hands it over with [`begin_all`](Self::begin_all) before it
     /// dispatches the record.
     #[inline]
-    pub fn next_root(&self) -> u64 {
-        self.next_root.fetch_add(1, Ordering::Relaxed)
+    pub fn next_root(&self) -> RootId {
+        RootId::from_raw(self.next_root.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Starts tracking `fresh` trees, under one lock.
-    pub fn begin_all(&self, fresh: &mut Vec<FreshTree<T>>) {
+    pub(crate) fn begin_all(&self, fresh: &mut Vec<FreshTree<T>>) {
         if fresh.is_empty() {
             return;
         }
         let now = Instant::now();
         let mut tracker = self.lock();
         for (root, id, record) in fresh.drain(..) {
-            tracker.begin_at(RootId::from_raw(root), id, record, now);
+            tracker.begin_at(root, id, record, now);
         }
     }
 
@@ -206,11 +77,11 @@ impl<T: Data> SourceTrees<T> {
 }
 
 impl<T: Data> Trees for SourceTrees<T> {
-    fn report(&self, reports: &[(u64, u64)]) {
+    fn report(&self, reports: &[(RootId, u64)]) {
         let mut tracker = self.lock();
         let mut completed = 0;
         for &(root, xor) in reports {
-            if tracker.ack(RootId::from_raw(root), xor).is_some() {
+            if tracker.ack(root, xor).is_some() {
                 completed += 1;
             }
         }
@@ -229,7 +100,7 @@ pub struct Acker {
     timeout: Duration,
     aborted: Arc<AtomicBool>,
     trackers: RwLock<Vec<Arc<dyn Trees>>>,
-    owners: Mutex<Vec<(Arc<str>, u32)>>,
+    owners: Mutex<Vec<(Arc<str>, InstanceIdx)>>,
 }
 
 impl std::fmt::Debug for Acker {
@@ -263,7 +134,11 @@ impl Acker {
 
     /// The trees of one output channel of source `component`'s instance
     /// `instance`.
-    pub fn register<T: Data>(&self, component: Arc<str>, instance: u32) -> Arc<SourceTrees<T>> {
+    pub fn register<T: Data>(
+        &self,
+        component: Arc<str>,
+        instance: InstanceIdx,
+    ) -> Arc<SourceTrees<T>> {
         let mut trackers = self.trackers.write().unwrap_or_else(|p| p.into_inner());
         let slot = trackers.len() as u64 + 1;
         let trees = Arc::new(SourceTrees {
@@ -283,12 +158,13 @@ impl Acker {
         trees
     }
 
-    fn report(&self, reports: &mut [(u64, u64)]) {
+    pub(crate) fn report(&self, reports: &mut [(RootId, u64)]) {
         // One lock per tracker: the reports grouped by slot.
-        reports.sort_unstable_by_key(|&(root, _)| root >> SLOT_SHIFT);
+        let slot_of = |root: RootId| root.raw() >> SLOT_SHIFT;
+        reports.sort_unstable_by_key(|&(root, _)| slot_of(root));
         let trackers = self.trackers.read().unwrap_or_else(|p| p.into_inner());
-        for group in reports.chunk_by(|a, b| a.0 >> SLOT_SHIFT == b.0 >> SLOT_SHIFT) {
-            let slot = (group[0].0 >> SLOT_SHIFT) as usize;
+        for group in reports.chunk_by(|a, b| slot_of(a.0) == slot_of(b.0)) {
+            let slot = slot_of(group[0].0) as usize;
             if let Some(trees) = slot.checked_sub(1).and_then(|i| trackers.get(i)) {
                 trees.report(group);
             }
@@ -296,7 +172,7 @@ impl Acker {
     }
 
     /// Trees of `component`'s instance `instance` still in flight.
-    pub fn pending_of(&self, component: &str, instance: u32) -> usize {
+    pub fn pending_of(&self, component: &str, instance: InstanceIdx) -> usize {
         let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         let trackers = self.trackers.read().unwrap_or_else(|p| p.into_inner());
         owners
@@ -320,6 +196,8 @@ impl Acker {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Anchor;
+    use super::super::reports::{complete, create, new_id, nothing_pending, send_pending};
     use super::*;
 
     fn begin(trees: &SourceTrees<u32>, value: u32) -> Anchor {
@@ -328,10 +206,15 @@ mod tests {
         Anchor { root, id }
     }
 
+    fn source() -> (Acker, Arc<SourceTrees<u32>>) {
+        let acker = Acker::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+        let trees = acker.register::<u32>("source".into(), InstanceIdx(0));
+        (acker, trees)
+    }
+
     #[test]
     fn a_tree_completes_when_its_events_are_done_in_any_order() {
-        let acker = Acker::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
-        let trees = acker.register::<u32>("source".into(), 0);
+        let (acker, trees) = source();
         // The source starts a tree and dispatches its record into a channel.
         let root = begin(&trees, 7);
         let sent = create(root.root);
@@ -340,33 +223,42 @@ mod tests {
         let (a, b) = (create(root.root), create(root.root));
         complete(sent);
         send_pending(&acker);
-        assert_eq!(acker.pending_of("source", 0), 1);
+        assert_eq!(acker.pending_of("source", InstanceIdx(0)), 1);
         complete(b);
         send_pending(&acker);
-        assert_eq!(acker.pending_of("source", 0), 1);
+        assert_eq!(acker.pending_of("source", InstanceIdx(0)), 1);
         complete(a);
         send_pending(&acker);
-        assert_eq!(acker.pending_of("source", 0), 0);
+        assert_eq!(acker.pending_of("source", InstanceIdx(0)), 0);
         assert_eq!(trees.completed(), 1);
     }
 
     #[test]
     fn an_incomplete_tree_is_replayed_after_the_timeout() {
         let acker = Acker::new(Duration::ZERO, Arc::new(AtomicBool::new(false)));
-        let trees = acker.register::<u32>("source".into(), 0);
+        let trees = acker.register::<u32>("source".into(), InstanceIdx(0));
         let root = begin(&trees, 9);
         let _lost = create(root.root);
         complete(root);
         send_pending(&acker);
         assert_eq!(trees.expired(), vec![Record::new(9)]);
         assert_eq!(trees.replayed(), 1);
-        assert_eq!(acker.pending_of("source", 0), 0);
+        assert_eq!(acker.pending_of("source", InstanceIdx(0)), 0);
     }
 
     #[test]
     fn untracked_records_report_nothing() {
-        assert_eq!(create(0), Anchor { root: 0, id: 0 });
-        complete(Anchor { root: 0, id: 5 });
-        PENDING.with(|p| assert!(p.borrow().xors.is_empty()));
+        assert_eq!(
+            create(RootId::UNTRACKED),
+            Anchor {
+                root: RootId::UNTRACKED,
+                id: 0
+            }
+        );
+        complete(Anchor {
+            root: RootId::UNTRACKED,
+            id: 5,
+        });
+        assert!(nothing_pending());
     }
 }

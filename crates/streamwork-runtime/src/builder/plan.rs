@@ -3,8 +3,9 @@
 
 use std::fmt::Write;
 
-use crate::graph::{ComponentKind, JobGraph};
-use crate::grouping::GroupingKind;
+use streamwork_core::grouping::GroupingKind;
+
+use super::graph::{ComponentKind, JobGraph};
 
 /// One component of a [`JobPlan`].
 #[derive(Clone, Debug, PartialEq, Eq)]

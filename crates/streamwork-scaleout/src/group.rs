@@ -21,7 +21,7 @@
 //! group once its session times out; they resume from their last complete
 //! checkpoint, so nothing committed is lost and records after it are read
 //! again (what a replay writes to an output topic is an upsert, or is
-//! dropped by an [`OriginFilter`](super::OriginFilter) downstream).
+//! dropped by an [`OriginFilter`](streamwork_connectors::kafka::OriginFilter) downstream).
 //!
 //! A process processes only partitions it owns: the group's coordinator
 //! consumer never reads (its partitions are paused), and a partition's job
@@ -29,25 +29,9 @@
 //! off from the group but still running (a network partition, not a crash)
 //! is not fenced: that needs Kafka transactions.
 //!
-//! ```no_run
-//! use std::time::Duration;
-//! use streamwork_connectors::kafka::group::GroupRunner;
-//! use streamwork_connectors::StdoutSink;
-//! use streamwork_core::JobBuilder;
-//!
-//! let report = GroupRunner::new("127.0.0.1:9092", "my-job", &["input"], "/shared/checkpoints")
-//!     .checkpoint_interval(Duration::from_secs(1))
-//!     .run(|task| {
-//!         let mut job = JobBuilder::new(&format!("my-job-{}", task.partition()));
-//!         let records = job.source("records", task.source(), 1);
-//!         job.sink("out", StdoutSink::new(), 1, records);
-//!         job.build()
-//!     })?;
-//! # Ok::<(), streamwork_connectors::kafka::group::GroupError>(())
-//! ```
+//! See the [crate documentation](crate) for an example.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,15 +39,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
-use streamwork_core::{GraphError, JobGraph};
+use streamwork_connectors::kafka::{BusySpan, EndProbe, KafkaSource, SourceProgress};
+use streamwork_core::ConnectorError;
 use streamwork_runtime::{
-    CheckpointConfig, Delivery, JobError, RestartStrategy, RunOptions, StopHandle, start_with,
+    CheckpointConfig, Delivery, GraphError, JobError, JobGraph, RestartStrategy, RunOptions,
+    StopHandle, start_with,
 };
 
-use super::admin::EndProbe;
-use super::lease::{Lease, member_name};
-use super::source::{Busy, KafkaSource, Progress};
+use crate::lease::{Lease, member_name};
 
 /// How often the runner commits the group's offsets and looks for idleness.
 const TICK: Duration = Duration::from_millis(100);
@@ -71,74 +56,62 @@ const TICK: Duration = Duration::from_millis(100);
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
 /// Why a scale-out runner stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GroupError {
     /// The Kafka client failed (joining the group, committing, reading
     /// metadata).
-    Kafka(String),
+    #[error("kafka consumer group: {0}")]
+    Kafka(#[from] KafkaError),
+    /// Finding where the partitions end failed.
+    #[error(transparent)]
+    Connector(#[from] ConnectorError),
     /// Building the job of a partition failed.
+    #[error("building the job of `{topic}` partition {partition}: {error}")]
     Build {
         /// The partition's topic.
         topic: String,
         /// The partition.
         partition: i32,
         /// What was wrong with the job.
+        #[source]
         error: GraphError,
     },
     /// The job of a partition failed, and its restarts were used up.
+    #[error(
+        "the job of `{topic}` partition {partition} failed: {error} (its partition resumes from its last checkpoint in whichever process runs it next)"
+    )]
     Job {
         /// The partition's topic.
         topic: String,
         /// The partition.
         partition: i32,
         /// How it failed.
+        #[source]
         error: JobError,
+    },
+    /// The thread running a partition's job panicked (a bug in the runner:
+    /// a job's own panics are its failures).
+    #[error("the job thread of `{topic}` partition {partition} panicked")]
+    JobThread {
+        /// The partition's topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
     },
     /// The lease file of a partition (in its checkpoint directory) could
     /// not be read or written.
+    #[error(
+        "the partition lease in {}: {error} (the checkpoint directory must be writable by every process of the group)",
+        dir.display()
+    )]
     Lease {
         /// The lease file's directory.
         dir: PathBuf,
         /// What the file system said.
+        #[source]
         error: std::io::Error,
     },
-}
-
-impl fmt::Display for GroupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GroupError::Kafka(message) => write!(f, "{message}"),
-            GroupError::Build {
-                topic,
-                partition,
-                error,
-            } => write!(
-                f,
-                "building the job of `{topic}` partition {partition}: {error}"
-            ),
-            GroupError::Job {
-                topic,
-                partition,
-                error,
-            } => write!(
-                f,
-                "the job of `{topic}` partition {partition} failed: {error} (its partition resumes from its last checkpoint in whichever process runs it next)"
-            ),
-            GroupError::Lease { dir, error } => write!(
-                f,
-                "the partition lease in {}: {error} (the checkpoint directory must be writable by every process of the group)",
-                dir.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GroupError {}
-
-impl From<rdkafka::error::KafkaError> for GroupError {
-    fn from(error: rdkafka::error::KafkaError) -> Self {
-        GroupError::Kafka(format!("kafka consumer group: {error}"))
-    }
 }
 
 /// One partition this process owns: what its job is built from.
@@ -148,7 +121,7 @@ pub struct PartitionTask {
     topic: String,
     partition: i32,
     extra: Vec<(String, String)>,
-    progress: Arc<Progress>,
+    progress: Arc<SourceProgress>,
 }
 
 impl PartitionTask {
@@ -299,7 +272,7 @@ impl GroupRunner {
             rebalances: AtomicU64::new(0),
             started: AtomicU64::new(0),
             records_of_ended: AtomicU64::new(0),
-            busy: Mutex::new(Busy::default()),
+            busy: Mutex::new(BusySpan::default()),
             member: member_name(),
             leaving: AtomicBool::new(false),
         });
@@ -372,8 +345,7 @@ impl GroupRunner {
         consumer: &BaseConsumer<GroupContext>,
         shared: &Shared,
     ) -> Result<(), GroupError> {
-        let probe = EndProbe::new(&self.brokers, &self.extra)
-            .map_err(|e| GroupError::Kafka(e.to_string()))?;
+        let probe = EndProbe::new(&self.brokers, &self.extra)?;
         let mut last_commit = Instant::now();
         let mut records = u64::MAX;
         let mut quiet_since = Instant::now();
@@ -482,7 +454,7 @@ struct Running {
     stopped: Arc<AtomicBool>,
     stop: Arc<Mutex<Option<StopHandle>>>,
     thread: JoinHandle<Result<(), GroupError>>,
-    progress: Arc<Progress>,
+    progress: Arc<SourceProgress>,
 }
 
 /// What the coordinator consumer's callbacks and the runner share.
@@ -495,7 +467,7 @@ struct Shared {
     started: AtomicU64,
     records_of_ended: AtomicU64,
     /// When the ended jobs first and last read.
-    busy: Mutex<Busy>,
+    busy: Mutex<BusySpan>,
     /// This process's name in partition leases.
     member: String,
     /// Set once the runner leaves the group: an assignment that arrives
@@ -530,10 +502,10 @@ impl Shared {
                     Ok(Err(error)) => return Some(error),
                     Ok(Ok(())) => {}
                     Err(_) => {
-                        return Some(GroupError::Kafka(format!(
-                            "the job thread of `{}` partition {} panicked",
-                            tp.0, tp.1
-                        )));
+                        return Some(GroupError::JobThread {
+                            topic: tp.0.clone(),
+                            partition: tp.1,
+                        });
                     }
                 }
             }
@@ -542,10 +514,10 @@ impl Shared {
     }
 
     /// Adds an ended job's reading to the process's.
-    fn account(&self, progress: &Progress) {
+    fn account(&self, progress: &SourceProgress) {
         self.records_of_ended
-            .fetch_add(progress.records.load(Ordering::Relaxed), Ordering::Relaxed);
-        let busy = *progress.busy.lock().unwrap_or_else(|p| p.into_inner());
+            .fetch_add(progress.records(), Ordering::Relaxed);
+        let busy = progress.busy();
         self.busy
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -556,10 +528,7 @@ impl Shared {
     fn records(&self) -> u64 {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         self.records_of_ended.load(Ordering::Relaxed)
-            + tasks
-                .values()
-                .map(|r| r.progress.records.load(Ordering::Relaxed))
-                .sum::<u64>()
+            + tasks.values().map(|r| r.progress.records()).sum::<u64>()
     }
 
     /// The positions of the running jobs' last snapshots.
@@ -567,20 +536,13 @@ impl Shared {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks
             .iter()
-            .map(|(tp, r)| {
-                let positions = r
-                    .progress
-                    .positions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                (tp.clone(), positions.clone())
-            })
+            .map(|(tp, r)| (tp.clone(), r.progress.committed_positions()))
             .collect()
     }
 
     /// Starts the job of one partition.
     fn start(&self, topic: &str, partition: i32) {
-        let progress = Arc::new(Progress::default());
+        let progress = Arc::new(SourceProgress::default());
         let task = PartitionTask {
             brokers: self.runner.brokers.clone(),
             group: self.runner.group.clone(),
@@ -685,17 +647,13 @@ impl Shared {
                     self.failure
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(GroupError::Kafka(format!(
-                            "the job thread of `{topic}` partition {partition} panicked"
-                        )));
+                        .get_or_insert(GroupError::JobThread {
+                            topic: topic.clone(),
+                            partition,
+                        });
                 }
             }
-            let positions = running
-                .progress
-                .positions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            let positions = running.progress.committed_positions();
             tracing::info!("kafka group: stopped `{topic}` partition {partition}");
             ended.push(((topic, partition), positions));
         }

@@ -1,0 +1,127 @@
+//! What one instance knows about where it runs: its component, index,
+//! parallelism, the job's key groups, its checkpoints, and how it may hold
+//! back the source of its task.
+
+use std::sync::Arc;
+
+use crate::checkpoint::{CheckpointView, Restore};
+use crate::grouping::KeyGroups;
+use crate::id::InstanceIdx;
+
+/// A condition for polling the source of a task, registered by an instance
+/// fused into it (a watermark strategy aligning its instances): while it
+/// returns `false`, the engine does not poll the source.
+pub type PollGate = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Where the gates of one source task are registered: given by the engine
+/// to the instances fused into a source task, and to no other.
+pub type PollGates = Arc<dyn Fn(PollGate) + Send + Sync>;
+
+/// What one instance knows about where it runs, given to `open`.
+#[derive(Clone)]
+pub struct InstanceContext {
+    component: Arc<str>,
+    instance: InstanceIdx,
+    parallelism: u32,
+    key_groups: KeyGroups,
+    checkpoints: Option<CheckpointView>,
+    poll_gates: Option<PollGates>,
+}
+
+impl std::fmt::Debug for InstanceContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstanceContext")
+            .field("component", &self.component)
+            .field("instance", &self.instance)
+            .field("parallelism", &self.parallelism)
+            .field("key_groups", &self.key_groups)
+            .field("checkpoints", &self.checkpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InstanceContext {
+    /// Context of instance `instance` of `parallelism` instances of `component`.
+    pub fn new(
+        component: impl Into<Arc<str>>,
+        instance: InstanceIdx,
+        parallelism: u32,
+        key_groups: KeyGroups,
+    ) -> Self {
+        InstanceContext {
+            component: component.into(),
+            instance,
+            parallelism,
+            key_groups,
+            checkpoints: None,
+            poll_gates: None,
+        }
+    }
+
+    /// The same context, in a job that takes checkpoints.
+    pub fn with_checkpoints(mut self, checkpoints: CheckpointView) -> Self {
+        self.checkpoints = Some(checkpoints);
+        self
+    }
+
+    /// The same context, for an instance fused into a source task whose
+    /// polls wait for the gates registered through `gates`.
+    pub fn with_poll_gates(mut self, gates: PollGates) -> Self {
+        self.poll_gates = Some(gates);
+        self
+    }
+
+    /// Holds back the polls of the source this instance is fused into while
+    /// `gate` returns `false`; returns whether it does (`false`: the
+    /// instance is not fused into a source task, and cannot hold one back).
+    pub fn gate_source(&self, gate: PollGate) -> bool {
+        match &self.poll_gates {
+            Some(gates) => {
+                gates(gate);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The job's checkpoints, if it takes them.
+    pub fn checkpoints(&self) -> Option<&CheckpointView> {
+        self.checkpoints.as_ref()
+    }
+
+    /// The state a previous run checkpointed for this instance's component,
+    /// if the job restores from a checkpoint.
+    pub fn restore(&self) -> Option<Restore<'_>> {
+        self.checkpoints.as_ref()?.restore_for(
+            &self.component,
+            self.instance,
+            self.parallelism,
+            self.key_groups,
+        )
+    }
+
+    /// The component's name, as given in the job.
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// The component's name, shared.
+    pub fn component_arc(&self) -> Arc<str> {
+        self.component.clone()
+    }
+
+    /// This instance's index, in `0..parallelism`.
+    pub fn instance(&self) -> InstanceIdx {
+        self.instance
+    }
+
+    /// How many instances the component has.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+
+    /// The job's key groups.
+    pub fn key_groups(&self) -> KeyGroups {
+        self.key_groups
+    }
+}

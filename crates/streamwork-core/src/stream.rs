@@ -1,0 +1,401 @@
+//! Typed stream handles: how a job being built names an output channel, and
+//! how an edge out of it is grouped.
+//!
+//! A [`Stream<T, Tm>`] is what adding a component returns for each output
+//! channel; an [`Input<T, Tm>`] is a stream with its grouping chosen (the
+//! description of one edge); a [`KeyedStream<T, K, Tm>`] is a stream grouped by
+//! a key of type `K`, the only input a keyed operator accepts. They are
+//! vocabulary: ids, types and a route per edge. The engine's job builder
+//! takes them and does the wiring.
+//!
+//! Groupings are chosen on the stream: [`Stream::shuffle`], [`Stream::key_by`],
+//! [`Stream::broadcast`], [`Stream::global`], [`Stream::forward`],
+//! [`Stream::partition_by`]; a bare stream means forward when the parallelism
+//! is equal and shuffle otherwise.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::component::{ByKey, KeyFn, KeyKind, NoKey, StreamTime, Unwatermarked};
+use crate::flow::{FlowControl, Overflow, PauseWatermarks};
+use crate::grouping::{
+    BroadcastRoute, CustomRoute, FixedRoute, GroupingKind, KeyRoute, Partition, RouteContext,
+    ShuffleRoute,
+};
+use crate::hash::stable_hash;
+use crate::id::{JobId, NodeId};
+use crate::record::Data;
+use crate::state::Key;
+
+/// A typed handle on one output channel of a component, used to connect it.
+///
+/// `Tm` says whether the stream carries watermarks ([`Watermarked`](crate::Watermarked))
+/// or not ([`Unwatermarked`]): an event-time operator only accepts watermarked streams.
+pub struct Stream<T, Tm = Unwatermarked> {
+    job: JobId,
+    node: NodeId,
+    channel: u32,
+    _type: PhantomData<fn() -> (T, Tm)>,
+}
+
+impl<T, Tm> Clone for Stream<T, Tm> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, Tm> Copy for Stream<T, Tm> {}
+
+impl<T, Tm> std::fmt::Debug for Stream<T, Tm> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stream({:?}.{})", self.node, self.channel)
+    }
+}
+
+/// Makes the route of one sending instance of an edge, once the engine
+/// knows the edge's resolved grouping, its targets and the key groups.
+pub type RouteMaker<T> =
+    Arc<dyn Fn(GroupingKind, RouteContext) -> Box<dyn Partition<T>> + Send + Sync>;
+
+/// The grouping an edge was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupingSpec {
+    /// Forward when the parallelism is equal, shuffle otherwise.
+    Auto,
+    /// As chosen.
+    Fixed(GroupingKind),
+}
+
+fn basic_route<T: Data>() -> RouteMaker<T> {
+    Arc::new(|kind, ctx: RouteContext| -> Box<dyn Partition<T>> {
+        match kind {
+            GroupingKind::Forward => Box::new(FixedRoute(ctx.source_instance.0)),
+            GroupingKind::Broadcast => Box::new(BroadcastRoute),
+            GroupingKind::Global => Box::new(FixedRoute(0)),
+            GroupingKind::Shuffle | GroupingKind::Key | GroupingKind::Custom => {
+                Box::new(ShuffleRoute::starting_at(ctx.source_instance.0))
+            }
+        }
+    })
+}
+
+/// A stream with its grouping chosen: one input edge of a component.
+pub struct Input<T, Tm = Unwatermarked> {
+    job: JobId,
+    node: NodeId,
+    channel: u32,
+    grouping: GroupingSpec,
+    route: RouteMaker<T>,
+    flow: FlowControl,
+    _time: PhantomData<fn() -> Tm>,
+}
+
+impl<T, Tm> Input<T, Tm> {
+    /// Lets each sender queue at most `batches` batches to each receiver.
+    pub fn capacity(mut self, batches: usize) -> Self {
+        self.flow.capacity = Some(batches.max(1));
+        self
+    }
+
+    /// What to do when the channel is full (default: block).
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.flow.overflow = policy;
+        self
+    }
+
+    /// Pauses the sources upstream while the receiver's queue on this edge is
+    /// above `high` (a fraction of its capacity), until it is below `low`.
+    pub fn pause_sources_above(mut self, high: f64, low: f64) -> Self {
+        let high = high.clamp(0.01, 1.0);
+        self.flow.pause = Some(PauseWatermarks {
+            high,
+            low: low.clamp(0.0, high * 0.99),
+        });
+        self
+    }
+
+    /// The job the stream belongs to.
+    pub fn job(&self) -> JobId {
+        self.job
+    }
+
+    /// The upstream component.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The upstream output channel's index.
+    pub fn channel(&self) -> u32 {
+        self.channel
+    }
+
+    /// The grouping, as chosen.
+    pub fn grouping(&self) -> GroupingSpec {
+        self.grouping
+    }
+
+    /// Capacity, overflow policy and backpressure watermarks of the edge.
+    pub fn flow(&self) -> FlowControl {
+        self.flow
+    }
+
+    /// What makes each sending instance's route.
+    pub fn route(&self) -> &RouteMaker<T> {
+        &self.route
+    }
+}
+
+impl<T, Tm> Clone for Input<T, Tm> {
+    fn clone(&self) -> Self {
+        Input {
+            job: self.job,
+            node: self.node,
+            channel: self.channel,
+            grouping: self.grouping,
+            route: self.route.clone(),
+            flow: self.flow,
+            _time: PhantomData,
+        }
+    }
+}
+
+/// A stream grouped by key `K` (fields grouping): the only input a keyed
+/// operator (`type Key = ByKey<K>`) accepts.
+pub struct KeyedStream<T, K, Tm = Unwatermarked> {
+    input: Input<T, Tm>,
+    key: KeyFn<T, K>,
+}
+
+impl<T, K, Tm> Clone for KeyedStream<T, K, Tm> {
+    fn clone(&self) -> Self {
+        KeyedStream {
+            input: self.input.clone(),
+            key: self.key.clone(),
+        }
+    }
+}
+
+impl<T: Data, K: Key, Tm: StreamTime> KeyedStream<T, K, Tm> {
+    /// This fields-grouped stream as a plain input, for an operator that is
+    /// not keyed (it receives all records of a key but no keyed context).
+    pub fn as_input(self) -> Input<T, Tm> {
+        self.input
+    }
+
+    /// See [`Input::capacity`].
+    pub fn capacity(mut self, batches: usize) -> Self {
+        self.input = self.input.capacity(batches);
+        self
+    }
+
+    /// See [`Input::overflow`].
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.input = self.input.overflow(policy);
+        self
+    }
+
+    /// See [`Input::pause_sources_above`].
+    pub fn pause_sources_above(mut self, high: f64, low: f64) -> Self {
+        self.input = self.input.pause_sources_above(high, low);
+        self
+    }
+}
+
+impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
+    #[doc(hidden)]
+    pub fn __new(job: JobId, node: NodeId, channel: u32) -> Self {
+        Stream {
+            job,
+            node,
+            channel,
+            _type: PhantomData,
+        }
+    }
+
+    fn with(self, grouping: GroupingSpec) -> Input<T, Tm> {
+        Input {
+            job: self.job,
+            node: self.node,
+            channel: self.channel,
+            grouping,
+            route: basic_route(),
+            flow: FlowControl::default(),
+            _time: PhantomData,
+        }
+    }
+
+    /// The default grouping, with capacity `batches`; see [`Input::capacity`].
+    pub fn capacity(self, batches: usize) -> Input<T, Tm> {
+        self.with(GroupingSpec::Auto).capacity(batches)
+    }
+
+    /// The default grouping, with an overflow policy; see [`Input::overflow`].
+    pub fn overflow(self, policy: Overflow) -> Input<T, Tm> {
+        self.with(GroupingSpec::Auto).overflow(policy)
+    }
+
+    /// The default grouping, with backpressure watermarks; see
+    /// [`Input::pause_sources_above`].
+    pub fn pause_sources_above(self, high: f64, low: f64) -> Input<T, Tm> {
+        self.with(GroupingSpec::Auto).pause_sources_above(high, low)
+    }
+
+    /// Forward grouping: instance `i` feeds instance `i` (equal parallelism);
+    /// the two components are fused into one task.
+    pub fn forward(self) -> Input<T, Tm> {
+        self.with(GroupingSpec::Fixed(GroupingKind::Forward))
+    }
+
+    /// Shuffle grouping: records go round-robin to the instances.
+    pub fn shuffle(self) -> Input<T, Tm> {
+        self.with(GroupingSpec::Fixed(GroupingKind::Shuffle))
+    }
+
+    /// Broadcast grouping: every instance receives every record.
+    pub fn broadcast(self) -> Input<T, Tm> {
+        self.with(GroupingSpec::Fixed(GroupingKind::Broadcast))
+    }
+
+    /// Global grouping: every record goes to instance 0.
+    pub fn global(self) -> Input<T, Tm> {
+        self.with(GroupingSpec::Fixed(GroupingKind::Global))
+    }
+
+    /// Fields grouping by `key`: every record with the same key goes to the
+    /// same instance, through the [stable hash](crate::hash) and key groups.
+    pub fn key_by<K: Key, F>(self, key: F) -> KeyedStream<T, K, Tm>
+    where
+        F: Fn(&T) -> K + Send + Sync + 'static,
+    {
+        // The route calls the key function through `Arc<F>`: a static call,
+        // inlined into the routing loop. The receiver gets it as a `KeyFn`.
+        let key = Arc::new(key);
+        let route_key = key.clone();
+        let route: RouteMaker<T> = Arc::new(move |_, ctx: RouteContext| {
+            let key = route_key.clone();
+            Box::new(KeyRoute::new(
+                move |v: &T| stable_hash(&key(v)),
+                ctx.key_groups,
+                ctx.targets,
+            ))
+        });
+        KeyedStream {
+            input: Input {
+                job: self.job,
+                node: self.node,
+                channel: self.channel,
+                grouping: GroupingSpec::Fixed(GroupingKind::Key),
+                route,
+                flow: FlowControl::default(),
+                _time: PhantomData,
+            },
+            key,
+        }
+    }
+
+    /// Custom grouping: `pick(record, n_instances)` chooses the instance
+    /// (taken modulo `n_instances`).
+    pub fn partition_by(
+        self,
+        pick: impl Fn(&T, u32) -> u32 + Clone + Send + Sync + 'static,
+    ) -> Input<T, Tm> {
+        let route: RouteMaker<T> = Arc::new(move |_, _| Box::new(CustomRoute(pick.clone())));
+        Input {
+            job: self.job,
+            node: self.node,
+            channel: self.channel,
+            grouping: GroupingSpec::Fixed(GroupingKind::Custom),
+            route,
+            flow: FlowControl::default(),
+            _time: PhantomData,
+        }
+    }
+}
+
+/// One stream into a port, with the key extractor its receiver applies
+/// (`()` for an unkeyed port).
+pub type PortInput<T, KK, Tm> = (Input<T, Tm>, <KK as KeyKind>::Extractor<T>);
+
+/// The streams feeding one input port, and for keyed ports the key extractor
+/// of each. `Tm` is the streams' common time marker.
+pub struct Inputs<T: 'static, KK: KeyKind, Tm = Unwatermarked> {
+    items: Vec<PortInput<T, KK, Tm>>,
+}
+
+impl<T: 'static, KK: KeyKind, Tm> Inputs<T, KK, Tm> {
+    /// Each stream with the key extractor its receiver applies.
+    pub fn items(&self) -> &[PortInput<T, KK, Tm>] {
+        &self.items
+    }
+}
+
+/// Conversion into the inputs of a port partitioned as `KK`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be connected to this input",
+    label = "the stream's record type, partitioning or time does not match this input",
+    note = "an operator with `type Key = ByKey<K>` (keyed state) needs a stream keyed by `K`: use `.key_by(|record| ...)` on the stream (`.key(...)` in `job!`)",
+    note = "an event-time operator (event-time windows and timers) needs a `Watermarked` stream: read from a watermark strategy placed after the source, such as `Watermarks::bounded(Duration::from_secs(4)).timestamps(|record| ...)`",
+    note = "several streams into one input (fan-in) are given as an array or a Vec, and must all carry watermarks or none"
+)]
+pub trait IntoInputs<T: 'static, KK: KeyKind, Tm> {
+    /// Converts.
+    fn into_inputs(self) -> Inputs<T, KK, Tm>;
+}
+
+impl<T: Data, Tm: StreamTime> IntoInputs<T, NoKey, Tm> for Stream<T, Tm> {
+    fn into_inputs(self) -> Inputs<T, NoKey, Tm> {
+        Inputs {
+            items: vec![(self.with(GroupingSpec::Auto), ())],
+        }
+    }
+}
+
+impl<T: Data, Tm: StreamTime> IntoInputs<T, NoKey, Tm> for Input<T, Tm> {
+    fn into_inputs(self) -> Inputs<T, NoKey, Tm> {
+        Inputs {
+            items: vec![(self, ())],
+        }
+    }
+}
+
+impl<T: Data, K: Key, Tm: StreamTime> IntoInputs<T, NoKey, Tm> for KeyedStream<T, K, Tm> {
+    fn into_inputs(self) -> Inputs<T, NoKey, Tm> {
+        Inputs {
+            items: vec![(self.input, ())],
+        }
+    }
+}
+
+impl<T: Data, K: Key, Tm: StreamTime> IntoInputs<T, ByKey<K>, Tm> for KeyedStream<T, K, Tm> {
+    fn into_inputs(self) -> Inputs<T, ByKey<K>, Tm> {
+        Inputs {
+            items: vec![(self.input, self.key)],
+        }
+    }
+}
+
+impl<T: Data, KK: KeyKind, Tm: StreamTime, X: IntoInputs<T, KK, Tm>> IntoInputs<T, KK, Tm>
+    for Vec<X>
+{
+    fn into_inputs(self) -> Inputs<T, KK, Tm> {
+        Inputs {
+            items: self
+                .into_iter()
+                .flat_map(|x| x.into_inputs().items)
+                .collect(),
+        }
+    }
+}
+
+impl<T: Data, KK: KeyKind, Tm: StreamTime, X: IntoInputs<T, KK, Tm>, const N: usize>
+    IntoInputs<T, KK, Tm> for [X; N]
+{
+    fn into_inputs(self) -> Inputs<T, KK, Tm> {
+        Vec::from(self).into_inputs()
+    }
+}
+
+impl<T: Data, KK: KeyKind, Tm: StreamTime> IntoInputs<T, KK, Tm> for Inputs<T, KK, Tm> {
+    fn into_inputs(self) -> Inputs<T, KK, Tm> {
+        self
+    }
+}

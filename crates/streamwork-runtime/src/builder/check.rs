@@ -1,0 +1,113 @@
+//! Checking a job as built: every problem the types could not rule out is a
+//! [`GraphError`] before anything runs.
+
+use streamwork_core::checkpoint::Delivery;
+use streamwork_core::flow::FlowControl;
+use streamwork_core::grouping::GroupingKind;
+use streamwork_core::stream::GroupingSpec;
+
+use super::{ComponentKind, EdgeDef, GraphError, JobBuilder, JobGraph};
+
+impl JobBuilder {
+    /// Checks the graph and returns it, ready to run.
+    pub fn build(self) -> Result<JobGraph, GraphError> {
+        if !self.nodes.iter().any(|n| n.kind == ComponentKind::Source) {
+            return Err(GraphError::NoSource { job: self.name });
+        }
+        let mut names = std::collections::HashSet::new();
+        for node in &self.nodes {
+            if !names.insert(node.name.clone()) {
+                return Err(GraphError::DuplicateName {
+                    name: node.name.to_string(),
+                });
+            }
+            if node.parallelism == 0 {
+                return Err(GraphError::ZeroParallelism {
+                    component: node.name.to_string(),
+                });
+            }
+            if node.ports.iter().any(|p| p.keyed)
+                && node.parallelism > self.config.key_groups.count()
+            {
+                return Err(GraphError::TooManyInstances {
+                    component: node.name.to_string(),
+                    parallelism: node.parallelism,
+                    key_groups: self.config.key_groups.count(),
+                });
+            }
+        }
+        let delivery = self.config.delivery;
+        if delivery != Delivery::AtMostOnce
+            && let Some(edge) = self.edges.iter().find(|e| e.flow.overflow.drops())
+        {
+            return Err(GraphError::DroppingEdge {
+                from: self.nodes[edge.from.index()].name.to_string(),
+                to: self.nodes[edge.to.index()].name.to_string(),
+                delivery,
+            });
+        }
+        if delivery != Delivery::AtMostOnce
+            && let Some(component) = self.uncheckpointed.first()
+        {
+            return Err(GraphError::UncheckpointedState {
+                component: component.clone(),
+                delivery,
+            });
+        }
+        for (idx, node) in self.nodes.iter().enumerate() {
+            for port in 0..node.ports.len() as u32 {
+                if !self
+                    .edges
+                    .iter()
+                    .any(|e| e.to.index() == idx && e.port == port)
+                {
+                    return Err(GraphError::UnconnectedInput {
+                        component: node.name.to_string(),
+                        port,
+                    });
+                }
+            }
+        }
+        let mut edges = Vec::with_capacity(self.edges.len());
+        for e in self.edges {
+            let from = &self.nodes[e.from.index()];
+            let to = &self.nodes[e.to.index()];
+            if e.job != self.id {
+                return Err(GraphError::ForeignStream {
+                    component: to.name.to_string(),
+                });
+            }
+            let grouping = match e.grouping {
+                // A flow-controlled edge needs a channel: never fused.
+                GroupingSpec::Auto if e.flow != FlowControl::default() => GroupingKind::Shuffle,
+                GroupingSpec::Auto if from.parallelism == to.parallelism => GroupingKind::Forward,
+                GroupingSpec::Auto => GroupingKind::Shuffle,
+                GroupingSpec::Fixed(kind) => kind,
+            };
+            if grouping == GroupingKind::Forward && from.parallelism != to.parallelism {
+                return Err(GraphError::ForwardMismatch {
+                    from: from.name.to_string(),
+                    to: to.name.to_string(),
+                    from_parallelism: from.parallelism,
+                    to_parallelism: to.parallelism,
+                });
+            }
+            edges.push(EdgeDef {
+                from: e.from,
+                channel: e.channel,
+                to: e.to,
+                port: e.port,
+                grouping,
+                flow: e.flow,
+                dispatcher: e.dispatcher,
+                lineage: e.lineage,
+            });
+        }
+        Ok(JobGraph {
+            name: self.name,
+            nodes: self.nodes,
+            edges,
+            config: self.config,
+        })
+    }
+}

@@ -1,0 +1,197 @@
+//! A checked job graph: its components and edges as data (names,
+//! parallelism, ports, channels, groupings), with the factories that
+//! instantiate them, and the job's settings.
+
+use std::sync::Arc;
+
+use streamwork_core::NodeId;
+use streamwork_core::checkpoint::Delivery;
+use streamwork_core::collector::DEFAULT_BATCH_SIZE;
+use streamwork_core::flow::FlowControl;
+use streamwork_core::grouping::{GroupingKind, KeyGroups};
+use streamwork_core::outputs::ChannelInfo;
+
+use super::factory::{DispatcherFactory, EdgeWiring, LineageFactory, NodeFactory};
+use super::plan::JobPlan;
+
+/// What kind of component a node is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ComponentKind {
+    /// Brings records in.
+    Source,
+    /// Transforms records.
+    Operator,
+    /// Writes records out.
+    Sink,
+}
+
+impl std::fmt::Display for ComponentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ComponentKind::Source => "source",
+            ComponentKind::Operator => "operator",
+            ComponentKind::Sink => "sink",
+        })
+    }
+}
+
+/// Name and type of one input port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    /// `in`, or `left` / `right` for two-input operators.
+    pub name: &'static str,
+    /// The Rust type of its records.
+    pub type_name: &'static str,
+    /// Whether the port is keyed (its operator has keyed state).
+    pub keyed: bool,
+}
+
+/// One component of a job graph.
+pub struct NodeDef {
+    pub(crate) name: Arc<str>,
+    pub(crate) kind: ComponentKind,
+    pub(crate) parallelism: u32,
+    pub(crate) ports: Vec<PortInfo>,
+    pub(crate) channels: Vec<ChannelInfo>,
+    pub(crate) factory: NodeFactory,
+}
+
+impl NodeDef {
+    /// The component's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The component's name, shared.
+    pub fn name_arc(&self) -> Arc<str> {
+        self.name.clone()
+    }
+    /// Source, operator or sink.
+    pub fn kind(&self) -> ComponentKind {
+        self.kind
+    }
+    /// Number of instances.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+    /// Input ports.
+    pub fn ports(&self) -> &[PortInfo] {
+        &self.ports
+    }
+    /// Output channels.
+    pub fn channels(&self) -> &[ChannelInfo] {
+        &self.channels
+    }
+    /// How to instantiate it.
+    pub(crate) fn factory(&self) -> &NodeFactory {
+        &self.factory
+    }
+}
+
+/// One edge: an output channel of one component into an input port of another.
+pub struct EdgeDef {
+    pub(crate) from: NodeId,
+    pub(crate) channel: u32,
+    pub(crate) to: NodeId,
+    pub(crate) port: u32,
+    pub(crate) grouping: GroupingKind,
+    pub(crate) flow: FlowControl,
+    pub(crate) dispatcher: DispatcherFactory,
+    pub(crate) lineage: LineageFactory,
+}
+
+impl EdgeDef {
+    /// Upstream component.
+    pub fn from(&self) -> NodeId {
+        self.from
+    }
+    /// Upstream output channel index.
+    pub fn channel(&self) -> u32 {
+        self.channel
+    }
+    /// Downstream component.
+    pub fn to(&self) -> NodeId {
+        self.to
+    }
+    /// Downstream input port index.
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+    /// The grouping (with the default resolved).
+    pub fn grouping(&self) -> GroupingKind {
+        self.grouping
+    }
+    /// Capacity, overflow policy and backpressure watermarks.
+    pub fn flow(&self) -> FlowControl {
+        self.flow
+    }
+    /// Builds the channel dispatcher of this edge for one sending instance: a
+    /// `Box<dyn Edge<T>>` boxed as `Any`.
+    pub(crate) fn make_dispatcher(&self, wiring: EdgeWiring) -> Box<dyn std::any::Any + Send> {
+        (self.dispatcher)(self.grouping, wiring)
+    }
+}
+
+/// Settings of a job's runtime behaviour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobConfig {
+    /// Records per batch between tasks.
+    pub batch_size: usize,
+    /// Capacity of each channel, in batches.
+    pub channel_capacity: usize,
+    /// Key groups of keyed streams.
+    pub key_groups: KeyGroups,
+    /// The delivery the job promises; the runtime refuses to run it with a
+    /// weaker one.
+    pub delivery: Delivery,
+    /// Worker threads that share the job's tasks (see
+    /// [`JobBuilder::workers`](super::JobBuilder::workers)); `None`: one
+    /// thread per task.
+    pub workers: Option<u32>,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            batch_size: DEFAULT_BATCH_SIZE,
+            channel_capacity: 16,
+            key_groups: KeyGroups::DEFAULT,
+            delivery: Delivery::AtMostOnce,
+            workers: None,
+        }
+    }
+}
+
+/// A checked job graph, ready to run.
+pub struct JobGraph {
+    pub(crate) name: String,
+    pub(crate) nodes: Vec<NodeDef>,
+    pub(crate) edges: Vec<EdgeDef>,
+    pub(crate) config: JobConfig,
+}
+
+impl JobGraph {
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Components, indexed by [`NodeId`].
+    pub fn nodes(&self) -> &[NodeDef] {
+        &self.nodes
+    }
+    /// Edges.
+    pub fn edges(&self) -> &[EdgeDef] {
+        &self.edges
+    }
+    /// Runtime settings.
+    pub fn config(&self) -> &JobConfig {
+        &self.config
+    }
+    /// The component `id`.
+    pub fn node(&self, id: NodeId) -> &NodeDef {
+        &self.nodes[id.index()]
+    }
+    /// The graph as data: names, parallelism, groupings, channels.
+    pub fn plan(&self) -> JobPlan {
+        JobPlan::of(self)
+    }
+}

@@ -1,0 +1,409 @@
+//! The typed job builder: components are added with [`JobBuilder::source`],
+//! [`JobBuilder::operator`], [`JobBuilder::co_operator`] and
+//! [`JobBuilder::sink`]; each returns typed [`Stream`] handles for its output
+//! channels, and each input takes streams of the exact input type, so a type
+//! mismatch on an edge is a compile error. [`JobBuilder::build`] checks the
+//! graph and returns a [`JobGraph`], ready to run.
+//!
+//! ```
+//! use streamwork_core::{Collector, Context, NoKey, Operator};
+//! use streamwork_runtime::JobBuilder;
+//! # use streamwork_core::{Source, SourcePoll, ConnectorError, Sink, Record};
+//! # #[derive(Clone)] struct Numbers(u64);
+//! # impl Source for Numbers { type Out = Collector<u64>;
+//! #   fn poll(&mut self, out: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> {
+//! #     if self.0 == 0 { return Ok(SourcePoll::Finished) } self.0 -= 1; out.emit(self.0); Ok(SourcePoll::Emitted) } }
+//! # #[derive(Clone)] struct Discard;
+//! # impl Sink for Discard { type In = u64; fn write(&mut self, _: Record<u64>) -> Result<(), ConnectorError> { Ok(()) } }
+//! #[derive(Clone)]
+//! struct Double;
+//! impl Operator for Double {
+//!     type In = u64;
+//!     type Key = NoKey;
+//!     type Out = Collector<u64>;
+//!     type Time = streamwork_core::AnyTime;
+//!     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
+//!         ctx.emit(v * 2)
+//!     }
+//! }
+//! let mut job = JobBuilder::new("doubler");
+//! let numbers = job.source("numbers", 1, Numbers(10));
+//! let doubled = job.operator("double", 2, Double, numbers.shuffle());
+//! job.sink("discard", 1, Discard, doubled.key_by(|v: &u64| *v % 3));
+//! let graph = job.build().unwrap();
+//! assert_eq!(graph.nodes().len(), 3);
+//! ```
+
+mod check;
+mod error;
+pub(crate) mod factory;
+mod graph;
+mod plan;
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use error::GraphError;
+pub use graph::{ComponentKind, EdgeDef, JobConfig, JobGraph, NodeDef, PortInfo};
+pub use plan::{ComponentPlan, EdgePlan, JobPlan};
+use streamwork_core::checkpoint::Delivery;
+use streamwork_core::component::{
+    Admits, CoOperator, KeyKind, NoKey, Operator, Sink, Source, StreamTime, TimeRequirement,
+    Unwatermarked,
+};
+use streamwork_core::edge::Edge;
+use streamwork_core::grouping::{KeyGroups, RouteContext};
+use streamwork_core::lineage::Lineage;
+use streamwork_core::outputs::{ChannelInfo, Outputs};
+use streamwork_core::record::Data;
+use streamwork_core::stream::{GroupingSpec, Inputs, IntoInputs, Stream};
+use streamwork_core::{JobId, NodeId};
+
+use self::factory::{
+    DispatcherFactory, EdgeWiring, FusedFactory, LineageFactory, NodeFactory, RootFactory,
+    SourceFactory,
+};
+use crate::acking::RootedLineage;
+use crate::dispatch::ChannelDispatcher;
+use crate::instance::{
+    CoOperatorKind, Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind,
+};
+
+/// An edge as added, before the graph is checked.
+pub(crate) struct PendingEdge {
+    from: NodeId,
+    channel: u32,
+    to: NodeId,
+    port: u32,
+    grouping: GroupingSpec,
+    flow: streamwork_core::flow::FlowControl,
+    job: JobId,
+    dispatcher: DispatcherFactory,
+    lineage: LineageFactory,
+}
+
+static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Builds a [`JobGraph`]: the typed API under `job!`.
+pub struct JobBuilder {
+    id: JobId,
+    name: String,
+    nodes: Vec<NodeDef>,
+    edges: Vec<PendingEdge>,
+    config: JobConfig,
+    /// Components keeping state their snapshots leave out.
+    uncheckpointed: Vec<String>,
+}
+
+impl JobBuilder {
+    /// A new, empty job named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        JobBuilder {
+            id: JobId(NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed)),
+            name: name.into(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            config: JobConfig::default(),
+            uncheckpointed: Vec::new(),
+        }
+    }
+
+    /// Sets the number of records per batch between tasks (default 1024).
+    pub fn batch_size(&mut self, records: usize) -> &mut Self {
+        self.config.batch_size = records.max(1);
+        self
+    }
+
+    /// Sets the capacity of each channel, in batches (default 16).
+    pub fn channel_capacity(&mut self, batches: usize) -> &mut Self {
+        self.config.channel_capacity = batches.max(1);
+        self
+    }
+
+    /// Runs the job's tasks on `workers` threads instead of one thread per
+    /// task (`workers N;` in `job!`). Each worker takes turns among its tasks.
+    /// Instance `i` of a component runs on worker `(offset + i) % workers`,
+    /// the offset counting the instances of the components before it: with
+    /// equal parallelisms, instance `i` of every component shares a worker,
+    /// so `parallelism` equal to the cores keeps one thread per core, each
+    /// with a whole slice of the pipeline (the worker model of Timely
+    /// Dataflow).
+    ///
+    /// A worker runs a task only while every channel it sends into has room,
+    /// and no step of a task ever blocks: backpressure holds tasks back
+    /// between steps, not in the middle of one. So a step that emits a lot
+    /// (a window firing every key) queues all of it beyond the channel's
+    /// capacity, and a source whose `poll` blocks holds up its worker's other
+    /// tasks. Jobs with such sources are better left one thread per task.
+    ///
+    /// `0` means one thread per task, the default.
+    ///
+    /// ```
+    /// use streamwork_runtime::JobBuilder;
+    /// let mut job = JobBuilder::new("on-two-cores");
+    /// job.workers(2);
+    /// # let _ = job;
+    /// ```
+    pub fn workers(&mut self, workers: u32) -> &mut Self {
+        self.config.workers = (workers > 0).then_some(workers);
+        self
+    }
+
+    /// Sets the number of key groups (default 128); it bounds the parallelism
+    /// of keyed components.
+    pub fn key_groups(&mut self, key_groups: KeyGroups) -> &mut Self {
+        self.config.key_groups = key_groups;
+        self
+    }
+
+    /// Declares the delivery the job promises (`delivery exactly_once;` in
+    /// `job!`, which also checks its sources and sinks when it compiles). A
+    /// job promising more than at-most-once may not drop records on any edge.
+    pub fn delivery(&mut self, delivery: Delivery) -> &mut Self {
+        self.config.delivery = delivery;
+        self
+    }
+
+    fn add_node(
+        &mut self,
+        name: &str,
+        kind: ComponentKind,
+        parallelism: u32,
+        ports: Vec<PortInfo>,
+        channels: Vec<ChannelInfo>,
+        factory: NodeFactory,
+    ) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(NodeDef {
+            name: name.into(),
+            kind,
+            parallelism,
+            ports,
+            channels,
+            factory,
+        });
+        id
+    }
+
+    fn connect<T: Data, KK: KeyKind, Tm>(
+        &mut self,
+        to: NodeId,
+        port: u32,
+        inputs: &Inputs<T, KK, Tm>,
+    ) {
+        for (input, _) in inputs.items() {
+            let route = input.route().clone();
+            let dispatcher: DispatcherFactory = Box::new(move |kind, wiring: EdgeWiring| {
+                let partition = route(
+                    kind,
+                    RouteContext {
+                        source_instance: wiring.source_instance,
+                        targets: wiring.targets.len() as u32,
+                        key_groups: wiring.key_groups,
+                    },
+                );
+                let edge: Box<dyn Edge<T>> = Box::new(ChannelDispatcher::with_partition(
+                    partition,
+                    wiring.from,
+                    wiring.targets,
+                    wiring.batch_size,
+                ));
+                Box::new(edge) as Box<dyn Any + Send>
+            });
+            let lineage: LineageFactory = Box::new(|acker, source| {
+                let lineage: Box<dyn Lineage<T>> = match source {
+                    Some((component, instance)) => Box::new(RootedLineage::source(
+                        acker.register::<T>(component, instance),
+                    )),
+                    None => Box::new(RootedLineage::<T>::inherited()),
+                };
+                Box::new(lineage) as Box<dyn Any + Send>
+            });
+            self.edges.push(PendingEdge {
+                from: input.node(),
+                channel: input.channel(),
+                to,
+                port,
+                grouping: input.grouping(),
+                flow: input.flow(),
+                job: input.job(),
+                dispatcher,
+                lineage,
+            });
+        }
+    }
+
+    /// Adds a source with `parallelism` instances, each a clone of `source`.
+    pub fn source<S: Source>(
+        &mut self,
+        name: &str,
+        parallelism: u32,
+        source: S,
+    ) -> <S::Out as Outputs>::Streams<Unwatermarked> {
+        let factory: SourceFactory = Box::new(move |env, mut parts| {
+            let out = S::Out::assemble(&mut parts);
+            Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
+        });
+        let node = self.add_node(
+            name,
+            ComponentKind::Source,
+            parallelism,
+            Vec::new(),
+            S::Out::channels(),
+            NodeFactory::Source(factory),
+        );
+        S::Out::streams::<Unwatermarked>(self.id, node)
+    }
+
+    /// Adds an operator with `parallelism` instances reading `inputs`.
+    pub fn operator<O: Operator, Tm: StreamTime>(
+        &mut self,
+        name: &str,
+        parallelism: u32,
+        operator: O,
+        inputs: impl IntoInputs<O::In, O::Key, Tm>,
+    ) -> <O::Out as Outputs>::Streams<<O::Time as TimeRequirement>::Out<Tm>>
+    where
+        O::Time: Admits<Tm>,
+    {
+        let inputs = inputs.into_inputs();
+        if !operator.checkpoints_state() {
+            self.uncheckpointed.push(name.to_string());
+        }
+        let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
+        let fused_extractors = extractors.clone();
+        let root_operator = operator.clone();
+        let root: RootFactory = Box::new(move |env, mut parts, senders| {
+            let out = O::Out::assemble(&mut parts);
+            let sender_edges = senders.into_iter().next().unwrap_or_default();
+            let kind = OperatorKind::new(root_operator.clone(), extractors.clone(), sender_edges);
+            Box::new(Instance::new(kind, out, env))
+        });
+        let fused: FusedFactory = Box::new(move |env, mut parts| {
+            let out = O::Out::assemble(&mut parts);
+            let kind = OperatorKind::new(operator.clone(), fused_extractors.clone(), Vec::new());
+            let instance: Box<dyn Edge<O::In>> = Box::new(Instance::new(kind, out, env));
+            Box::new(instance)
+        });
+        let node = self.add_node(
+            name,
+            ComponentKind::Operator,
+            parallelism,
+            vec![PortInfo {
+                name: "in",
+                type_name: std::any::type_name::<O::In>(),
+                keyed: O::Key::KEYED,
+            }],
+            O::Out::channels(),
+            NodeFactory::Input {
+                root,
+                fused: Some(fused),
+            },
+        );
+        self.connect(node, 0, &inputs);
+        O::Out::streams::<<O::Time as TimeRequirement>::Out<Tm>>(self.id, node)
+    }
+
+    /// Adds a two-input operator reading `left` and `right`.
+    pub fn co_operator<C: CoOperator, Tm: StreamTime>(
+        &mut self,
+        name: &str,
+        parallelism: u32,
+        operator: C,
+        left: impl IntoInputs<C::Left, C::Key, Tm>,
+        right: impl IntoInputs<C::Right, C::Key, Tm>,
+    ) -> <C::Out as Outputs>::Streams<<C::Time as TimeRequirement>::Out<Tm>>
+    where
+        C::Time: Admits<Tm>,
+    {
+        let (left, right) = (left.into_inputs(), right.into_inputs());
+        if !operator.checkpoints_state() {
+            self.uncheckpointed.push(name.to_string());
+        }
+        let left_keys: Vec<_> = left.items().iter().map(|(_, x)| x.clone()).collect();
+        let right_keys: Vec<_> = right.items().iter().map(|(_, x)| x.clone()).collect();
+        let root: RootFactory = Box::new(move |env, mut parts, senders| {
+            let out = C::Out::assemble(&mut parts);
+            let kind = CoOperatorKind::new(
+                operator.clone(),
+                left_keys.clone(),
+                right_keys.clone(),
+                senders,
+            );
+            Box::new(Instance::new(kind, out, env))
+        });
+        let node = self.add_node(
+            name,
+            ComponentKind::Operator,
+            parallelism,
+            vec![
+                PortInfo {
+                    name: "left",
+                    type_name: std::any::type_name::<C::Left>(),
+                    keyed: C::Key::KEYED,
+                },
+                PortInfo {
+                    name: "right",
+                    type_name: std::any::type_name::<C::Right>(),
+                    keyed: C::Key::KEYED,
+                },
+            ],
+            C::Out::channels(),
+            NodeFactory::Input { root, fused: None },
+        );
+        self.connect(node, 0, &left);
+        self.connect(node, 1, &right);
+        C::Out::streams::<<C::Time as TimeRequirement>::Out<Tm>>(self.id, node)
+    }
+
+    /// Adds a sink with `parallelism` instances reading `inputs`.
+    pub fn sink<S: Sink, Tm: StreamTime>(
+        &mut self,
+        name: &str,
+        parallelism: u32,
+        sink: S,
+        inputs: impl IntoInputs<S::In, NoKey, Tm>,
+    ) {
+        let inputs = inputs.into_inputs();
+        let root_sink = sink.clone();
+        let root: RootFactory = Box::new(move |env, _, _| {
+            Box::new(Instance::new(
+                SinkKind::new(root_sink.clone()),
+                NoOutputs,
+                env,
+            ))
+        });
+        let fused: FusedFactory = Box::new(move |env, _| {
+            let instance: Box<dyn Edge<S::In>> =
+                Box::new(Instance::new(SinkKind::new(sink.clone()), NoOutputs, env));
+            Box::new(instance)
+        });
+        let node = self.add_node(
+            name,
+            ComponentKind::Sink,
+            parallelism,
+            vec![PortInfo {
+                name: "in",
+                type_name: std::any::type_name::<S::In>(),
+                keyed: false,
+            }],
+            Vec::new(),
+            NodeFactory::Input {
+                root,
+                fused: Some(fused),
+            },
+        );
+        self.connect(node, 0, &inputs);
+    }
+
+    /// Merges (unions) several streams of one type into one stream, through an
+    /// identity operator named `name`.
+    pub fn merge<T: Data, Tm: StreamTime>(
+        &mut self,
+        name: &str,
+        parallelism: u32,
+        inputs: impl IntoInputs<T, NoKey, Tm>,
+    ) -> Stream<T, Tm> {
+        self.operator(name, parallelism, Identity::<T>::new(), inputs)
+    }
+}

@@ -1,0 +1,54 @@
+//! How a job takes checkpoints, and what the coordinator measured of each.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use streamwork_core::checkpoint::{CheckpointId, Delivery};
+
+/// How a job takes checkpoints and restores from them.
+#[derive(Clone, Debug)]
+pub struct CheckpointConfig {
+    /// The checkpoint directory (created if need be).
+    pub dir: PathBuf,
+    /// Time between the end of one checkpoint and the start of the next.
+    pub interval: Duration,
+    /// At-least-once or exactly-once (at-most-once takes no checkpoints).
+    pub delivery: Delivery,
+    /// Restore from the directory's last complete checkpoint, if it has one.
+    pub restore: bool,
+    /// Complete checkpoints kept.
+    pub retain: usize,
+}
+
+impl CheckpointConfig {
+    /// Checkpoints into `dir` every `interval`, exactly-once, restoring
+    /// from the directory when it holds a complete checkpoint.
+    pub fn new(dir: impl Into<PathBuf>, interval: Duration) -> Self {
+        CheckpointConfig {
+            dir: dir.into(),
+            interval,
+            delivery: Delivery::ExactlyOnce,
+            restore: true,
+            retain: 3,
+        }
+    }
+
+    /// The same, with `delivery`.
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+}
+
+/// One checkpoint as the coordinator completed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointStats {
+    /// Its id.
+    pub id: CheckpointId,
+    /// From the trigger to the durable commit record.
+    pub duration: Duration,
+    /// Bytes of state written.
+    pub bytes: u64,
+    /// Whether it is the final checkpoint, taken at end of input.
+    pub is_final: bool,
+}

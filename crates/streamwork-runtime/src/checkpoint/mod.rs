@@ -1,0 +1,89 @@
+//! Checkpoints (chapter 10): how a job takes them, the coordinator that
+//! starts them at the sources, collects every instance's part and writes
+//! complete ones to the checkpoint log, and the restore of a job from the
+//! last complete one.
+//!
+//! A checkpoint is a consistent cut taken by barriers (asynchronous barrier
+//! snapshotting, Carbone et al. 2015). It starts when the coordinator raises
+//! the trigger: each source task, between two polls, reports its position
+//! and sends the barrier down every edge. A task with several inputs aligns
+//! the barrier (exactly-once: it holds every input that delivered it until
+//! all have) or merely waits for it on every input (at-least-once), then
+//! reports its part and forwards the barrier. Once every instance has
+//! reported, the coordinator appends the parts and the commit record,
+//! flushed durably, and publishes the checkpoint as complete: transactional
+//! sinks then commit what they staged. At end of input every instance
+//! reports a final part; the final checkpoint is what a job restarted after
+//! completion resumes from, so it adds nothing.
+
+mod config;
+mod coordinator;
+mod restore;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub use config::{CheckpointConfig, CheckpointStats};
+pub(crate) use coordinator::{Coordinator, Signals};
+pub(crate) use restore::load;
+pub use streamwork_core::checkpoint::Delivery;
+use streamwork_core::checkpoint::{CheckpointId, StateBytes};
+use streamwork_core::{InstanceContext, InstanceIdx};
+
+/// One instance's part of one checkpoint, reported to the coordinator.
+#[derive(Debug)]
+pub(crate) struct Part {
+    /// The checkpoint ([`CheckpointId::FINAL`] at end of input).
+    pub(crate) checkpoint: CheckpointId,
+    /// The component's name.
+    pub(crate) component: Arc<str>,
+    /// The instance.
+    pub(crate) instance: InstanceIdx,
+    /// Its state, if it keeps any.
+    pub(crate) state: Option<StateBytes>,
+}
+
+/// What every instance of a checkpointed job shares with the coordinator:
+/// where its parts go, and what has completed.
+#[derive(Clone)]
+pub(crate) struct CheckpointLink {
+    parts: crossbeam_channel::Sender<Part>,
+    completed: Arc<AtomicU64>,
+    final_completed: Arc<AtomicBool>,
+}
+
+impl CheckpointLink {
+    pub(crate) fn new(parts: crossbeam_channel::Sender<Part>, signals: &Signals) -> Self {
+        CheckpointLink {
+            parts,
+            completed: signals.completed.clone(),
+            final_completed: signals.final_completed.clone(),
+        }
+    }
+
+    /// Reports `ctx`'s part of `checkpoint`.
+    pub(crate) fn report(
+        &self,
+        checkpoint: CheckpointId,
+        ctx: &InstanceContext,
+        state: Option<StateBytes>,
+    ) {
+        // A coordinator that is gone has failed the job already.
+        let _ = self.parts.send(Part {
+            checkpoint,
+            component: ctx.component_arc(),
+            instance: ctx.instance(),
+            state,
+        });
+    }
+
+    /// The last complete checkpoint.
+    pub(crate) fn completed(&self) -> CheckpointId {
+        CheckpointId::new(self.completed.load(Ordering::Acquire))
+    }
+
+    /// Whether the final checkpoint is complete.
+    pub(crate) fn final_completed(&self) -> bool {
+        self.final_completed.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,273 @@
+//! An [`Operator`] instance: at the root of its task, reading channels, or
+//! fused into its upstream's task as an [`Edge`].
+
+use std::any::Any;
+
+use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::component::{KeyKind, TimeRequirement};
+use streamwork_core::control::{Control, Disconnected};
+use streamwork_core::edge::Edge;
+use streamwork_core::id::RootId;
+use streamwork_core::outputs::Outputs;
+use streamwork_core::record::Record;
+use streamwork_core::{Collector, Context, InstanceContext, Operator, TaskError, Timestamp};
+
+use super::{Env, InputTask, Instance, Kind, downcast_anchored, rooted};
+use crate::acking;
+use crate::failure::Failed;
+use crate::message::SenderIdx;
+
+/// An operator, with the key extractor of each incoming edge.
+pub(crate) struct OperatorKind<O: Operator> {
+    operator: O,
+    extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
+    /// Each sender index's edge ordinal (at the root of a task).
+    sender_edges: Vec<u32>,
+}
+
+impl<O: Operator> OperatorKind<O> {
+    pub(crate) fn new(
+        operator: O,
+        extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
+        sender_edges: Vec<u32>,
+    ) -> Self {
+        OperatorKind {
+            operator,
+            extractors,
+            sender_edges,
+        }
+    }
+}
+
+impl<O: Operator> Kind for OperatorKind<O> {
+    type Out = O::Out;
+    const FORWARDS_WATERMARKS: bool = O::Time::FORWARDS_WATERMARKS;
+
+    fn start(&mut self, env: &Env, restore: Option<&Restore<'_>>) -> Result<(), TaskError> {
+        if let Some(restore) = restore {
+            self.operator.restore(restore)?;
+        }
+        self.operator.open(&env.ctx);
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut O::Out) {
+        self.operator.on_watermark(watermark, out);
+    }
+
+    fn on_processing_time(
+        &mut self,
+        now: Timestamp,
+        out: &mut O::Out,
+        _: &Env,
+    ) -> Result<(), TaskError> {
+        self.operator.on_processing_time(now, out);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, TaskError> {
+        Ok(self.operator.snapshot())
+    }
+
+    fn on_end(&mut self, out: &mut O::Out, _: &Env) -> Result<(), TaskError> {
+        self.operator.on_end(out);
+        Ok(())
+    }
+}
+
+impl<O: Operator> Instance<OperatorKind<O>> {
+    /// Runs the records of one batch from edge `edge` through the operator,
+    /// then its end-of-batch hook.
+    fn process(
+        &mut self,
+        edge: usize,
+        records: impl Iterator<Item = Record<O::In>>,
+    ) -> Result<u64, Failed> {
+        let Instance { kind, out, env, .. } = self;
+        env.guard(|| {
+            let OperatorKind {
+                operator,
+                extractors,
+                ..
+            } = kind;
+            let Some(extractor) = extractors.get(edge).or(extractors.first()) else {
+                return Ok(0);
+            };
+            let n = run_records::<O>(operator, out, &env.ctx, extractor, records);
+            out.set_time(None);
+            if env.acker.is_some() {
+                // What the batch's end emits derives from no one record.
+                acking::set_current_root(RootId::UNTRACKED);
+            }
+            operator.on_batch_end(out);
+            Ok(n)
+        })
+    }
+
+    /// Lets the operator handle the batch in place, if its output is one
+    /// collector of its input type and it can: the records it leaves go on
+    /// as they are. Returns the records received, or `None` if it did not.
+    fn process_in_place(
+        &mut self,
+        records: &mut Vec<Record<O::In>>,
+    ) -> Result<Option<u64>, Failed> {
+        let n = records.len() as u64;
+        let Instance { kind, out, env, .. } = self;
+        env.guard(|| {
+            let Some(collector) = (out as &mut dyn Any).downcast_mut::<Collector<O::In>>() else {
+                return Ok(None);
+            };
+            if !kind.operator.on_batch_in_place(records) {
+                return Ok(None);
+            }
+            collector.push_batch(records);
+            collector.set_time(None);
+            kind.operator.on_batch_end(out);
+            Ok(Some(n))
+        })
+    }
+
+    /// Counts a batch and checks the outputs took it.
+    fn account(&mut self, n: u64) -> Result<(), Failed> {
+        let Instance { out, env, .. } = self;
+        env.counters.add_in(n);
+        env.counters.set_out(out.emitted());
+        env.guard(|| Ok(out.check()?))
+    }
+}
+
+/// The per-record loop of an operator, a function of its own so that the
+/// operator and its outputs arrive as distinct (`noalias`) references and the
+/// optimizer can keep their fields in registers across records.
+#[inline(never)]
+fn run_records<O: Operator>(
+    operator: &mut O,
+    out: &mut O::Out,
+    ctx: &InstanceContext,
+    extractor: &<O::Key as KeyKind>::Extractor<O::In>,
+    records: impl Iterator<Item = Record<O::In>>,
+) -> u64 {
+    let mut n = 0;
+    for record in records {
+        n += 1;
+        let time = record.time;
+        out.set_time(time);
+        let key = O::Key::extract(extractor, &record.value);
+        let mut context = Context::new(O::Key::as_ref(&key), &mut *out, time, ctx);
+        operator.on_record(record.value, &mut context);
+    }
+    n
+}
+
+impl<O: Operator> InputTask for Instance<OperatorKind<O>> {
+    fn start(&mut self) -> Result<(), Failed> {
+        Instance::start(self)
+    }
+
+    fn on_batch(
+        &mut self,
+        _port: usize,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), Failed> {
+        let (batch, anchors) = self.env.guard(|| downcast_anchored::<O::In>(batch))?;
+        let edge = self
+            .kind
+            .sender_edges
+            .get(from.0 as usize)
+            .copied()
+            .unwrap_or(0) as usize;
+        // Without acking, the records go straight in: the hot path.
+        let n = match anchors {
+            None => self.process(edge, batch.into_iter())?,
+            anchors => self.process(edge, rooted(batch, anchors))?,
+        };
+        let Instance { out, env, .. } = self;
+        env.guard(|| Ok(env.settle_acks(|| out.flush())?))?;
+        self.account(n)
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), Failed> {
+        self.advance(watermark)
+    }
+
+    fn on_idle(&mut self) -> Result<(), Failed> {
+        self.idle()
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Failed> {
+        self.tick(now)
+    }
+
+    fn on_port_end(&mut self, _port: usize) -> Result<(), Failed> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Failed> {
+        Instance::flush(self)
+    }
+
+    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
+        self.barrier(checkpoint)
+    }
+
+    fn finish(&mut self) -> Result<(), Failed> {
+        self.end()
+    }
+}
+
+/// Operators fused into an upstream task receive batches through [`Edge`].
+impl<O: Operator> Edge<O::In> for Instance<OperatorKind<O>> {
+    fn open(&mut self) -> Result<(), Disconnected> {
+        self.start().map_err(|Failed| Disconnected)
+    }
+
+    fn push(&mut self, records: &mut Vec<Record<O::In>>) -> Result<(), Disconnected> {
+        let n = if self.env.acker.is_none()
+            && let Some(n) = self
+                .process_in_place(records)
+                .map_err(|Failed| Disconnected)?
+        {
+            n
+        } else {
+            self.process(0, records.drain(..))
+                .map_err(|Failed| Disconnected)?
+        };
+        self.account(n).map_err(|Failed| Disconnected)
+    }
+
+    fn push_rooted(
+        &mut self,
+        records: &mut Vec<Record<O::In>>,
+        roots: &mut Vec<RootId>,
+    ) -> Result<(), Disconnected> {
+        // Called while the upstream processes a record of its own: its root
+        // is current again afterwards.
+        let upstream = acking::current_root();
+        let n = self.process(
+            0,
+            records
+                .drain(..)
+                .zip(roots.drain(..))
+                .map(|(record, root)| {
+                    acking::set_current_root(root);
+                    record
+                }),
+        );
+        acking::set_current_root(upstream);
+        let n = n.map_err(|Failed| Disconnected)?;
+        self.account(n).map_err(|Failed| Disconnected)
+    }
+
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        Instance::flush(self).map_err(|Failed| Disconnected)
+    }
+
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        Instance::control(self, control).map_err(|Failed| Disconnected)
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        self.tick(now).map_err(|Failed| Disconnected)
+    }
+}

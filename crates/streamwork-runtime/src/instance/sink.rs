@@ -1,0 +1,231 @@
+//! A [`Sink`] instance: at the root of its task, reading channels, or fused
+//! into its upstream's task as an [`Edge`]. A transactional sink
+//! pre-commits at every barrier and commits once the coordinator declares a
+//! checkpoint complete.
+
+use std::any::Any;
+
+use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::control::{Control, Disconnected};
+use streamwork_core::edge::Edge;
+use streamwork_core::outputs::{Channel, ChannelInfo, OutputParts, Outputs};
+use streamwork_core::record::Record;
+use streamwork_core::{JobId, NodeId, Sink, StreamTime, TaskError, Timestamp};
+
+use super::{Env, InputTask, Instance, Kind, downcast_anchored};
+use crate::acking;
+use crate::failure::Failed;
+use crate::message::SenderIdx;
+
+/// How long a sink at the end of its input waits between looks at the
+/// final checkpoint.
+const FINAL_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The outputs of a sink: none.
+pub(crate) struct NoOutputs;
+
+impl Outputs for NoOutputs {
+    type Streams<Tm: StreamTime> = ();
+
+    fn channels() -> Vec<ChannelInfo> {
+        Vec::new()
+    }
+
+    fn streams<Tm: StreamTime>(_: JobId, _: NodeId) {}
+
+    fn assemble(_: &mut OutputParts) -> Self {
+        NoOutputs
+    }
+
+    fn set_time(&mut self, _: Option<Timestamp>) {}
+
+    fn for_each_channel(&mut self, _: &mut dyn FnMut(&mut dyn Channel)) {}
+
+    fn for_each_channel_ref(&self, _: &mut dyn FnMut(&dyn Channel)) {}
+}
+
+/// A sink, and the last checkpoint it committed.
+pub(crate) struct SinkKind<S: Sink> {
+    sink: S,
+    committed: CheckpointId,
+}
+
+impl<S: Sink> SinkKind<S> {
+    pub(crate) fn new(sink: S) -> Self {
+        SinkKind {
+            sink,
+            committed: CheckpointId::NONE,
+        }
+    }
+
+    /// Commits what completed checkpoints staged.
+    fn commit_completed(&mut self, env: &Env) -> Result<(), TaskError> {
+        let Some(link) = &env.checkpoints else {
+            return Ok(());
+        };
+        let completed = link.completed();
+        if completed > self.committed {
+            self.sink.commit(completed)?;
+            self.committed = completed;
+        }
+        Ok(())
+    }
+}
+
+impl<S: Sink> Kind for SinkKind<S> {
+    type Out = NoOutputs;
+    const FORWARDS_WATERMARKS: bool = false;
+
+    /// A sink opens first: restoring commits or discards what a previous
+    /// run staged, which needs the sink open.
+    fn start(&mut self, env: &Env, restore: Option<&Restore<'_>>) -> Result<(), TaskError> {
+        self.sink.open(&env.ctx)?;
+        if let Some(restore) = restore {
+            self.committed = restore.checkpoint;
+            self.sink.restore(restore)?;
+        }
+        Ok(())
+    }
+
+    fn on_processing_time(
+        &mut self,
+        _: Timestamp,
+        _: &mut NoOutputs,
+        env: &Env,
+    ) -> Result<(), TaskError> {
+        self.commit_completed(env)
+    }
+
+    fn flush(&mut self, _: &mut NoOutputs) -> Result<(), TaskError> {
+        Ok(self.sink.flush()?)
+    }
+
+    /// Everything written since the last barrier belongs to `checkpoint`:
+    /// staged, not yet visible. A sink keeps no state of its own.
+    fn snapshot(&mut self, checkpoint: CheckpointId) -> Result<Option<StateBytes>, TaskError> {
+        self.sink.pre_commit(checkpoint)?;
+        Ok(None)
+    }
+
+    fn after_barrier(&mut self, env: &Env) -> Result<(), TaskError> {
+        self.commit_completed(env)
+    }
+
+    /// The final checkpoint: staged output becomes visible once every
+    /// instance of the job has reported its final part.
+    fn after_final(&mut self, env: &Env) -> Result<(), TaskError> {
+        let Some(link) = &env.checkpoints else {
+            return Ok(());
+        };
+        while !link.final_completed() {
+            if env.failure.aborted() {
+                return Err(TaskError::Disconnected);
+            }
+            std::thread::sleep(FINAL_POLL);
+        }
+        Ok(self.sink.commit(CheckpointId::FINAL)?)
+    }
+
+    fn close(&mut self) -> Result<(), TaskError> {
+        Ok(self.sink.close()?)
+    }
+}
+
+impl<S: Sink> Instance<SinkKind<S>> {
+    /// Writes every record.
+    fn write_all(&mut self, records: impl Iterator<Item = Record<S::In>>) -> Result<(), Failed> {
+        self.start()?;
+        let Instance { kind, env, .. } = self;
+        env.guard(|| {
+            let mut n = 0;
+            for record in records {
+                n += 1;
+                kind.sink.write(record)?;
+            }
+            env.counters.add_in(n);
+            Ok(())
+        })
+    }
+}
+
+impl<S: Sink> InputTask for Instance<SinkKind<S>> {
+    fn start(&mut self) -> Result<(), Failed> {
+        Instance::start(self)
+    }
+
+    fn on_batch(
+        &mut self,
+        _port: usize,
+        _from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), Failed> {
+        let (batch, anchors) = self.env.guard(|| downcast_anchored::<S::In>(batch))?;
+        self.write_all(batch.into_iter())?;
+        if let (Some(acker), Some(anchors)) = (self.env.acker.clone(), anchors) {
+            // Written and flushed: the records' events are done.
+            let Instance { kind, env, .. } = self;
+            env.guard(|| Ok(kind.sink.flush()?))?;
+            for anchor in anchors {
+                acking::complete(anchor);
+            }
+            acking::send_pending(&acker);
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, _watermark: Timestamp) -> Result<(), Failed> {
+        Ok(())
+    }
+
+    fn on_idle(&mut self) -> Result<(), Failed> {
+        Ok(())
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Failed> {
+        self.tick(now)
+    }
+
+    fn on_port_end(&mut self, _port: usize) -> Result<(), Failed> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Failed> {
+        Instance::flush(self)
+    }
+
+    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
+        self.barrier(checkpoint)
+    }
+
+    fn finish(&mut self) -> Result<(), Failed> {
+        self.end()
+    }
+}
+
+/// A sink fused into its upstream's task. Its failure is recorded with its
+/// own name; the upstream only learns that it is gone.
+impl<S: Sink> Edge<S::In> for Instance<SinkKind<S>> {
+    fn open(&mut self) -> Result<(), Disconnected> {
+        self.start().map_err(|Failed| Disconnected)
+    }
+
+    fn push(&mut self, records: &mut Vec<Record<S::In>>) -> Result<(), Disconnected> {
+        self.write_all(records.drain(..))
+            .map_err(|Failed| Disconnected)
+    }
+
+    fn flush(&mut self) -> Result<(), Disconnected> {
+        Instance::flush(self).map_err(|Failed| Disconnected)
+    }
+
+    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        match control {
+            Control::Watermark(_) | Control::Idle => Ok(()),
+            control => Instance::control(self, control).map_err(|Failed| Disconnected),
+        }
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+        self.tick(now).map_err(|Failed| Disconnected)
+    }
+}

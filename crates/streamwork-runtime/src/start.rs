@@ -1,0 +1,282 @@
+//! Starting one run of a job, step by step: check the delivery it promises
+//! against the run's, open its checkpoints (restoring the last complete
+//! one), build its tasks, place them on threads, and start the threads, the
+//! checkpoint coordinator and the monitor.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Delivery, RestoreSource};
+
+use crate::acking::Acker;
+use crate::builder::JobGraph;
+use crate::checkpoint::{self, CheckpointConfig, CheckpointLink, Coordinator, Signals};
+use crate::error::JobError;
+use crate::failure::Failure;
+use crate::handle::JobHandle;
+use crate::metrics::{MONITOR_INTERVAL, Registry};
+use crate::run::RunOptions;
+use crate::task::{Ended, Flags, Task, TaskCheckpoints, drive};
+use crate::wiring::{Shared, TaskBuilder};
+use crate::worker::{placement, run_worker};
+
+/// Starts one run of `graph` with `options`.
+pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobError> {
+    let started = Instant::now();
+    let failure = Failure::default();
+    let config = checked_delivery(graph, &options)?;
+    let checkpointing = match &config {
+        Some(config) => Some(open_checkpoints(graph, config, &failure)?),
+        None => None,
+    };
+    let flags = Flags {
+        stop: Arc::new(AtomicBool::new(false)),
+        failure: failure.clone(),
+        checkpoints: checkpointing.as_ref().map(|c| c.tasks.clone()),
+    };
+    let shared = Shared {
+        view: checkpointing.as_ref().map(|c| c.view.clone()),
+        link: checkpointing.as_ref().map(|c| c.link.clone()),
+        acker: options
+            .acking
+            .map(|timeout| Arc::new(Acker::new(timeout, failure.abort_flag().clone()))),
+        failure: failure.clone(),
+    };
+    let (groups, registry) = build_tasks(graph, shared)?;
+    let registry = Arc::new(registry);
+    let threads = spawn_tasks(graph, groups, &flags)?;
+    let (coordinator, checkpoint_stats) = match checkpointing {
+        Some(checkpointing) => {
+            let stats = checkpointing.coordinator.stats.clone();
+            match spawn_coordinator(checkpointing.coordinator, &failure) {
+                Ok(handle) => (Some(handle), Some(stats)),
+                Err(error) => {
+                    // No checkpoint would ever complete: the job must not run.
+                    failure.abort_flag().store(true, Ordering::Relaxed);
+                    for thread in threads {
+                        let _ = thread.join();
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        None => (None, None),
+    };
+    let monitor = spawn_monitor(&registry);
+    Ok(JobHandle::new(
+        graph.name(),
+        registry,
+        monitor,
+        coordinator,
+        checkpoint_stats,
+        threads,
+        flags,
+        started,
+    ))
+}
+
+/// The run's checkpoints, if it takes any, after checking that the run
+/// keeps the delivery the job promises.
+fn checked_delivery(
+    graph: &JobGraph,
+    options: &RunOptions,
+) -> Result<Option<CheckpointConfig>, JobError> {
+    let config = options
+        .checkpoints
+        .clone()
+        .filter(|c| c.delivery != Delivery::AtMostOnce);
+    let declared = graph.config().delivery;
+    let by_checkpoints = config.as_ref().map_or(Delivery::AtMostOnce, |c| c.delivery);
+    let run = if options.acking.is_some() && by_checkpoints == Delivery::AtMostOnce {
+        Delivery::AtLeastOnce
+    } else {
+        by_checkpoints
+    };
+    if run < declared {
+        return Err(JobError::WeakerDelivery {
+            job: graph.name().to_string(),
+            declared,
+            run,
+        });
+    }
+    Ok(config)
+}
+
+/// What a checkpointed run shares between its coordinator and its tasks.
+struct Checkpointing {
+    coordinator: Coordinator,
+    tasks: TaskCheckpoints,
+    view: CheckpointView,
+    link: CheckpointLink,
+}
+
+/// Loads the checkpoint to restore from (if asked and there is one) and
+/// opens the log for the coordinator.
+fn open_checkpoints(
+    graph: &JobGraph,
+    config: &CheckpointConfig,
+    failure: &Failure,
+) -> Result<Checkpointing, JobError> {
+    let restored = if config.restore {
+        checkpoint::load(&config.dir)?
+    } else {
+        None
+    };
+    let completed = restored
+        .as_ref()
+        .map_or(CheckpointId::NONE, |r| r.checkpoint());
+    let log = Coordinator::open(config)?;
+    let signals = Signals::new(completed);
+    let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
+    let view = CheckpointView::new(
+        signals.completed.clone(),
+        restored.map(|r| Arc::new(r) as Arc<dyn RestoreSource>),
+    );
+    let link = CheckpointLink::new(parts_tx, &signals);
+    let tasks = TaskCheckpoints {
+        trigger: signals.trigger.clone(),
+        source_ended: signals.source_ended.clone(),
+        align: config.delivery == Delivery::ExactlyOnce,
+    };
+    let coordinator = Coordinator {
+        log,
+        parts: parts_rx,
+        expected: graph.nodes().iter().map(|n| n.parallelism() as usize).sum(),
+        interval: config.interval,
+        signals,
+        abort: failure.abort_flag().clone(),
+        stats: Arc::new(Mutex::new(Vec::new())),
+    };
+    Ok(Checkpointing {
+        coordinator,
+        tasks,
+        view,
+        link,
+    })
+}
+
+/// The tasks of one thread, and the thread's name.
+type ThreadTasks = (String, Vec<Task>);
+
+/// Builds every task and groups them by thread: one thread per task, or
+/// the job's workers, each with its tasks.
+fn build_tasks(graph: &JobGraph, shared: Shared) -> Result<(Vec<ThreadTasks>, Registry), JobError> {
+    let failure = shared.failure.clone();
+    let mut builder = TaskBuilder::new(graph, shared);
+    let roots = builder.roots();
+    let mut tasks = Vec::with_capacity(roots.len());
+    for &(node, instance) in &roots {
+        // Building a task clones user values (a `Clone` impl may panic).
+        match catch_unwind(AssertUnwindSafe(|| builder.task(node, instance))) {
+            Ok(task) => tasks.push(task),
+            Err(payload) => {
+                failure.panic(graph.nodes()[node].name(), instance, payload);
+                return Err(failure
+                    .take()
+                    .unwrap_or_else(|| unreachable!("a failure was just recorded")));
+            }
+        }
+    }
+    builder.release_senders();
+    let registry = builder.registry();
+    let groups = match graph.config().workers {
+        None => tasks
+            .into_iter()
+            .map(|task| (format!("{}#{}", task.component, task.instance), vec![task]))
+            .collect(),
+        Some(workers) => {
+            let workers = workers.max(1);
+            let mut groups: Vec<ThreadTasks> = (0..workers)
+                .map(|w| (format!("worker#{w}"), Vec::new()))
+                .collect();
+            let places = placement(&roots, |node| graph.nodes()[node].parallelism(), workers);
+            for (task, worker) in tasks.into_iter().zip(places) {
+                groups[worker].1.push(task);
+            }
+            groups.retain(|(_, tasks)| !tasks.is_empty());
+            groups
+        }
+    };
+    Ok((groups, registry))
+}
+
+/// Starts a thread per group: a task driven to its end, or a worker.
+fn spawn_tasks(
+    graph: &JobGraph,
+    groups: Vec<ThreadTasks>,
+    flags: &Flags,
+) -> Result<Vec<JoinHandle<Ended>>, JobError> {
+    let on_workers = graph.config().workers.is_some();
+    let mut threads = Vec::with_capacity(groups.len());
+    for (name, mut tasks) in groups {
+        let component = match tasks.as_slice() {
+            [task] => task.component.to_string(),
+            _ => name.clone(),
+        };
+        let thread_flags = flags.clone();
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            if on_workers {
+                run_worker(tasks, &thread_flags)
+            } else {
+                match tasks.pop() {
+                    Some(task) => drive(task, &thread_flags),
+                    None => Ended::Completed,
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => threads.push(handle),
+            Err(source) => {
+                flags.failure.abort_flag().store(true, Ordering::Relaxed);
+                for handle in threads {
+                    let _ = handle.join();
+                }
+                return Err(JobError::Spawn { component, source });
+            }
+        }
+    }
+    Ok(threads)
+}
+
+/// Starts the checkpoint coordinator: its failure is the job's.
+fn spawn_coordinator(
+    coordinator: Coordinator,
+    failure: &Failure,
+) -> Result<JoinHandle<()>, JobError> {
+    let failure = failure.clone();
+    std::thread::Builder::new()
+        .name("streamwork-checkpoints".into())
+        .spawn(move || {
+            if let Err(e) = coordinator.run() {
+                failure.record(JobError::Checkpoint(e));
+            }
+        })
+        .map_err(|source| JobError::Spawn {
+            component: "the checkpoint coordinator".to_string(),
+            source,
+        })
+}
+
+/// Starts the monitor, which looks at the job every [`MONITOR_INTERVAL`].
+/// Without it the job runs unmeasured: it does not fail for that.
+fn spawn_monitor(registry: &Arc<Registry>) -> Option<JoinHandle<()>> {
+    let registry = registry.clone();
+    let spawned = std::thread::Builder::new()
+        .name("streamwork-monitor".into())
+        .spawn(move || {
+            while !registry.stop.load(Ordering::Relaxed) {
+                std::thread::park_timeout(MONITOR_INTERVAL);
+                registry.observe();
+            }
+        });
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(error) => {
+            tracing::warn!("the job's monitor could not start ({error}): it runs unmeasured");
+            None
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! A source task's loop, one poll at a time: run to the end on its own
+//! thread by [`run_source`], or stepped in turn with others by a worker.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use streamwork_core::timer::wall_clock;
+use streamwork_core::{CheckpointId, SourcePoll};
+
+use super::{Ended, Flags, SourceGates, Step, TICK};
+use crate::failure::Failed;
+use crate::instance::SourceTask;
+use crate::metrics::{PauseFlag, TaskTimes};
+
+/// How long a source task on its own thread waits while paused by a
+/// backpressure watermark downstream.
+const PAUSED_WAIT: Duration = Duration::from_millis(1);
+
+/// How long a source task on its own thread waits while one of its gates
+/// is closed: its peers, which open it, are running on other threads.
+const GATED_WAIT: Duration = Duration::from_micros(200);
+
+/// Where a source task's loop stands.
+pub(crate) struct SourceRun {
+    started: bool,
+    last_tick: Instant,
+    last_checkpoint: CheckpointId,
+}
+
+impl SourceRun {
+    pub(crate) fn new() -> Self {
+        SourceRun {
+            started: false,
+            last_tick: Instant::now(),
+            last_checkpoint: CheckpointId::NONE,
+        }
+    }
+
+    /// Polls the source once (starting it first), taking a checkpoint if one
+    /// was triggered and holding off while a pause is raised or a gate closed.
+    pub(crate) fn step(
+        &mut self,
+        task: &mut dyn SourceTask,
+        pauses: &[Arc<PauseFlag>],
+        gates: &SourceGates,
+        flags: &Flags,
+    ) -> Result<Step, Failed> {
+        if !self.started {
+            task.start()?;
+            self.started = true;
+        }
+        if flags.failure.aborted() {
+            return Ok(Step::Done(Ended::Aborted));
+        }
+        if flags.stop.load(Ordering::Relaxed) {
+            return Self::end(task, flags);
+        }
+        if let Some(checkpoints) = &flags.checkpoints {
+            let trigger = CheckpointId::new(checkpoints.trigger.load(Ordering::Acquire));
+            if trigger > self.last_checkpoint {
+                self.last_checkpoint = trigger;
+                task.checkpoint(trigger)?;
+            }
+        }
+        if pauses.iter().any(|p| p.is_raised()) {
+            // A downstream queue is above its high watermark: hold off.
+            task.flush()?;
+            return Ok(Step::Paused);
+        }
+        if !gates.are_open() {
+            task.flush()?;
+            return Ok(Step::Gated);
+        }
+        let poll = task.poll()?;
+        if self.last_tick.elapsed() >= TICK {
+            self.last_tick = Instant::now();
+            task.on_processing_time(wall_clock())?;
+        }
+        match poll {
+            SourcePoll::Emitted => Ok(Step::Busy),
+            SourcePoll::Idle => {
+                task.flush()?;
+                Ok(Step::Idle)
+            }
+            SourcePoll::Finished => Self::end(task, flags),
+        }
+    }
+
+    fn end(task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, Failed> {
+        if let Some(checkpoints) = &flags.checkpoints {
+            checkpoints.source_ended.store(true, Ordering::Relaxed);
+        }
+        task.finish()?;
+        Ok(Step::Done(Ended::Completed))
+    }
+}
+
+/// Runs a source task on its own thread until it ends.
+pub(crate) fn run_source(
+    task: &mut dyn SourceTask,
+    pauses: &[Arc<PauseFlag>],
+    gates: &SourceGates,
+    times: &TaskTimes,
+    flags: &Flags,
+) -> Result<Ended, Failed> {
+    let mut run = SourceRun::new();
+    loop {
+        let held = match run.step(task, pauses, gates, flags)? {
+            Step::Busy | Step::Idle => continue,
+            Step::Paused => PAUSED_WAIT,
+            Step::Gated => GATED_WAIT,
+            Step::Done(ended) => return Ok(ended),
+        };
+        let started = Instant::now();
+        std::thread::sleep(held);
+        times.add_backpressured(started.elapsed());
+    }
+}
