@@ -117,9 +117,9 @@ pub mod prelude {
     };
     pub use streamwork_core::{
         AnyTime, ByKey, CheckpointId, CoOperator, Collector, ConnectorError, Context, CurrentKey,
-        Data, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups, KeyedState,
-        KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, Source, SourcePoll,
-        StateBytes, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
+        Data, ErrorDomain, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups,
+        KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, Source,
+        SourcePoll, StateBytes, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{

@@ -63,3 +63,151 @@ fn every_compile_fail_case_has_its_stderr() {
         );
     }
 }
+
+/// The `streamwork*` crates a manifest's `[dependencies]` name (not its dev-
+/// or build-dependencies).
+fn streamwork_dependencies(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if !in_dependencies {
+            continue;
+        }
+        let name: String = line
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect();
+        if name == "streamwork" || name.starts_with("streamwork-") {
+            found.push(name);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The crate graph as ARCHITECTURE.md documents it: the lines of its
+/// `crate-graph` block, `crate -> dependency, dependency`.
+fn documented_crate_graph(root: &Path) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let start = text
+        .find("```crate-graph\n")
+        .expect("ARCHITECTURE.md documents the crate graph in a ```crate-graph block");
+    let block = &text[start + "```crate-graph\n".len()..];
+    let block = &block[..block.find("```").expect("the block ends")];
+    block
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let (name, deps) = line.split_once("->").expect("`crate -> deps` lines");
+            let mut deps: Vec<String> = deps
+                .split(',')
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty())
+                .collect();
+            deps.sort();
+            (name.trim().to_string(), deps)
+        })
+        .collect()
+}
+
+/// Every manifest of the workspace, by package name.
+fn manifests(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut found = vec![("streamwork".to_string(), root.join("Cargo.toml"))];
+    for dir in ["crates", "."] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let manifest = entry.path().join("Cargo.toml");
+            if !manifest.exists() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            let name = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("name = \""))
+                .and_then(|rest| rest.strip_suffix('"'))
+                .map(str::to_string);
+            if let Some(name) = name
+                && (name.starts_with("streamwork") || name == "xtask")
+            {
+                found.push((name, manifest));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn the_crate_graph_is_exactly_the_documented_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let documented = documented_crate_graph(root);
+    let actual: Vec<(String, Vec<String>)> = manifests(root)
+        .into_iter()
+        .map(|(name, manifest)| {
+            let deps = streamwork_dependencies(&manifest);
+            (name, deps)
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for (name, deps) in &actual {
+        match documented.iter().find(|(n, _)| n == name) {
+            None => problems.push(format!("`{name}` is not in ARCHITECTURE.md's crate graph")),
+            Some((_, expected)) if expected != deps => problems.push(format!(
+                "`{name}` depends on {deps:?}, ARCHITECTURE.md says {expected:?}: keep the layering (core at the bottom; state, window, join, connectors on core; the runtime above them; web and scale-out above the runtime; the facade on top) or change the documented graph with a reason"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in &documented {
+        if !actual.iter().any(|(n, _)| n == name) {
+            problems.push(format!("ARCHITECTURE.md documents `{name}`, which does not exist"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn core_names_no_engine_code() {
+    // The vocabulary has no threads, sleeps, thread-locals, channels or I/O,
+    // and never names the engine.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("crates/streamwork-core/src"), &mut files);
+    assert!(files.len() > 10);
+    let forbidden = [
+        "streamwork_runtime",
+        "thread_local!",
+        "std::thread",
+        "thread::sleep",
+        "crossbeam",
+        "std::fs",
+        "std::net",
+        "JobBuilder",
+    ];
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Unit tests may use what they like.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            for word in forbidden {
+                if line.contains(word) {
+                    found.push(format!("{}:{}: {word}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "engine code in core:\n{}", found.join("\n"));
+}

@@ -19,7 +19,7 @@
 //! # #[cfg(feature = "kafka")]
 //! # fn main() -> Result<(), streamwork_scaleout::GroupError> {
 //! use std::time::Duration;
-//! use streamwork_connectors::StdoutSink;
+//! use streamwork_connectors::CollectSink;
 //! use streamwork_runtime::JobBuilder;
 //! use streamwork_scaleout::GroupRunner;
 //!
@@ -28,7 +28,7 @@
 //!     .run(|task| {
 //!         let mut job = JobBuilder::new(format!("my-job-{}", task.partition()));
 //!         let records = job.source("records", 1, task.source());
-//!         job.sink("out", 1, StdoutSink::display::<String>(), records);
+//!         job.sink("out", 1, CollectSink::new(), records);
 //!         job.build()
 //!     })?;
 //! # let _ = report;
