@@ -168,7 +168,9 @@ fn the_crate_graph_is_exactly_the_documented_one() {
     }
     for (name, _) in &documented {
         if !actual.iter().any(|(n, _)| n == name) {
-            problems.push(format!("ARCHITECTURE.md documents `{name}`, which does not exist"));
+            problems.push(format!(
+                "ARCHITECTURE.md documents `{name}`, which does not exist"
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -209,5 +211,9 @@ fn core_names_no_engine_code() {
             }
         }
     }
-    assert!(found.is_empty(), "engine code in core:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "engine code in core:\n{}",
+        found.join("\n")
+    );
 }
