@@ -17,13 +17,102 @@ use measurement::Measurement;
 const WORKLOADS: &[&str] = &["W1", "W2", "W3", "W3-K100", "W3-K100K", "JOIN"];
 const PARALLELISM: &[u32] = &[1, 2];
 
+/// What `cargo xtask bench` was asked.
+struct Options {
+    quick: bool,
+    /// Another build of `streamwork-bench` to run in the same rounds, for a
+    /// side-by-side comparison (the build of an earlier commit, say).
+    against: Option<std::path::PathBuf>,
+    /// Only these workloads (all when empty).
+    workloads: Vec<String>,
+}
+
+fn options(args: &[String]) -> anyhow::Result<Options> {
+    let mut options = Options {
+        quick: false,
+        against: None,
+        workloads: Vec::new(),
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => options.quick = true,
+            "--against" => {
+                let path = args
+                    .next()
+                    .context("`--against` needs a streamwork-bench binary")?;
+                options.against = Some(path.into());
+            }
+            "--workloads" => {
+                let list = args
+                    .next()
+                    .context("`--workloads` needs a list, as in W1,W2")?;
+                options.workloads = list.split(',').map(str::to_string).collect();
+            }
+            other => bail!(
+                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..."
+            ),
+        }
+    }
+    for workload in &options.workloads {
+        if !WORKLOADS.contains(&workload.as_str()) {
+            bail!("unknown workload `{workload}`: expected one of {WORKLOADS:?}");
+        }
+    }
+    Ok(options)
+}
+
+/// Runs one configuration once, in a fresh process of `binary`.
+fn measure(
+    binary: &std::path::Path,
+    workload: &str,
+    parallelism: u32,
+    events: u64,
+    runs: &str,
+    latency: bool,
+) -> anyhow::Result<Measurement> {
+    let mut command = Command::new(binary);
+    command
+        .args(["--workload", workload])
+        .args(["--parallelism", &parallelism.to_string()])
+        .args(["--events", &events.to_string()])
+        .args(["--runs", runs]);
+    if latency {
+        command.arg("--latency");
+    }
+    let output = command
+        .output()
+        .with_context(|| format!("running {}", binary.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{workload} at parallelism {parallelism} failed ({}): {}",
+            binary.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let line = String::from_utf8(output.stdout)?;
+    serde_json::from_str(line.trim())
+        .with_context(|| format!("reading the result of {workload}: {line}"))
+}
+
+fn keep_best(slot: &mut Option<Measurement>, measurement: Measurement) {
+    *slot = Some(match slot.take() {
+        None => measurement,
+        Some(so_far) => so_far.best_with(measurement),
+    });
+}
+
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
-    let quick = args.iter().any(|a| a == "--quick");
+    let options = options(args)?;
+    let quick = options.quick;
     // On a shared machine the speed of a run varies by a quarter or more,
     // and for seconds at a time. So every workload and parallelism runs once
     // per round (two runs in a fresh process, the better kept), round after
     // round, and each keeps its best round: a slow spell hits every
     // configuration alike instead of the one that happened to run in it.
+    // With `--against`, the other binary runs each configuration in the
+    // same round, right before or after (alternating), so that both see
+    // the same machine.
     let (events, rounds) = if quick {
         (1_000_000u64, 1u32)
     } else {
@@ -41,40 +130,37 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         ],
     )?;
     let binary = project_root().join("target/release/streamwork-bench");
+    let workloads: Vec<&str> = WORKLOADS
+        .iter()
+        .copied()
+        .filter(|w| options.workloads.is_empty() || options.workloads.iter().any(|o| o == w))
+        .collect();
+    let runs = if quick { "1" } else { "2" };
     let mut best: Vec<Option<Measurement>> = Vec::new();
+    let mut best_against: Vec<Option<Measurement>> = Vec::new();
     for round in 0..rounds {
         let mut slot = 0;
-        for workload in WORKLOADS {
-            for parallelism in PARALLELISM {
-                let mut command = Command::new(&binary);
-                command
-                    .args(["--workload", workload])
-                    .args(["--parallelism", &parallelism.to_string()])
-                    .args(["--events", &events.to_string()])
-                    .args(["--runs", if quick { "1" } else { "2" }]);
-                if round == 0 {
-                    // Latency (W2) is measured once, in the first round.
-                    command.arg("--latency");
-                }
-                let output = command
-                    .output()
-                    .with_context(|| format!("running {}", binary.display()))?;
-                if !output.status.success() {
-                    bail!(
-                        "{workload} at parallelism {parallelism} failed: {}",
-                        String::from_utf8_lossy(&output.stderr)
-                    );
-                }
-                let line = String::from_utf8(output.stdout)?;
-                let measurement: Measurement = serde_json::from_str(line.trim())
-                    .with_context(|| format!("reading the result of {workload}: {line}"))?;
+        for workload in &workloads {
+            for &parallelism in PARALLELISM {
                 if best.len() <= slot {
                     best.push(None);
+                    best_against.push(None);
                 }
-                best[slot] = Some(match best[slot].take() {
-                    None => measurement,
-                    Some(so_far) => so_far.best_with(measurement),
-                });
+                // Latency (W2) is measured once, in the first round.
+                let latency = round == 0;
+                let this_first = round % 2 == 0;
+                if this_first {
+                    let m = measure(&binary, workload, parallelism, events, runs, latency)?;
+                    keep_best(&mut best[slot], m);
+                }
+                if let Some(against) = &options.against {
+                    let m = measure(against, workload, parallelism, events, runs, latency)?;
+                    keep_best(&mut best_against[slot], m);
+                }
+                if !this_first {
+                    let m = measure(&binary, workload, parallelism, events, runs, latency)?;
+                    keep_best(&mut best[slot], m);
+                }
                 slot += 1;
             }
         }
@@ -82,12 +168,39 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     }
     let results: Vec<Measurement> = best.into_iter().flatten().collect();
     print_table(&results);
+    if let Some(against) = &options.against {
+        let others: Vec<Measurement> = best_against.into_iter().flatten().collect();
+        print_comparison(&results, &others, against);
+    }
     let dir = project_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// This build's best round of each configuration beside the other build's.
+fn print_comparison(this: &[Measurement], other: &[Measurement], against: &std::path::Path) {
+    println!();
+    println!("against {}:", against.display());
+    println!(
+        "{:<8} {:>3} {:>13} {:>13} {:>8} {:>10} {:>10}",
+        "workload", "par", "this ev/s", "other ev/s", "ratio", "this RSS", "other RSS"
+    );
+    for (a, b) in this.iter().zip(other) {
+        println!(
+            "{:<8} {:>3} {:>13.0} {:>13.0} {:>7.3}× {:>9.1}M {:>9.1}M",
+            a.workload,
+            a.parallelism,
+            a.events_per_sec,
+            b.events_per_sec,
+            a.events_per_sec / b.events_per_sec,
+            a.peak_rss_bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0),
+            b.peak_rss_bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        );
+    }
+    println!("ratio: this build's events/s divided by the other's (1.00× = as fast)");
 }
 
 fn print_table(results: &[Measurement]) {
