@@ -216,7 +216,7 @@ fn consistent_cuts(name: &str, workers: u32) {
         report.checkpoints
     );
     for stats in &report.checkpoints {
-        let checkpoint = load_checkpoint(&dir, stats.id.get()).unwrap();
+        let checkpoint = load_checkpoint(&dir, stats.id).unwrap();
         let (left, right) = (
             position(&checkpoint, "left"),
             position(&checkpoint, "right"),

@@ -1,16 +1,18 @@
 //! The user-facing traits: [`Source`], [`Operator`], [`CoOperator`], [`Sink`],
 //! and the context they run in.
 
-use std::marker::PhantomData;
-use std::sync::Arc;
-
 use crate::checkpoint::{CheckpointId, Restore, StateBytes};
 use crate::collector::Collector;
 use crate::error::{ConnectorError, TaskError};
 use crate::instance::InstanceContext;
+pub use crate::key::{ByKey, KeyFn, KeyKind, NoKey};
 use crate::outputs::Outputs;
 use crate::record::{Data, Record};
 use crate::state::{CurrentKey, Key};
+pub use crate::stream_time::{
+    Admits, AnyTime, AssignsWatermarks, EventTime, StreamTime, TimeRequirement, Unwatermarked,
+    Watermarked,
+};
 use crate::time::Timestamp;
 
 /// What a source did in one [`Source::poll`].
@@ -72,157 +74,6 @@ pub trait Source: Clone + Send + 'static {
         Ok(())
     }
 }
-
-/// How an operator's input is partitioned: [`NoKey`] for any stream, or
-/// [`ByKey<K>`] for a stream keyed by `K` (only a keyed stream can connect).
-pub trait KeyKind: Send + 'static {
-    /// Whether the input is keyed (the operator has keyed state).
-    const KEYED: bool;
-    /// The key as a value (`()` when unkeyed): what keyed results carry.
-    type Value: Clone + Eq + std::hash::Hash + Send + Sync + std::fmt::Debug + 'static;
-    /// The current-key handle given to the operator (`()` when unkeyed).
-    type Ref<'a>: Copy;
-    /// The extracted key (`()` when unkeyed).
-    type Owned;
-    /// Extracts the key of an input record (`()` when unkeyed).
-    type Extractor<T: 'static>: Clone + Send + Sync;
-    /// The key of `value`, extracted by `extractor`.
-    fn extract<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Owned;
-    /// The handle on an extracted key.
-    fn as_ref(key: &Self::Owned) -> Self::Ref<'_>;
-    /// The key value behind a handle.
-    fn value<'a>(key: Self::Ref<'a>) -> &'a Self::Value;
-    /// The key's stable hash (0 when unkeyed).
-    fn hash(key: Self::Ref<'_>) -> u64;
-    /// The extracted form of a key value (for test harnesses).
-    fn owned(value: Self::Value) -> Self::Owned;
-    /// The stable hash of a key value, as [`hash`](Self::hash) gives it for
-    /// the value's handle (for state restored from a checkpoint).
-    fn hash_value(value: &Self::Value) -> u64 {
-        let owned = Self::owned(value.clone());
-        Self::hash(Self::as_ref(&owned))
-    }
-}
-
-/// The input of an operator that accepts any stream.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct NoKey;
-
-impl KeyKind for NoKey {
-    const KEYED: bool = false;
-    type Value = ();
-    type Ref<'a> = ();
-    type Owned = ();
-    type Extractor<T: 'static> = ();
-    #[inline]
-    fn extract<T: 'static>(_: &(), _: &T) {}
-    #[inline]
-    fn as_ref(_: &()) {}
-    #[inline]
-    fn value<'a>(_: ()) -> &'a () {
-        &()
-    }
-    #[inline]
-    fn hash(_: ()) -> u64 {
-        0
-    }
-    fn owned(_: ()) {}
-}
-
-/// The input of an operator that needs a stream keyed by `K`.
-pub struct ByKey<K>(PhantomData<fn() -> K>);
-
-/// Extracts a key from a record; shared by the dispatcher and the receiver.
-pub type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
-
-impl<K: Key> KeyKind for ByKey<K> {
-    const KEYED: bool = true;
-    type Value = K;
-    type Ref<'a> = CurrentKey<'a, K>;
-    /// The key and its stable hash, computed once per record.
-    type Owned = (K, u64);
-    type Extractor<T: 'static> = KeyFn<T, K>;
-    #[inline]
-    fn extract<T: 'static>(extractor: &KeyFn<T, K>, value: &T) -> (K, u64) {
-        let key = extractor(value);
-        let hash = crate::hash::stable_hash(&key);
-        (key, hash)
-    }
-    #[inline]
-    fn as_ref(key: &(K, u64)) -> CurrentKey<'_, K> {
-        CurrentKey::new(&key.0, key.1)
-    }
-    #[inline]
-    fn value<'a>(key: Self::Ref<'a>) -> &'a K {
-        key.get()
-    }
-    #[inline]
-    fn hash(key: CurrentKey<'_, K>) -> u64 {
-        key.hash()
-    }
-    fn owned(value: K) -> (K, u64) {
-        let hash = crate::hash::stable_hash(&value);
-        (value, hash)
-    }
-}
-
-/// Whether a stream carries watermarks: the time marker of a [`Stream`](crate::Stream).
-pub trait StreamTime: Send + Sync + 'static {}
-
-/// A stream without watermarks: its event time never advances (until its end).
-#[derive(Copy, Clone, Debug, Default)]
-pub struct Unwatermarked;
-
-/// A stream downstream of a watermark strategy: event time advances.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct Watermarked;
-
-impl StreamTime for Unwatermarked {}
-impl StreamTime for Watermarked {}
-
-/// What an operator needs of its input's time, and what its output then is.
-pub trait TimeRequirement: Send + 'static {
-    /// The time marker of the output streams, given the inputs' marker `Tm`.
-    type Out<Tm: StreamTime>: StreamTime;
-    /// Whether the runtime forwards the inputs' watermarks and idleness
-    /// downstream (false for operators that generate their own).
-    const FORWARDS_WATERMARKS: bool = true;
-}
-
-/// Works on any stream; output streams carry watermarks if the inputs do.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct AnyTime;
-
-/// Works in event time (event-time windows and timers): the inputs must carry
-/// watermarks, or the job does not compile.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct EventTime;
-
-/// Assigns timestamps and generates watermarks: any input, watermarked output.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct AssignsWatermarks;
-
-impl TimeRequirement for AnyTime {
-    type Out<Tm: StreamTime> = Tm;
-}
-impl TimeRequirement for EventTime {
-    type Out<Tm: StreamTime> = Tm;
-}
-impl TimeRequirement for AssignsWatermarks {
-    type Out<Tm: StreamTime> = Watermarked;
-    const FORWARDS_WATERMARKS: bool = false;
-}
-
-/// `Self` (an operator's [`TimeRequirement`]) accepts inputs of time marker `Tm`.
-#[diagnostic::on_unimplemented(
-    message = "this operator works in event time, but its input stream has no watermarks",
-    label = "an event-time window or timer needs watermarks to ever fire",
-    note = "attach a watermark strategy after the source, as in `operator timed = Watermarks::bounded(Duration::from_secs(4)).timestamps(|r| ...) <- source;`, and read from `timed`"
-)]
-pub trait Admits<Tm: StreamTime> {}
-impl<Tm: StreamTime> Admits<Tm> for AnyTime {}
-impl Admits<Watermarked> for EventTime {}
-impl<Tm: StreamTime> Admits<Tm> for AssignsWatermarks {}
 
 /// What an operator sees while processing one record: its outputs, the
 /// record's event time, its instance and, for keyed operators, the key.

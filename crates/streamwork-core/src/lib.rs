@@ -17,6 +17,8 @@
 //!
 //! Modules:
 //! * [`component`]: the traits users implement, and their [`Context`];
+//! * [`key`], [`stream_time`]: partitioning and time in the type (keyed inputs,
+//!   watermarked streams, event-time operators);
 //! * [`instance`]: what an instance knows about where it runs;
 //! * [`collector`], [`outputs`], [`edge`], [`control`]: where records are
 //!   emitted, named channels, the edges a collector pushes into, and the
@@ -42,11 +44,13 @@ pub mod grouping;
 pub mod hash;
 pub mod id;
 pub mod instance;
+pub mod key;
 pub mod lineage;
 pub mod outputs;
 pub mod record;
 pub mod state;
 pub mod stream;
+pub mod stream_time;
 pub mod testkit;
 pub mod time;
 pub mod timer;

@@ -9,13 +9,13 @@ use std::any::Any;
 use std::collections::VecDeque;
 
 use crate::collector::Collector;
-use crate::component::StreamTime;
 use crate::control::{Control, Disconnected};
 use crate::edge::Edge;
 use crate::id::{JobId, NodeId};
 use crate::lineage::Lineage;
 use crate::record::Data;
 use crate::stream::Stream;
+use crate::stream_time::StreamTime;
 use crate::time::Timestamp;
 
 /// Name and type of one output channel (for plans and the web view).

@@ -16,7 +16,6 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::component::{ByKey, KeyFn, KeyKind, NoKey, StreamTime, Unwatermarked};
 use crate::flow::{FlowControl, Overflow, PauseWatermarks};
 use crate::grouping::{
     BroadcastRoute, CustomRoute, FixedRoute, GroupingKind, KeyRoute, Partition, RouteContext,
@@ -24,8 +23,10 @@ use crate::grouping::{
 };
 use crate::hash::stable_hash;
 use crate::id::{JobId, NodeId};
+use crate::key::{ByKey, KeyFn, KeyKind, NoKey};
 use crate::record::Data;
 use crate::state::Key;
+use crate::stream_time::{StreamTime, Unwatermarked};
 
 /// A typed handle on one output channel of a component, used to connect it.
 ///

@@ -49,7 +49,8 @@
 //! * [`acking`]: at-least-once by acking (chapter 5);
 //! * [`checkpoint`]: the coordinator, checkpoint configuration, restore;
 //! * [`metrics`], `report`: capacity, backpressure, the [`JobReport`];
-//! * `run`, `start`, `handle`: running, restarting, stopping and watching a job.
+//! * `options`, `run`, `start`, `handle`: how to run a job; running,
+//!   restarting, stopping and watching it.
 //!
 //! What it is not: a scheduler of many jobs, a cluster manager (scale-out
 //! through Kafka is `streamwork-scaleout`), or a place for user-facing traits
@@ -69,6 +70,7 @@ mod handle;
 mod instance;
 pub mod message;
 pub mod metrics;
+mod options;
 mod report;
 mod run;
 mod start;
@@ -85,5 +87,6 @@ pub use error::JobError;
 pub use handle::{JobHandle, LiveMetrics, StopHandle};
 pub use instance::InstanceCounters;
 pub use metrics::Capacity;
+pub use options::{RestartStrategy, RunOptions};
 pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};
-pub use run::{RestartStrategy, RunOptions, run, run_with, start, start_with};
+pub use run::{run, run_with, start, start_with};

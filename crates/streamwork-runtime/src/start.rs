@@ -18,7 +18,7 @@ use crate::error::JobError;
 use crate::failure::Failure;
 use crate::handle::JobHandle;
 use crate::metrics::{MONITOR_INTERVAL, Registry};
-use crate::run::RunOptions;
+use crate::options::RunOptions;
 use crate::task::{Ended, Flags, Task, TaskCheckpoints, drive};
 use crate::wiring::{Shared, TaskBuilder};
 use crate::worker::{placement, run_worker};

@@ -205,7 +205,7 @@ where
     parts.sort_by_key(|p| p.part);
     for part in parts {
         let invalid = |e: rancor::Error| StateError::InvalidArchive {
-            checkpoint: restore.checkpoint.get(),
+            checkpoint: restore.checkpoint,
             operator,
             part: part.part.0,
             type_name,

@@ -33,7 +33,7 @@ pub enum StateError {
     )]
     InvalidArchive {
         /// The checkpoint.
-        checkpoint: u64,
+        checkpoint: streamwork_core::CheckpointId,
         /// The operator's id.
         operator: u64,
         /// The instance index or first key group.

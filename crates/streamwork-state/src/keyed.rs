@@ -11,10 +11,10 @@ use rkyv::rancor;
 use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
-use streamwork_core::Restore;
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, Key, KeyedState};
+use streamwork_core::{CheckpointId, Restore};
 
 use crate::error::StateError;
 use crate::snapshot::Checkpoint;
@@ -345,7 +345,7 @@ where
     KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
 {
     let target = Target {
-        checkpoint: restore.checkpoint.get(),
+        checkpoint: restore.checkpoint,
         operator: operator_id(restore.component),
         key_groups: restore.key_groups,
         instance: restore.instance.0,
@@ -356,7 +356,7 @@ where
 
 /// Whose keyed state is restored, and for which instance.
 struct Target {
-    checkpoint: u64,
+    checkpoint: CheckpointId,
     operator: u64,
     key_groups: KeyGroups,
     instance: u32,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
+use streamwork_core::CheckpointId;
 
 use crate::error::StateError;
 use crate::record::{ALIGN, BadHeader, HEADER_LEN, Header, Kind};
@@ -109,15 +110,15 @@ impl CheckpointLog {
 
     /// An id greater than any checkpoint id the directory mentions, complete
     /// or not: ids never repeat, across restarts too.
-    pub fn next_checkpoint_id(&mut self) -> u64 {
+    pub fn next_checkpoint_id(&mut self) -> CheckpointId {
         let id = self.next_id;
         self.next_id += 1;
-        id
+        CheckpointId::new(id)
     }
 
     /// Ids of the complete checkpoints still kept, oldest first.
-    pub fn complete_checkpoints(&self) -> impl Iterator<Item = u64> + '_ {
-        self.complete.iter().copied()
+    pub fn complete_checkpoints(&self) -> impl Iterator<Item = CheckpointId> + '_ {
+        self.complete.iter().copied().map(CheckpointId::new)
     }
 
     /// Appends one instance's snapshot of one operator for `checkpoint`.
@@ -126,7 +127,7 @@ impl CheckpointLog {
     /// The payload should be an rkyv archive ([`archive`](crate::archive)).
     pub fn append_snapshot(
         &mut self,
-        checkpoint: u64,
+        checkpoint: CheckpointId,
         operator: u64,
         part: u32,
         schema: u32,
@@ -134,7 +135,7 @@ impl CheckpointLog {
     ) -> Result<(), StateError> {
         let header = Header {
             kind: Kind::Snapshot,
-            checkpoint,
+            checkpoint: checkpoint.get(),
             operator,
             part,
             schema,
@@ -147,11 +148,11 @@ impl CheckpointLog {
     /// Completes `checkpoint`, made of `snapshots` snapshots appended before:
     /// flushes them durably, appends the commit record and flushes it, then
     /// reclaims the segments no retained checkpoint needs.
-    pub fn commit(&mut self, checkpoint: u64, snapshots: u32) -> Result<(), StateError> {
+    pub fn commit(&mut self, checkpoint: CheckpointId, snapshots: u32) -> Result<(), StateError> {
         self.sync()?;
         let header = Header {
             kind: Kind::Commit,
-            checkpoint,
+            checkpoint: checkpoint.get(),
             operator: 0,
             part: snapshots,
             schema: 0,
@@ -160,8 +161,8 @@ impl CheckpointLog {
         };
         self.append(header, &[])?;
         self.sync()?;
-        self.complete.insert(checkpoint);
-        self.next_id = self.next_id.max(checkpoint + 1);
+        self.complete.insert(checkpoint.get());
+        self.next_id = self.next_id.max(checkpoint.get() + 1);
         self.reclaim()
     }
 
@@ -267,8 +268,8 @@ pub fn load_latest(dir: impl AsRef<Path>) -> Result<Checkpoint, StateError> {
 
 /// Loads complete checkpoint `id` of `dir`, checked as [`load_latest`]
 /// checks the newest.
-pub fn load_checkpoint(dir: impl AsRef<Path>, id: u64) -> Result<Checkpoint, StateError> {
-    load_where(dir.as_ref(), |candidate| candidate == id)
+pub fn load_checkpoint(dir: impl AsRef<Path>, id: CheckpointId) -> Result<Checkpoint, StateError> {
+    load_where(dir.as_ref(), |candidate| candidate == id.get())
 }
 
 fn load_where(dir: &Path, wanted: impl Fn(u64) -> bool) -> Result<Checkpoint, StateError> {

@@ -10,6 +10,7 @@ use rkyv::rancor;
 use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Portable, Serialize};
+use streamwork_core::CheckpointId;
 
 use crate::error::StateError;
 
@@ -51,8 +52,8 @@ impl Checkpoint {
     }
 
     /// The checkpoint's id.
-    pub fn id(&self) -> u64 {
-        self.id
+    pub fn id(&self) -> CheckpointId {
+        CheckpointId::new(self.id)
     }
 
     /// Every snapshot of the checkpoint, by operator id then part.
@@ -140,7 +141,7 @@ impl<'a> Snapshot<'a> {
 
     fn invalid<T>(&self, e: rancor::Error) -> StateError {
         StateError::InvalidArchive {
-            checkpoint: self.checkpoint,
+            checkpoint: CheckpointId::new(self.checkpoint),
             operator: self.operator,
             part: self.part,
             type_name: std::any::type_name::<T>(),

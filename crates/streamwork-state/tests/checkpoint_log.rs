@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
+use streamwork_core::CheckpointId;
 use streamwork_state::{CheckpointLog, LogOptions, StateError, archive, load_latest};
 
 /// A fresh directory, removed when dropped.
@@ -34,7 +35,8 @@ impl Drop for TestDir {
 const OPERATOR: u64 = 0x5eed;
 
 /// What part `part` of checkpoint `id` holds.
-fn state(id: u64, part: u32) -> Vec<(u64, u64)> {
+fn state(id: CheckpointId, part: u32) -> Vec<(u64, u64)> {
+    let id = id.get();
     (0..id + part as u64)
         .map(|k| (k, k * id + part as u64))
         .collect()
@@ -87,7 +89,7 @@ fn the_newest_complete_checkpoint_comes_back_exactly() {
     let dir = TestDir::new("newest");
     write(&dir.0, LogOptions::default(), 4, 3);
     let checkpoint = load_latest(&dir.0).unwrap();
-    assert_eq!(checkpoint.id(), 4);
+    assert_eq!(checkpoint.id(), CheckpointId::new(4));
     assert!(checkpoint.skipped().is_empty());
     assert_intact(&checkpoint, 3);
 }
@@ -100,10 +102,10 @@ fn a_checkpoint_without_its_commit_record_is_not_used() {
     log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
         .unwrap();
     drop(log); // a crash before the commit
-    assert_eq!(load_latest(&dir.0).unwrap().id(), 2);
+    assert_eq!(load_latest(&dir.0).unwrap().id(), CheckpointId::new(2));
     // A restarted writer never reuses the uncommitted id.
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    assert_eq!(log.next_checkpoint_id(), id + 1);
+    assert_eq!(log.next_checkpoint_id(), CheckpointId::new(id.get() + 1));
 }
 
 #[test]
@@ -115,7 +117,7 @@ fn a_commit_whose_snapshots_are_missing_is_skipped() {
         .unwrap();
     log.commit(id, 2).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
-    assert_eq!(checkpoint.id(), 1);
+    assert_eq!(checkpoint.id(), CheckpointId::new(1));
     assert!(
         checkpoint.skipped()[0].contains("committed with 2 snapshots but 1 are readable"),
         "{:?}",
@@ -134,7 +136,8 @@ fn an_empty_or_uncommitted_directory_is_a_clear_error() {
         "{error}"
     );
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    log.append_snapshot(1, OPERATOR, 0, 1, b"0123").unwrap();
+    log.append_snapshot(CheckpointId::new(1), OPERATOR, 0, 1, b"0123")
+        .unwrap();
     drop(log);
     assert!(matches!(
         load_latest(&dir.0),
@@ -146,8 +149,9 @@ fn an_empty_or_uncommitted_directory_is_a_clear_error() {
 fn a_payload_of_another_type_is_refused_not_misread() {
     let dir = TestDir::new("wrong-type");
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    log.append_snapshot(1, OPERATOR, 0, 1, &[0xff; 5]).unwrap();
-    log.commit(1, 1).unwrap();
+    log.append_snapshot(CheckpointId::new(1), OPERATOR, 0, 1, &[0xff; 5])
+        .unwrap();
+    log.commit(CheckpointId::new(1), 1).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
     let error = checkpoint
         .snapshot(OPERATOR, 0)
@@ -156,7 +160,7 @@ fn a_payload_of_another_type_is_refused_not_misread() {
         .err()
         .unwrap();
     assert!(
-        matches!(error, StateError::InvalidArchive { checkpoint: 1, .. }),
+        matches!(error, StateError::InvalidArchive { checkpoint, .. } if checkpoint == CheckpointId::new(1)),
         "{error}"
     );
 }
@@ -169,7 +173,10 @@ fn retention_keeps_the_last_complete_checkpoints_and_reclaims_segments() {
         retain: 2,
     };
     let log = write(&dir.0, options.clone(), 6, 2);
-    assert_eq!(log.complete_checkpoints().collect::<Vec<_>>(), vec![5, 6]);
+    assert_eq!(
+        log.complete_checkpoints().collect::<Vec<_>>(),
+        vec![CheckpointId::new(5), CheckpointId::new(6)]
+    );
     drop(log);
     // Every remaining segment mentions checkpoint 5 or 6 only.
     for segment in segments(&dir.0) {
@@ -180,7 +187,7 @@ fn retention_keeps_the_last_complete_checkpoints_and_reclaims_segments() {
     assert_intact(&load_latest(&dir.0).unwrap(), 2);
     // A reopened log goes on where it stopped.
     let mut log = CheckpointLog::open(&dir.0, options).unwrap();
-    assert_eq!(log.next_checkpoint_id(), 7);
+    assert_eq!(log.next_checkpoint_id(), CheckpointId::new(7));
 }
 
 #[test]
@@ -209,7 +216,7 @@ fn a_torn_tail_at_any_byte_falls_back_to_the_last_whole_checkpoint() {
         let expected = commits_end.iter().filter(|&&end| end <= cut).count() as u64;
         match load_latest(&dir.0) {
             Ok(checkpoint) => {
-                assert_eq!(checkpoint.id(), expected, "cut at {cut}");
+                assert_eq!(checkpoint.id(), CheckpointId::new(expected), "cut at {cut}");
                 assert_intact(&checkpoint, 2);
                 // A cut inside a record is reported; one between records is not.
                 assert_eq!(
@@ -255,7 +262,7 @@ proptest! {
         std::fs::write(file, &bytes).unwrap();
         match load_latest(&dir.0) {
             Ok(checkpoint) => {
-                prop_assert!(checkpoint.id() >= 1 && checkpoint.id() <= 4);
+                prop_assert!((1..=4).contains(&checkpoint.id().get()));
                 assert_intact(&checkpoint, 2);
             }
             Err(StateError::NoCheckpoint { .. }) => {}

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+use streamwork_core::CheckpointId;
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, KeyedState};
@@ -195,7 +196,7 @@ fn aggregating_state_rescales_and_keeps_its_results() {
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
     for (i, s) in states.iter().enumerate() {
         log.append_snapshot(
-            1,
+            CheckpointId::new(1),
             5,
             i as u32,
             1,
@@ -203,7 +204,7 @@ fn aggregating_state_rescales_and_keeps_its_results() {
         )
         .unwrap();
     }
-    log.commit(1, 3).unwrap();
+    log.commit(CheckpointId::new(1), 3).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
     let one = AggregatingState::from_keyed(
         restore_keyed(&checkpoint, 5, GROUPS, 0, 1).unwrap(),
@@ -219,9 +220,15 @@ fn a_changed_number_of_key_groups_is_refused() {
     let dir = Dir::new("groups");
     let state: KeyedState<u64, u64> = (0..10u64).map(|k| (k, k)).collect();
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    log.append_snapshot(1, 9, 0, 1, &snapshot_keyed(&state, GROUPS).unwrap())
-        .unwrap();
-    log.commit(1, 1).unwrap();
+    log.append_snapshot(
+        CheckpointId::new(1),
+        9,
+        0,
+        1,
+        &snapshot_keyed(&state, GROUPS).unwrap(),
+    )
+    .unwrap();
+    log.commit(CheckpointId::new(1), 1).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
     let other = KeyGroups::new(256).unwrap();
     let error = restore_keyed::<u64, u64>(&checkpoint, 9, other, 0, 1)

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use rkyv::{Archive, Deserialize, Serialize};
+use streamwork_core::CheckpointId;
 use streamwork_state::{
     CheckpointLog, LogOptions, Migration, Snapshot, StateError, VersionedState, archive,
     load_latest, operator_id,
@@ -135,18 +136,30 @@ fn a_snapshot_from_a_newer_version_is_refused() {
         counts: vec![(1, 1)],
         total: 1,
     };
-    log.append_snapshot(1, operator_id("counter"), 0, 3, &archive(&state).unwrap())
-        .unwrap();
-    log.commit(1, 1).unwrap();
+    log.append_snapshot(
+        CheckpointId::new(1),
+        operator_id("counter"),
+        0,
+        3,
+        &archive(&state).unwrap(),
+    )
+    .unwrap();
+    log.commit(CheckpointId::new(1), 1).unwrap();
     let checkpoint = load_latest(&dir).unwrap();
     let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
     let error = snapshot.restore::<Counts>().err().unwrap();
     assert!(error.to_string().contains("newer version"), "{error}");
     // The same version restores directly.
     let mut log = CheckpointLog::open(&dir, LogOptions::default()).unwrap();
-    log.append_snapshot(2, operator_id("counter"), 0, 2, &archive(&state).unwrap())
-        .unwrap();
-    log.commit(2, 1).unwrap();
+    log.append_snapshot(
+        CheckpointId::new(2),
+        operator_id("counter"),
+        0,
+        2,
+        &archive(&state).unwrap(),
+    )
+    .unwrap();
+    log.commit(CheckpointId::new(2), 1).unwrap();
     let checkpoint = load_latest(&dir).unwrap();
     let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
     assert_eq!(snapshot.restore::<Counts>().unwrap(), state);

@@ -75,7 +75,7 @@ impl Coordinator {
                 // covers the end.
                 in_flight = None;
             } else if in_flight.is_none() && Instant::now() >= next_trigger {
-                let id = CheckpointId::new(self.log.next_checkpoint_id());
+                let id = self.log.next_checkpoint_id();
                 in_flight = Some((id, Instant::now(), Vec::with_capacity(self.expected)));
                 self.signals.trigger.store(id.get(), Ordering::Release);
             }
@@ -88,7 +88,7 @@ impl Coordinator {
             if part.checkpoint.is_final() {
                 finals.push(part);
                 if finals.len() == self.expected {
-                    let id = CheckpointId::new(self.log.next_checkpoint_id());
+                    let id = self.log.next_checkpoint_id();
                     let started = Instant::now();
                     let mut parts = std::mem::take(&mut finals);
                     parts.push(Part {
@@ -133,7 +133,7 @@ impl Coordinator {
         for part in parts {
             if let Some(state) = part.state {
                 self.log.append_snapshot(
-                    id.get(),
+                    id,
                     operator_id(&part.component),
                     part.instance.0,
                     state.schema,
@@ -143,7 +143,7 @@ impl Coordinator {
                 bytes += state.bytes.len() as u64;
             }
         }
-        self.log.commit(id.get(), snapshots)?;
+        self.log.commit(id, snapshots)?;
         Ok(bytes)
     }
 

@@ -15,7 +15,7 @@ pub(crate) const FINAL_MARKER: &str = "__streamwork_final_checkpoint__";
 
 impl RestoreSource for Restored {
     fn checkpoint(&self) -> CheckpointId {
-        CheckpointId::new(self.checkpoint.id())
+        self.checkpoint.id()
     }
 
     fn is_final(&self) -> bool {
