@@ -132,7 +132,7 @@ struct WithKey {
     keys: u64,
 }
 
-#[operator]
+#[operator(stateless)]
 impl WithKey {
     fn on_record(&mut self, value: u64, out: &mut Collector<(u64, u64)>) {
         out.emit((key(value, self.keys), value));
@@ -140,7 +140,7 @@ impl WithKey {
 }
 
 /// Counts events per key; emits `(key, count)` per key at the end.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 pub struct CountPerKey {
     counts: KeyedState<u64, u64>,
 }
@@ -514,7 +514,7 @@ impl Source for PacedSource {
 }
 
 /// Counts per key as records arrive and passes each record on.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 struct RunningCount {
     counts: KeyedState<u64, u64>,
 }
@@ -648,6 +648,10 @@ impl Operator for CheckpointedCount {
     type Out = Collector<(u64, u64)>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
     #[inline]
     fn on_record(&mut self, _event: (u64, u64), ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
         *self.counts.get_or_default(ctx.key()) += 1;
@@ -659,13 +663,13 @@ impl Operator for CheckpointedCount {
         }
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        let bytes = streamwork::state::snapshot_keyed(&self.counts, KeyGroups::DEFAULT)
-            .expect("archiving integers cannot fail");
-        Some(StateBytes {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        let bytes = streamwork::state::snapshot_keyed(&self.counts, ctx.key_groups)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        Ok(Some(StateBytes {
             schema: 1,
             bytes: bytes.to_vec(),
-        })
+        }))
     }
 }
 

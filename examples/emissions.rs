@@ -56,7 +56,7 @@ struct Temperature {
 #[derive(Clone)]
 struct ParseVehicles(InputErrors);
 
-#[operator]
+#[operator(stateless)]
 impl ParseVehicles {
     fn on_record(&mut self, line: String, out: &mut Collector<Vehicle>) {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -79,7 +79,7 @@ impl ParseVehicles {
 #[derive(Clone)]
 struct ParseTemperatures(InputErrors);
 
-#[operator]
+#[operator(stateless)]
 impl ParseTemperatures {
     fn on_record(&mut self, line: String, out: &mut Collector<Temperature>) {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -172,7 +172,7 @@ fn resolve_windowed(
 #[derive(Clone, Default)]
 struct Totals(BTreeMap<u32, (f64, u64)>);
 
-#[operator]
+#[operator(at_most_once)]
 impl Totals {
     fn on_record(&mut self, (zone, grams): (u32, f64), _out: &mut Collector<String>) {
         let (total, vehicles) = self.0.entry(zone).or_default();

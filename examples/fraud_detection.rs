@@ -98,7 +98,7 @@ struct ParseTransactions {
     errors: InputErrors,
 }
 
-#[operator]
+#[operator(stateless)]
 impl ParseTransactions {
     fn on_record(&mut self, line: String, out: &mut Collector<Transaction>) {
         match Transaction::parse(&line) {
@@ -109,7 +109,7 @@ impl ParseTransactions {
 }
 
 /// Flags amounts far above the card's average ticket.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 struct AverageTicketAnalyzer {
     totals: KeyedState<u32, (u64, u64)>,
 }
@@ -194,7 +194,7 @@ struct ScoreAggregator {
     pending: KeyedState<u64, Vec<Score>>,
 }
 
-#[operator]
+#[operator(at_most_once)]
 impl ScoreAggregator {
     fn on_record(
         &mut self,

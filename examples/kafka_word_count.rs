@@ -83,7 +83,7 @@ struct Args {
 #[derive(Clone, Default)]
 struct Split;
 
-#[operator]
+#[operator(stateless)]
 impl Split {
     fn on_record(&mut self, line: KafkaRecord, out: &mut Collector<(String, Origin)>) {
         // The source refused lines that are not UTF-8.
@@ -116,6 +116,10 @@ impl Operator for Count {
     type Out = Collector<(String, u64)>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
     fn on_record(&mut self, word: KafkaRecord, _ctx: &mut Context<'_, NoKey, Self::Out>) {
         if let Some(origin) = word.origin
             && !self.seen.admit(origin)
@@ -135,7 +139,7 @@ impl Operator for Count {
     }
 
     /// The origin filter, then `(length, word, count)` per word.
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let mut bytes = Vec::new();
         self.seen.write_to(&mut bytes);
         for (word, count) in &self.counts {
@@ -143,10 +147,10 @@ impl Operator for Count {
             bytes.extend_from_slice(word.as_bytes());
             bytes.extend_from_slice(&count.to_le_bytes());
         }
-        Some(StateBytes {
+        Ok(Some(StateBytes {
             schema: COUNTS_SCHEMA,
             bytes,
-        })
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -17,7 +17,6 @@ use std::time::Duration;
 use clap::Parser;
 use streamwork::connectors::file::Lines;
 use streamwork::prelude::*;
-use streamwork::state::{restore_keyed_from, snapshot_keyed};
 
 /// Running totals per account, exactly once across crashes.
 #[derive(Parser, Debug)]
@@ -78,53 +77,25 @@ fn parse(line: (u64, Vec<u8>), out: &mut Parsed) {
     }
 }
 
-/// Each account's running total; checkpointed by key group, so that it can
-/// be restored at any parallelism (each instance takes the accounts it now
-/// owns).
-#[derive(Clone, Default)]
+/// Each account's running total. The framework checkpoints it by key group
+/// (`#[derive(State)]`), so that it can be restored at any parallelism, each
+/// instance taking the accounts it now owns.
+#[derive(Clone, Default, State)]
 struct Totals {
     totals: KeyedState<u64, i128>,
-    key_groups: KeyGroups,
 }
 
-/// The schema version of the totals' snapshot layout.
-const TOTALS_SCHEMA: u32 = 1;
-
-impl Operator for Totals {
-    type In = Entry;
-    type Key = ByKey<u64>;
-    type Out = Collector<(u64, u64, i128)>;
-    type Time = AnyTime;
-
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
-    }
-
-    fn on_record(&mut self, entry: Entry, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let total = self.totals.get_or_default(ctx.key());
+#[operator]
+impl Totals {
+    fn on_record(
+        &mut self,
+        account: CurrentKey<'_, u64>,
+        entry: Entry,
+        out: &mut Collector<(u64, u64, i128)>,
+    ) {
+        let total = self.totals.get_or_default(account);
         *total += i128::from(entry.amount);
-        let total = *total;
-        ctx.emit((entry.index, entry.account, total));
-    }
-
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        let bytes =
-            snapshot_keyed(&self.totals, self.key_groups).expect("archiving integers cannot fail");
-        Some(StateBytes {
-            schema: TOTALS_SCHEMA,
-            bytes: bytes.to_vec(),
-        })
-    }
-
-    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        if let Some(part) = restore.parts.iter().find(|p| p.schema != TOTALS_SCHEMA) {
-            return Err(TaskError::Restore(format!(
-                "totals snapshot of schema {} (this version reads {TOTALS_SCHEMA})",
-                part.schema
-            )));
-        }
-        self.totals = restore_keyed_from(restore).map_err(|e| TaskError::Restore(e.to_string()))?;
-        Ok(())
+        out.emit((entry.index, entry.account, *total));
     }
 }
 

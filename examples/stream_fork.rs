@@ -36,7 +36,7 @@ struct ParseVehicles {
     errors: InputErrors,
 }
 
-#[operator]
+#[operator(stateless)]
 impl ParseVehicles {
     fn on_record(&mut self, line: String, out: &mut Collector<Vehicle>) {
         let parsed = line
@@ -60,7 +60,7 @@ struct CountByType {
     counts: BTreeMap<String, u64>,
 }
 
-#[operator]
+#[operator(at_most_once)]
 impl CountByType {
     fn on_record(&mut self, vehicle: Vehicle, _out: &mut Collector<String>) {
         *self.counts.entry(vehicle.kind).or_insert(0) += 1;
@@ -79,7 +79,7 @@ struct SpeedAlert {
     limit: u32,
 }
 
-#[operator]
+#[operator(stateless)]
 impl SpeedAlert {
     fn on_record(&mut self, vehicle: Vehicle, out: &mut Collector<String>) {
         if vehicle.speed_kmh > self.limit {

@@ -28,7 +28,7 @@ struct Args {
 #[derive(Clone)]
 struct Tag(&'static str);
 
-#[operator]
+#[operator(stateless)]
 impl Tag {
     fn on_record(&mut self, vehicle: String, out: &mut Collector<(&'static str, String)>) {
         out.emit((self.0, vehicle));
@@ -42,7 +42,7 @@ struct Count {
     per_bridge: BTreeMap<&'static str, u64>,
 }
 
-#[operator]
+#[operator(at_most_once)]
 impl Count {
     fn on_record(
         &mut self,

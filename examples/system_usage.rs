@@ -32,7 +32,6 @@ use std::time::Duration;
 use clap::Parser;
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
-use streamwork::state::{restore_keyed_from, snapshot_keyed};
 
 /// The system usage job of chapter 5, with a failure on demand.
 #[derive(Parser, Debug)]
@@ -81,98 +80,54 @@ fn transaction(seq: u64) -> Transaction {
 }
 
 /// Per account, the count and sum of its transactions so far: a transaction
-/// more than five times the account's average (after three) is fraud.
-#[derive(Clone, Default)]
+/// more than five times the account's average (after three) is fraud. The
+/// framework checkpoints the history by key group (`#[derive(State)]`).
+#[derive(Clone, Default, State)]
 struct FraudScorer {
     history: KeyedState<u64, (u64, u64)>,
-    key_groups: KeyGroups,
 }
 
-impl Operator for FraudScorer {
-    type In = Transaction;
-    type Key = ByKey<u64>;
-    type Out = Collector<bool>;
-    type Time = AnyTime;
-
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.key_groups = ctx.key_groups();
-    }
-
-    fn on_record(&mut self, t: Transaction, ctx: &mut Context<'_, ByKey<u64>, Collector<bool>>) {
-        let (count, sum) = self.history.get_or_default(ctx.key());
+#[operator]
+impl FraudScorer {
+    fn on_record(
+        &mut self,
+        account: CurrentKey<'_, u64>,
+        t: Transaction,
+        out: &mut Collector<bool>,
+    ) {
+        let (count, sum) = self.history.get_or_default(account);
         let fraud = *count >= 3 && t.amount_cents > 5 * (*sum / *count);
         *count += 1;
         *sum += t.amount_cents;
-        ctx.emit(fraud);
-    }
-
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        let bytes =
-            snapshot_keyed(&self.history, self.key_groups).expect("archiving integers cannot fail");
-        Some(StateBytes {
-            schema: 1,
-            bytes: bytes.to_vec(),
-        })
-    }
-
-    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        self.history =
-            restore_keyed_from(restore).map_err(|e| TaskError::Restore(e.to_string()))?;
-        Ok(())
+        out.emit(fraud);
     }
 }
 
 /// The usage analyzer: transactions and frauds counted so far, reported
-/// every `every` transactions and at the end.
-#[derive(Clone)]
+/// every `every` transactions and at the end. Its counts are the state of
+/// its one instance (`InstanceState`); `every` is configuration.
+#[derive(Clone, State)]
 struct UsageAnalyzer {
+    #[state(transient)]
     every: u64,
-    transactions: u64,
-    frauds: u64,
+    transactions: InstanceState<u64>,
+    frauds: InstanceState<u64>,
 }
 
-impl Operator for UsageAnalyzer {
-    type In = bool;
-    type Key = NoKey;
-    type Out = Collector<(u64, u64)>;
-    type Time = AnyTime;
-
-    fn on_record(&mut self, fraud: bool, ctx: &mut Context<'_, NoKey, Self::Out>) {
-        self.transactions += 1;
-        self.frauds += u64::from(fraud);
+#[operator]
+impl UsageAnalyzer {
+    fn on_record(&mut self, fraud: bool, out: &mut Collector<(u64, u64)>) {
+        *self.transactions += 1;
+        *self.frauds += u64::from(fraud);
         if self.transactions.is_multiple_of(self.every) {
-            ctx.emit((self.transactions, self.frauds));
+            out.emit((*self.transactions, *self.frauds));
         }
     }
 
-    fn on_end(&mut self, out: &mut Self::Out) {
+    fn on_end(&mut self, out: &mut Collector<(u64, u64)>) {
         if !self.transactions.is_multiple_of(self.every) {
-            out.emit((self.transactions, self.frauds));
+            out.emit((*self.transactions, *self.frauds));
         }
-    }
-
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        let mut bytes = self.transactions.to_le_bytes().to_vec();
-        bytes.extend_from_slice(&self.frauds.to_le_bytes());
-        Some(StateBytes { schema: 1, bytes })
-    }
-
-    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(part) = restore.own() else {
-            return Ok(());
-        };
-        let counts: Option<[u8; 16]> = part.bytes.try_into().ok();
-        let Some(counts) = counts.filter(|_| part.schema == 1) else {
-            return Err(TaskError::Restore(format!(
-                "usage counts: expected 16 bytes of schema 1, found {} bytes of schema {}",
-                part.bytes.len(),
-                part.schema
-            )));
-        };
-        let (transactions, frauds) = counts.split_at(8);
-        self.transactions = u64::from_le_bytes(transactions.try_into().unwrap_or_default());
-        self.frauds = u64::from_le_bytes(frauds.try_into().unwrap_or_default());
-        Ok(())
     }
 }
 
@@ -207,8 +162,8 @@ fn main() -> anyhow::Result<()> {
     let fault = InjectFault::new(1, Fault::BeforeRecord(args.fail_at.unwrap_or(usize::MAX)));
     let usage = UsageAnalyzer {
         every: args.report_every.max(1),
-        transactions: 0,
-        frauds: 0,
+        transactions: InstanceState(0),
+        frauds: InstanceState(0),
     };
     let usage_file = args.output.join("usage");
     let writer = FileSink::new(&usage_file, usage_line).single_file();

@@ -39,7 +39,7 @@ struct ParseSightings {
     errors: InputErrors,
 }
 
-#[operator]
+#[operator(stateless)]
 impl ParseSightings {
     fn on_record(&mut self, line: String, out: &mut Collector<Sighting>) {
         let parsed = line

@@ -46,7 +46,7 @@
 pub use streamwork_connectors as connectors;
 pub use streamwork_core as core;
 pub use streamwork_join as join;
-pub use streamwork_macros::{Outputs, job, operator};
+pub use streamwork_macros::{Outputs, State, job, operator};
 pub use streamwork_runtime as runtime;
 pub use streamwork_scaleout as scaleout;
 pub use streamwork_state as state;
@@ -109,7 +109,7 @@ impl Run for JobGraph {
 
 /// Everything a job needs, in one import.
 pub mod prelude {
-    pub use crate::{Outputs, job, operator};
+    pub use crate::{Outputs, State, job, operator};
     pub use crate::{Run, UiError};
     pub use streamwork_connectors::{
         BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
@@ -118,13 +118,17 @@ pub mod prelude {
     pub use streamwork_core::{
         AnyTime, ByKey, CheckpointId, CoOperator, Collector, ConnectorError, Context, CurrentKey,
         Data, ErrorDomain, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups,
-        KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, Source,
-        SourcePoll, StateBytes, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
+        KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, SnapshotContext,
+        Source, SourcePoll, StateBytes, Statefulness, Stream, TaskError, Timestamp, Unwatermarked,
+        Watermarked,
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{
         CheckpointConfig, Delivery, GraphError, JobBuilder, JobError, JobGraph, JobHandle,
         JobReport, RestartStrategy, RunOptions,
+    };
+    pub use streamwork_state::{
+        AggregatingState, InstanceState, ListState, MapState, ReducingState, ValueState,
     };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,
@@ -147,7 +151,9 @@ pub mod __private {
         AnyTime, ByKey, Collector, Context, CurrentKey, EventTime, InstanceContext, JobId,
         KeyGroups, NoKey, NodeId, Operator, StreamTime,
     };
+    pub use streamwork_core::{Restore, SnapshotContext, StateBytes, Statefulness, TaskError};
     pub use streamwork_runtime::{GraphError, JobBuilder, JobGraph};
+    pub use streamwork_state::{FieldsReader, FieldsWriter, OperatorState, StateError, StateField};
 }
 
 /// Compiles the code of README.md as a doctest, so that the README never lies.

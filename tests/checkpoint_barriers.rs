@@ -52,6 +52,10 @@ impl Numbers {
 impl Source for Numbers {
     type Out = Collector<u64>;
 
+    fn replayable(&self) -> bool {
+        true
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.hooks = ctx.checkpoints().cloned();
         self.completed_at_start = self
@@ -116,6 +120,10 @@ impl Operator for Counter {
     type Out = Collector<(u64, u64)>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
     fn on_record(&mut self, value: u64, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
         if self.fail_at == Some(value) && self.armed.swap(false, Ordering::SeqCst) {
             panic!("injected failure at {value}");
@@ -129,12 +137,13 @@ impl Operator for Counter {
         }
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        let bytes = snapshot_keyed(&self.counts, KeyGroups::DEFAULT).expect("archive");
-        Some(StateBytes {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        let bytes = snapshot_keyed(&self.counts, ctx.key_groups)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        Ok(Some(StateBytes {
             schema: 1,
             bytes: bytes.to_vec(),
-        })
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -170,7 +179,7 @@ fn job_on(
         source left = Numbers::new(n);
         source right = Numbers::new(n);
         operator counts[2] = counter <- left.key(|v: &u64| v % 10), right.key(|v: &u64| v % 10);
-        sink out = sink.clone() <- counts.global();
+        sink out = sink.transactional() <- counts.global();
     }
     .unwrap()
 }

@@ -22,7 +22,7 @@ fn split_parity(value: u64, out: &mut Parity) {
     }
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 struct Counter {
     counts: KeyedState<u64, u64>,
 }
@@ -49,6 +49,10 @@ impl CoOperator for Tag {
     type Right = String;
     type Out = Collector<String>;
     type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
     fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
         ctx.emit(format!("L{value}"));
     }

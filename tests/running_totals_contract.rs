@@ -127,8 +127,15 @@ fn run_with_kills(parallelism: u32, kill_after_ms: &[u64]) {
             );
         }
     }
-    let status = command().status().unwrap();
-    assert!(status.success());
+    let finish = command()
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        finish.status.success(),
+        "p={parallelism}: the last run failed: {}",
+        String::from_utf8_lossy(&finish.stderr)
+    );
     let (got_rows, got_dead) = committed(&output);
     assert_eq!(got_rows.len(), rows.len(), "p={parallelism}: rows");
     assert!(

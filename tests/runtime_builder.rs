@@ -9,6 +9,10 @@ impl Operator for Triple {
     type Key = NoKey;
     type Out = Collector<u64>;
     type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
         ctx.emit(v * 3);
     }
@@ -23,6 +27,10 @@ impl Operator for CountByKey {
     type Key = ByKey<u64>;
     type Out = Collector<(u64, u64)>;
     type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Unchecked("this test runs at most once")
+    }
     fn on_record(&mut self, _v: u64, ctx: &mut Context<'_, ByKey<u64>, Collector<(u64, u64)>>) {
         let key = ctx.key();
         *self.counts.get_or_default(key) += 1;

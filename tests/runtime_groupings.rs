@@ -10,7 +10,7 @@ struct TagInstance {
     instance: u32,
 }
 
-#[operator]
+#[operator(stateless)]
 impl TagInstance {
     fn open(&mut self, ctx: &InstanceContext) {
         self.instance = ctx.instance().0;

@@ -9,7 +9,7 @@ use streamwork::prelude::*;
 #[derive(Clone)]
 struct ExplodeAt(u64);
 
-#[operator]
+#[operator(stateless)]
 impl ExplodeAt {
     fn on_record(&mut self, value: u64, out: &mut Collector<u64>) {
         if value == self.0 {

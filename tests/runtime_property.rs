@@ -38,6 +38,10 @@ impl Operator for Apply {
     type Key = NoKey;
     type Out = Collector<u64>;
     type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
         match self.0 {
             Op::Add(k) => ctx.emit(v.wrapping_add(k)),
@@ -65,6 +69,10 @@ impl Operator for CountPerKey {
     type Key = ByKey<u64>;
     type Out = Collector<u64>;
     type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Unchecked("this test runs at most once")
+    }
     fn on_record(&mut self, _: u64, ctx: &mut Context<'_, ByKey<u64>, Collector<u64>>) {
         let key = ctx.key();
         let count = self.counts.get_or_default(key);

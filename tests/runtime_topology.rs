@@ -100,6 +100,10 @@ impl CoOperator for NameNumbers {
     type Out = Collector<String>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Unchecked("this test runs at most once")
+    }
+
     fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
         match self.names.get(&value) {
             Some(name) => ctx.emit(format!("{value}={name}")),

@@ -24,6 +24,10 @@ impl Operator for RunningCount {
     type Out = Collector<(u64, u64)>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
     fn open(&mut self, ctx: &InstanceContext) {
         self.key_groups = ctx.key_groups();
     }
@@ -35,12 +39,13 @@ impl Operator for RunningCount {
         ctx.emit((value % 50, count));
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        let bytes = snapshot_keyed(&self.counts, self.key_groups).expect("integers archive");
-        Some(StateBytes {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        let bytes = snapshot_keyed(&self.counts, ctx.key_groups)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        Ok(Some(StateBytes {
             schema: 1,
             bytes: bytes.to_vec(),
-        })
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -103,6 +103,10 @@ impl Operator for WithTime {
     type Out = Collector<(Event, Option<i64>)>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
+
     fn on_record(&mut self, value: Event, ctx: &mut Context<'_, NoKey, Self::Out>) {
         let time = ctx.timestamp().map(|t| t.millis());
         ctx.emit((value, time));

@@ -80,6 +80,14 @@ impl LineSource {
 impl Source for LineSource {
     type Out = Collector<String>;
 
+    fn replayable(&self) -> bool {
+        match self {
+            LineSource::Generated(s) => s.replayable(),
+            LineSource::File(s) => s.replayable(),
+            LineSource::Tcp(s) => s.replayable(),
+        }
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         match self {
             LineSource::Generated(s) => s.open(ctx),

@@ -34,7 +34,7 @@ pub struct VehicleCounter {
     counts: std::collections::HashMap<String, u64>,
 }
 
-#[operator]
+#[operator(at_most_once)]
 impl VehicleCounter {
     fn open(&mut self, ctx: &InstanceContext) {
         self.instance = ctx.instance().0;
@@ -76,7 +76,7 @@ impl Totals {
     }
 }
 
-#[operator]
+#[operator(at_most_once)]
 impl Totals {
     fn on_record(&mut self, partial: PartialCount, out: &mut TotalsOut) {
         let per_instance = self.partials.entry(partial.vehicle.clone()).or_default();

@@ -1,10 +1,13 @@
-//! Streamwork's macros: `#[operator]`, `#[derive(Outputs)]` and `job!`.
+//! Streamwork's macros: `#[operator]`, `#[derive(Outputs)]`, `#[derive(State)]`
+//! and `job!`.
 //!
 //! The entry points here are thin: each macro's logic lives in its own
 //! module, over `proc_macro2` tokens so it can be unit-tested:
 //! * [`operator`](mod@operator): an `Operator` impl from a function or an impl block;
 //! * [`outputs`](mod@outputs): named, typed output channels with a typestate
 //!   that makes an unconnected channel a compile error;
+//! * [`state`](mod@state): an operator struct's state, checkpointed by the
+//!   framework field by field;
 //! * [`job`](mod@job): parse → graph IR → structural checks → codegen to the
 //!   typed builder, every problem reported with a span on the user's tokens.
 //!
@@ -18,6 +21,7 @@ mod diag;
 mod job;
 mod operator;
 mod outputs;
+mod state;
 
 /// Turns a function or an impl block into an `Operator`.
 ///
@@ -31,6 +35,11 @@ mod outputs;
 /// it then only connects to a stream keyed by `K`. An impl block may also
 /// define `on_watermark`, `on_processing_time` and `on_batch_end`; with
 /// `#[operator(event_time)]` the operator only connects to watermarked streams.
+///
+/// State is declared, never assumed: the struct of an impl block is
+/// checkpointed through its `#[derive(State)]` (a compile error without
+/// one), unless the block says it keeps nothing across records,
+/// `#[operator(stateless)]`. A function is stateless.
 #[proc_macro_attribute]
 pub fn operator(args: TokenStream, item: TokenStream) -> TokenStream {
     operator::expand(args.into(), item.into()).into()
@@ -41,6 +50,17 @@ pub fn operator(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(Outputs)]
 pub fn derive_outputs(item: TokenStream) -> TokenStream {
     outputs::expand(item.into()).into()
+}
+
+/// Derives the state the framework checkpoints for an operator struct:
+/// every named field is state (a keyed kind such as `KeyedState<K, V>`,
+/// snapshotted by key group and restored at any parallelism, or an
+/// `InstanceState<T>`), unless marked `#[state(transient)]`. A field added
+/// later starts empty; a field removed is refused at restore unless the
+/// struct says `#[state(forget("name"))]`.
+#[proc_macro_derive(State, attributes(state))]
+pub fn derive_state(item: TokenStream) -> TokenStream {
+    state::expand(item.into()).into()
 }
 
 /// Describes a job graph; evaluates to `Result<JobGraph, GraphError>`.

@@ -118,11 +118,15 @@ fn camel_case(name: &str) -> String {
         .collect()
 }
 
-/// The attribute's arguments: `name = Type` (functions only) and `event_time`.
+/// The attribute's arguments: `name = Type` (functions only), `event_time`,
+/// and what an impl block keeps: `stateless` (nothing across records) or
+/// `at_most_once` (state it does not checkpoint).
 #[derive(Default)]
 struct Args {
     name: Option<syn::Ident>,
     event_time: bool,
+    stateless: Option<Span>,
+    at_most_once: Option<Span>,
 }
 
 fn parse_args(args: TokenStream) -> syn::Result<Args> {
@@ -134,6 +138,12 @@ fn parse_args(args: TokenStream) -> syn::Result<Args> {
     for meta in metas {
         match meta {
             syn::Meta::Path(path) if path.is_ident("event_time") => parsed.event_time = true,
+            syn::Meta::Path(path) if path.is_ident("stateless") => {
+                parsed.stateless = Some(path.span());
+            }
+            syn::Meta::Path(path) if path.is_ident("at_most_once") => {
+                parsed.at_most_once = Some(path.span());
+            }
             syn::Meta::NameValue(nv) if nv.path.is_ident("name") => match nv.value {
                 syn::Expr::Path(path) if path.path.get_ident().is_some() => {
                     parsed.name = path.path.get_ident().cloned();
@@ -148,7 +158,7 @@ fn parse_args(args: TokenStream) -> syn::Result<Args> {
             other => {
                 return Err(syn::Error::new(
                     other.span(),
-                    "expected `name = TypeName` or `event_time`",
+                    "expected `name = TypeName`, `event_time`, `stateless` or `at_most_once`",
                 ));
             }
         }
@@ -181,6 +191,12 @@ fn from_fn(args: TokenStream, function: ItemFn) -> syn::Result<TokenStream> {
     )?;
     let fn_name = &sig.ident;
     let args = parse_args(args)?;
+    if let Some(span) = args.stateless.or(args.at_most_once) {
+        return Err(syn::Error::new(
+            span,
+            "an `#[operator]` function is stateless already: `stateless` and `at_most_once` are for impl blocks",
+        ));
+    }
     let time = time_requirement(&args);
     let struct_name = args.name.clone().unwrap_or_else(|| {
         format_ident!(
@@ -209,6 +225,10 @@ fn from_fn(args: TokenStream, function: ItemFn) -> syn::Result<TokenStream> {
             type Key = #key;
             type Out = #output;
             type Time = #time;
+
+            fn statefulness(&self) -> #p::Statefulness {
+                #p::Statefulness::Stateless
+            }
 
             #[inline]
             fn on_record(&mut self, value: #input, ctx: &mut #p::Context<'_, #key, #output>) {
@@ -295,6 +315,61 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             }
         }
     });
+    // State is declared, never assumed: an impl block's struct is
+    // checkpointed through its `#[derive(State)]`, unless it is declared
+    // stateless. The calls are spanned on the type, so that a struct
+    // without `#[derive(State)]` is reported there.
+    if let (Some(_), Some(span)) = (args.stateless, args.at_most_once) {
+        return Err(syn::Error::new(
+            span,
+            "`stateless` and `at_most_once` contradict each other: an operator keeps nothing across records, or keeps state it does not checkpoint",
+        ));
+    }
+    let state = match (args.stateless, args.at_most_once) {
+        (Some(_), _) => quote! {
+            fn statefulness(&self) -> #p::Statefulness {
+                #p::Statefulness::Stateless
+            }
+        },
+        (None, Some(_)) => quote! {
+            fn statefulness(&self) -> #p::Statefulness {
+                #p::Statefulness::Unchecked(
+                    "it is declared `#[operator(at_most_once)]`: give its struct `#[derive(State)]` to checkpoint it",
+                )
+            }
+        },
+        (None, None) => {
+            let ty_span = self_ty.span();
+            let snapshot = quote_spanned! {ty_span=>
+                <#self_ty as #p::OperatorState>::snapshot_state(self, ctx)
+            };
+            let restore = quote_spanned! {ty_span=>
+                <#self_ty as #p::OperatorState>::restore_state(self, restore)
+            };
+            quote! {
+                fn statefulness(&self) -> #p::Statefulness {
+                    #p::Statefulness::Checkpointed
+                }
+
+                fn snapshot(
+                    &mut self,
+                    ctx: &#p::SnapshotContext,
+                ) -> ::std::result::Result<::std::option::Option<#p::StateBytes>, #p::TaskError> {
+                    #snapshot
+                        .map(::std::option::Option::Some)
+                        .map_err(|e| #p::TaskError::Snapshot(::std::string::ToString::to_string(&e)))
+                }
+
+                fn restore(
+                    &mut self,
+                    restore: &#p::Restore<'_>,
+                ) -> ::std::result::Result<(), #p::TaskError> {
+                    #restore
+                        .map_err(|e| #p::TaskError::Restore(::std::string::ToString::to_string(&e)))
+                }
+            }
+        }
+    };
     Ok(quote! {
         #block
 
@@ -303,6 +378,8 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             type Key = #key;
             type Out = #output;
             type Time = #time;
+
+            #state
 
             #[inline]
             fn on_record(&mut self, value: #input, ctx: &mut #p::Context<'_, #key, #output>) {

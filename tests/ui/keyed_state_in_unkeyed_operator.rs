@@ -1,6 +1,6 @@
 use streamwork::prelude::*;
 
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 struct Counts {
     counts: KeyedState<u64, u64>,
 }

@@ -203,6 +203,10 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> streamwork_core::checkpoint::Replayab
 impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     type Out = Collector<T>;
 
+    fn replayable(&self) -> bool {
+        true
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         let step = u64::from(ctx.parallelism());
         match self.resume.take() {

@@ -45,7 +45,7 @@ mod memory;
 mod stdout;
 mod tcp;
 
-pub use collect::CollectSink;
+pub use collect::{CollectSink, TransactionalCollectSink};
 pub use errors::{BadInput, InputErrors};
 pub use file::{FileSink, FileSource, TransactionalFileSink, UpsertFileSink};
 pub use generator::{DynMake, DynStamp, Generate, GeneratorSource, NoStamp, Stamp, StampWith};

@@ -245,10 +245,119 @@ fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
     second.restore(&restore_at(2, false)).unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n2\n");
     assert_eq!(visible(&dir), vec!["dead-letter"]);
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
     assert_eq!(
-        std::fs::read_dir(&dir).unwrap().count(),
-        1,
-        "no staging left"
+        left,
+        [".dead-letter.published", "dead-letter"],
+        "no staging left, only the record of what was published"
     );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".dead-letter.published")).unwrap(),
+        "00000000000000000002"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Both kinds of transactional file sink in `dir`: a directory of parts
+/// (`dir/parts`) and one file (`dir/single`).
+fn both(dir: &std::path::Path) -> [streamwork_connectors::TransactionalFileSink<u64>; 2] {
+    let format = |v: &u64, line: &mut Vec<u8>| line.extend_from_slice(v.to_string().as_bytes());
+    let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+    let mut sinks = [
+        FileSink::new(dir.join("parts"), format).transactional(),
+        FileSink::new(dir.join("single"), format)
+            .single_file()
+            .transactional(),
+    ];
+    for sink in &mut sinks {
+        sink.open(&ctx).unwrap();
+    }
+    sinks
+}
+
+/// A run that crashed before its first checkpoint completed left staged
+/// output; the next run starts from no checkpoint and must not publish it,
+/// even when its own checkpoints reuse the ids (here: 1, with nothing
+/// written before its barrier).
+#[test]
+fn a_run_from_no_checkpoint_discards_what_a_crashed_run_staged() {
+    let dir = std::env::temp_dir().join(format!("streamwork-txn-fresh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for mut crashed in both(&dir) {
+        for v in 0..3 {
+            crashed.write(record(v)).unwrap();
+        }
+        crashed.pre_commit(CheckpointId::new(1)).unwrap();
+    }
+    for mut sink in both(&dir) {
+        sink.restore(&restore_at(0, false)).unwrap();
+        // Checkpoint 1 of this run covers nothing; then everything, once.
+        sink.pre_commit(CheckpointId::new(1)).unwrap();
+        sink.commit(CheckpointId::new(1)).unwrap();
+        for v in 0..3 {
+            sink.write(record(v)).unwrap();
+        }
+        sink.pre_commit(CheckpointId::new(2)).unwrap();
+        sink.commit(CheckpointId::new(2)).unwrap();
+    }
+    let mut parts = String::new();
+    for name in visible(&dir.join("parts")) {
+        parts += &std::fs::read_to_string(dir.join("parts").join(name)).unwrap();
+    }
+    assert_eq!(parts, "0\n1\n2\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("single")).unwrap(),
+        "0\n1\n2\n"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Output published for checkpoint 2 and a run that starts from checkpoint
+/// 1, or from none (the checkpoint directory was lost or is another one):
+/// refused, naming the sink, the checkpoint and the fix; nothing changes.
+#[test]
+fn a_run_that_starts_before_published_output_is_refused() {
+    let dir = std::env::temp_dir().join(format!("streamwork-txn-behind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for mut sink in both(&dir) {
+        for checkpoint in 1..=2 {
+            sink.write(record(checkpoint)).unwrap();
+            sink.pre_commit(CheckpointId::new(checkpoint)).unwrap();
+            sink.commit(CheckpointId::new(checkpoint)).unwrap();
+        }
+    }
+    let before = std::fs::read_to_string(dir.join("single")).unwrap();
+    for from in [1, 0] {
+        for (mut sink, target) in both(&dir).into_iter().zip(["parts", "single"]) {
+            let error = sink.restore(&restore_at(from, false)).unwrap_err();
+            let text = error.to_string();
+            assert!(text.contains("`out`"), "{text}");
+            assert!(text.contains("checkpoint 2"), "{text}");
+            let start = match from {
+                0 => "no checkpoint".to_string(),
+                n => format!("checkpoint {n}"),
+            };
+            assert!(text.contains(&format!("starts from {start}")), "{text}");
+            let fix = format!("remove {}", dir.join(target).display());
+            assert!(text.contains(&fix), "{text}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(dir.join("single")).unwrap(), before);
+    assert_eq!(
+        visible(&dir.join("parts")),
+        ["part-0-00000000000000000001", "part-0-00000000000000000002"]
+    );
+    // From the checkpoint that published it, or the final one, it resumes.
+    for mut sink in both(&dir) {
+        sink.restore(&restore_at(2, false)).unwrap();
+    }
+    for mut sink in both(&dir) {
+        sink.restore(&restore_at(0, true)).unwrap();
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -91,6 +91,32 @@ pub fn transactional<S: Transactional>(sink: S) -> S {
 /// when the input has ended. The coordinator stores it under a real id.
 pub const FINAL_CHECKPOINT: CheckpointId = CheckpointId::FINAL;
 
+/// What an instance taking its part of a checkpoint knows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotContext {
+    /// The checkpoint ([`CheckpointId::FINAL`] at end of input).
+    pub checkpoint: CheckpointId,
+    /// The job's key groups: keyed state is snapshotted by key group, so
+    /// that a restore at another parallelism can take each instance's share.
+    pub key_groups: crate::KeyGroups,
+    /// The instance taking it.
+    pub instance: InstanceIdx,
+    /// The component's parallelism.
+    pub parallelism: u32,
+}
+
+impl SnapshotContext {
+    /// The context of instance 0 of 1, for tests and harnesses.
+    pub fn single(checkpoint: CheckpointId) -> Self {
+        SnapshotContext {
+            checkpoint,
+            key_groups: crate::KeyGroups::DEFAULT,
+            instance: InstanceIdx(0),
+            parallelism: 1,
+        }
+    }
+}
+
 /// One instance's state in a checkpoint: bytes (an rkyv archive, say) and
 /// the version of their layout, so that a newer build can migrate them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +161,30 @@ pub struct Restore<'a> {
 }
 
 impl<'a> Restore<'a> {
+    /// What a run that starts from no checkpoint offers a sink: checkpoint
+    /// [`CheckpointId::NONE`], no parts.
+    pub fn nothing(
+        component: &'a str,
+        instance: InstanceIdx,
+        parallelism: u32,
+        key_groups: crate::KeyGroups,
+    ) -> Self {
+        Restore {
+            component,
+            checkpoint: CheckpointId::NONE,
+            is_final: false,
+            instance,
+            parallelism,
+            key_groups,
+            parts: Vec::new(),
+        }
+    }
+
+    /// Whether the run starts from no checkpoint.
+    pub fn is_fresh(&self) -> bool {
+        self.checkpoint == CheckpointId::NONE
+    }
+
     /// The snapshot the instance with this index wrote: this instance's own
     /// state when the parallelism has not changed.
     pub fn own(&self) -> Option<RestoredPart<'a>> {

@@ -1,7 +1,7 @@
 //! The user-facing traits: [`Source`], [`Operator`], [`CoOperator`], [`Sink`],
 //! and the context they run in.
 
-use crate::checkpoint::{CheckpointId, Restore, StateBytes};
+use crate::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use crate::collector::Collector;
 use crate::error::{ConnectorError, TaskError};
 use crate::instance::InstanceContext;
@@ -14,6 +14,21 @@ pub use crate::stream_time::{
     Watermarked,
 };
 use crate::time::Timestamp;
+
+/// What an operator keeps across records, as it declares it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Statefulness {
+    /// It keeps nothing across records: what it emits for a record depends
+    /// on that record alone (and on its configuration).
+    Stateless,
+    /// It keeps state, and its snapshots hold all of it: restored, it goes
+    /// on as if it had never stopped.
+    Checkpointed,
+    /// It keeps state its snapshots leave out; the text says how to make it
+    /// checkpoint (a window built without `.checkpointed()`, say). A job or
+    /// a run that promises more than at-most-once refuses it.
+    Unchecked(&'static str),
+}
 
 /// What a source did in one [`Source::poll`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -48,6 +63,17 @@ pub trait Source: Clone + Send + 'static {
     /// Releases resources at the end (input ended, or the job stops).
     fn close(&mut self) -> Result<(), ConnectorError> {
         Ok(())
+    }
+
+    /// Whether the source can resume from its checkpointed position, so
+    /// that a run promising at-least-once or exactly-once may read it
+    /// (checked when the run starts). `false` by default: a source that
+    /// overrides [`snapshot`](Self::snapshot) and [`restore`](Self::restore)
+    /// says `true` here, and implements
+    /// [`Replayable`](crate::checkpoint::Replayable) for `job!`'s check at
+    /// compile time.
+    fn replayable(&self) -> bool {
+        false
     }
 
     /// The position to resume from (chapter 10), taken when a checkpoint
@@ -152,7 +178,7 @@ impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
 /// directly:
 ///
 /// ```
-/// use streamwork_core::{Collector, Context, NoKey, Operator};
+/// use streamwork_core::{Collector, Context, NoKey, Operator, Statefulness};
 /// #[derive(Clone)]
 /// struct Double;
 /// impl Operator for Double {
@@ -160,6 +186,9 @@ impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
 ///     type Key = NoKey;
 ///     type Out = Collector<u64>;
 ///     type Time = streamwork_core::AnyTime;
+///     fn statefulness(&self) -> Statefulness {
+///         Statefulness::Stateless
+///     }
 ///     fn on_record(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
 ///         ctx.emit(value * 2);
 ///     }
@@ -191,20 +220,20 @@ pub trait Operator: Clone + Send + 'static {
         let _ = (watermark, out);
     }
 
-    /// Whether [`snapshot`](Self::snapshot) holds everything this instance
-    /// keeps across records. `false` (a window built without
-    /// `.checkpointed()`, say) and the job refuses to be built with a delivery
-    /// promise stronger than at-most-once. The default, `true`, suits
-    /// stateless operators and those that implement `snapshot`.
-    fn checkpoints_state(&self) -> bool {
-        true
-    }
+    /// What this instance keeps across records: nothing, state that
+    /// [`snapshot`](Self::snapshot) holds all of, or state its snapshots
+    /// leave out (refused by any job or run that promises more than
+    /// at-most-once). There is no default: stateful-ness is declared, never
+    /// assumed. `#[operator]` declares it from the operator's
+    /// `#[derive(State)]` (or its `stateless` argument).
+    fn statefulness(&self) -> Statefulness;
 
     /// This instance's state for a checkpoint (chapter 10), taken between
     /// two records once the checkpoint's barrier has arrived on its inputs.
     /// `None` (the default): it keeps no state worth restoring.
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        None
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        let _ = ctx;
+        Ok(None)
     }
 
     /// Restores the state a previous run checkpointed, before `open`. At a
@@ -293,20 +322,20 @@ pub trait CoOperator: Clone + Send + 'static {
         let _ = (watermark, out);
     }
 
-    /// Whether [`snapshot`](Self::snapshot) holds everything this instance
-    /// keeps across records. `false` (a window built without
-    /// `.checkpointed()`, say) and the job refuses to be built with a delivery
-    /// promise stronger than at-most-once. The default, `true`, suits
-    /// stateless operators and those that implement `snapshot`.
-    fn checkpoints_state(&self) -> bool {
-        true
-    }
+    /// What this instance keeps across records: nothing, state that
+    /// [`snapshot`](Self::snapshot) holds all of, or state its snapshots
+    /// leave out (refused by any job or run that promises more than
+    /// at-most-once). There is no default: stateful-ness is declared, never
+    /// assumed. `#[operator]` declares it from the operator's
+    /// `#[derive(State)]` (or its `stateless` argument).
+    fn statefulness(&self) -> Statefulness;
 
     /// This instance's state for a checkpoint (chapter 10), taken between
     /// two records once the checkpoint's barrier has arrived on its inputs.
     /// `None` (the default): it keeps no state worth restoring.
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        None
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        let _ = ctx;
+        Ok(None)
     }
 
     /// Restores the state a previous run checkpointed, before `open`. At a
@@ -353,6 +382,17 @@ pub trait Sink: Clone + Send + 'static {
         self.flush()
     }
 
+    /// Whether what the sink makes visible is exactly what a run without
+    /// failure would (it publishes per completed checkpoint, or overwrites
+    /// by key), so that a run promising exactly-once may write to it
+    /// (checked when the run starts). `false` by default: a transactional or
+    /// idempotent sink says `true` here, and implements
+    /// [`Transactional`](crate::checkpoint::Transactional) for `job!`'s check
+    /// at compile time.
+    fn exactly_once(&self) -> bool {
+        false
+    }
+
     /// Everything written since the previous checkpoint belongs to
     /// `checkpoint`: make it durable, staged but not yet visible (a
     /// transactional sink), or simply flush it (the default).
@@ -369,11 +409,17 @@ pub trait Sink: Clone + Send + 'static {
         Ok(())
     }
 
-    /// Right after [`open`](Self::open) in a restarted job (a sink restores
-    /// after it opens, as it needs its outputs to commit or discard what a
-    /// previous run staged):
-    /// `restore.checkpoint` is the last complete checkpoint; commit what was
-    /// staged up to it and discard what was staged after.
+    /// Right after [`open`](Self::open), in every run that takes
+    /// checkpoints (a sink restores after it opens, as it needs its outputs
+    /// to commit or discard what a previous run staged):
+    /// `restore.checkpoint` is the checkpoint the run starts from; commit
+    /// what was staged up to it and discard what was staged after. A run
+    /// that starts from no checkpoint is told so with
+    /// [`CheckpointId::NONE`] and no parts: everything an earlier run
+    /// staged is then discarded (it belongs to checkpoints that never
+    /// completed). Output already *published* past the checkpoint the run
+    /// starts from is a refusal (a [`ConnectorError`] that names it), not a
+    /// silent repeat.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         let _ = restore;
         Ok(())

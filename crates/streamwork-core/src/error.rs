@@ -81,6 +81,9 @@ pub enum TaskError {
     /// State checkpointed by a previous run could not be restored.
     #[error("cannot restore checkpointed state: {0}")]
     Restore(String),
+    /// The instance could not take its snapshot for a checkpoint.
+    #[error("cannot take a snapshot of the state: {0}")]
+    Snapshot(String),
 }
 
 impl TaskError {
@@ -92,6 +95,7 @@ impl TaskError {
         match self {
             TaskError::Connector(error) => error.domain,
             TaskError::Restore(_) => ErrorDomain::User,
+            TaskError::Snapshot(_) => ErrorDomain::Internal,
             TaskError::Disconnected | TaskError::UpstreamFailed => ErrorDomain::Internal,
         }
     }
@@ -101,7 +105,7 @@ impl TaskError {
     pub fn is_retryable(&self) -> bool {
         match self {
             TaskError::Connector(error) => error.is_retryable(),
-            TaskError::Restore(_) => false,
+            TaskError::Restore(_) | TaskError::Snapshot(_) => false,
             // A cascade: the failure that caused it decides.
             TaskError::Disconnected | TaskError::UpstreamFailed => true,
         }

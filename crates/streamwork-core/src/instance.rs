@@ -100,6 +100,21 @@ impl InstanceContext {
         )
     }
 
+    /// What a run that takes checkpoints restores this instance from: the
+    /// checkpoint's state, or [`Restore::nothing`] when it starts from
+    /// none. `None` in a run without checkpoints.
+    pub fn recovery(&self) -> Option<Restore<'_>> {
+        self.checkpoints.as_ref()?;
+        Some(self.restore().unwrap_or_else(|| {
+            Restore::nothing(
+                &self.component,
+                self.instance,
+                self.parallelism,
+                self.key_groups,
+            )
+        }))
+    }
+
     /// The component's name, as given in the job.
     pub fn component(&self) -> &str {
         &self.component

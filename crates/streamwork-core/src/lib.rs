@@ -55,11 +55,12 @@ pub mod testkit;
 pub mod time;
 pub mod timer;
 
-pub use checkpoint::{CheckpointView, Delivery, Restore, StateBytes};
+pub use checkpoint::{CheckpointView, Delivery, Restore, SnapshotContext, StateBytes};
 pub use collector::Collector;
 pub use component::{
     Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, KeyKind, NoKey,
-    Operator, Sink, Source, SourcePoll, StreamTime, TimeRequirement, Unwatermarked, Watermarked,
+    Operator, Sink, Source, SourcePoll, Statefulness, StreamTime, TimeRequirement, Unwatermarked,
+    Watermarked,
 };
 pub use control::{Control, Disconnected};
 pub use edge::Edge;

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use streamwork_core::testkit::Harness;
-//! use streamwork_core::{AnyTime, Collector, Context, NoKey, Operator};
+//! use streamwork_core::{AnyTime, Collector, Context, NoKey, Operator, Statefulness};
 //! #[derive(Clone)]
 //! struct Double;
 //! impl Operator for Double {
@@ -25,6 +25,9 @@
 //!     type Key = NoKey;
 //!     type Out = Collector<u32>;
 //!     type Time = AnyTime;
+//!     fn statefulness(&self) -> Statefulness {
+//!         Statefulness::Stateless
+//!     }
 //!     fn on_record(&mut self, v: u32, ctx: &mut Context<'_, NoKey, Collector<u32>>) {
 //!         ctx.emit(v * 2);
 //!     }
@@ -37,9 +40,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::checkpoint::{Restore, RestoredPart, StateBytes};
+use crate::checkpoint::{Restore, RestoredPart, SnapshotContext, StateBytes};
 use crate::collector::Collector;
-use crate::component::{AnyTime, CoOperator, Context, KeyKind, NoKey, Operator};
+use crate::component::{AnyTime, CoOperator, Context, KeyKind, NoKey, Operator, Statefulness};
 use crate::error::TaskError;
 use crate::grouping::KeyGroups;
 use crate::id::{CheckpointId, InstanceIdx};
@@ -47,6 +50,14 @@ use crate::instance::InstanceContext;
 use crate::outputs::{OutputParts, Outputs};
 use crate::record::Data;
 use crate::time::Timestamp;
+
+/// A snapshot, or the test's failure with the operator's error.
+fn snapshot_or_panic(snapshot: Result<Option<StateBytes>, TaskError>) -> Option<StateBytes> {
+    match snapshot {
+        Ok(state) => state,
+        Err(error) => panic!("the operator failed to take its snapshot: {error}"),
+    }
+}
 
 fn context(name: &str) -> InstanceContext {
     InstanceContext::new(name, InstanceIdx(0), 1, KeyGroups::DEFAULT)
@@ -110,9 +121,17 @@ impl<O: Operator> Harness<O> {
         Ok(Self::new(operator))
     }
 
-    /// Takes the snapshot a checkpoint would.
+    /// Takes the snapshot a checkpoint would (checkpoint 1, instance 0 of 1).
+    ///
+    /// # Panics
+    ///
+    /// If the operator fails to take it: a harness drives a test, which
+    /// then fails with the operator's error.
     pub fn snapshot(&mut self) -> Option<StateBytes> {
-        self.operator.snapshot()
+        snapshot_or_panic(
+            self.operator
+                .snapshot(&SnapshotContext::single(CheckpointId::new(1))),
+        )
     }
 
     /// Processes `value` with key `key` (`()` when unkeyed) at event time `time` (ms).
@@ -294,6 +313,7 @@ pub struct Scripted<R> {
 /// ```
 /// use streamwork_core::testkit::{Fault, Step, run_script};
 /// use streamwork_core::{AnyTime, Collector, Context, NoKey, Operator, Restore, StateBytes, TaskError};
+/// use streamwork_core::{SnapshotContext, Statefulness};
 /// // A running sum that checkpoints its total.
 /// #[derive(Clone, Default)]
 /// struct Sum(u64);
@@ -306,8 +326,11 @@ pub struct Scripted<R> {
 ///         self.0 += v;
 ///         ctx.emit(self.0);
 ///     }
-///     fn snapshot(&mut self) -> Option<StateBytes> {
-///         Some(StateBytes { schema: 1, bytes: self.0.to_le_bytes().to_vec() })
+///     fn statefulness(&self) -> Statefulness {
+///         Statefulness::Checkpointed
+///     }
+///     fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+///         Ok(Some(StateBytes { schema: 1, bytes: self.0.to_le_bytes().to_vec() }))
 ///     }
 ///     fn restore(&mut self, r: &Restore<'_>) -> Result<(), TaskError> {
 ///         if let Some(part) = r.own() {
@@ -461,7 +484,7 @@ trait Scriptable {
     fn is_checkpoint(step: &Self::Step) -> bool;
     /// Applies a step other than a checkpoint.
     fn apply(&mut self, step: &Self::Step);
-    fn snapshot(&mut self) -> Option<StateBytes>;
+    fn snapshot(&mut self) -> Result<Option<StateBytes>, TaskError>;
     fn end(&mut self);
     fn out(&mut self) -> &mut Self::Out;
 }
@@ -486,8 +509,9 @@ where
             Step::Checkpoint => {}
         }
     }
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.operator.snapshot()
+    fn snapshot(&mut self) -> Result<Option<StateBytes>, TaskError> {
+        self.operator
+            .snapshot(&SnapshotContext::single(CheckpointId::new(1)))
     }
     fn end(&mut self) {
         Harness::end(self);
@@ -519,8 +543,9 @@ where
             CoStep::Checkpoint => {}
         }
     }
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.operator.snapshot()
+    fn snapshot(&mut self) -> Result<Option<StateBytes>, TaskError> {
+        self.operator
+            .snapshot(&SnapshotContext::single(CheckpointId::new(1)))
     }
     fn end(&mut self) {
         CoHarness::end(self);
@@ -568,7 +593,7 @@ fn run_instance<I: Scriptable, R>(
         }
         if I::is_checkpoint(current) {
             checkpoints += 1;
-            let state = instance.snapshot();
+            let state = instance.snapshot()?;
             staged.extend(drain(instance.out()));
             run.output.append(&mut staged);
             run.checkpoints += 1;
@@ -690,11 +715,15 @@ impl<T: Data> Operator for InjectFault<T> {
         ctx.emit(value);
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
+
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         self.snapshots += 1;
         if self.fault == Fault::InCheckpoint(self.snapshots) {
             self.fire(&format!("in checkpoint {}", self.snapshots));
         }
-        None
+        Ok(None)
     }
 }

@@ -12,6 +12,7 @@ use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
     StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
@@ -101,12 +102,15 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
         self.checkpoint.open(ctx);
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness(
+            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+        )
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         snapshot_rows(
+            ctx,
             &self.checkpoint,
             "interval join",
             self.watermark,

@@ -2,6 +2,7 @@
 //! checkpointing: both sides' rows with their times, the watermark, and the
 //! cleanup timers registered again on restore.
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{Key, Restore, StateBytes, TaskError};
 use streamwork_state::KeyedCheckpoint;
@@ -24,12 +25,13 @@ pub(crate) fn rows_of<'a, K: Key, L, R>(
 /// The snapshot of every key's rows and the watermark (`None` unless the
 /// join was built `.checkpointed()`).
 pub(crate) fn snapshot_rows<K: Key, L: Clone, R: Clone>(
+    ctx: &SnapshotContext,
     checkpoint: &KeyedCheckpoint<i64, K, Rows<L, R>>,
     what: &str,
     watermark: i64,
     rows: &FastHashMap<K, Rows<L, R>>,
-) -> Option<StateBytes> {
-    checkpoint.snapshot(what, watermark, || {
+) -> Result<Option<StateBytes>, TaskError> {
+    checkpoint.snapshot(ctx, what, watermark, || {
         rows.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     })
 }

@@ -17,6 +17,7 @@ use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
     StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::{Change, JoinKind, JoinRow};
@@ -104,12 +105,14 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
         self.checkpoint.open(ctx);
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness(
+            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+        )
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.checkpoint.snapshot("stream-table join", (), || {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.checkpoint.snapshot(ctx, "stream-table join", (), || {
             self.table
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
@@ -210,13 +213,15 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
         self.checkpoint.open(ctx);
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness(
+            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+        )
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         self.checkpoint
-            .snapshot("temporal join", self.watermark, || {
+            .snapshot(ctx, "temporal join", self.watermark, || {
                 let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
                 for (key, versions) in &self.versions {
                     per_key.entry(key.clone()).or_default().0 =

@@ -10,6 +10,7 @@ use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
     StateBytes, TaskError,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::{Change, Delta, JoinRow};
@@ -95,12 +96,14 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
         self.checkpoint.open(ctx);
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness(
+            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+        )
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.checkpoint.snapshot("table-table join", (), || {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.checkpoint.snapshot(ctx, "table-table join", (), || {
             self.rows
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))

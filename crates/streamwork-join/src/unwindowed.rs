@@ -14,6 +14,7 @@ use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
     StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
@@ -121,12 +122,15 @@ impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
         self.checkpoint.open(ctx);
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness(
+            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+        )
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         snapshot_rows(
+            ctx,
             &self.checkpoint,
             "stream-stream join",
             self.watermark,

@@ -10,6 +10,7 @@ use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
     StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
@@ -126,24 +127,27 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
         self.checkpoint.open(ctx);
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness(
+            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+        )
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.checkpoint.snapshot("window join", self.watermark, || {
-            let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
-            for (&end, keys) in &self.windows {
-                for (key, (lefts, rights)) in keys {
-                    per_key.entry(key.clone()).or_default().push((
-                        end,
-                        lefts.clone(),
-                        rights.clone(),
-                    ));
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.checkpoint
+            .snapshot(ctx, "window join", self.watermark, || {
+                let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
+                for (&end, keys) in &self.windows {
+                    for (key, (lefts, rights)) in keys {
+                        per_key.entry(key.clone()).or_default().push((
+                            end,
+                            lefts.clone(),
+                            rights.clone(),
+                        ));
+                    }
                 }
-            }
-            per_key.into_iter().collect()
-        })
+                per_key.into_iter().collect()
+            })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -57,6 +57,18 @@ pub enum JobError {
         /// What the run provides.
         run: Delivery,
     },
+    /// The run takes checkpoints for a delivery that a component cannot keep.
+    #[error(
+        "component `{component}` cannot keep the {delivery} delivery this run's checkpoints promise: {problem}"
+    )]
+    CannotKeepDelivery {
+        /// The component.
+        component: String,
+        /// The delivery the run's checkpoints promise.
+        delivery: Delivery,
+        /// Why not, and what to do.
+        problem: String,
+    },
     /// The checkpoint log could not be read or written.
     #[error("checkpoints: {0}")]
     Checkpoint(#[from] streamwork_state::StateError),
@@ -85,11 +97,15 @@ impl JobError {
             // A panic is a bug in the code that panicked: the user's, unless
             // it was Streamwork's own, which we cannot tell apart here.
             JobError::Panicked { .. } => ErrorDomain::User,
-            JobError::Graph(_) | JobError::WeakerDelivery { .. } | JobError::CtrlC(_) => {
-                ErrorDomain::User
-            }
+            JobError::Graph(_)
+            | JobError::WeakerDelivery { .. }
+            | JobError::CannotKeepDelivery { .. }
+            | JobError::CtrlC(_) => ErrorDomain::User,
             JobError::Spawn { .. } => ErrorDomain::External,
-            JobError::Checkpoint(streamwork_state::StateError::Io { .. }) => ErrorDomain::External,
+            JobError::Checkpoint(
+                streamwork_state::StateError::Io { .. }
+                | streamwork_state::StateError::CompleteCheckpointUnusable { .. },
+            ) => ErrorDomain::External,
             JobError::Checkpoint(_) => ErrorDomain::User,
         }
     }
@@ -107,6 +123,7 @@ impl JobError {
             JobError::Spawn { .. } => true,
             JobError::Graph(_)
             | JobError::WeakerDelivery { .. }
+            | JobError::CannotKeepDelivery { .. }
             | JobError::Checkpoint(_)
             | JobError::CtrlC(_) => false,
         }

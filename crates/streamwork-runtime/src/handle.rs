@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use streamwork_core::{InstanceIdx, TaskError};
 
-use crate::checkpoint::CheckpointStats;
+use crate::checkpoint::{CheckpointStats, Recovery};
 use crate::error::JobError;
 use crate::metrics::Registry;
 use crate::report::{ComponentReport, InstanceReport, JobReport};
@@ -19,10 +19,17 @@ pub struct JobHandle {
     registry: Arc<Registry>,
     monitor: Option<JoinHandle<()>>,
     coordinator: Option<JoinHandle<()>>,
-    checkpoint_stats: Option<Arc<Mutex<Vec<CheckpointStats>>>>,
+    checkpoint_stats: Option<CheckpointRecord>,
     threads: Vec<JoinHandle<Ended>>,
     flags: Flags,
     started: Instant,
+}
+
+/// What a checkpointed run records of its checkpoints: where it started
+/// from, and each one it completed.
+pub(crate) struct CheckpointRecord {
+    pub(crate) completed: Arc<Mutex<Vec<CheckpointStats>>>,
+    pub(crate) recovery: Recovery,
 }
 
 impl JobHandle {
@@ -32,7 +39,7 @@ impl JobHandle {
         registry: Arc<Registry>,
         monitor: Option<JoinHandle<()>>,
         coordinator: Option<JoinHandle<()>>,
-        checkpoint_stats: Option<Arc<Mutex<Vec<CheckpointStats>>>>,
+        checkpoint_stats: Option<CheckpointRecord>,
         threads: Vec<JoinHandle<Ended>>,
         flags: Flags,
         started: Instant,
@@ -123,6 +130,7 @@ impl LiveMetrics {
             thrashing: monitor.thrashing,
             source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
             checkpoints: Vec::new(),
+            recovery: Recovery::default(),
             restarts: 0,
         }
     }
@@ -206,8 +214,13 @@ impl JobHandle {
             });
         }
         let mut report = self.snapshot();
-        if let Some(stats) = &self.checkpoint_stats {
-            report.checkpoints = stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(record) = &self.checkpoint_stats {
+            report.checkpoints = record
+                .completed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            report.recovery = record.recovery.clone();
         }
         Ok(report)
     }

@@ -82,7 +82,7 @@ pub use builder::{
     ComponentKind, ComponentPlan, EdgeDef, EdgePlan, GraphError, JobBuilder, JobConfig, JobGraph,
     JobPlan, NodeDef, PortInfo,
 };
-pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery};
+pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery};
 pub use error::JobError;
 pub use handle::{JobHandle, LiveMetrics, StopHandle};
 pub use instance::InstanceCounters;

@@ -63,6 +63,9 @@ pub struct JobReport {
     /// The checkpoints completed, in order (a job that takes them; filled
     /// in by `join`).
     pub checkpoints: Vec<crate::checkpoint::CheckpointStats>,
+    /// The checkpoint this run restored, and what of the checkpoint
+    /// directory it could not read (filled in by `join`).
+    pub recovery: crate::checkpoint::Recovery,
     /// Times the job was restarted after a failure (`run_with`).
     pub restarts: u32,
 }

@@ -13,10 +13,10 @@ use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Delivery, Restor
 
 use crate::acking::Acker;
 use crate::builder::JobGraph;
-use crate::checkpoint::{self, CheckpointConfig, CheckpointLink, Coordinator, Signals};
+use crate::checkpoint::{self, CheckpointConfig, CheckpointLink, Coordinator, Recovery, Signals};
 use crate::error::JobError;
 use crate::failure::Failure;
-use crate::handle::JobHandle;
+use crate::handle::{CheckpointRecord, JobHandle};
 use crate::metrics::{MONITOR_INTERVAL, Registry};
 use crate::options::RunOptions;
 use crate::task::{Ended, Flags, Task, TaskCheckpoints, drive};
@@ -50,7 +50,10 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
     let threads = spawn_tasks(graph, groups, &flags)?;
     let (coordinator, checkpoint_stats) = match checkpointing {
         Some(checkpointing) => {
-            let stats = checkpointing.coordinator.stats.clone();
+            let stats = CheckpointRecord {
+                completed: checkpointing.coordinator.stats.clone(),
+                recovery: checkpointing.recovery,
+            };
             match spawn_coordinator(checkpointing.coordinator, &failure) {
                 Ok(handle) => (Some(handle), Some(stats)),
                 Err(error) => {
@@ -102,6 +105,16 @@ fn checked_delivery(
             run,
         });
     }
+    // A run that takes checkpoints promises what they deliver, declared or
+    // not: every component must be able to keep it, or the run does not
+    // start.
+    if let Some((component, problem)) = graph.delivery_problem(by_checkpoints) {
+        return Err(JobError::CannotKeepDelivery {
+            component: component.to_string(),
+            delivery: by_checkpoints,
+            problem,
+        });
+    }
     Ok(config)
 }
 
@@ -111,6 +124,7 @@ struct Checkpointing {
     tasks: TaskCheckpoints,
     view: CheckpointView,
     link: CheckpointLink,
+    recovery: Recovery,
 }
 
 /// Loads the checkpoint to restore from (if asked and there is one) and
@@ -120,10 +134,10 @@ fn open_checkpoints(
     config: &CheckpointConfig,
     failure: &Failure,
 ) -> Result<Checkpointing, JobError> {
-    let restored = if config.restore {
+    let (restored, recovery) = if config.restore {
         checkpoint::load(&config.dir)?
     } else {
-        None
+        (None, Recovery::default())
     };
     let completed = restored
         .as_ref()
@@ -155,6 +169,7 @@ fn open_checkpoints(
         tasks,
         view,
         link,
+        recovery,
     })
 }
 

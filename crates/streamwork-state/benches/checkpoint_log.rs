@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     let started = Instant::now();
-    let id = log.next_checkpoint_id();
+    let id = log.next_checkpoint_id().unwrap();
     log.append_snapshot(id, 1, 0, 1, &bytes)?;
     log.commit(id, 1)?;
     let write_s = started.elapsed().as_secs_f64();

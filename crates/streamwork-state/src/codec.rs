@@ -43,7 +43,9 @@ use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::state::Key;
-use streamwork_core::{InstanceContext, Restore, StateBytes, TaskError};
+use streamwork_core::{
+    InstanceContext, Restore, SnapshotContext, StateBytes, Statefulness, TaskError,
+};
 
 use crate::error::StateError;
 use crate::keyed::KeyGroupEntries;
@@ -311,26 +313,35 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         self.key_groups = ctx.key_groups();
     }
 
+    /// What the operator declares it keeps: checkpointed state once
+    /// enabled; otherwise state its checkpoints leave out, and `fix` says
+    /// how to enable it.
+    pub fn statefulness(&self, fix: &'static str) -> Statefulness {
+        if self.is_enabled() {
+            Statefulness::Checkpointed
+        } else {
+            Statefulness::Unchecked(fix)
+        }
+    }
+
     /// The snapshot of `entries` (built only if enabled) with `meta`, for
-    /// the operator's `snapshot`: `None` when disabled.
-    ///
-    /// # Panics
-    ///
-    /// If the state cannot be archived (a length beyond what the archive
-    /// format describes), naming `what`: a checkpoint must never silently
-    /// leave state out, and the runtime reports the panic as the instance's
-    /// failure.
+    /// the operator's `snapshot`: `None` when disabled. State that cannot be
+    /// archived (a length beyond what the archive format describes) is an
+    /// error naming `what`: a checkpoint never silently leaves state out.
     pub fn snapshot(
         &self,
+        ctx: &SnapshotContext,
         what: &str,
         meta: M,
         entries: impl FnOnce() -> Vec<(K, V)>,
-    ) -> Option<StateBytes> {
-        let codec = self.codec?;
-        match codec.snapshot(meta, entries(), self.key_groups) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => panic!("{what}: cannot snapshot their state: {e}"),
-        }
+    ) -> Result<Option<StateBytes>, TaskError> {
+        let Some(codec) = self.codec else {
+            return Ok(None);
+        };
+        codec
+            .snapshot(meta, entries(), ctx.key_groups)
+            .map(Some)
+            .map_err(|e| TaskError::Snapshot(format!("{what}: {e}")))
     }
 
     /// What the operator's `restore` restores from: every old instance's

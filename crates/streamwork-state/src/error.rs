@@ -27,6 +27,25 @@ pub enum StateError {
         /// What was found and could not be used.
         skipped: Vec<String>,
     },
+    /// A checkpoint that completed, and whose output transactional sinks
+    /// may have published, cannot be read: restoring an older one would
+    /// publish that output again, so nothing is restored.
+    #[error(
+        "checkpoint {newest} in {dir} completed (transactional sinks may have published its output) but cannot be used{}{}: restoring {} would publish output again. Repair or restore {dir} from a backup; to start over instead, remove it together with the job's committed output",
+        usable.map_or(String::new(), |u| format!(", and the newest usable one is {u}")),
+        if skipped.is_empty() { String::new() } else { format!(" ({})", skipped.join("; ")) },
+        usable.map_or("from nothing".to_string(), |u| format!("checkpoint {u}"))
+    )]
+    CompleteCheckpointUnusable {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// The newest checkpoint known to have completed.
+        newest: streamwork_core::CheckpointId,
+        /// The newest checkpoint that could be restored.
+        usable: Option<streamwork_core::CheckpointId>,
+        /// What was found damaged or missing.
+        skipped: Vec<String>,
+    },
     /// A payload is not a valid archive of the type asked for.
     #[error(
         "the snapshot of operator {operator:#x} part {part} in checkpoint {checkpoint} is not a valid archive of `{type_name}`: {reason}"
@@ -80,6 +99,17 @@ pub enum StateError {
         found: u32,
         /// Key groups of the job restoring it.
         expected: u32,
+    },
+    /// A field of an operator's state cannot be restored as the operator is
+    /// now (`#[derive(State)]`).
+    #[error("cannot restore field `{field}` of `{component}`: {reason}")]
+    FieldRefused {
+        /// The component.
+        component: String,
+        /// The field (empty when the whole snapshot is refused).
+        field: String,
+        /// Why, and what to do.
+        reason: String,
     },
     /// A snapshot larger than a record can describe.
     #[error("a snapshot of {len} bytes does not fit in a checkpoint log record")]

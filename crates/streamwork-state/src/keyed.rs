@@ -135,6 +135,13 @@ pub struct ReducingState<K: Key, V, F> {
     reduce: F,
 }
 
+impl<K: Key, V, F> ReducingState<K, V, F> {
+    /// The state, to restore it in place.
+    pub(crate) fn keyed_mut(&mut self) -> &mut KeyedState<K, V> {
+        &mut self.state
+    }
+}
+
 impl<K: Key, V, F: Fn(&mut V, V)> ReducingState<K, V, F> {
     /// Empty state folding with `reduce(accumulated, new)`.
     pub fn new(reduce: F) -> Self {
@@ -198,6 +205,11 @@ pub struct AggregatingState<K: Key, A: Aggregate> {
 }
 
 impl<K: Key, A: Aggregate> AggregatingState<K, A> {
+    /// The state, to restore it in place.
+    pub(crate) fn keyed_mut(&mut self) -> &mut KeyedState<K, A::Acc> {
+        &mut self.state
+    }
+
     /// Empty state for `aggregate`.
     pub fn new(aggregate: A) -> Self {
         AggregatingState {

@@ -12,7 +12,10 @@
 //!
 //! The keyed state kinds (value, list, map, reducing, aggregating) live here
 //! too, with their snapshots partitioned by key group so that a job restored
-//! at another parallelism gives each instance the keys it now owns.
+//! at another parallelism gives each instance the keys it now owns, and the
+//! state the framework owns ([`OperatorState`], what `#[derive(State)]`
+//! implements): an operator's fields checkpointed and restored without user
+//! code.
 //!
 //! Not here: the barriers and the coordinator that decide *when* a snapshot
 //! is taken; this crate decides what it holds and how it is stored and read
@@ -24,7 +27,7 @@
 //!
 //! let dir = std::env::temp_dir().join(format!("swlog-crate-doc-{}", std::process::id()));
 //! let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
-//! let id = log.next_checkpoint_id();
+//! let id = log.next_checkpoint_id()?;
 //! // Two instances of operator 7 snapshot their (key, count) pairs.
 //! log.append_snapshot(id, 7, 0, 1, &archive(&vec![(1u64, 10u64)])?)?;
 //! log.append_snapshot(id, 7, 1, 1, &archive(&vec![(2u64, 20u64)])?)?;
@@ -44,6 +47,7 @@ mod codec;
 mod error;
 mod keyed;
 mod log;
+mod managed;
 mod record;
 mod snapshot;
 mod version;
@@ -62,5 +66,9 @@ pub use keyed::{
     MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,
 };
 pub use log::{CheckpointLog, LogOptions, load_checkpoint, load_latest};
+pub use managed::{
+    FieldKind, FieldRestore, FieldSnapshot, FieldsReader, FieldsWriter, InstanceState,
+    MANAGED_STATE_SCHEMA, OperatorState, StateField,
+};
 pub use snapshot::{Checkpoint, Snapshot, archive};
 pub use version::{Migration, VersionedState, operator_id};

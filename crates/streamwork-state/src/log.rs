@@ -15,6 +15,20 @@ use crate::snapshot::{Checkpoint, Entry};
 
 const SEGMENT_SUFFIX: &str = "swlog";
 
+/// The file naming the newest complete checkpoint, replaced atomically at
+/// every commit: the evidence that a checkpoint completed even if its
+/// segment is later damaged or lost.
+const COMPLETE_MARKER: &str = "COMPLETE";
+
+/// The file naming the first checkpoint id no run has handed out yet: a
+/// run reserves ids in blocks, so that an id triggered by a run that
+/// crashed before its checkpoint completed (and therefore never reached
+/// the log) is never handed out again.
+const RESERVED_MARKER: &str = "RESERVED";
+
+/// Ids reserved at a time: one durable write per block.
+const RESERVED_BLOCK: u64 = 1024;
+
 /// How a [`CheckpointLog`] writes.
 #[derive(Clone, Debug)]
 pub struct LogOptions {
@@ -47,7 +61,7 @@ impl Default for LogOptions {
 /// use streamwork_state::{CheckpointLog, LogOptions, archive, load_latest};
 /// let dir = std::env::temp_dir().join(format!("swlog-doc-{}", std::process::id()));
 /// let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
-/// let id = log.next_checkpoint_id();
+/// let id = log.next_checkpoint_id()?;
 /// log.append_snapshot(id, 42, 0, 1, &archive(&vec![1u64, 2, 3])?)?;
 /// log.commit(id, 1)?;
 /// let checkpoint = load_latest(&dir)?;
@@ -65,6 +79,8 @@ pub struct CheckpointLog {
     active: Option<Active>,
     complete: BTreeSet<u64>,
     next_id: u64,
+    /// Ids below this one are reserved for this writer.
+    reserved: u64,
     next_seq: u64,
 }
 
@@ -88,6 +104,8 @@ impl CheckpointLog {
             .chain(scan.commits.keys().copied())
             .max();
         let next_seq = scan.segments.iter().map(|s| s.seq + 1).max().unwrap_or(0);
+        let reserved = read_id(&dir.join(RESERVED_MARKER))?.unwrap_or(0);
+        let next_id = newest.map_or(1, |n| n + 1).max(reserved).max(1);
         Ok(CheckpointLog {
             dir,
             options,
@@ -98,7 +116,9 @@ impl CheckpointLog {
                 .collect(),
             active: None,
             complete,
-            next_id: newest.map_or(1, |n| n + 1),
+            next_id,
+            // Nothing reserved yet: the first id taken reserves a block.
+            reserved: next_id,
             next_seq,
         })
     }
@@ -108,12 +128,20 @@ impl CheckpointLog {
         &self.dir
     }
 
-    /// An id greater than any checkpoint id the directory mentions, complete
-    /// or not: ids never repeat, across restarts too.
-    pub fn next_checkpoint_id(&mut self) -> CheckpointId {
+    /// An id greater than any checkpoint id handed out before from this
+    /// directory, by this writer or an earlier one, complete or not (even
+    /// one that never reached the log): ids never repeat, across restarts
+    /// and crashes too. Ids are reserved durably in blocks, so a restart
+    /// may skip some.
+    pub fn next_checkpoint_id(&mut self) -> Result<CheckpointId, StateError> {
+        if self.next_id >= self.reserved {
+            let reserved = self.next_id + RESERVED_BLOCK;
+            write_id(&self.dir, RESERVED_MARKER, reserved)?;
+            self.reserved = reserved;
+        }
         let id = self.next_id;
         self.next_id += 1;
-        CheckpointId::new(id)
+        Ok(CheckpointId::new(id))
     }
 
     /// Ids of the complete checkpoints still kept, oldest first.
@@ -161,9 +189,15 @@ impl CheckpointLog {
         };
         self.append(header, &[])?;
         self.sync()?;
+        self.mark_complete(checkpoint)?;
         self.complete.insert(checkpoint.get());
         self.next_id = self.next_id.max(checkpoint.get() + 1);
         self.reclaim()
+    }
+
+    /// Replaces the completion marker with `checkpoint`.
+    fn mark_complete(&self, checkpoint: CheckpointId) -> Result<(), StateError> {
+        write_id(&self.dir, COMPLETE_MARKER, checkpoint.get())
     }
 
     fn sync(&mut self) -> Result<(), StateError> {
@@ -262,18 +296,113 @@ impl CheckpointLog {
 /// snapshots are not all there. The newest checkpoint that survives all of
 /// it is returned, with what was skipped on the way in
 /// [`Checkpoint::skipped`] (and logged as warnings).
+///
+/// It never falls back past a checkpoint that completed: if the newest
+/// complete checkpoint (by its commit record, or by the marker every commit
+/// leaves, which survives the loss of a segment) cannot be used, the answer
+/// is [`StateError::CompleteCheckpointUnusable`], since transactional sinks
+/// may already have published what it covers.
 pub fn load_latest(dir: impl AsRef<Path>) -> Result<Checkpoint, StateError> {
-    load_where(dir.as_ref(), |_| true)
+    let dir = dir.as_ref();
+    let scan = scan(dir)?;
+    let (newest, mut notes) = newest_complete(dir, &scan)?;
+    match choose(dir, scan, |_| true) {
+        Ok(checkpoint) => match newest {
+            Some(newest) if newest > checkpoint.id() => {
+                notes.extend(checkpoint.skipped().iter().cloned());
+                Err(StateError::CompleteCheckpointUnusable {
+                    dir: dir.to_path_buf(),
+                    newest,
+                    usable: Some(checkpoint.id()),
+                    skipped: notes,
+                })
+            }
+            _ => Ok(checkpoint),
+        },
+        Err(StateError::NoCheckpoint { skipped, .. }) if newest.is_some() => {
+            notes.extend(skipped);
+            Err(StateError::CompleteCheckpointUnusable {
+                dir: dir.to_path_buf(),
+                newest: newest.unwrap_or(CheckpointId::NONE),
+                usable: None,
+                skipped: notes,
+            })
+        }
+        Err(StateError::NoCheckpoint { dir, mut skipped }) => {
+            skipped.extend(notes);
+            Err(StateError::NoCheckpoint { dir, skipped })
+        }
+        other => other,
+    }
+}
+
+/// Replaces `dir/name` with `id`: written aside, flushed, then renamed over
+/// the old file, so that it always holds one whole id.
+fn write_id(dir: &Path, name: &str, id: u64) -> Result<(), StateError> {
+    let path = dir.join(name);
+    let aside = dir.join(format!("{name}.next"));
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(&aside)?;
+        file.write_all(format!("{id}\n").as_bytes())?;
+        file.sync_data()?;
+        std::fs::rename(&aside, &path)
+    };
+    write().map_err(|e| StateError::io("write", &path, e))?;
+    if let Ok(dir) = File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// The id `path` holds: `None` if there is no such file, an error if it
+/// holds something else.
+fn read_id(path: &Path) -> Result<Option<u64>, StateError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.trim().parse().map(Some).map_err(|_| {
+            StateError::io(
+                "read",
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "not a checkpoint id"),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StateError::io("read", path, e)),
+    }
+}
+
+/// The newest checkpoint of `dir` known to have completed, by its commit
+/// records and its marker, with what could not be read on the way.
+fn newest_complete(
+    dir: &Path,
+    scan: &Scan,
+) -> Result<(Option<CheckpointId>, Vec<String>), StateError> {
+    let mut notes = Vec::new();
+    let marker = dir.join(COMPLETE_MARKER);
+    let marked = match std::fs::read_to_string(&marker) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(id) => Some(id),
+            Err(_) => {
+                notes.push(format!("{}: not a checkpoint id", marker.display()));
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StateError::io("read", &marker, e)),
+    };
+    let committed = scan.commits.keys().next_back().copied();
+    let newest = marked.max(committed).filter(|&id| id > 0);
+    Ok((newest.map(CheckpointId::new), notes))
 }
 
 /// Loads complete checkpoint `id` of `dir`, checked as [`load_latest`]
 /// checks the newest.
 pub fn load_checkpoint(dir: impl AsRef<Path>, id: CheckpointId) -> Result<Checkpoint, StateError> {
-    load_where(dir.as_ref(), |candidate| candidate == id.get())
+    let dir = dir.as_ref();
+    choose(dir, scan(dir)?, |candidate| candidate == id.get())
 }
 
-fn load_where(dir: &Path, wanted: impl Fn(u64) -> bool) -> Result<Checkpoint, StateError> {
-    let scan = scan(dir)?;
+/// The newest checkpoint of `scan` that `wanted` accepts and that is whole.
+fn choose(dir: &Path, scan: Scan, wanted: impl Fn(u64) -> bool) -> Result<Checkpoint, StateError> {
     let mut skipped = scan.skipped;
     for (&id, &expected) in scan.commits.iter().rev().filter(|(id, _)| wanted(**id)) {
         // The last copy of a (operator, part) wins.

@@ -1,7 +1,10 @@
 //! The checkpoint log as a recovering job meets it: complete checkpoints
-//! come back exactly; torn tails, flipped bits, missing snapshots and missing
-//! commit records cost only what they touched, never a panic and never wrong
-//! data; retention reclaims old segments.
+//! come back exactly; what a crash leaves (a torn tail, a checkpoint
+//! without its commit record) costs only the checkpoint it interrupted;
+//! damage to a checkpoint that completed (flipped bits, missing snapshots,
+//! a lost segment) is refused, naming it, rather than silently rewinding to
+//! an older one; never a panic and never wrong data; retention reclaims
+//! old segments.
 
 use std::path::{Path, PathBuf};
 
@@ -46,7 +49,7 @@ fn state(id: CheckpointId, part: u32) -> Vec<(u64, u64)> {
 fn write(dir: &Path, options: LogOptions, n: u64, parts: u32) -> CheckpointLog {
     let mut log = CheckpointLog::open(dir, options).unwrap();
     for _ in 0..n {
-        let id = log.next_checkpoint_id();
+        let id = log.next_checkpoint_id().unwrap();
         for part in 0..parts {
             log.append_snapshot(id, OPERATOR, part, 1, &archive(&state(id, part)).unwrap())
                 .unwrap();
@@ -98,31 +101,98 @@ fn the_newest_complete_checkpoint_comes_back_exactly() {
 fn a_checkpoint_without_its_commit_record_is_not_used() {
     let dir = TestDir::new("uncommitted");
     let mut log = write(&dir.0, LogOptions::default(), 2, 2);
-    let id = log.next_checkpoint_id();
+    let id = log.next_checkpoint_id().unwrap();
     log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
         .unwrap();
     drop(log); // a crash before the commit
     assert_eq!(load_latest(&dir.0).unwrap().id(), CheckpointId::new(2));
-    // A restarted writer never reuses the uncommitted id.
+    // A restarted writer never reuses the uncommitted id, nor one it
+    // handed out that never reached the log at all.
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    assert_eq!(log.next_checkpoint_id(), CheckpointId::new(id.get() + 1));
+    let unlogged = log.next_checkpoint_id().unwrap();
+    assert!(unlogged > id);
+    drop(log); // a crash before any part of `unlogged` was written
+    let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+    let next = log.next_checkpoint_id().unwrap();
+    assert!(next > unlogged, "{next} after {unlogged}");
+    // Within one writer, ids are consecutive.
+    assert_eq!(
+        log.next_checkpoint_id().unwrap(),
+        CheckpointId::new(next.get() + 1)
+    );
+}
+
+/// The marker a crash leaves says which checkpoint completed last.
+fn set_marker(dir: &Path, id: u64) {
+    std::fs::write(dir.join("COMPLETE"), format!("{id}\n")).unwrap();
+}
+
+/// A refusal to restore anything older than `newest`, which completed.
+fn assert_refused(
+    result: Result<streamwork_state::Checkpoint, StateError>,
+    newest: u64,
+    usable: Option<u64>,
+) {
+    match result {
+        Err(StateError::CompleteCheckpointUnusable {
+            newest: n,
+            usable: u,
+            ..
+        }) => {
+            assert_eq!(n, CheckpointId::new(newest));
+            assert_eq!(u, usable.map(CheckpointId::new));
+        }
+        Err(other) => panic!("expected a refusal, got: {other}"),
+        Ok(checkpoint) => panic!("expected a refusal, got checkpoint {}", checkpoint.id()),
+    }
 }
 
 #[test]
-fn a_commit_whose_snapshots_are_missing_is_skipped() {
+fn a_complete_checkpoint_whose_snapshots_are_missing_is_refused_not_skipped() {
     let dir = TestDir::new("missing");
     let mut log = write(&dir.0, LogOptions::default(), 1, 2);
-    let id = log.next_checkpoint_id();
+    let id = log.next_checkpoint_id().unwrap();
     log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
         .unwrap();
     log.commit(id, 2).unwrap();
-    let checkpoint = load_latest(&dir.0).unwrap();
-    assert_eq!(checkpoint.id(), CheckpointId::new(1));
+    let error = load_latest(&dir.0).err().unwrap();
+    let text = error.to_string();
     assert!(
-        checkpoint.skipped()[0].contains("committed with 2 snapshots but 1 are readable"),
-        "{:?}",
-        checkpoint.skipped()
+        text.contains("committed with 2 snapshots but 1 are readable"),
+        "{text}"
     );
+    assert!(text.contains("checkpoint 2"), "{text}");
+    assert!(text.contains("newest usable one is 1"), "{text}");
+    assert!(text.contains("from a backup"), "{text}");
+    assert_refused(load_latest(&dir.0), 2, Some(1));
+    // Asked for by id, the older one is still there to read.
+    let older = streamwork_state::load_checkpoint(&dir.0, CheckpointId::new(1)).unwrap();
+    assert_intact(&older, 2);
+}
+
+#[test]
+fn a_lost_segment_of_the_newest_checkpoint_is_refused() {
+    let dir = TestDir::new("lost-segment");
+    let options = LogOptions {
+        segment_bytes: 256,
+        retain: 10,
+    };
+    write(&dir.0, options, 4, 2);
+    let newest = segments(&dir.0).pop().unwrap();
+    std::fs::remove_file(&newest).unwrap();
+    // The commit record of 4 went with its segment; the marker remembers it.
+    assert_refused(load_latest(&dir.0), 4, Some(3));
+    // Every segment lost: still refused, not a fresh start.
+    for segment in segments(&dir.0) {
+        std::fs::remove_file(segment).unwrap();
+    }
+    assert_refused(load_latest(&dir.0), 4, None);
+    // Without the marker there is no evidence left: an empty directory.
+    std::fs::remove_file(dir.0.join("COMPLETE")).unwrap();
+    assert!(matches!(
+        load_latest(&dir.0),
+        Err(StateError::NoCheckpoint { .. })
+    ));
 }
 
 #[test]
@@ -185,11 +255,15 @@ fn retention_keeps_the_last_complete_checkpoints_and_reclaims_segments() {
         assert!(id >= 5, "{} still holds checkpoint {id}", segment.display());
     }
     assert_intact(&load_latest(&dir.0).unwrap(), 2);
-    // A reopened log goes on where it stopped.
+    // A reopened log goes on past every id handed out.
     let mut log = CheckpointLog::open(&dir.0, options).unwrap();
-    assert_eq!(log.next_checkpoint_id(), CheckpointId::new(7));
+    assert!(log.next_checkpoint_id().unwrap() > CheckpointId::new(6));
 }
 
+/// A crash can cut the log at any byte; the marker then names the last
+/// checkpoint whose commit record was whole (it is replaced only after the
+/// record is durable). The same cut with the marker at 3 is damage done
+/// after the fact, and refused.
 #[test]
 fn a_torn_tail_at_any_byte_falls_back_to_the_last_whole_checkpoint() {
     let dir = TestDir::new("torn");
@@ -214,6 +288,11 @@ fn a_torn_tail_at_any_byte_falls_back_to_the_last_whole_checkpoint() {
     for cut in 0..whole.len() {
         std::fs::write(&segment, &whole[..cut]).unwrap();
         let expected = commits_end.iter().filter(|&&end| end <= cut).count() as u64;
+        if expected < 3 {
+            set_marker(&dir.0, 3);
+            assert_refused(load_latest(&dir.0), 3, (expected > 0).then_some(expected));
+        }
+        set_marker(&dir.0, expected);
         match load_latest(&dir.0) {
             Ok(checkpoint) => {
                 assert_eq!(checkpoint.id(), CheckpointId::new(expected), "cut at {cut}");
@@ -245,8 +324,9 @@ fn is_boundary(log: &[u8], cut: usize) -> bool {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Any flipped bit anywhere in the log: loading never panics and never
-    /// returns data other than what was written for the checkpoint it names.
+    /// Any flipped bit anywhere in the log: loading never panics, never
+    /// returns data other than what was written for the checkpoint it names,
+    /// and never an older checkpoint than the newest that completed.
     #[test]
     fn a_flipped_bit_never_yields_wrong_data(position in 0usize..1_000_000, bit in 0u8..8) {
         let dir = TestDir::new("flip");
@@ -262,10 +342,13 @@ proptest! {
         std::fs::write(file, &bytes).unwrap();
         match load_latest(&dir.0) {
             Ok(checkpoint) => {
-                prop_assert!((1..=4).contains(&checkpoint.id().get()));
+                prop_assert_eq!(checkpoint.id(), CheckpointId::new(4));
                 assert_intact(&checkpoint, 2);
             }
-            Err(StateError::NoCheckpoint { .. }) => {}
+            Err(StateError::CompleteCheckpointUnusable { newest, usable, .. }) => {
+                prop_assert_eq!(newest, CheckpointId::new(4));
+                prop_assert!(usable.is_none_or(|u| u < newest));
+            }
             Err(other) => prop_assert!(false, "{other}"),
         }
     }

@@ -60,7 +60,7 @@ where
     let dir = Dir::new(name);
     let operator = operator_id(name);
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    let id = log.next_checkpoint_id();
+    let id = log.next_checkpoint_id().unwrap();
     for (instance, state) in states.iter().enumerate() {
         let bytes = snapshot_keyed(state, GROUPS).unwrap();
         log.append_snapshot(id, operator, instance as u32, 1, &bytes)

@@ -73,7 +73,7 @@ fn write_the_v1_fixture() {
     let dir = fixture();
     let _ = std::fs::remove_dir_all(&dir);
     let mut log = CheckpointLog::open(&dir, LogOptions::default()).unwrap();
-    let id = log.next_checkpoint_id();
+    let id = log.next_checkpoint_id().unwrap();
     log.append_snapshot(
         id,
         operator_id("counter"),

@@ -11,6 +11,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::{
     AnyTime, Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::aggregate::Aggregate;
@@ -137,12 +138,12 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
         }
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness("build it `.checkpointed()` (its key and accumulator types must be archivable with rkyv)")
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.checkpoint.snapshot("count windows", (), || {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.checkpoint.snapshot(ctx, "count windows", (), || {
             self.keys
                 .iter()
                 .map(|k| {

@@ -10,6 +10,7 @@ use streamwork_core::timer::Timers;
 use streamwork_core::{
     Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
@@ -258,24 +259,25 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         }
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness("build it `.checkpointed()` (its key and accumulator types must be archivable with rkyv)")
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
-        self.checkpoint.snapshot("session windows", self.now, || {
-            self.keys
-                .iter()
-                .map(|k| {
-                    let sessions = k
-                        .sessions
-                        .iter()
-                        .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
-                        .collect();
-                    (k.key.clone(), sessions)
-                })
-                .collect()
-        })
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.checkpoint
+            .snapshot(ctx, "session windows", self.now, || {
+                self.keys
+                    .iter()
+                    .map(|k| {
+                        let sessions = k
+                            .sessions
+                            .iter()
+                            .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
+                            .collect();
+                        (k.key.clone(), sessions)
+                    })
+                    .collect()
+            })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -21,6 +21,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::{
     Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
@@ -601,13 +602,13 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         }
     }
 
-    fn checkpoints_state(&self) -> bool {
-        self.checkpoint.is_enabled()
+    fn statefulness(&self) -> Statefulness {
+        self.checkpoint.statefulness("build it `.checkpointed()` (its key and accumulator types must be archivable with rkyv)")
     }
 
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         if !self.checkpoint.is_enabled() {
-            return None;
+            return Ok(None);
         }
         self.settle_hot();
         let mut by_key: HashTable<KeyParts<KK::Value, A::Acc>> = HashTable::new();
@@ -623,7 +624,8 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             }
         }
         let entries = by_key.into_iter().map(|(_, k, parts)| (k, parts)).collect();
-        self.checkpoint.snapshot("windows", self.now, || entries)
+        self.checkpoint
+            .snapshot(ctx, "windows", self.now, || entries)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -40,6 +40,7 @@ use streamwork_core::{
     AssignsWatermarks, Collector, Context, Data, InstanceContext, NoKey, Operator, Outputs, Record,
     Restore, StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{SnapshotContext, Statefulness};
 
 use crate::LateCounter;
 
@@ -313,6 +314,12 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     type Out = Collector<T>;
     type Time = AssignsWatermarks;
 
+    fn statefulness(&self) -> Statefulness {
+        // The event time it reached, so that a restored job does not move
+        // event time back.
+        Statefulness::Checkpointed
+    }
+
     fn open(&mut self, ctx: &InstanceContext) {
         if let Some(group) = self.alignment.take() {
             let slot = group.join();
@@ -368,7 +375,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
     /// The event time reached: the largest timestamp seen, the proposed and
     /// the emitted watermark, so that a restored job does not move event
     /// time back.
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let mut bytes = Vec::with_capacity(24);
         for value in [
             self.max_seen.unwrap_or(i64::MIN),
@@ -377,10 +384,10 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
         ] {
             bytes.extend_from_slice(&value.to_le_bytes());
         }
-        Some(StateBytes {
+        Ok(Some(StateBytes {
             schema: WATERMARK_SCHEMA,
             bytes,
-        })
+        }))
     }
 
     /// At another parallelism, every instance takes the earliest time any

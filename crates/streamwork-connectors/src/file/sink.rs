@@ -199,6 +199,7 @@ impl<T: Data> Sink for FileSink<T> {
                 "a transactional file sink restored before it was opened".to_string(),
             ));
         };
+        files.refuse_published_after(restore)?;
         files.recover(restore.checkpoint, restore.is_final)?;
         if self.single {
             return Ok(());
@@ -209,7 +210,9 @@ impl<T: Data> Sink for FileSink<T> {
         for old in orphaned_instances(&self.path, restore.parallelism)? {
             if old % restore.parallelism == restore.instance.0 {
                 let target = self.path.join(format!("part-{old}"));
-                Staging::new(target, false).recover(restore.checkpoint, restore.is_final)?;
+                let orphan = Staging::new(target, false);
+                orphan.refuse_published_after(restore)?;
+                orphan.recover(restore.checkpoint, restore.is_final)?;
             }
         }
         Ok(())
@@ -250,6 +253,10 @@ impl<T: Data> streamwork_core::checkpoint::Transactional for TransactionalFileSi
 
 impl<T: Data> Sink for TransactionalFileSink<T> {
     type In = T;
+
+    fn exactly_once(&self) -> bool {
+        true
+    }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.0.open(ctx)
@@ -419,6 +426,11 @@ impl Staging {
             .unwrap_or(0);
         std::fs::write(&marker, before.to_string()).map_err(|e| io("writing", &marker, e))?;
         self.append(&path, before)?;
+        // Published before the staged file goes: a crash in between leaves
+        // the record ahead of the file, never behind it.
+        let published = self.hidden("published");
+        std::fs::write(&published, staged_name(staged))
+            .map_err(|e| io("writing", &published, e))?;
         std::fs::remove_file(&path).map_err(|e| io("removing", &path, e))?;
         self.sync_dir()?;
         std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))
@@ -441,6 +453,60 @@ impl Staging {
             .map_err(|e| io("appending to", &self.target, e))?;
         file.sync_data()
             .map_err(|e| io("flushing", &self.target, e))
+    }
+
+    /// The newest checkpoint whose output this instance published: by the
+    /// names of its committed files, or, for one file, by the record its
+    /// commits keep.
+    fn published(&self) -> Result<Option<Staged>, ConnectorError> {
+        if self.single {
+            let path = self.hidden("published");
+            return match std::fs::read_to_string(&path) {
+                Ok(text) => Ok(parse_staged(text.trim())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io("reading", &path, e)),
+            };
+        }
+        let prefix = format!("{}-", self.name);
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| io("listing", &self.dir, e))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                parse_staged(name.strip_prefix(&prefix)?)
+            })
+            .max())
+    }
+
+    /// Refuses a run that starts before output this instance has already
+    /// published: replaying it would publish it twice.
+    fn refuse_published_after(&self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let Some(published) = self.published()? else {
+            return Ok(());
+        };
+        let covered = if restore.is_final {
+            Staged::Final
+        } else {
+            Staged::At(restore.checkpoint)
+        };
+        if published <= covered {
+            return Ok(());
+        }
+        let from = if restore.is_fresh() {
+            "no checkpoint".to_string()
+        } else {
+            format!("checkpoint {}", restore.checkpoint)
+        };
+        let what = match published {
+            Staged::At(id) => format!("checkpoint {id}"),
+            Staged::Final => "the final checkpoint".to_string(),
+        };
+        Err(ConnectorError::user(format!(
+            "transactional file sink `{}` has published the output of {what} to {}, but this run starts from {from}: that output would be published twice. The job is not using the checkpoint directory this output was written with, or that directory lost its newest checkpoints: point the job at it, or remove {} to start over",
+            restore.component,
+            self.target.display(),
+            if self.single { &self.target } else { &self.dir }.display(),
+        )))
     }
 
     /// After a restart from checkpoint `restored`: commits what checkpoints
@@ -519,6 +585,18 @@ fn staged_name(staged: Staged) -> String {
         Staged::At(id) => format!("{:020}", id.get()),
         Staged::Final => "final".to_string(),
     }
+}
+
+/// The checkpoint a staged or committed file name ends with.
+fn parse_staged(suffix: &str) -> Option<Staged> {
+    if suffix == "final" {
+        return Some(Staged::Final);
+    }
+    let digits = suffix.len() == 20 && suffix.bytes().all(|b| b.is_ascii_digit());
+    digits
+        .then(|| suffix.parse().ok())
+        .flatten()
+        .map(|id| Staged::At(CheckpointId::new(id)))
 }
 
 fn io(action: &str, path: &Path, e: std::io::Error) -> ConnectorError {

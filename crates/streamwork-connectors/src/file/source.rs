@@ -158,6 +158,10 @@ impl<T: Data> streamwork_core::checkpoint::Replayable for FileSource<T> {}
 impl<T: Data> Source for FileSource<T> {
     type Out = Collector<T>;
 
+    fn replayable(&self) -> bool {
+        true
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         let meta = std::fs::metadata(&self.path)
             .map_err(|e| ConnectorError::io(format!("reading input {}", self.path.display()), e))?;

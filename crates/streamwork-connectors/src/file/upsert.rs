@@ -86,6 +86,10 @@ fn valid_file_name(name: &str) -> bool {
 impl<T: Data, K: Hash + Eq + ToString + Send + 'static> Sink for UpsertFileSink<T, K> {
     type In = T;
 
+    fn exactly_once(&self) -> bool {
+        true
+    }
+
     fn open(&mut self, _ctx: &InstanceContext) -> Result<(), ConnectorError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io("creating directory", &self.dir, e))
     }

@@ -397,6 +397,10 @@ impl KafkaSource {
 impl Source for KafkaSource {
     type Out = Collector<KafkaRecord>;
 
+    fn replayable(&self) -> bool {
+        true
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.hooks = ctx.checkpoints().cloned();
         let mut config = ClientConfig::new();

@@ -427,6 +427,18 @@ impl Instance {
         let published = marker
             .filter(|&(epoch, _)| epoch == self.run)
             .map(|(_, checkpoint)| checkpoint);
+        if let Some(published) = published.filter(|&p| p > covered.id()) {
+            let what = if published == Staged::Final.id() {
+                "the final checkpoint".to_string()
+            } else {
+                format!("checkpoint {published}")
+            };
+            return Err(ConnectorError::user(format!(
+                "transactional kafka sink {} has published the output of {what} to `{}`, but this run restores an older checkpoint: that output would be published twice. The job is not using the checkpoint directory this output was written with, or that directory lost its newest checkpoints: point the job at it",
+                self.dir.display(),
+                self.publisher.topic,
+            )));
+        }
         for (which, path) in self.staged()? {
             let reached_kafka = published.is_some_and(|marker| which.is_published_by(marker));
             if !reached_kafka && which <= covered {
@@ -540,6 +552,10 @@ impl<T: Data> Transactional for TransactionalKafkaSink<T> {}
 impl<T: Data> Sink for TransactionalKafkaSink<T> {
     type In = T;
 
+    fn exactly_once(&self) -> bool {
+        true
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         let instance = self.open_instance(ctx.instance().0, ctx.checkpoints().is_some())?;
         self.instance = Some(instance);
@@ -603,6 +619,19 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
     /// again from the replay); after a scale-down, the same for what the
     /// removed instances staged (old instance `k` by new `k % parallelism`).
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        if restore.is_fresh() {
+            // Nothing an earlier run staged completed: a new epoch, and the
+            // removed instances' leftovers go (opening each fences its
+            // producer id, aborting what it left open).
+            self.instance()?.start_fresh()?;
+            for k in self.orphans(restore)? {
+                let orphan = self.open_instance(k, true)?;
+                fs::remove_dir_all(&orphan.dir).map_err(|e| {
+                    ConnectorError::io(format!("removing {}", orphan.dir.display()), e)
+                })?;
+            }
+            return Ok(());
+        }
         let covered = if restore.is_final {
             Staged::Final
         } else {

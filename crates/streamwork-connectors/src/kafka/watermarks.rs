@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use streamwork_core::Control;
 use streamwork_core::{
     AssignsWatermarks, Collector, Context, InstanceContext, NoKey, Operator, Outputs, Restore,
     StateBytes, TaskError, Timestamp,
 };
+use streamwork_core::{Control, SnapshotContext, Statefulness};
 
 use super::source::KafkaRecord;
 
@@ -144,6 +144,11 @@ impl Operator for PartitionWatermarks {
     type Out = Collector<KafkaRecord>;
     type Time = AssignsWatermarks;
 
+    fn statefulness(&self) -> Statefulness {
+        // The event time reached, per partition.
+        Statefulness::Checkpointed
+    }
+
     fn open(&mut self, _ctx: &InstanceContext) {}
 
     #[inline]
@@ -190,17 +195,17 @@ impl Operator for PartitionWatermarks {
 
     /// Each partition's largest timestamp and the emitted watermark, so that
     /// a restored job does not move event time back.
-    fn snapshot(&mut self) -> Option<StateBytes> {
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let mut bytes = Vec::with_capacity(8 + self.partitions.len() * 12);
         bytes.extend_from_slice(&self.emitted.millis().to_le_bytes());
         for (&id, partition) in &self.partitions {
             bytes.extend_from_slice(&id.to_le_bytes());
             bytes.extend_from_slice(&partition.max_seen.to_le_bytes());
         }
-        Some(StateBytes {
+        Ok(Some(StateBytes {
             schema: SCHEMA,
             bytes,
-        })
+        }))
     }
 
     /// Takes every old instance's partitions (a partition belongs to one

@@ -182,6 +182,10 @@ impl<T: Data> Operator for ToRows<T> {
     type Out = Collector<String>;
     type Time = AnyTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
+
     #[inline]
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<String>>) {
         ctx.emit((self.0)(&value));

@@ -46,6 +46,10 @@ impl CoOperator for ClosingPrices {
     type Out = Collector<(u64, u64)>;
     type Time = EventTime;
 
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Unchecked("the Nexmark queries run at most once")
+    }
+
     fn on_left(&mut self, auction: Auction, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
         let state = self.auctions.entry(auction.id).or_default();
         for bid in std::mem::take(&mut state.waiting) {
@@ -118,7 +122,7 @@ struct CategoryAverages {
     totals: BTreeMap<u64, (u128, u64)>,
 }
 
-#[operator]
+#[operator(at_most_once)]
 impl CategoryAverages {
     fn on_record(
         &mut self,

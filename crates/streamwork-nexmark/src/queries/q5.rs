@@ -24,7 +24,7 @@ struct HotItems {
     windows: BTreeMap<(i64, i64), (u64, Vec<u64>)>,
 }
 
-#[operator(event_time)]
+#[operator(event_time, at_most_once)]
 impl HotItems {
     fn on_record(
         &mut self,

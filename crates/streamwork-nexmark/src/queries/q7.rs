@@ -57,7 +57,7 @@ struct HighestBids {
     windows: BTreeMap<i64, (u64, Vec<Bid>)>,
 }
 
-#[operator(event_time)]
+#[operator(event_time, at_most_once)]
 impl HighestBids {
     fn on_record(
         &mut self,

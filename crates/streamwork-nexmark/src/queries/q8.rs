@@ -16,7 +16,7 @@ use crate::time::format;
 
 const WINDOW: i64 = 10_000;
 
-#[operator]
+#[operator(stateless)]
 impl Q8Rows {
     fn on_record(&mut self, row: JoinRow<u64, Person, Auction>, out: &mut Collector<String>) {
         let Some(person) = row.left else { return };

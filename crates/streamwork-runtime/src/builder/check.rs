@@ -46,12 +46,15 @@ impl JobBuilder {
                 delivery,
             });
         }
-        if delivery != Delivery::AtMostOnce
-            && let Some(component) = self.uncheckpointed.first()
+        if let Some((component, problem)) = self
+            .nodes
+            .iter()
+            .find_map(|n| Some((n.name(), n.guarantee.problem(delivery)?)))
         {
-            return Err(GraphError::UncheckpointedState {
-                component: component.clone(),
+            return Err(GraphError::CannotKeepDelivery {
+                component: component.to_string(),
                 delivery,
+                problem,
             });
         }
         for (idx, node) in self.nodes.iter().enumerate() {

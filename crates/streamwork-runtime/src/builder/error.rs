@@ -30,16 +30,19 @@ pub enum GraphError {
         /// The delivery the job promises.
         delivery: Delivery,
     },
-    /// A component whose state its checkpoints would leave out, in a job that
-    /// promises not to lose records.
+    /// A component that cannot keep the delivery the job promises: a
+    /// source that is not replayable, an operator whose state its
+    /// checkpoints leave out, a sink that would publish replays twice.
     #[error(
-        "component `{component}` keeps state that its checkpoints leave out, but the job promises {delivery} delivery: build it checkpointed (`.checkpointed()` on windows and joins, `snapshot`/`restore` on your own operators)"
+        "component `{component}` cannot keep the {delivery} delivery the job promises: {problem}"
     )]
-    UncheckpointedState {
+    CannotKeepDelivery {
         /// The component.
         component: String,
         /// The delivery the job promises.
         delivery: Delivery,
+        /// Why not, and what to do.
+        problem: String,
     },
     /// A parallelism of zero.
     #[error("component `{component}` has parallelism 0: it must be at least 1")]

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use streamwork_core::NodeId;
+use streamwork_core::Statefulness;
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::collector::DEFAULT_BATCH_SIZE;
 use streamwork_core::flow::FlowControl;
@@ -46,6 +47,46 @@ pub struct PortInfo {
     pub keyed: bool,
 }
 
+/// What a component can keep of a delivery promise, as it declares it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Guarantee {
+    /// A source: whether it resumes from its checkpointed position.
+    Source {
+        /// [`Source::replayable`](streamwork_core::Source::replayable).
+        replayable: bool,
+    },
+    /// An operator: what it keeps across records.
+    Operator(Statefulness),
+    /// A sink: whether what it publishes is exactly a failure-free run's.
+    Sink {
+        /// [`Sink::exactly_once`](streamwork_core::Sink::exactly_once).
+        exactly_once: bool,
+    },
+}
+
+impl Guarantee {
+    /// Why this component cannot keep `delivery`, if it cannot, with the fix.
+    pub fn problem(self, delivery: Delivery) -> Option<String> {
+        if delivery == Delivery::AtMostOnce {
+            return None;
+        }
+        match self {
+            Guarantee::Source { replayable: false } => Some(
+                "it is not a replayable source: after a failure it cannot resume from its checkpointed position; read a replayable source (`FileSource`, `GeneratorSource`, `KafkaSource`), or run at most once".to_string(),
+            ),
+            Guarantee::Operator(Statefulness::Unchecked(fix)) => Some(format!(
+                "it keeps state that its checkpoints leave out: {fix}"
+            )),
+            Guarantee::Sink {
+                exactly_once: false,
+            } if delivery == Delivery::ExactlyOnce => Some(
+                "it is neither transactional nor idempotent: after a failure it would publish replayed records twice; write to a transactional sink (`FileSink::transactional()`, `KafkaSink::transactional(..)`) or an idempotent one (`UpsertFileSink`), or promise at least once".to_string(),
+            ),
+            _ => None,
+        }
+    }
+}
+
 /// One component of a job graph.
 pub struct NodeDef {
     pub(crate) name: Arc<str>,
@@ -53,6 +94,7 @@ pub struct NodeDef {
     pub(crate) parallelism: u32,
     pub(crate) ports: Vec<PortInfo>,
     pub(crate) channels: Vec<ChannelInfo>,
+    pub(crate) guarantee: Guarantee,
     pub(crate) factory: NodeFactory,
 }
 
@@ -80,6 +122,10 @@ impl NodeDef {
     /// Output channels.
     pub fn channels(&self) -> &[ChannelInfo] {
         &self.channels
+    }
+    /// What it can keep of a delivery promise.
+    pub fn guarantee(&self) -> Guarantee {
+        self.guarantee
     }
     /// How to instantiate it.
     pub(crate) fn factory(&self) -> &NodeFactory {
@@ -193,5 +239,12 @@ impl JobGraph {
     /// The graph as data: names, parallelism, groupings, channels.
     pub fn plan(&self) -> JobPlan {
         JobPlan::of(self)
+    }
+
+    /// The first component that cannot keep `delivery`, and why.
+    pub fn delivery_problem(&self, delivery: Delivery) -> Option<(&str, String)> {
+        self.nodes
+            .iter()
+            .find_map(|n| Some((n.name(), n.guarantee.problem(delivery)?)))
     }
 }

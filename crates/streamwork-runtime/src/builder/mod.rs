@@ -6,7 +6,7 @@
 //! graph and returns a [`JobGraph`], ready to run.
 //!
 //! ```
-//! use streamwork_core::{Collector, Context, NoKey, Operator};
+//! use streamwork_core::{Collector, Context, NoKey, Operator, Statefulness};
 //! use streamwork_runtime::JobBuilder;
 //! # use streamwork_core::{Source, SourcePoll, ConnectorError, Sink, Record};
 //! # #[derive(Clone)] struct Numbers(u64);
@@ -22,6 +22,7 @@
 //!     type Key = NoKey;
 //!     type Out = Collector<u64>;
 //!     type Time = streamwork_core::AnyTime;
+//!     fn statefulness(&self) -> Statefulness { Statefulness::Stateless }
 //!     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
 //!         ctx.emit(v * 2)
 //!     }
@@ -44,7 +45,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use error::GraphError;
-pub use graph::{ComponentKind, EdgeDef, JobConfig, JobGraph, NodeDef, PortInfo};
+pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef, PortInfo};
 pub use plan::{ComponentPlan, EdgePlan, JobPlan};
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::component::{
@@ -54,7 +55,7 @@ use streamwork_core::component::{
 use streamwork_core::edge::Edge;
 use streamwork_core::grouping::{KeyGroups, RouteContext};
 use streamwork_core::lineage::Lineage;
-use streamwork_core::outputs::{ChannelInfo, Outputs};
+use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Data;
 use streamwork_core::stream::{GroupingSpec, Inputs, IntoInputs, Stream};
 use streamwork_core::{JobId, NodeId};
@@ -91,8 +92,6 @@ pub struct JobBuilder {
     nodes: Vec<NodeDef>,
     edges: Vec<PendingEdge>,
     config: JobConfig,
-    /// Components keeping state their snapshots leave out.
-    uncheckpointed: Vec<String>,
 }
 
 impl JobBuilder {
@@ -104,7 +103,6 @@ impl JobBuilder {
             nodes: Vec::new(),
             edges: Vec::new(),
             config: JobConfig::default(),
-            uncheckpointed: Vec::new(),
         }
     }
 
@@ -164,24 +162,9 @@ impl JobBuilder {
         self
     }
 
-    fn add_node(
-        &mut self,
-        name: &str,
-        kind: ComponentKind,
-        parallelism: u32,
-        ports: Vec<PortInfo>,
-        channels: Vec<ChannelInfo>,
-        factory: NodeFactory,
-    ) -> NodeId {
+    fn add_node(&mut self, node: NodeDef) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(NodeDef {
-            name: name.into(),
-            kind,
-            parallelism,
-            ports,
-            channels,
-            factory,
-        });
+        self.nodes.push(node);
         id
     }
 
@@ -240,18 +223,22 @@ impl JobBuilder {
         parallelism: u32,
         source: S,
     ) -> <S::Out as Outputs>::Streams<Unwatermarked> {
+        let guarantee = Guarantee::Source {
+            replayable: source.replayable(),
+        };
         let factory: SourceFactory = Box::new(move |env, mut parts| {
             let out = S::Out::assemble(&mut parts);
             Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
         });
-        let node = self.add_node(
-            name,
-            ComponentKind::Source,
+        let node = self.add_node(NodeDef {
+            name: name.into(),
+            kind: ComponentKind::Source,
             parallelism,
-            Vec::new(),
-            S::Out::channels(),
-            NodeFactory::Source(factory),
-        );
+            ports: Vec::new(),
+            channels: S::Out::channels(),
+            guarantee,
+            factory: NodeFactory::Source(factory),
+        });
         S::Out::streams::<Unwatermarked>(self.id, node)
     }
 
@@ -267,9 +254,7 @@ impl JobBuilder {
         O::Time: Admits<Tm>,
     {
         let inputs = inputs.into_inputs();
-        if !operator.checkpoints_state() {
-            self.uncheckpointed.push(name.to_string());
-        }
+        let guarantee = Guarantee::Operator(operator.statefulness());
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
         let fused_extractors = extractors.clone();
         let root_operator = operator.clone();
@@ -285,21 +270,22 @@ impl JobBuilder {
             let instance: Box<dyn Edge<O::In>> = Box::new(Instance::new(kind, out, env));
             Box::new(instance)
         });
-        let node = self.add_node(
-            name,
-            ComponentKind::Operator,
+        let node = self.add_node(NodeDef {
+            name: name.into(),
+            kind: ComponentKind::Operator,
             parallelism,
-            vec![PortInfo {
+            ports: vec![PortInfo {
                 name: "in",
                 type_name: std::any::type_name::<O::In>(),
                 keyed: O::Key::KEYED,
             }],
-            O::Out::channels(),
-            NodeFactory::Input {
+            channels: O::Out::channels(),
+            guarantee,
+            factory: NodeFactory::Input {
                 root,
                 fused: Some(fused),
             },
-        );
+        });
         self.connect(node, 0, &inputs);
         O::Out::streams::<<O::Time as TimeRequirement>::Out<Tm>>(self.id, node)
     }
@@ -317,9 +303,7 @@ impl JobBuilder {
         C::Time: Admits<Tm>,
     {
         let (left, right) = (left.into_inputs(), right.into_inputs());
-        if !operator.checkpoints_state() {
-            self.uncheckpointed.push(name.to_string());
-        }
+        let guarantee = Guarantee::Operator(operator.statefulness());
         let left_keys: Vec<_> = left.items().iter().map(|(_, x)| x.clone()).collect();
         let right_keys: Vec<_> = right.items().iter().map(|(_, x)| x.clone()).collect();
         let root: RootFactory = Box::new(move |env, mut parts, senders| {
@@ -332,11 +316,11 @@ impl JobBuilder {
             );
             Box::new(Instance::new(kind, out, env))
         });
-        let node = self.add_node(
-            name,
-            ComponentKind::Operator,
+        let node = self.add_node(NodeDef {
+            name: name.into(),
+            kind: ComponentKind::Operator,
             parallelism,
-            vec![
+            ports: vec![
                 PortInfo {
                     name: "left",
                     type_name: std::any::type_name::<C::Left>(),
@@ -348,9 +332,10 @@ impl JobBuilder {
                     keyed: C::Key::KEYED,
                 },
             ],
-            C::Out::channels(),
-            NodeFactory::Input { root, fused: None },
-        );
+            channels: C::Out::channels(),
+            guarantee,
+            factory: NodeFactory::Input { root, fused: None },
+        });
         self.connect(node, 0, &left);
         self.connect(node, 1, &right);
         C::Out::streams::<<C::Time as TimeRequirement>::Out<Tm>>(self.id, node)
@@ -365,6 +350,9 @@ impl JobBuilder {
         inputs: impl IntoInputs<S::In, NoKey, Tm>,
     ) {
         let inputs = inputs.into_inputs();
+        let guarantee = Guarantee::Sink {
+            exactly_once: sink.exactly_once(),
+        };
         let root_sink = sink.clone();
         let root: RootFactory = Box::new(move |env, _, _| {
             Box::new(Instance::new(
@@ -378,21 +366,22 @@ impl JobBuilder {
                 Box::new(Instance::new(SinkKind::new(sink.clone()), NoOutputs, env));
             Box::new(instance)
         });
-        let node = self.add_node(
-            name,
-            ComponentKind::Sink,
+        let node = self.add_node(NodeDef {
+            name: name.into(),
+            kind: ComponentKind::Sink,
             parallelism,
-            vec![PortInfo {
+            ports: vec![PortInfo {
                 name: "in",
                 type_name: std::any::type_name::<S::In>(),
                 keyed: false,
             }],
-            Vec::new(),
-            NodeFactory::Input {
+            channels: Vec::new(),
+            guarantee,
+            factory: NodeFactory::Input {
                 root,
                 fused: Some(fused),
             },
-        );
+        });
         self.connect(node, 0, &inputs);
     }
 

@@ -75,7 +75,7 @@ impl Coordinator {
                 // covers the end.
                 in_flight = None;
             } else if in_flight.is_none() && Instant::now() >= next_trigger {
-                let id = self.log.next_checkpoint_id();
+                let id = self.log.next_checkpoint_id()?;
                 in_flight = Some((id, Instant::now(), Vec::with_capacity(self.expected)));
                 self.signals.trigger.store(id.get(), Ordering::Release);
             }
@@ -88,7 +88,7 @@ impl Coordinator {
             if part.checkpoint.is_final() {
                 finals.push(part);
                 if finals.len() == self.expected {
-                    let id = self.log.next_checkpoint_id();
+                    let id = self.log.next_checkpoint_id()?;
                     let started = Instant::now();
                     let mut parts = std::mem::take(&mut finals);
                     parts.push(Part {

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use config::{CheckpointConfig, CheckpointStats};
 pub(crate) use coordinator::{Coordinator, Signals};
+pub use restore::Recovery;
 pub(crate) use restore::load;
 pub use streamwork_core::checkpoint::Delivery;
 use streamwork_core::checkpoint::{CheckpointId, StateBytes};

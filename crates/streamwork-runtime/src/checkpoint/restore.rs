@@ -38,19 +38,45 @@ impl RestoreSource for Restored {
     }
 }
 
-/// Loads the last complete checkpoint of `dir`, if there is one.
-pub(crate) fn load(dir: &std::path::Path) -> Result<Option<Restored>, StateError> {
+/// Where a run started from: the checkpoint restored, and what of the
+/// checkpoint directory could not be read on the way (torn records a crash
+/// left, damaged older checkpoints), reported in the job's report and on
+/// standard error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The checkpoint restored, if any.
+    pub restored_from: Option<CheckpointId>,
+    /// What was skipped, one line each.
+    pub skipped: Vec<String>,
+}
+
+/// Loads the last complete checkpoint of `dir`, if there is one. A newest
+/// complete checkpoint that cannot be read is an error, never a fall back
+/// to an older one or to a fresh start (see
+/// [`load_latest`](streamwork_state::load_latest)).
+pub(crate) fn load(dir: &std::path::Path) -> Result<(Option<Restored>, Recovery), StateError> {
     if !dir.exists() {
-        return Ok(None);
+        return Ok((None, Recovery::default()));
     }
-    match streamwork_state::load_latest(dir) {
-        Ok(checkpoint) => Ok(Some(Restored { checkpoint })),
-        Err(StateError::NoCheckpoint { skipped, .. }) => {
-            for line in skipped {
-                tracing::warn!("checkpoint directory {}: skipped {line}", dir.display());
-            }
-            Ok(None)
+    let (restored, skipped) = match streamwork_state::load_latest(dir) {
+        Ok(checkpoint) => {
+            let skipped = checkpoint.skipped().to_vec();
+            (Some(Restored { checkpoint }), skipped)
         }
-        Err(e) => Err(e),
+        Err(StateError::NoCheckpoint { skipped, .. }) => (None, skipped),
+        Err(e) => return Err(e),
+    };
+    for line in &skipped {
+        // Visible without a tracing subscriber: what was lost is the
+        // user's to know.
+        eprintln!(
+            "streamwork: checkpoint directory {}: skipped {line}",
+            dir.display()
+        );
     }
+    let recovery = Recovery {
+        restored_from: restored.as_ref().map(|r| r.checkpoint.id()),
+        skipped,
+    };
+    Ok((restored, recovery))
 }

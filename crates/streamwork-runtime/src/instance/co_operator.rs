@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::component::KeyKind;
 use streamwork_core::outputs::Outputs;
 use streamwork_core::{CoOperator, Context, TaskError, Timestamp};
@@ -63,8 +63,8 @@ impl<C: CoOperator> Kind for CoOperatorKind<C> {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, TaskError> {
-        Ok(self.operator.snapshot())
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.operator.snapshot(ctx)
     }
 
     fn on_end(&mut self, out: &mut C::Out, _: &Env) -> Result<(), TaskError> {

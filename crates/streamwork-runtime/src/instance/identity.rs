@@ -2,7 +2,7 @@
 
 use std::marker::PhantomData;
 
-use streamwork_core::{AnyTime, Collector, Context, Data, NoKey, Operator};
+use streamwork_core::{AnyTime, Collector, Context, Data, NoKey, Operator, Statefulness};
 
 /// Emits every record as it is.
 pub(crate) struct Identity<T>(PhantomData<fn() -> T>);
@@ -25,6 +25,10 @@ impl<T: Data> Operator for Identity<T> {
     type Key = NoKey;
     type Out = Collector<T>;
     type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
 
     #[inline]
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<T>>) {

@@ -39,7 +39,7 @@ use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::control::{Control, Disconnected};
 use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Record;
@@ -91,6 +91,16 @@ impl Env {
                     .failure
                     .panic(self.ctx.component(), self.ctx.instance(), payload))
             }
+        }
+    }
+
+    /// What this instance's part of `checkpoint` is taken with.
+    fn snapshot_context(&self, checkpoint: CheckpointId) -> SnapshotContext {
+        SnapshotContext {
+            checkpoint,
+            key_groups: self.ctx.key_groups(),
+            instance: self.ctx.instance(),
+            parallelism: self.ctx.parallelism(),
         }
     }
 
@@ -149,9 +159,9 @@ pub(crate) trait Kind: Send + 'static {
         Ok(out.flush()?)
     }
 
-    /// The instance's part of `checkpoint`, in a job that takes checkpoints
+    /// The instance's part of a checkpoint, in a job that takes checkpoints
     /// (a sink pre-commits what it wrote since the last one).
-    fn snapshot(&mut self, checkpoint: CheckpointId) -> Result<Option<StateBytes>, TaskError>;
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError>;
 
     /// The part of `checkpoint` was taken (or, at end of input without
     /// checkpoints, would have been): a source learns which checkpoint its
@@ -278,7 +288,7 @@ impl<K: Kind> Instance<K> {
         let Instance { kind, out, env, .. } = self;
         env.guard(|| {
             if env.checkpoints.is_some() {
-                let state = kind.snapshot(checkpoint)?;
+                let state = kind.snapshot(&env.snapshot_context(checkpoint))?;
                 env.report(checkpoint, state);
             }
             kind.snapshot_taken(checkpoint);
@@ -302,7 +312,7 @@ impl<K: Kind> Instance<K> {
             out.set_time(None);
             kind.on_end(out, env)?;
             if env.checkpoints.is_some() {
-                let state = kind.snapshot(CheckpointId::FINAL)?;
+                let state = kind.snapshot(&env.snapshot_context(CheckpointId::FINAL))?;
                 env.report(CheckpointId::FINAL, state);
             }
             kind.snapshot_taken(CheckpointId::FINAL);

@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::component::{KeyKind, TimeRequirement};
 use streamwork_core::control::{Control, Disconnected};
 use streamwork_core::edge::Edge;
@@ -65,8 +65,8 @@ impl<O: Operator> Kind for OperatorKind<O> {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, TaskError> {
-        Ok(self.operator.snapshot())
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.operator.snapshot(ctx)
     }
 
     fn on_end(&mut self, out: &mut O::Out, _: &Env) -> Result<(), TaskError> {

@@ -5,7 +5,7 @@
 
 use std::any::Any;
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::control::{Control, Disconnected};
 use streamwork_core::edge::Edge;
 use streamwork_core::outputs::{Channel, ChannelInfo, OutputParts, Outputs};
@@ -77,10 +77,16 @@ impl<S: Sink> Kind for SinkKind<S> {
     const FORWARDS_WATERMARKS: bool = false;
 
     /// A sink opens first: restoring commits or discards what a previous
-    /// run staged, which needs the sink open.
+    /// run staged, which needs the sink open. It restores in every run that
+    /// takes checkpoints, from nothing too: what a run that crashed before
+    /// its first complete checkpoint staged must not survive into this one.
     fn start(&mut self, env: &Env, restore: Option<&Restore<'_>>) -> Result<(), TaskError> {
         self.sink.open(&env.ctx)?;
-        if let Some(restore) = restore {
+        let recovery = match restore {
+            Some(_) => None,
+            None => env.ctx.recovery(),
+        };
+        if let Some(restore) = restore.or(recovery.as_ref()) {
             self.committed = restore.checkpoint;
             self.sink.restore(restore)?;
         }
@@ -102,8 +108,8 @@ impl<S: Sink> Kind for SinkKind<S> {
 
     /// Everything written since the last barrier belongs to `checkpoint`:
     /// staged, not yet visible. A sink keeps no state of its own.
-    fn snapshot(&mut self, checkpoint: CheckpointId) -> Result<Option<StateBytes>, TaskError> {
-        self.sink.pre_commit(checkpoint)?;
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.sink.pre_commit(ctx.checkpoint)?;
         Ok(None)
     }
 

@@ -1,6 +1,6 @@
 //! A [`Source`] instance: always the root of its task.
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, StateBytes};
+use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::outputs::Outputs;
 use streamwork_core::{Source, SourcePoll, TaskError, Timestamp};
 
@@ -35,7 +35,7 @@ impl<S: Source> Kind for SourceKind<S> {
     }
 
     /// Its position: where its next poll would read.
-    fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, TaskError> {
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         Ok(self.source.snapshot())
     }
 

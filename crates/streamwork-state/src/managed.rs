@@ -1,0 +1,498 @@
+//! State the framework owns: an operator struct whose every field is state
+//! of a kind the framework can checkpoint (or is declared transient) is
+//! snapshotted and restored without user code, at any parallelism.
+//!
+//! `#[derive(State)]` implements [`OperatorState`] for the struct: each
+//! field that is not `#[state(transient)]` must be a [`StateField`]:
+//!
+//! * the keyed kinds ([`KeyedState`], [`ListState`], [`MapState`],
+//!   [`ReducingState`], [`AggregatingState`]): snapshotted by key group, so
+//!   that an instance restored at another parallelism takes the keys it now
+//!   owns;
+//! * [`InstanceState<T>`]: a value of one instance (not partitioned by key),
+//!   restored into the same instance at the same parallelism, and refused
+//!   (with the reason) at another.
+//!
+//! A snapshot holds every field by name, each with its kind and layout
+//! version, so that a field added to the struct starts empty, and a field
+//! the struct no longer has is refused unless the struct says to forget it
+//! (`#[state(forget("name"))]`).
+
+use std::ops::{Deref, DerefMut};
+
+use rkyv::util::AlignedVec;
+use streamwork_core::checkpoint::{Restore, RestoredPart, SnapshotContext, StateBytes};
+use streamwork_core::state::{Key, KeyedState};
+use streamwork_core::{CheckpointId, InstanceIdx};
+
+use crate::codec::StateData;
+use crate::error::StateError;
+use crate::keyed::{
+    Aggregate, AggregatingState, ListState, MapState, ReducingState, restore_keyed_from,
+    snapshot_keyed,
+};
+
+/// The schema version of the container `#[derive(State)]` writes: every
+/// field by name, with its kind and version.
+pub const MANAGED_STATE_SCHEMA: u32 = 0x5357_0001;
+
+/// The first bytes of a managed-state container.
+const MAGIC: &[u8; 4] = b"SWST";
+
+/// An operator's whole state, as the framework checkpoints it: implemented
+/// by `#[derive(State)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` keeps state across records, but the framework does not know how to checkpoint it",
+    label = "its state would be lost at the first restart",
+    note = "add `#[derive(State)]` to the struct: each field a `KeyedState` (or another keyed kind), an `InstanceState<T>`, or `#[state(transient)]`",
+    note = "or, if it keeps nothing that matters across records, declare it: `#[operator(stateless)]`"
+)]
+pub trait OperatorState {
+    /// Every field's state, in one snapshot.
+    fn snapshot_state(&self, ctx: &SnapshotContext) -> Result<StateBytes, StateError>;
+
+    /// Restores every field from the snapshots a previous run took.
+    fn restore_state(&mut self, restore: &Restore<'_>) -> Result<(), StateError>;
+}
+
+/// How a field was snapshotted, which decides how it is restored.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FieldKind {
+    /// By key group: any parallelism takes its share.
+    Keyed = 1,
+    /// One instance's value: restored into the same instance, at the same
+    /// parallelism only.
+    Instance = 2,
+}
+
+/// One field's snapshot.
+#[derive(Debug)]
+pub struct FieldSnapshot {
+    /// How it was taken.
+    pub kind: FieldKind,
+    /// The version of its layout.
+    pub schema: u32,
+    /// Its bytes (an rkyv archive).
+    pub bytes: AlignedVec,
+}
+
+/// One field of state, as the framework checkpoints it.
+#[diagnostic::on_unimplemented(
+    message = "a field of type `{Self}` is not state the framework can checkpoint",
+    label = "the framework would lose this field at a restart",
+    note = "use a keyed kind (`KeyedState<K, V>`, `ListState`, `MapState`, `ReducingState`, `AggregatingState`) or `InstanceState<T>`, with archivable `K`, `V`, `T`",
+    note = "or mark the field `#[state(transient)]` if losing it at a restart is right (a cache, a buffer rebuilt on open)"
+)]
+pub trait StateField {
+    /// The field's snapshot.
+    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError>;
+
+    /// Restores the field from every old instance's snapshot of it.
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError>;
+}
+
+/// Every old instance's snapshot of one field, offered to one instance.
+pub struct FieldRestore<'a> {
+    /// The operator's restore, for its component, instance and key groups.
+    pub restore: &'a Restore<'a>,
+    /// The field's name.
+    pub name: &'a str,
+    /// Each old instance's part: its index, kind, schema and bytes.
+    pub parts: Vec<(InstanceIdx, FieldKind, u32, &'a [u8])>,
+}
+
+impl FieldRestore<'_> {
+    /// The field's parts as a [`Restore`] of their own (for the keyed
+    /// restore, which reads `Restore::parts`).
+    fn as_restore(&self) -> Restore<'_> {
+        Restore {
+            component: self.restore.component,
+            checkpoint: self.restore.checkpoint,
+            is_final: self.restore.is_final,
+            instance: self.restore.instance,
+            parallelism: self.restore.parallelism,
+            key_groups: self.restore.key_groups,
+            parts: self
+                .parts
+                .iter()
+                .map(|&(part, _, schema, bytes)| RestoredPart {
+                    part,
+                    schema,
+                    bytes,
+                })
+                .collect(),
+        }
+    }
+
+    /// An error about this field.
+    fn refused(&self, reason: String) -> StateError {
+        StateError::FieldRefused {
+            component: self.restore.component.to_string(),
+            field: self.name.to_string(),
+            reason,
+        }
+    }
+
+    /// Checks every part was taken as `kind` with layout `schema`.
+    fn expect(&self, kind: FieldKind, schema: u32) -> Result<(), StateError> {
+        for &(part, found_kind, found_schema, _) in &self.parts {
+            if found_kind != kind {
+                return Err(self.refused(format!(
+                    "instance {part} snapshotted it as {found_kind:?} state, the field is now {kind:?} state: keep its type, or give the new one another name"
+                )));
+            }
+            if found_schema != schema {
+                return Err(self.refused(format!(
+                    "instance {part} wrote layout version {found_schema}, this build reads version {schema}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The layout version of keyed fields (a [`KeyedSnapshot`](crate::KeyedSnapshot)).
+const KEYED_FIELD_SCHEMA: u32 = 1;
+/// The layout version of instance fields (the value's archive).
+const INSTANCE_FIELD_SCHEMA: u32 = 1;
+
+impl<K, V> StateField for KeyedState<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone,
+{
+    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot {
+            kind: FieldKind::Keyed,
+            schema: KEYED_FIELD_SCHEMA,
+            bytes: snapshot_keyed(self, ctx.key_groups)?,
+        })
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        field.expect(FieldKind::Keyed, KEYED_FIELD_SCHEMA)?;
+        *self = restore_keyed_from(&field.as_restore())?;
+        Ok(())
+    }
+}
+
+impl<K, V> StateField for ListState<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone,
+{
+    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        self.as_keyed().snapshot_field(ctx)
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        let mut keyed = KeyedState::new();
+        keyed.restore_field(field)?;
+        *self = ListState::from_keyed(keyed);
+        Ok(())
+    }
+}
+
+impl<K, MK, MV> StateField for MapState<K, MK, MV>
+where
+    K: Key + StateData,
+    MK: std::hash::Hash + Eq,
+    std::collections::HashMap<MK, MV>: StateData + Clone,
+{
+    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        self.as_keyed().snapshot_field(ctx)
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        let mut keyed = KeyedState::new();
+        keyed.restore_field(field)?;
+        *self = MapState::from_keyed(keyed);
+        Ok(())
+    }
+}
+
+impl<K, V, F> StateField for ReducingState<K, V, F>
+where
+    K: Key + StateData,
+    V: StateData + Clone,
+    F: Fn(&mut V, V),
+{
+    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        self.as_keyed().snapshot_field(ctx)
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        self.keyed_mut().restore_field(field)
+    }
+}
+
+impl<K, A> StateField for AggregatingState<K, A>
+where
+    K: Key + StateData,
+    A: Aggregate,
+    A::Acc: StateData + Clone,
+{
+    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        self.as_keyed().snapshot_field(ctx)
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        self.keyed_mut().restore_field(field)
+    }
+}
+
+/// A value that belongs to one instance rather than to a key (a count of
+/// everything the instance saw, say): checkpointed with the instance and
+/// restored into the same instance. It cannot be split or merged, so a
+/// restore at another parallelism is refused, naming the field: keep such
+/// state in a keyed kind to rescale it.
+///
+/// ```
+/// use streamwork_state::InstanceState;
+/// let mut seen: InstanceState<u64> = InstanceState::default();
+/// *seen += 1;
+/// assert_eq!(*seen, 1);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceState<T>(pub T);
+
+impl<T> Deref for InstanceState<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for InstanceState<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl<T: StateData> StateField for InstanceState<T> {
+    fn snapshot_field(&self, _: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot {
+            kind: FieldKind::Instance,
+            schema: INSTANCE_FIELD_SCHEMA,
+            bytes: crate::archive(&self.0)?,
+        })
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        field.expect(FieldKind::Instance, INSTANCE_FIELD_SCHEMA)?;
+        let old = field.parts.len() as u32;
+        if old != field.restore.parallelism {
+            return Err(field.refused(format!(
+                "it is the state of one instance (InstanceState), written by {old} instances, and cannot be split or merged among {}: restore at parallelism {old}, or keep it in a KeyedState to rescale it",
+                field.restore.parallelism
+            )));
+        }
+        let Some(&(part, _, _, bytes)) = field
+            .parts
+            .iter()
+            .find(|(part, ..)| *part == field.restore.instance)
+        else {
+            return Err(field.refused(format!(
+                "no snapshot of instance {} was found",
+                field.restore.instance
+            )));
+        };
+        let archived = rkyv::access::<T::Archived, rkyv::rancor::Error>(bytes).map_err(|e| {
+            StateError::InvalidArchive {
+                checkpoint: field.restore.checkpoint,
+                operator: crate::operator_id(field.restore.component),
+                part: part.0,
+                type_name: std::any::type_name::<T>(),
+                reason: e.to_string(),
+            }
+        })?;
+        self.0 = rkyv::deserialize::<T, rkyv::rancor::Error>(archived).map_err(|e| {
+            StateError::InvalidArchive {
+                checkpoint: field.restore.checkpoint,
+                operator: crate::operator_id(field.restore.component),
+                part: part.0,
+                type_name: std::any::type_name::<T>(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(())
+    }
+}
+
+/// Writes the container of an operator's fields (for `#[derive(State)]`).
+#[derive(Default)]
+pub struct FieldsWriter {
+    bytes: Vec<u8>,
+    fields: u32,
+}
+
+impl FieldsWriter {
+    /// An empty container.
+    pub fn new() -> Self {
+        let mut bytes = Vec::with_capacity(64);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        FieldsWriter { bytes, fields: 0 }
+    }
+
+    /// Adds field `name`'s snapshot.
+    pub fn field(&mut self, name: &str, snapshot: FieldSnapshot) {
+        let name = name.as_bytes();
+        self.bytes
+            .extend_from_slice(&(name.len() as u16).to_le_bytes());
+        self.bytes.extend_from_slice(name);
+        self.bytes.push(snapshot.kind as u8);
+        self.bytes.extend_from_slice(&snapshot.schema.to_le_bytes());
+        self.bytes
+            .extend_from_slice(&(snapshot.bytes.len() as u64).to_le_bytes());
+        self.bytes.extend_from_slice(&snapshot.bytes);
+        self.fields += 1;
+    }
+
+    /// The operator's snapshot.
+    pub fn finish(mut self) -> StateBytes {
+        self.bytes[4..8].copy_from_slice(&self.fields.to_le_bytes());
+        StateBytes {
+            schema: MANAGED_STATE_SCHEMA,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// One field of one old instance's container.
+struct ReadField {
+    part: InstanceIdx,
+    name: String,
+    kind: FieldKind,
+    schema: u32,
+    /// Copied, so that the archive is aligned wherever the container was.
+    bytes: AlignedVec,
+}
+
+/// Reads every old instance's container of an operator's fields (for
+/// `#[derive(State)]`).
+pub struct FieldsReader<'a> {
+    restore: &'a Restore<'a>,
+    fields: Vec<ReadField>,
+}
+
+impl<'a> FieldsReader<'a> {
+    /// Parses every part of `restore`: each must be a container written by
+    /// [`FieldsWriter`].
+    pub fn read(restore: &'a Restore<'a>) -> Result<Self, StateError> {
+        let mut fields = Vec::new();
+        for part in &restore.parts {
+            let damaged = |what: &str| StateError::FieldRefused {
+                component: restore.component.to_string(),
+                field: String::new(),
+                reason: format!(
+                    "the snapshot of instance {} in checkpoint {} {what}",
+                    part.part, restore.checkpoint
+                ),
+            };
+            if part.schema != MANAGED_STATE_SCHEMA {
+                return Err(damaged(&format!(
+                    "has layout {:#x}, not the one #[derive(State)] writes ({MANAGED_STATE_SCHEMA:#x}): was the operator's state written by hand before?",
+                    part.schema
+                )));
+            }
+            let mut cursor = Cursor(part.bytes);
+            if cursor.take(4) != Some(&MAGIC[..]) {
+                return Err(damaged("is not a state container"));
+            }
+            let count = cursor.u32().ok_or_else(|| damaged("is cut short"))?;
+            for _ in 0..count {
+                let field = (|| {
+                    let name_len = cursor.u16()? as usize;
+                    let name = std::str::from_utf8(cursor.take(name_len)?)
+                        .ok()?
+                        .to_string();
+                    let kind = match cursor.u8()? {
+                        1 => FieldKind::Keyed,
+                        2 => FieldKind::Instance,
+                        _ => return None,
+                    };
+                    let schema = cursor.u32()?;
+                    let len = usize::try_from(cursor.u64()?).ok()?;
+                    let mut bytes = AlignedVec::with_capacity(len);
+                    bytes.extend_from_slice(cursor.take(len)?);
+                    Some(ReadField {
+                        part: part.part,
+                        name,
+                        kind,
+                        schema,
+                        bytes,
+                    })
+                })()
+                .ok_or_else(|| damaged("is cut short or damaged"))?;
+                fields.push(field);
+            }
+        }
+        Ok(FieldsReader { restore, fields })
+    }
+
+    /// Every old instance's part of field `name` (none if the snapshot does
+    /// not have it: a field added since starts empty).
+    pub fn field<'r>(&'r self, name: &'r str) -> Option<FieldRestore<'r>> {
+        let parts: Vec<_> = self
+            .fields
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| (f.part, f.kind, f.schema, f.bytes.as_slice()))
+            .collect();
+        (!parts.is_empty()).then_some(FieldRestore {
+            restore: self.restore,
+            name,
+            parts,
+        })
+    }
+
+    /// Refuses fields of the snapshot the struct no longer has, unless it
+    /// says to forget them.
+    pub fn only(&self, known: &[&str], forget: &[&str]) -> Result<(), StateError> {
+        match self
+            .fields
+            .iter()
+            .find(|f| !known.contains(&f.name.as_str()) && !forget.contains(&f.name.as_str()))
+        {
+            None => Ok(()),
+            Some(field) => Err(StateError::FieldRefused {
+                component: self.restore.component.to_string(),
+                field: field.name.clone(),
+                reason: "the checkpoint holds this field, which the operator no longer has: its state would be lost; give the field back, or let the struct drop it with `#[state(forget(\"NAME\"))]`".to_string(),
+            }),
+        }
+    }
+
+    /// The checkpoint read.
+    pub fn checkpoint(&self) -> CheckpointId {
+        self.restore.checkpoint
+    }
+}
+
+/// Reads little-endian fields off a byte slice.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}

@@ -1,0 +1,236 @@
+//! Exactly-once on the paths next to the one every test walks: a crash
+//! after the sinks staged the first checkpoint but before it completed; a
+//! newest checkpoint damaged after it completed; a checkpoint directory
+//! lost under published output. Each ends with the output of an
+//! uninterrupted run, or with a refusal that names the problem and leaves
+//! the published output as it was.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use streamwork::connectors::TransactionalFileSink;
+use streamwork::core::checkpoint::Transactional;
+use streamwork::prelude::*;
+use support::{Numbers, assert_same, dir, exactly_once};
+
+/// A running sum per key.
+#[derive(Clone, Default, State)]
+struct RunningSum {
+    sums: KeyedState<u64, i64>,
+}
+
+#[operator]
+impl RunningSum {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        (_, value): (u64, i64),
+        out: &mut Collector<(u64, i64, i64)>,
+    ) {
+        let sum = self.sums.get_or_default(key);
+        *sum += value;
+        out.emit((*key, value, *sum));
+    }
+}
+
+/// A transactional sink that fails right after staging its first
+/// checkpoint: the checkpoint never completes, and what it staged stays.
+#[derive(Clone)]
+struct FailsAfterStaging<S>(S);
+
+impl<S: Sink> Sink for FailsAfterStaging<S> {
+    type In = S::In;
+
+    fn exactly_once(&self) -> bool {
+        self.0.exactly_once()
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.0.open(ctx)
+    }
+
+    fn write(&mut self, record: Record<S::In>) -> Result<(), ConnectorError> {
+        self.0.write(record)
+    }
+
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
+        self.0.pre_commit(checkpoint)?;
+        Err(ConnectorError::user("injected failure after staging"))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        self.0.restore(restore)
+    }
+}
+
+impl<S: Sink> Transactional for FailsAfterStaging<S> {}
+
+fn files(output: &Path) -> TransactionalFileSink<(u64, i64, i64)> {
+    FileSink::new(output, |(k, v, s): &(u64, i64, i64), line: &mut Vec<u8>| {
+        line.extend_from_slice(format!("{k},{v},{s}").as_bytes());
+    })
+    .transactional()
+}
+
+/// The sums job into `sink`.
+fn sums<S>(source: Numbers, p: u32, sink: S) -> JobGraph
+where
+    S: Sink<In = (u64, i64, i64)> + Transactional + Clone,
+{
+    job! {
+        delivery exactly_once;
+        source numbers = source;
+        operator sums[p] = RunningSum::default() <- numbers.key(|(k, _): &(u64, i64)| *k);
+        sink out[p] = sink <- sums;
+    }
+    .unwrap()
+}
+
+/// Every committed row (visible files), sorted; and the hidden files left.
+fn committed(output: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut rows, mut hidden) = (Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(output).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            hidden.push(name);
+        } else {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            rows.extend(text.lines().map(String::from));
+        }
+    }
+    rows.sort();
+    hidden.sort();
+    (rows, hidden)
+}
+
+fn expected(n: u64) -> Vec<String> {
+    let mut sums = [0i64; 10];
+    let mut rows: Vec<String> = (0..n)
+        .map(|i| {
+            let (k, v) = (i % 10, i as i64 - 500);
+            sums[k as usize] += v;
+            format!("{k},{v},{}", sums[k as usize])
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+struct Paths {
+    output: PathBuf,
+    checkpoints: PathBuf,
+}
+
+fn paths(name: &str) -> Paths {
+    let root = dir(name);
+    Paths {
+        output: root.join("out"),
+        checkpoints: root.join("ckpt"),
+    }
+}
+
+/// The first run stages checkpoint 1 (half the input) and dies before it
+/// completes. The next run starts from no checkpoint, and its own first
+/// checkpoint covers nothing (its source holds at 0 until one completes):
+/// a sink that kept the orphan, or an id handed out again, would publish
+/// the first half twice.
+#[test]
+fn a_crash_before_the_first_checkpoint_completes_publishes_nothing_twice() {
+    let n = 2_000;
+    for p in [1, 2] {
+        let paths = paths(&format!("paths-first-{p}"));
+        let error = sums(Numbers::new(n), p, FailsAfterStaging(files(&paths.output)))
+            .run_with(exactly_once(&paths.checkpoints, 0))
+            .expect_err("the sink fails after staging");
+        assert!(error.to_string().contains("injected failure"), "{error}");
+        let (rows, hidden) = committed(&paths.output);
+        assert!(rows.is_empty(), "nothing completed, nothing published");
+        assert!(
+            hidden.iter().any(|h| h.contains(".staged-")),
+            "the precondition: staged output was left behind: {hidden:?}"
+        );
+        let report = sums(Numbers::holding_at(n, Some(0)), p, files(&paths.output))
+            .run_with(exactly_once(&paths.checkpoints, 0))
+            .unwrap();
+        assert_eq!(report.recovery.restored_from, None);
+        let (rows, hidden) = committed(&paths.output);
+        assert_same(&rows, &expected(n), &format!("p={p}"));
+        assert!(hidden.iter().all(|h| !h.contains(".staged-")), "{hidden:?}");
+    }
+}
+
+/// The last segment of the checkpoint log cut short, or every segment gone:
+/// the newest complete checkpoint (the final one of a completed run) cannot
+/// be read, and the run refuses rather than replay what was published.
+#[test]
+fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
+    let n = 2_000;
+    let paths = paths("paths-damaged");
+    let run = || {
+        sums(Numbers::new(n), 2, files(&paths.output)).run_with(exactly_once(&paths.checkpoints, 0))
+    };
+    run().unwrap();
+    let published = committed(&paths.output);
+    assert_same(&published.0, &expected(n), "the first run");
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(&paths.checkpoints)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
+        .collect();
+    segments.sort();
+    let newest = segments.last().unwrap();
+    let length = std::fs::metadata(newest).unwrap().len();
+    // The final commit record is the last 48 bytes: cut into it.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(newest)
+        .unwrap()
+        .set_len(length - 20)
+        .unwrap();
+    let error = run().expect_err("a damaged newest checkpoint is refused");
+    let text = error.to_string();
+    assert!(text.contains("completed"), "{text}");
+    assert!(text.contains("cannot be used"), "{text}");
+    assert!(
+        text.contains("torn record"),
+        "what is damaged is said: {text}"
+    );
+    assert!(text.contains("from a backup"), "the fix is said: {text}");
+    assert!(!error.is_retryable());
+    assert_eq!(committed(&paths.output), published, "nothing was published");
+    for segment in &segments {
+        std::fs::remove_file(segment).unwrap();
+    }
+    let error = run().expect_err("no segment left: refused, not a fresh start");
+    assert!(
+        error.to_string().contains("restoring from nothing"),
+        "{error}"
+    );
+    assert_eq!(committed(&paths.output), published, "nothing was published");
+}
+
+/// The whole checkpoint directory lost under published output: the sink
+/// sees output newer than the checkpoint the run starts from (none) and
+/// refuses, naming itself and the fix.
+#[test]
+fn a_lost_checkpoint_directory_under_published_output_is_refused() {
+    let n = 1_000;
+    let paths = paths("paths-lost");
+    let run = || {
+        sums(Numbers::new(n), 2, files(&paths.output)).run_with(exactly_once(&paths.checkpoints, 0))
+    };
+    run().unwrap();
+    let published = committed(&paths.output);
+    std::fs::remove_dir_all(&paths.checkpoints).unwrap();
+    let error = run().expect_err("refused by the sink");
+    let text = error.to_string();
+    assert!(text.contains("transactional file sink `out`"), "{text}");
+    assert!(text.contains("starts from no checkpoint"), "{text}");
+    assert!(
+        text.contains(&format!("remove {}", paths.output.display())),
+        "{text}"
+    );
+    assert_eq!(committed(&paths.output), published, "nothing was published");
+}

@@ -1,0 +1,152 @@
+//! What the exactly-once tests share: a replayable source of numbered
+//! records that holds at a chosen position until a checkpoint completes, so
+//! that a test knows a checkpoint covers what came before it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use streamwork::core::checkpoint::CheckpointView;
+use streamwork::prelude::*;
+
+/// `(i % 10, i - 500)` for `i` in `0..n`, 50 a poll. In a run that did not
+/// restore, it holds at `hold_at` until a checkpoint is complete.
+#[derive(Clone)]
+pub struct Numbers {
+    n: u64,
+    next: u64,
+    hold_at: Option<u64>,
+    checkpoints: Option<CheckpointView>,
+    restored: bool,
+}
+
+impl Numbers {
+    /// Holds halfway.
+    pub fn new(n: u64) -> Self {
+        Numbers::holding_at(n, Some(n / 2))
+    }
+
+    /// Holds at `hold_at` (never if `None`).
+    pub fn holding_at(n: u64, hold_at: Option<u64>) -> Self {
+        Numbers {
+            n,
+            next: 0,
+            hold_at,
+            checkpoints: None,
+            restored: false,
+        }
+    }
+}
+
+impl Source for Numbers {
+    type Out = Collector<(u64, i64)>;
+
+    fn replayable(&self) -> bool {
+        true
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.checkpoints = ctx.checkpoints().cloned();
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Collector<(u64, i64)>) -> Result<SourcePoll, ConnectorError> {
+        if self.next == self.n {
+            return Ok(SourcePoll::Finished);
+        }
+        let holding = Some(self.next) == self.hold_at
+            && !self.restored
+            && self
+                .checkpoints
+                .as_ref()
+                .is_some_and(|c| c.completed() == CheckpointId::NONE);
+        if holding {
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(SourcePoll::Idle);
+        }
+        let stop = match self.hold_at {
+            Some(hold) if self.next < hold => hold,
+            _ => self.n,
+        };
+        let end = (self.next + 50).min(stop);
+        for i in self.next..end {
+            out.emit((i % 10, i as i64 - 500));
+        }
+        self.next = end;
+        Ok(SourcePoll::Emitted)
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        Some(StateBytes {
+            schema: 1,
+            bytes: self.next.to_le_bytes().to_vec(),
+        })
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        if let Some(own) = restore.own() {
+            let bytes = own
+                .bytes
+                .try_into()
+                .map_err(|_| ConnectorError::user("a position of 8 bytes"))?;
+            self.next = u64::from_le_bytes(bytes);
+            self.restored = true;
+        }
+        Ok(())
+    }
+}
+
+impl streamwork::core::checkpoint::Replayable for Numbers {}
+
+/// A fresh directory for one test.
+pub fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamwork-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Exactly-once checkpoints into `dir` every millisecond, with `restarts`
+/// restarts after a failure.
+pub fn exactly_once(dir: &Path, restarts: u32) -> RunOptions {
+    RunOptions {
+        checkpoints: Some(CheckpointConfig::new(dir, Duration::from_millis(1))),
+        restart: RestartStrategy::FixedDelay {
+            attempts: restarts,
+            delay: Duration::ZERO,
+        },
+        ..RunOptions::default()
+    }
+}
+
+/// Compares committed rows with the expected ones (as multisets), naming
+/// the first rows missing and repeated rather than printing thousands.
+pub fn assert_same<T: Ord + Clone + std::fmt::Debug>(actual: &[T], expected: &[T], what: &str) {
+    let mut counts = std::collections::BTreeMap::<T, i64>::new();
+    for row in expected {
+        *counts.entry(row.clone()).or_default() += 1;
+    }
+    for row in actual {
+        *counts.entry(row.clone()).or_default() -= 1;
+    }
+    let missing: Vec<_> = counts
+        .iter()
+        .filter(|(_, c)| **c > 0)
+        .map(|(r, _)| r)
+        .collect();
+    let extra: Vec<_> = counts
+        .iter()
+        .filter(|(_, c)| **c < 0)
+        .map(|(r, _)| r)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: {} rows committed, {} expected; {} missing (first {:?}), {} extra (first {:?})",
+        actual.len(),
+        expected.len(),
+        missing.len(),
+        &missing[..missing.len().min(5)],
+        extra.len(),
+        &extra[..extra.len().min(5)],
+    );
+}
