@@ -150,3 +150,35 @@ fn run_with_gives_up_once_its_attempts_are_used() {
         "the run and 3 restarts"
     );
 }
+
+/// Bad settings are refused when the job is built, naming the edge and the
+/// valid range: `NaN` and out-of-range backpressure watermarks.
+#[test]
+fn bad_backpressure_watermarks_are_refused_not_a_panic() {
+    let panics = count_panics();
+    let before = panics.load(Ordering::SeqCst);
+    for (high, low) in [
+        (f64::NAN, 0.5),
+        (0.8, f64::NAN),
+        (1.5, 0.2),
+        (0.5, 0.7),
+        (0.0, 0.0),
+    ] {
+        let result = job! {
+            source numbers = VecSource::new(vec![1u64, 2, 3]);
+            sink out = CollectSink::new() <- numbers.shuffle().pause_sources_above(high, low);
+        };
+        let error = result.err().expect("refused");
+        let text = error.to_string();
+        assert!(
+            text.contains("edge from `numbers` to `out`") && text.contains("0 < high <= 1"),
+            "{text}"
+        );
+    }
+    let fine = job! {
+        source numbers = VecSource::new(vec![1u64, 2, 3]);
+        sink out = CollectSink::new() <- numbers.shuffle().pause_sources_above(0.8, 0.5);
+    };
+    fine.unwrap().run().unwrap();
+    assert_eq!(panics.load(Ordering::SeqCst), before, "no panic");
+}

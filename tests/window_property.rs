@@ -164,3 +164,89 @@ proptest! {
         prop_assert_eq!(in_place.len() as u64 + late_in_place, raw.len() as u64);
     }
 }
+
+/// Events at the edges of time: `i64::MIN + offset` or `i64::MAX - offset`.
+fn edge_events() -> impl Strategy<Value = Vec<Event>> {
+    (
+        prop_oneof![Just(i64::MIN), Just(i64::MAX)],
+        prop::collection::vec((0u8..3, 0i64..200), 1..100),
+    )
+        .prop_map(|(edge, raw)| {
+            let mut events: Vec<Event> = raw
+                .into_iter()
+                .map(|(key, offset)| {
+                    let t = if edge == i64::MIN {
+                        edge.saturating_add(offset)
+                    } else {
+                        edge - offset
+                    };
+                    (key, t)
+                })
+                .collect();
+            events.sort_by_key(|e| e.1);
+            events
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// At any `i64` time (`i64::MIN` and `i64::MAX` included) windows and
+    /// sessions run without a panic or a wrapped bound: no event is late,
+    /// every event is counted, and windows away from the edges are exactly
+    /// the batch computation's.
+    #[test]
+    fn windows_at_the_edges_of_time_neither_panic_nor_wrap(
+        events in edge_events(),
+        (size, slide) in prop_oneof![Just((10u64, 10u64)), Just((30, 20)), Just((100, 7))],
+    ) {
+        let sink = CollectSink::new();
+        let sessions = CollectSink::new();
+        let graph = job! {
+            source events = VecSource::new(events.clone());
+            operator timed = Watermarks::bounded(Duration::from_millis(500)).timestamps(at) <- events;
+            operator counts { results, late } =
+                Windows::sliding(Duration::from_millis(size), Duration::from_millis(slide)).count()
+                <- timed.key(|e: &Event| e.0);
+            operator gaps { results, late } =
+                Windows::session(Duration::from_millis(size)).count()
+                <- timed.key(|e: &Event| e.0);
+            sink out = sink.clone() <- counts.results;
+            sink session_out = sessions.clone() <- gaps.results;
+            sink late = StdoutSink::new(|_: &Event, _: &mut Vec<u8>| {}) <- counts.late, gaps.late;
+        }
+        .unwrap();
+        let report = graph.run().unwrap();
+        prop_assert_eq!(report.component("late").unwrap().records_in(), 0);
+        let session_total: u64 = sessions.values().iter().map(|r| r.value).sum();
+        prop_assert_eq!(session_total, events.len() as u64);
+        let (size, slide) = (size as i64, slide as i64);
+        let far = |start: i64| start > i64::MIN + 2 * size && start < i64::MAX - 2 * size;
+        let expected: BTreeMap<(u8, i64), u64> = batch_windows(
+            &events.iter().copied().filter(|e| far(e.1)).collect::<Vec<_>>(),
+            size,
+            slide,
+        );
+        let mut got = BTreeMap::new();
+        for result in sink.values() {
+            let start = result.window.start.millis();
+            prop_assert!(result.window.start <= result.window.end);
+            if far(start) && far(result.window.end.millis()) {
+                got.insert((result.key, start), result.value);
+            }
+        }
+        let expected: BTreeMap<_, _> = expected
+            .into_iter()
+            .filter(|((_, start), _)| far(*start) && far(start + size))
+            .collect();
+        prop_assert_eq!(got, expected);
+        for (key, t) in &events {
+            // A `Timestamp` holds `i64::MIN + 1` for `i64::MIN`.
+            let t = at(&(*key, *t)).millis();
+            let counted = sink.values().iter().any(|r| {
+                r.key == *key && r.window.start.millis() <= t && t <= r.window.end.millis()
+            });
+            prop_assert!(counted, "({key}, {t}) is in no window");
+        }
+    }
+}

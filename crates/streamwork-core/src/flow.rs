@@ -54,6 +54,13 @@ pub struct PauseWatermarks {
     pub low: f64,
 }
 
+impl PauseWatermarks {
+    /// Whether `0 < high <= 1` and `0 <= low < high` (false for `NaN`).
+    pub fn are_valid(&self) -> bool {
+        self.high > 0.0 && self.high <= 1.0 && self.low >= 0.0 && self.low < self.high
+    }
+}
+
 /// The flow control of one edge.
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
 pub struct FlowControl {

@@ -105,12 +105,10 @@ impl<T, Tm> Input<T, Tm> {
 
     /// Pauses the sources upstream while the receiver's queue on this edge is
     /// above `high` (a fraction of its capacity), until it is below `low`.
+    /// `0 < high <= 1` and `0 <= low < high`: other values (`NaN`
+    /// included) are refused when the job is built.
     pub fn pause_sources_above(mut self, high: f64, low: f64) -> Self {
-        let high = high.clamp(0.01, 1.0);
-        self.flow.pause = Some(PauseWatermarks {
-            high,
-            low: low.clamp(0.0, high * 0.99),
-        });
+        self.flow.pause = Some(PauseWatermarks { high, low });
         self
     }
 

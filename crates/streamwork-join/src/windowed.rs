@@ -13,6 +13,7 @@ use streamwork_core::{
 use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
+use streamwork_window::ends::{ends, first_end_containing, last_end_containing, last_instant};
 
 use crate::{JoinKind, JoinRow};
 
@@ -86,14 +87,12 @@ impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
         self
     }
 
-    /// Ends of the open windows containing `t`.
+    /// Ends of the open windows containing `t` (clipped at the edges of
+    /// time, never wrapped).
     fn open_ends(&self, t: i64) -> impl Iterator<Item = i64> + '_ {
-        let last_start = t.div_euclid(self.slide) * self.slide;
-        (0..)
-            .map(move |i| last_start - i * self.slide)
-            .take_while(move |start| *start > t - self.size)
-            .map(move |start| start + self.size)
-            .filter(move |end| *end > self.watermark)
+        let first = first_end_containing(self.size, self.slide, t);
+        let last = last_end_containing(self.size, self.slide, t);
+        ends(first, last, self.slide).filter(move |end| *end > self.watermark)
     }
 
     fn insert(&mut self, key: &K, t: i64, side: impl Fn(&mut Buffers<L, R>)) {
@@ -187,7 +186,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
             if end > self.watermark {
                 break;
             }
-            let time = Timestamp::from_millis(end - 1);
+            let time = Timestamp::from_millis(last_instant(end));
             for (key, (lefts, rights)) in entry.remove() {
                 let row = |left: Option<L>, right: Option<R>| JoinRow {
                     key: key.clone(),

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub mod aggregate;
 pub mod count;
 mod domain;
+pub mod ends;
 pub mod outputs;
 pub mod session;
 pub mod sliced;

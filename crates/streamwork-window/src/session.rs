@@ -16,6 +16,7 @@ use streamwork_state::{KeyedCheckpoint, StateData};
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
 use crate::domain::Domain;
+use crate::ends::last_instant;
 use crate::outputs::WindowOutputs;
 use crate::window::{Firing, Window, WindowResult};
 
@@ -126,7 +127,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
                 value,
                 firing,
             },
-            Timestamp::from_millis(session.end - 1),
+            Timestamp::from_millis(last_instant(session.end)),
         );
     }
 
@@ -195,7 +196,12 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         self.aggregate.add(&mut acc, &value);
         let mut fired = false;
         let overlapping: Vec<usize> = (0..state.sessions.len())
-            .filter(|&i| state.sessions[i].start < end && start < state.sessions[i].end)
+            .filter(|&i| {
+                // Half-open intervals overlap; one clipped at the end of
+                // time includes that instant.
+                let s = &state.sessions[i];
+                s.start <= last_instant(end) && start <= last_instant(s.end)
+            })
             .collect();
         for &i in &overlapping {
             let s = &state.sessions[i];

@@ -27,6 +27,9 @@ use streamwork_state::{KeyedCheckpoint, StateData};
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
 use crate::domain::Domain;
+use crate::ends::{
+    ends, first_end_containing, last_end_containing, last_instant, next_end, slice_start,
+};
 use crate::outputs::WindowOutputs;
 use crate::spec::Early;
 use crate::window::{Firing, Window, WindowResult};
@@ -171,19 +174,6 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
     }
 }
 
-/// The end of the last window (of `size`, every `slide`) containing time `t`.
-#[inline]
-fn last_end_containing(size: i64, slide: i64, t: i64) -> i64 {
-    t.div_euclid(slide) * slide + size
-}
-
-/// The end of the first window (of `size`, every `slide`) containing time `t`.
-#[inline]
-fn first_end_containing(size: i64, slide: i64, t: i64) -> i64 {
-    let start = (t - size).div_euclid(slide) * slide + slide;
-    start + size
-}
-
 fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -219,13 +209,9 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             .slices
             .keys()
             .filter_map(|&index| {
-                let t = index * slice;
+                let t = slice_start(index, slice);
                 let last = last_end_containing(size, slide, t);
-                let mut end = first_end_containing(size, slide, t);
-                while end <= now && end <= last {
-                    end += slide;
-                }
-                (end <= last).then_some(end)
+                ends(first_end_containing(size, slide, t), last, slide).find(|&end| end > now)
             })
             .min();
     }
@@ -290,10 +276,10 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             }
         };
         self.hot = Some((index, slice));
-        let start = index * self.slice;
+        let start = slice_start(index, self.slice);
         self.hot_bounds = HotBounds {
             start,
-            end: start + self.slice,
+            end: start.saturating_add(self.slice),
             first_end: first_end_containing(self.size, self.slide, start),
             last_end: last_end_containing(self.size, self.slide, start),
         };
@@ -317,11 +303,11 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
     ) where
         T: Data,
     {
-        let start = end - self.size;
+        let start = end.saturating_sub(self.size);
         let window = Window::from_millis(start, end);
         let (first, last) = (
             start.div_euclid(self.slice),
-            (end - 1).div_euclid(self.slice),
+            last_instant(end).div_euclid(self.slice),
         );
         let hot = self
             .hot
@@ -331,7 +317,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         let mut parts: Vec<(i64, &SliceOf<T, KK, A>)> =
             in_map.chain(hot.map(|(i, s)| (*i, s))).collect();
         parts.sort_by_key(|(i, _)| *i);
-        let time = Timestamp::from_millis(end - 1);
+        let time = Timestamp::from_millis(last_instant(end));
         match (parts.as_slice(), only) {
             ([], _) => {}
             (_, Some((hash, key))) => {
@@ -445,19 +431,23 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             }
             self.emit_window(end, Firing::Final, None, out);
             // The next window end with data: skip gaps in the stream.
-            let next = end.saturating_add(self.slide);
+            let Some(next) = next_end(end, self.slide) else {
+                // The window clipped at the end of time was the last.
+                self.next_end = None;
+                break;
+            };
             let first_slice_after = self
                 .slices
-                .range((next - self.size).div_euclid(self.slice)..)
+                .range(next.saturating_sub(self.size).div_euclid(self.slice)..)
                 .next()
                 .map(|(i, _)| *i);
-            self.next_end =
-                first_slice_after.map(|i| next.max(self.first_end_containing(i * self.slice)));
+            self.next_end = first_slice_after
+                .map(|i| next.max(self.first_end_containing(slice_start(i, self.slice))));
         }
         // Drop slices whose last window has fired and passed the lateness.
         let horizon = now.saturating_sub(self.lateness);
         while let Some((&index, _)) = self.slices.first_key_value() {
-            let last_end = self.last_end_containing(index * self.slice);
+            let last_end = self.last_end_containing(slice_start(index, self.slice));
             let fired = self.next_end.is_none_or(|next| last_end < next);
             if fired && last_end <= horizon {
                 if let Some(mut slice) = self.slices.remove(&index) {
@@ -484,13 +474,15 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         for (&index, slice) in self.slices.iter_mut() {
             for partial in slice.partials.iter_mut().filter(|p| p.dirty) {
                 partial.dirty = false;
-                let t = index * slice_len;
-                let mut end = first_end_containing(size, slide, t);
-                while end <= last_end_containing(size, slide, t) {
+                let t = slice_start(index, slice_len);
+                let (first, last) = (
+                    first_end_containing(size, slide, t),
+                    last_end_containing(size, slide, t),
+                );
+                for end in ends(first, last, slide) {
                     if end > now && fired.insert((end, partial.hash)) {
                         todo.push((end, partial.hash, partial.key.clone()));
                     }
-                    end += self.slide;
                 }
             }
         }
@@ -554,26 +546,24 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         let (first_end, last_end) = (bounds.first_end, bounds.last_end);
         if self.next_end.is_none_or(|next| first_end < next) {
             // The first of the record's windows that has not fired yet, if any.
-            let mut unfired = first_end;
-            while unfired <= self.now && unfired <= last_end {
-                unfired += self.slide;
-            }
-            if unfired <= last_end && self.next_end.is_none_or(|next| unfired < next) {
+            let now = self.now;
+            let unfired = ends(first_end, last_end, self.slide).find(|&end| end > now);
+            if let Some(unfired) = unfired
+                && self.next_end.is_none_or(|next| unfired < next)
+            {
                 self.next_end = Some(unfired);
             }
         }
         let late_within_lateness = D::EVENT_TIME && t < self.now;
         if late_within_lateness || early_now {
             let key_value = key_value.clone();
-            let mut end = first_end;
-            while end <= last_end {
+            for end in ends(first_end, last_end, self.slide) {
                 let within_lateness = end.saturating_add(self.lateness) > self.now;
                 if end <= self.now && late_within_lateness && within_lateness {
                     self.emit_window(end, Firing::Update, Some((hash, &key_value)), ctx.out());
                 } else if end > self.now && early_now {
                     self.emit_window(end, Firing::Early, Some((hash, &key_value)), ctx.out());
                 }
-                end += self.slide;
             }
         }
     }
@@ -589,7 +579,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             self.advance(t, out);
         }
         if let Some(interval) = self.early.interval
-            && now.millis() - self.last_early >= interval
+            && now.millis().saturating_sub(self.last_early) >= interval
         {
             self.last_early = now.millis();
             self.early_by_interval(out);

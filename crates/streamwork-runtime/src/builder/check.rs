@@ -46,6 +46,18 @@ impl JobBuilder {
                 delivery,
             });
         }
+        if let Some((edge, pause)) = self
+            .edges
+            .iter()
+            .find_map(|e| Some((e, e.flow.pause.filter(|p| !p.are_valid())?)))
+        {
+            return Err(GraphError::BadPauseWatermarks {
+                from: self.nodes[edge.from.index()].name.to_string(),
+                to: self.nodes[edge.to.index()].name.to_string(),
+                high: pause.high,
+                low: pause.low,
+            });
+        }
         if let Some((component, problem)) = self
             .nodes
             .iter()

@@ -3,7 +3,7 @@
 use streamwork_core::checkpoint::Delivery;
 
 /// A job graph that cannot run, found when it is built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
     /// The job has no source.
@@ -43,6 +43,20 @@ pub enum GraphError {
         delivery: Delivery,
         /// Why not, and what to do.
         problem: String,
+    },
+    /// Backpressure watermarks outside `0 <= low < high <= 1`.
+    #[error(
+        "the edge from `{from}` to `{to}` pauses its sources above {high} and resumes below {low}: both are fractions of the queue's capacity, with 0 < high <= 1 and 0 <= low < high (for example `pause_sources_above(0.8, 0.5)`)"
+    )]
+    BadPauseWatermarks {
+        /// The sending component.
+        from: String,
+        /// The receiving component.
+        to: String,
+        /// The high watermark given.
+        high: f64,
+        /// The low watermark given.
+        low: f64,
     },
     /// A parallelism of zero.
     #[error("component `{component}` has parallelism 0: it must be at least 1")]
