@@ -268,11 +268,14 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     let _ = std::fs::remove_dir_all(&checkpoints);
 }
 
-/// Marks its partition owned while open; records what it is given.
+/// Marks its partition owned while open (until it is dropped: a job
+/// stopped at a savepoint, as a hand-over stops it, is not closed);
+/// records what it is given.
 #[derive(Clone)]
 struct Owner {
     partition: i32,
     runner: usize,
+    opened: bool,
     owners: Arc<Mutex<BTreeMap<i32, Vec<usize>>>>,
     overlaps: Arc<AtomicU64>,
     seen: Arc<Mutex<BTreeSet<(i32, i64)>>>,
@@ -291,6 +294,7 @@ impl Sink for Owner {
             self.overlaps.fetch_add(1, Ordering::Relaxed);
         }
         now.push(self.runner);
+        self.opened = true;
         Ok(())
     }
 
@@ -305,12 +309,15 @@ impl Sink for Owner {
             .insert((record.value.partition, record.value.offset));
         Ok(())
     }
+}
 
-    fn close(&mut self) -> Result<(), ConnectorError> {
-        let mut owners = self.owners.lock().unwrap();
-        let now = owners.entry(self.partition).or_default();
-        now.retain(|&r| r != self.runner);
-        Ok(())
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if self.opened {
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            let now = owners.entry(self.partition).or_default();
+            now.retain(|&r| r != self.runner);
+        }
     }
 }
 
@@ -339,6 +346,7 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
                 let sink = Owner {
                     partition: task.partition(),
                     runner,
+                    opened: false,
                     owners: owners.clone(),
                     overlaps: overlaps.clone(),
                     seen: seen.clone(),

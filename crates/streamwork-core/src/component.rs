@@ -60,7 +60,10 @@ pub trait Source: Clone + Send + 'static {
     /// Emits what is available now, preferably no more than about one batch.
     fn poll(&mut self, out: &mut Self::Out) -> Result<SourcePoll, ConnectorError>;
 
-    /// Releases resources at the end (input ended, or the job stops).
+    /// Releases resources at the end of input (its own, or a drain), once
+    /// the job's final checkpoint is complete. A job that stops at a
+    /// savepoint does not close its instances (nothing ends): it drops
+    /// them, so release what must always be released in `Drop`.
     fn close(&mut self) -> Result<(), ConnectorError> {
         Ok(())
     }
@@ -90,6 +93,14 @@ pub trait Source: Clone + Send + 'static {
     /// checkpoints have read (compare
     /// [`CheckpointView::completed`](crate::checkpoint::CheckpointView::completed)).
     fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
+        let _ = checkpoint;
+    }
+
+    /// The job stops at savepoint `checkpoint`, which is complete: the
+    /// source reads nothing more in this run, and the next resumes from the
+    /// position it took for it. Nothing to do by default; a source that
+    /// tells others how far completed checkpoints have read does so here.
+    fn suspended_at(&mut self, checkpoint: CheckpointId) {
         let _ = checkpoint;
     }
 
@@ -377,7 +388,11 @@ pub trait Sink: Clone + Send + 'static {
         Ok(())
     }
 
-    /// Called once at end of input: flush and release resources.
+    /// Called once at end of input (its own, or a drain), after the final
+    /// checkpoint is committed: flush and release resources. A job that
+    /// stops at a savepoint does not close its sinks (a transactional sink
+    /// must not publish what follows the savepoint): it drops them, so
+    /// release what must always be released in `Drop`.
     fn close(&mut self) -> Result<(), ConnectorError> {
         self.flush()
     }

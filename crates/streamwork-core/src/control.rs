@@ -22,6 +22,16 @@ pub enum Control {
     /// Checkpoint barrier (chapter 10): everything the sender sent before
     /// belongs to this checkpoint, everything after to the next.
     Barrier(CheckpointId),
+    /// The job stops at a savepoint: the receiver stops where it is without
+    /// ending its input (nothing is drained; a sink makes what completed
+    /// checkpoints staged visible). Passed on to what is fused downstream,
+    /// never sent through a channel: every task learns of it on its own.
+    Suspend,
+    /// Every instance has ended and the job's final checkpoint (if it takes
+    /// checkpoints) is complete: a sink commits it, and every instance
+    /// releases its resources. Passed on to what is fused downstream, never
+    /// sent through a channel.
+    Close,
 }
 
 /// Records could not be delivered downstream: the receiving task has stopped,

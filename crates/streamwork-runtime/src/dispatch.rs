@@ -226,6 +226,10 @@ impl<T: Data> Edge<T> for ChannelDispatcher<T> {
     }
 
     fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+        if matches!(control, Control::Suspend | Control::Close) {
+            // Each task on the other side learns of it on its own.
+            return Ok(());
+        }
         if let Control::Watermark(watermark) = control {
             // It follows the records buffered for each target: it goes with
             // them, or at once to a target with nothing buffered.

@@ -25,12 +25,19 @@ pub(crate) struct Failed;
 pub(crate) struct Failure {
     first: Arc<Mutex<Option<JobError>>>,
     abort: Arc<AtomicBool>,
+    /// The job is stopping at a complete savepoint: tasks end as they
+    /// learn of it, and a task that finds a neighbour gone is not a failure.
+    suspending: Arc<AtomicBool>,
 }
 
 impl Failure {
     /// Records `error` (keeping the first that is not a mere consequence of
     /// another) and aborts the job.
     pub(crate) fn record(&self, error: JobError) -> Failed {
+        if error.is_cascade() && self.suspending.load(Ordering::Acquire) {
+            // A neighbour that stopped at the savepoint: this task ends too.
+            return Failed;
+        }
         let mut slot = self.first.lock().unwrap_or_else(|p| p.into_inner());
         let replace = match &*slot {
             None => true,
@@ -75,6 +82,17 @@ impl Failure {
     /// Whether the job has failed.
     pub(crate) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
+    }
+
+    /// The flag the coordinator raises once the savepoint a stop asked for
+    /// is complete.
+    pub(crate) fn suspending_flag(&self) -> &Arc<AtomicBool> {
+        &self.suspending
+    }
+
+    /// Whether the job is stopping at a complete savepoint.
+    pub(crate) fn suspending(&self) -> bool {
+        self.suspending.load(Ordering::Acquire)
     }
 
     /// The abort flag, for what watches it without recording failures.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use streamwork_core::{InstanceIdx, TaskError};
+use streamwork_core::{CheckpointId, InstanceIdx, TaskError};
 
 use crate::checkpoint::{CheckpointStats, Recovery};
 use crate::error::JobError;
@@ -30,6 +30,8 @@ pub struct JobHandle {
 pub(crate) struct CheckpointRecord {
     pub(crate) completed: Arc<Mutex<Vec<CheckpointStats>>>,
     pub(crate) recovery: Recovery,
+    /// The savepoint a stop asked for (0: none).
+    pub(crate) savepoint: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl JobHandle {
@@ -131,36 +133,62 @@ impl LiveMetrics {
             source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
             checkpoints: Vec::new(),
             recovery: Recovery::default(),
+            savepoint: None,
             restarts: 0,
         }
     }
 }
 
-/// Stops a running job gracefully from anywhere: sources end their streams,
-/// and everything in flight drains to the sinks.
+/// Stops a running job from anywhere: see [`JobHandle::stop`] and
+/// [`JobHandle::drain`].
 #[derive(Clone, Debug)]
 pub struct StopHandle {
     stop: Arc<AtomicBool>,
+    drain: Arc<AtomicBool>,
 }
 
 impl StopHandle {
-    /// Asks the job to stop.
+    /// Asks the job to stop at a savepoint (see [`JobHandle::stop`]).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks the job to drain (see [`JobHandle::drain`]).
+    pub fn drain(&self) {
+        self.drain.store(true, Ordering::Relaxed);
     }
 }
 
 impl JobHandle {
-    /// A handle that stops this job gracefully.
+    /// A handle that stops this job from anywhere.
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle {
             stop: self.flags.stop.clone(),
+            drain: self.flags.drain.clone(),
         }
     }
 
-    /// Asks the job to stop gracefully; [`join`](Self::join) then returns once drained.
+    /// Asks the job to stop; [`join`](Self::join) returns once it has.
+    ///
+    /// A job that takes checkpoints stops at a **savepoint**, without
+    /// draining: a checkpoint is taken at once (or the one in flight is
+    /// used), the sources read nothing after it, and once it is complete
+    /// and the sinks have committed it every task stops where it is. Open
+    /// windows stay open and event time does not jump to its end: the next
+    /// run on the same checkpoint directory resumes from the savepoint as
+    /// if the job had never stopped ([`JobReport::savepoint`] names it).
+    /// Ctrl-C does the same. A job without checkpoints has nothing to
+    /// resume from, and drains.
     pub fn stop(&self) {
         self.flags.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks the job to drain: the sources end their input now, and the job
+    /// ends as at the end of its input (every window fires, the final
+    /// checkpoint is taken). A run restored from that final checkpoint
+    /// starts at the sources' positions with event time at its end.
+    pub fn drain(&self) {
+        self.flags.drain.store(true, Ordering::Relaxed);
     }
 
     /// The counts and measurements so far, while the job runs (capacity,
@@ -221,6 +249,10 @@ impl JobHandle {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
             report.recovery = record.recovery.clone();
+            if self.flags.failure.suspending() {
+                report.savepoint =
+                    Some(CheckpointId::new(record.savepoint.load(Ordering::Acquire)));
+            }
         }
         Ok(report)
     }

@@ -66,6 +66,9 @@ pub struct JobReport {
     /// The checkpoint this run restored, and what of the checkpoint
     /// directory it could not read (filled in by `join`).
     pub recovery: crate::checkpoint::Recovery,
+    /// The savepoint the job stopped at (a stop of a job that takes
+    /// checkpoints): the next run on the same directory resumes from it.
+    pub savepoint: Option<streamwork_core::CheckpointId>,
     /// Times the job was restarted after a failure (`run_with`).
     pub restarts: u32,
 }

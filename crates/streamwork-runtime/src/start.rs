@@ -27,13 +27,15 @@ use crate::worker::{placement, run_worker};
 pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHandle, JobError> {
     let started = Instant::now();
     let failure = Failure::default();
+    let stop = Arc::new(AtomicBool::new(false));
     let config = checked_delivery(graph, &options)?;
     let checkpointing = match &config {
-        Some(config) => Some(open_checkpoints(graph, config, &failure)?),
+        Some(config) => Some(open_checkpoints(graph, config, &failure, &stop)?),
         None => None,
     };
     let flags = Flags {
-        stop: Arc::new(AtomicBool::new(false)),
+        stop: stop.clone(),
+        drain: Arc::new(AtomicBool::new(false)),
         failure: failure.clone(),
         checkpoints: checkpointing.as_ref().map(|c| c.tasks.clone()),
     };
@@ -53,6 +55,7 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
             let stats = CheckpointRecord {
                 completed: checkpointing.coordinator.stats.clone(),
                 recovery: checkpointing.recovery,
+                savepoint: checkpointing.coordinator.signals.savepoint.clone(),
             };
             match spawn_coordinator(checkpointing.coordinator, &failure) {
                 Ok(handle) => (Some(handle), Some(stats)),
@@ -133,6 +136,7 @@ fn open_checkpoints(
     graph: &JobGraph,
     config: &CheckpointConfig,
     failure: &Failure,
+    stop: &Arc<AtomicBool>,
 ) -> Result<Checkpointing, JobError> {
     let (restored, recovery) = if config.restore {
         checkpoint::load(&config.dir)?
@@ -153,6 +157,8 @@ fn open_checkpoints(
     let tasks = TaskCheckpoints {
         trigger: signals.trigger.clone(),
         source_ended: signals.source_ended.clone(),
+        final_completed: signals.final_completed.clone(),
+        savepoint: signals.savepoint.clone(),
         align: config.delivery == Delivery::ExactlyOnce,
     };
     let coordinator = Coordinator {
@@ -162,6 +168,8 @@ fn open_checkpoints(
         interval: config.interval,
         signals,
         abort: failure.abort_flag().clone(),
+        stop: stop.clone(),
+        suspending: failure.suspending_flag().clone(),
         stats: Arc::new(Mutex::new(Vec::new())),
     };
     Ok(Checkpointing {

@@ -119,6 +119,16 @@ impl Turn {
     }
 
     /// Lowers the pause request of an input task that ends.
+    /// Stops the task at the complete savepoint (a failure is recorded by
+    /// the instance that failed).
+    fn suspend(&mut self) {
+        let task = &mut self.task;
+        let _ = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
+            TaskBody::Source { task, .. } => task.suspend(),
+            TaskBody::Input { task, .. } => task.suspend(),
+        }));
+    }
+
     fn release(&mut self) {
         if let Run::Input(run) = &mut self.run {
             run.release_pause();
@@ -166,6 +176,14 @@ pub(crate) fn run_worker(tasks: Vec<Task>, flags: &Flags) -> Ended {
             }
             return Ended::Aborted;
         }
+        if flags.failure.suspending() {
+            // Held turns too: a full channel must not keep one running.
+            for turn in &mut turns {
+                turn.suspend();
+                turn.release();
+            }
+            return Ended::Suspended;
+        }
         let round = Instant::now();
         let (mut progressed, mut recheck) = (false, false);
         let mut i = 0;
@@ -184,6 +202,8 @@ pub(crate) fn run_worker(tasks: Vec<Task>, flags: &Flags) -> Ended {
             match outcome {
                 Ok(Ok(Step::Busy)) => progressed = true,
                 Ok(Ok(Step::Idle)) => recheck |= matches!(turn.run, Run::Source(_)),
+                // Ended, waiting for the final checkpoint: look again soon.
+                Ok(Ok(Step::Closing)) => recheck = true,
                 Ok(Ok(Step::Paused | Step::Gated)) => {
                     turn.held = true;
                     recheck = true;

@@ -279,7 +279,9 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         let start = slice_start(index, self.slice);
         self.hot_bounds = HotBounds {
             start,
-            end: start.saturating_add(self.slice),
+            // Not `start + slice`: a slice clipped at the start of time
+            // ends where the unclipped one would.
+            end: slice_start(index.saturating_add(1), self.slice),
             first_end: first_end_containing(self.size, self.slide, start),
             last_end: last_end_containing(self.size, self.slide, start),
         };

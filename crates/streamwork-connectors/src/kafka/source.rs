@@ -505,6 +505,12 @@ impl Source for KafkaSource {
         }
     }
 
+    /// The savepoint's positions become the committed ones: the runner
+    /// hands the partition on from there.
+    fn suspended_at(&mut self, _: CheckpointId) {
+        self.publish_completed();
+    }
+
     /// The next offset of every partition read so far.
     fn snapshot(&mut self) -> Option<StateBytes> {
         let mut bytes = Vec::with_capacity(self.positions.len() * 12);

@@ -24,6 +24,8 @@ pub(crate) struct Signals {
     pub(crate) final_completed: Arc<AtomicBool>,
     /// A source has ended its input: no periodic checkpoint can complete.
     pub(crate) source_ended: Arc<AtomicBool>,
+    /// The savepoint a stop asked for (0: none yet).
+    pub(crate) savepoint: Arc<AtomicU64>,
 }
 
 impl Signals {
@@ -33,6 +35,7 @@ impl Signals {
             completed: Arc::new(AtomicU64::new(completed.get())),
             final_completed: Arc::new(AtomicBool::new(false)),
             source_ended: Arc::new(AtomicBool::new(false)),
+            savepoint: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -46,6 +49,10 @@ pub(crate) struct Coordinator {
     pub(crate) interval: Duration,
     pub(crate) signals: Signals,
     pub(crate) abort: Arc<AtomicBool>,
+    /// Raised by a stop: take a savepoint.
+    pub(crate) stop: Arc<AtomicBool>,
+    /// Raised here once the savepoint is complete: the tasks stop.
+    pub(crate) suspending: Arc<AtomicBool>,
     pub(crate) stats: Arc<std::sync::Mutex<Vec<CheckpointStats>>>,
 }
 
@@ -65,19 +72,32 @@ impl Coordinator {
         let mut in_flight: Option<(CheckpointId, Instant, Vec<Part>)> = None;
         let mut finals: Vec<Part> = Vec::new();
         let mut next_trigger = Instant::now() + self.interval;
+        let mut savepoint = CheckpointId::NONE;
         loop {
             if self.abort.load(Ordering::Relaxed) {
                 return Ok(());
             }
             let ended = self.signals.source_ended.load(Ordering::Relaxed);
+            let stop = self.stop.load(Ordering::Relaxed);
             if ended {
                 // A finished source cannot take part: the final checkpoint
                 // covers the end.
                 in_flight = None;
-            } else if in_flight.is_none() && Instant::now() >= next_trigger {
+            } else if in_flight.is_none()
+                && savepoint == CheckpointId::NONE
+                && (stop || Instant::now() >= next_trigger)
+            {
                 let id = self.log.next_checkpoint_id()?;
                 in_flight = Some((id, Instant::now(), Vec::with_capacity(self.expected)));
                 self.signals.trigger.store(id.get(), Ordering::Release);
+            }
+            if stop && savepoint == CheckpointId::NONE {
+                // The checkpoint in flight is the savepoint: the sources
+                // read nothing after its barrier.
+                if let Some((id, _, _)) = &in_flight {
+                    savepoint = *id;
+                    self.signals.savepoint.store(id.get(), Ordering::Release);
+                }
             }
             let wait = Duration::from_millis(10);
             let part = match self.parts.recv_timeout(wait) {
@@ -122,6 +142,11 @@ impl Coordinator {
                 let bytes = self.write(id, parts)?;
                 self.record(id, started, bytes, false);
                 self.signals.completed.store(id.get(), Ordering::Release);
+                if id == savepoint {
+                    // Every task stops where it is; sinks commit it.
+                    self.suspending.store(true, Ordering::Release);
+                    return Ok(());
+                }
                 next_trigger = Instant::now() + self.interval;
             }
         }

@@ -21,7 +21,7 @@ mod coordinator;
 mod restore;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use config::{CheckpointConfig, CheckpointStats};
 pub(crate) use coordinator::{Coordinator, Signals};
@@ -50,7 +50,6 @@ pub(crate) struct Part {
 pub(crate) struct CheckpointLink {
     parts: crossbeam_channel::Sender<Part>,
     completed: Arc<AtomicU64>,
-    final_completed: Arc<AtomicBool>,
 }
 
 impl CheckpointLink {
@@ -58,7 +57,6 @@ impl CheckpointLink {
         CheckpointLink {
             parts,
             completed: signals.completed.clone(),
-            final_completed: signals.final_completed.clone(),
         }
     }
 
@@ -81,10 +79,5 @@ impl CheckpointLink {
     /// The last complete checkpoint.
     pub(crate) fn completed(&self) -> CheckpointId {
         CheckpointId::new(self.completed.load(Ordering::Acquire))
-    }
-
-    /// Whether the final checkpoint is complete.
-    pub(crate) fn final_completed(&self) -> bool {
-        self.final_completed.load(Ordering::Acquire)
     }
 }

@@ -168,4 +168,12 @@ impl<C: CoOperator> InputTask for Instance<CoOperatorKind<C>> {
     fn finish(&mut self) -> Result<(), Failed> {
         self.end()
     }
+
+    fn suspend(&mut self) -> Result<(), Failed> {
+        Instance::suspend(self)
+    }
+
+    fn close(&mut self) -> Result<(), Failed> {
+        Instance::close(self)
+    }
 }

@@ -19,8 +19,14 @@
 //! 5. **barriers**: the instance's part of the checkpoint (a sink
 //!    pre-commits), reported to the coordinator, then the barrier goes on;
 //! 6. **end**: event time reaches its end, the kind emits what is left,
-//!    reports its final part (a sink waits for the final checkpoint and
-//!    commits), closes, and ends its outputs.
+//!    reports its final part and ends its outputs;
+//! 7. **close**, once every instance of the task has ended and the job's
+//!    final checkpoint is complete (the task loop waits for it without
+//!    blocking a worker): a sink commits the final checkpoint, and the
+//!    instance releases its resources, then what is fused downstream.
+//!
+//! A stop at a savepoint replaces 6 and 7 with **suspend**: the instance
+//! stops where it is (a sink commits the savepoint), without draining.
 //!
 //! Every step that runs user code goes through [`Env::guard`]: an error or
 //! a panic is recorded as the job's failure, naming this instance, and the
@@ -183,7 +189,7 @@ pub(crate) trait Kind: Send + 'static {
         Ok(())
     }
 
-    /// The final part is reported: a sink waits for the final checkpoint and
+    /// The final checkpoint is complete (or the job takes none): a sink
     /// commits it.
     fn after_final(&mut self, env: &Env) -> Result<(), TaskError> {
         let _ = env;
@@ -192,6 +198,13 @@ pub(crate) trait Kind: Send + 'static {
 
     /// Releases resources, last.
     fn close(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    /// The job stops at a savepoint, which is complete: a sink commits it.
+    /// Nothing is drained or closed.
+    fn on_suspend(&mut self, env: &Env) -> Result<(), TaskError> {
+        let _ = env;
         Ok(())
     }
 }
@@ -204,6 +217,8 @@ pub(crate) struct Instance<K: Kind> {
     env: Env,
     started: bool,
     ended: bool,
+    closed: bool,
+    suspended: bool,
     /// The event time reached.
     watermark: Timestamp,
 }
@@ -216,6 +231,8 @@ impl<K: Kind> Instance<K> {
             env,
             started: false,
             ended: false,
+            closed: false,
+            suspended: false,
             watermark: Timestamp::MIN,
         }
     }
@@ -298,8 +315,8 @@ impl<K: Kind> Instance<K> {
     }
 
     /// Every input has ended: event time reaches its end, what is left is
-    /// emitted, the final part reported, the instance closed and its
-    /// outputs ended. Done once.
+    /// emitted, the final part reported and the outputs ended. Done once;
+    /// [`close`](Self::close) follows.
     pub(crate) fn end(&mut self) -> Result<(), Failed> {
         if self.ended {
             return Ok(());
@@ -316,11 +333,40 @@ impl<K: Kind> Instance<K> {
                 env.report(CheckpointId::FINAL, state);
             }
             kind.snapshot_taken(CheckpointId::FINAL);
-            kind.after_final(env)?;
-            kind.close()?;
             out.control(&Control::EndOfStream)?;
             env.counters.set_out(out.emitted());
             Ok(())
+        })
+    }
+
+    /// After [`end`](Self::end), once the job's final checkpoint (if any)
+    /// is complete: a sink commits it, the instance releases its resources,
+    /// then so does what is fused downstream. Done once.
+    pub(crate) fn close(&mut self) -> Result<(), Failed> {
+        if self.closed || !self.ended {
+            return Ok(());
+        }
+        self.closed = true;
+        let Instance { kind, out, env, .. } = self;
+        env.guard(|| {
+            kind.after_final(env)?;
+            kind.close()?;
+            Ok(out.control(&Control::Close)?)
+        })
+    }
+
+    /// The job stops at a complete savepoint: the instance stops where it
+    /// is (a sink commits what completed), without draining, and so does
+    /// what is fused downstream. Done once.
+    pub(crate) fn suspend(&mut self) -> Result<(), Failed> {
+        if self.ended || self.suspended || !self.started {
+            return Ok(());
+        }
+        self.suspended = true;
+        let Instance { kind, out, env, .. } = self;
+        env.guard(|| {
+            kind.on_suspend(env)?;
+            Ok(out.control(&Control::Suspend)?)
         })
     }
 
@@ -328,6 +374,8 @@ impl<K: Kind> Instance<K> {
     fn control(&mut self, control: &Control) -> Result<(), Failed> {
         match control {
             Control::EndOfStream => self.end(),
+            Control::Suspend => self.suspend(),
+            Control::Close => self.close(),
             Control::Watermark(watermark) => self.advance(*watermark),
             Control::Idle => self.idle(),
             Control::Barrier(checkpoint) => self.barrier(*checkpoint),
@@ -349,8 +397,13 @@ pub(crate) trait SourceTask: Send {
     /// Takes the source's part of `checkpoint` (its position) and sends the
     /// checkpoint's barrier downstream, after everything polled before.
     fn checkpoint(&mut self, checkpoint: CheckpointId) -> Result<(), Failed>;
-    /// Ends the source: its final part, close, end-of-stream downstream.
+    /// Ends the source: its final part, end-of-stream downstream.
     fn finish(&mut self) -> Result<(), Failed>;
+    /// After `finish`, once the final checkpoint is complete: commit and
+    /// release (see [`Instance::close`]).
+    fn close(&mut self) -> Result<(), Failed>;
+    /// Stops at a complete savepoint, without ending (see [`Instance::suspend`]).
+    fn suspend(&mut self) -> Result<(), Failed>;
 }
 
 /// An instance reading channels, as a task loop drives it. The loop counts
@@ -384,6 +437,11 @@ pub(crate) trait InputTask: Send {
     fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed>;
     /// Every port has ended: emit what is left and end the outputs.
     fn finish(&mut self) -> Result<(), Failed>;
+    /// After `finish`, once the final checkpoint is complete: commit and
+    /// release (see [`Instance::close`]).
+    fn close(&mut self) -> Result<(), Failed>;
+    /// Stops at a complete savepoint, without ending (see [`Instance::suspend`]).
+    fn suspend(&mut self) -> Result<(), Failed>;
 }
 
 /// A received batch: its records, and their anchors if the job runs with acking.

@@ -214,6 +214,14 @@ impl<O: Operator> InputTask for Instance<OperatorKind<O>> {
     fn finish(&mut self) -> Result<(), Failed> {
         self.end()
     }
+
+    fn suspend(&mut self) -> Result<(), Failed> {
+        Instance::suspend(self)
+    }
+
+    fn close(&mut self) -> Result<(), Failed> {
+        Instance::close(self)
+    }
 }
 
 /// Operators fused into an upstream task receive batches through [`Edge`].

@@ -17,10 +17,6 @@ use crate::acking;
 use crate::failure::Failed;
 use crate::message::SenderIdx;
 
-/// How long a sink at the end of its input waits between looks at the
-/// final checkpoint.
-const FINAL_POLL: std::time::Duration = std::time::Duration::from_millis(2);
-
 /// The outputs of a sink: none.
 pub(crate) struct NoOutputs;
 
@@ -117,23 +113,23 @@ impl<S: Sink> Kind for SinkKind<S> {
         self.commit_completed(env)
     }
 
-    /// The final checkpoint: staged output becomes visible once every
-    /// instance of the job has reported its final part.
+    /// The final checkpoint is complete: what it staged becomes visible.
     fn after_final(&mut self, env: &Env) -> Result<(), TaskError> {
-        let Some(link) = &env.checkpoints else {
-            return Ok(());
-        };
-        while !link.final_completed() {
-            if env.failure.aborted() {
-                return Err(TaskError::Disconnected);
-            }
-            std::thread::sleep(FINAL_POLL);
+        match &env.checkpoints {
+            Some(_) => Ok(self.sink.commit(CheckpointId::FINAL)?),
+            None => Ok(()),
         }
-        Ok(self.sink.commit(CheckpointId::FINAL)?)
     }
 
     fn close(&mut self) -> Result<(), TaskError> {
         Ok(self.sink.close()?)
+    }
+
+    /// The savepoint is complete: what it (and every checkpoint before it)
+    /// staged becomes visible. What was written after it stays staged, and
+    /// the next run discards it.
+    fn on_suspend(&mut self, env: &Env) -> Result<(), TaskError> {
+        self.commit_completed(env)
     }
 }
 
@@ -205,6 +201,14 @@ impl<S: Sink> InputTask for Instance<SinkKind<S>> {
 
     fn finish(&mut self) -> Result<(), Failed> {
         self.end()
+    }
+
+    fn suspend(&mut self) -> Result<(), Failed> {
+        Instance::suspend(self)
+    }
+
+    fn close(&mut self) -> Result<(), Failed> {
+        Instance::close(self)
     }
 }
 

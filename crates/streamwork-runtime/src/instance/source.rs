@@ -63,6 +63,13 @@ impl<S: Source> Kind for SourceKind<S> {
     fn close(&mut self) -> Result<(), TaskError> {
         Ok(self.source.close()?)
     }
+
+    fn on_suspend(&mut self, env: &Env) -> Result<(), TaskError> {
+        if let Some(link) = &env.checkpoints {
+            self.source.suspended_at(link.completed());
+        }
+        Ok(())
+    }
 }
 
 impl<S: Source> SourceTask for Instance<SourceKind<S>> {
@@ -102,5 +109,13 @@ impl<S: Source> SourceTask for Instance<SourceKind<S>> {
 
     fn finish(&mut self) -> Result<(), Failed> {
         self.end()
+    }
+
+    fn suspend(&mut self) -> Result<(), Failed> {
+        Instance::suspend(self)
+    }
+
+    fn close(&mut self) -> Result<(), Failed> {
+        Instance::close(self)
     }
 }

@@ -20,7 +20,7 @@ use streamwork_core::{InstanceIdx, TaskError};
 use super::barrier::{Barrier, Slot};
 use super::event_clock::{Change, EventClock};
 use super::pause::{PauseState, occupancy};
-use super::{Ended, Flags, InputChannel, Step, TICK};
+use super::{Ended, FINAL_POLL, Flags, InputChannel, Step, TICK};
 use crate::failure::Failed;
 use crate::instance::InputTask;
 use crate::message::{Envelope, Payload};
@@ -33,6 +33,8 @@ pub(crate) struct InputRun {
     component: Arc<str>,
     instance: InstanceIdx,
     started: bool,
+    /// Every input has ended; it closes once the final checkpoint is complete.
+    ended: bool,
     clock: EventClock,
     /// Per port, the senders that have not ended.
     remaining: Vec<u32>,
@@ -58,6 +60,7 @@ impl InputRun {
             component,
             instance,
             started: false,
+            ended: false,
             clock: EventClock::new(&senders_per_port),
             active: ports
                 .iter()
@@ -97,10 +100,19 @@ impl InputRun {
                 }
             }
         }
+        if self.ended {
+            return flags.closing_step(|| task.close());
+        }
+        if flags.failure.suspending() {
+            task.suspend()?;
+            self.release_pause();
+            return Ok(Step::Done(Ended::Suspended));
+        }
         if self.active.is_empty() && !self.barrier.holds_inputs() {
             task.finish()?;
             self.release_pause();
-            return Ok(Step::Done(Ended::Completed));
+            self.ended = true;
+            return flags.closing_step(|| task.close());
         }
         let received = self.receive(task, ports, times, flags, block)?;
         if let Some(pause) = self.pause.as_mut() {
@@ -273,6 +285,7 @@ pub(crate) fn run_input(
     let result = loop {
         match run.step(task, ports, times, flags, true) {
             Ok(Step::Done(ended)) => break Ok(ended),
+            Ok(Step::Closing) => std::thread::sleep(FINAL_POLL),
             Ok(_) => {}
             Err(failed) => break Err(failed),
         }

@@ -40,11 +40,17 @@ use crate::metrics::{PauseFlag, TaskTimes};
 /// How often tasks tick processing time while running.
 pub(crate) const TICK: Duration = Duration::from_millis(20);
 
+/// How long a task on its own thread that has ended waits between looks at
+/// the final checkpoint.
+pub(crate) const FINAL_POLL: Duration = Duration::from_millis(2);
+
 /// How a task ended without error.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
-    /// Its input ended (or, for a source, it was stopped) and it ended its outputs.
+    /// Its input ended (or, for a source, it was drained) and it ended its outputs.
     Completed,
+    /// The job stopped at a savepoint: it stopped where it was.
+    Suspended,
     /// The job was aborted by a failure.
     Aborted,
 }
@@ -61,6 +67,8 @@ pub(crate) enum Step {
     /// A gate of the source is closed (an aligned watermark strategy is
     /// ahead): the source holds off.
     Gated,
+    /// It has ended and waits for the final checkpoint to close.
+    Closing,
     /// It ended.
     Done(Ended),
 }
@@ -68,8 +76,13 @@ pub(crate) enum Step {
 /// Flags shared by every task of a job.
 #[derive(Clone)]
 pub(crate) struct Flags {
-    /// Graceful stop: sources end their streams, everything drains.
+    /// Stop: with checkpoints, at a savepoint, without draining (the
+    /// coordinator takes it, then raises the failure's suspending flag);
+    /// without, as a drain.
     pub(crate) stop: Arc<AtomicBool>,
+    /// Drain: sources end their streams now, everything drains to the end
+    /// of event time, and a job with checkpoints takes its final one.
+    pub(crate) drain: Arc<AtomicBool>,
     /// The job's failure, and its abort flag: stop now.
     pub(crate) failure: Failure,
     /// Checkpoints, if the job takes them.
@@ -83,6 +96,11 @@ pub(crate) struct TaskCheckpoints {
     pub(crate) trigger: Arc<AtomicU64>,
     /// Set by a source that has ended its input.
     pub(crate) source_ended: Arc<AtomicBool>,
+    /// Set once the final checkpoint is complete: ended tasks close.
+    pub(crate) final_completed: Arc<AtomicBool>,
+    /// The savepoint a stop asked for (0: none): a source stops polling
+    /// once it has taken it.
+    pub(crate) savepoint: Arc<AtomicU64>,
     /// Exactly-once: hold the inputs that delivered a barrier until all have.
     pub(crate) align: bool,
 }
@@ -99,6 +117,28 @@ pub(crate) struct InputChannel {
 pub(crate) struct OutputChannel {
     pub(crate) sender: Sender<Envelope>,
     pub(crate) capacity: usize,
+}
+
+impl Flags {
+    /// An ended task's next step: close once the final checkpoint (if the
+    /// job takes checkpoints) is complete, else wait.
+    pub(crate) fn closing_step(
+        &self,
+        close: impl FnOnce() -> Result<(), crate::failure::Failed>,
+    ) -> Result<Step, crate::failure::Failed> {
+        if self.failure.aborted() {
+            return Ok(Step::Done(Ended::Aborted));
+        }
+        let complete = self
+            .checkpoints
+            .as_ref()
+            .is_none_or(|c| c.final_completed.load(std::sync::atomic::Ordering::Acquire));
+        if !complete {
+            return Ok(Step::Closing);
+        }
+        close()?;
+        Ok(Step::Done(Ended::Completed))
+    }
 }
 
 impl OutputChannel {

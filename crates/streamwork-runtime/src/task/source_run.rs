@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use streamwork_core::timer::wall_clock;
 use streamwork_core::{CheckpointId, SourcePoll};
 
-use super::{Ended, Flags, SourceGates, Step, TICK};
+use super::{Ended, FINAL_POLL, Flags, SourceGates, Step, TICK};
 use crate::failure::Failed;
 use crate::instance::SourceTask;
 use crate::metrics::{PauseFlag, TaskTimes};
@@ -24,6 +24,8 @@ const GATED_WAIT: Duration = Duration::from_micros(200);
 /// Where a source task's loop stands.
 pub(crate) struct SourceRun {
     started: bool,
+    /// The source has ended; it closes once the final checkpoint is complete.
+    ended: bool,
     last_tick: Instant,
     last_checkpoint: CheckpointId,
 }
@@ -32,6 +34,7 @@ impl SourceRun {
     pub(crate) fn new() -> Self {
         SourceRun {
             started: false,
+            ended: false,
             last_tick: Instant::now(),
             last_checkpoint: CheckpointId::NONE,
         }
@@ -50,17 +53,32 @@ impl SourceRun {
             task.start()?;
             self.started = true;
         }
+        if self.ended {
+            return flags.closing_step(|| task.close());
+        }
         if flags.failure.aborted() {
             return Ok(Step::Done(Ended::Aborted));
         }
-        if flags.stop.load(Ordering::Relaxed) {
-            return Self::end(task, flags);
+        if flags.failure.suspending() {
+            task.suspend()?;
+            return Ok(Step::Done(Ended::Suspended));
+        }
+        let stop = flags.stop.load(Ordering::Relaxed);
+        if flags.drain.load(Ordering::Relaxed) || (stop && flags.checkpoints.is_none()) {
+            return self.end(task, flags);
         }
         if let Some(checkpoints) = &flags.checkpoints {
             let trigger = CheckpointId::new(checkpoints.trigger.load(Ordering::Acquire));
             if trigger > self.last_checkpoint {
                 self.last_checkpoint = trigger;
                 task.checkpoint(trigger)?;
+            }
+            let savepoint = CheckpointId::new(checkpoints.savepoint.load(Ordering::Acquire));
+            if savepoint != CheckpointId::NONE && self.last_checkpoint >= savepoint {
+                // Past the savepoint: nothing more is read until the job
+                // stops; what is in flight is replayed from it next time.
+                task.flush()?;
+                return Ok(Step::Gated);
             }
         }
         if pauses.iter().any(|p| p.is_raised()) {
@@ -83,16 +101,17 @@ impl SourceRun {
                 task.flush()?;
                 Ok(Step::Idle)
             }
-            SourcePoll::Finished => Self::end(task, flags),
+            SourcePoll::Finished => self.end(task, flags),
         }
     }
 
-    fn end(task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, Failed> {
+    fn end(&mut self, task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, Failed> {
         if let Some(checkpoints) = &flags.checkpoints {
             checkpoints.source_ended.store(true, Ordering::Relaxed);
         }
         task.finish()?;
-        Ok(Step::Done(Ended::Completed))
+        self.ended = true;
+        flags.closing_step(|| task.close())
     }
 }
 
@@ -108,6 +127,7 @@ pub(crate) fn run_source(
     loop {
         let held = match run.step(task, pauses, gates, flags)? {
             Step::Busy | Step::Idle => continue,
+            Step::Closing => FINAL_POLL,
             Step::Paused => PAUSED_WAIT,
             Step::Gated => GATED_WAIT,
             Step::Done(ended) => return Ok(ended),

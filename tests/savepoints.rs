@@ -1,0 +1,216 @@
+//! Stop is a savepoint, not a drain: a windowed job stopped in the middle
+//! of its input keeps its windows open and its event time where it was,
+//! and the next run on the same checkpoint directory resumes so that the
+//! committed output is exactly that of a run never stopped. A drain is
+//! still there when asked for.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use streamwork::prelude::*;
+use streamwork::runtime::StopHandle;
+use support::{assert_same, dir, exactly_once};
+
+/// `(i % 5, i)` for `i` in `0..n`, event time `i` ms, replayable. When it
+/// reaches `stop_at` it asks the job to stop and reads nothing more, so
+/// that the input cannot run out before the savepoint is taken.
+#[derive(Clone)]
+struct Events {
+    n: u64,
+    next: u64,
+    stop_at: Option<u64>,
+    stop: Arc<Mutex<Option<StopHandle>>>,
+}
+
+impl Source for Events {
+    type Out = Collector<(u64, u64)>;
+
+    fn replayable(&self) -> bool {
+        true
+    }
+
+    fn poll(&mut self, out: &mut Collector<(u64, u64)>) -> Result<SourcePoll, ConnectorError> {
+        if self.next == self.n {
+            return Ok(SourcePoll::Finished);
+        }
+        if Some(self.next) == self.stop_at {
+            // Before the handle is published, wait for it; after, wait to
+            // be stopped.
+            if let Some(stop) = self.stop.lock().unwrap().as_ref() {
+                stop.stop();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(SourcePoll::Idle);
+        }
+        let end = (self.next + 20).min(self.n);
+        let end = match self.stop_at {
+            Some(stop) if self.next < stop => end.min(stop),
+            _ => end,
+        };
+        for i in self.next..end {
+            out.emit_at((i % 5, i), Timestamp::from_millis(i as i64));
+        }
+        self.next = end;
+        Ok(SourcePoll::Emitted)
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        Some(StateBytes {
+            schema: 1,
+            bytes: self.next.to_le_bytes().to_vec(),
+        })
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        if let Some(own) = restore.own() {
+            let bytes = own
+                .bytes
+                .try_into()
+                .map_err(|_| ConnectorError::user("8 bytes"))?;
+            self.next = u64::from_le_bytes(bytes);
+        }
+        Ok(())
+    }
+}
+
+impl streamwork::core::checkpoint::Replayable for Events {}
+
+type Counted = WindowResult<u64, u64>;
+
+fn windows_job(
+    events: Events,
+    p: u32,
+    sink: &CollectSink<Counted>,
+    late: &CollectSink<(u64, u64)>,
+) -> JobGraph {
+    job! {
+        delivery exactly_once;
+        source events = events;
+        operator timed = Watermarks::bounded(Duration::from_millis(5))
+            .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
+        operator counts[p] { results, late } = Windows::tumbling(Duration::from_millis(100))
+            .count()
+            .checkpointed() <- timed.key(|e: &(u64, u64)| e.0);
+        sink out = sink.transactional() <- counts.results;
+        sink late_out = late.transactional() <- counts.late;
+    }
+    .unwrap()
+}
+
+fn events(n: u64, stop_at: Option<u64>) -> (Events, Arc<Mutex<Option<StopHandle>>>) {
+    let stop = Arc::new(Mutex::new(None));
+    let events = Events {
+        n,
+        next: 0,
+        stop_at,
+        stop: stop.clone(),
+    };
+    (events, stop)
+}
+
+fn key(r: &Counted) -> (u64, i64, u64) {
+    (r.key, r.window.start.millis(), r.value)
+}
+
+#[test]
+fn a_stopped_windowed_job_resumes_as_if_never_stopped() {
+    let n = 5_000;
+    let expected: Vec<(u64, i64, u64)> = {
+        let (sink, late) = (CollectSink::new(), CollectSink::new());
+        let (source, _) = events(n, None);
+        windows_job(source, 2, &sink, &late)
+            .run_with(exactly_once(&dir("savepoint-uninterrupted"), 0))
+            .unwrap();
+        sink.values().iter().map(key).collect()
+    };
+    assert_eq!(expected.len(), 5 * 50, "every window of every key");
+    for (p_before, p_after) in [(2, 2), (2, 3), (3, 1)] {
+        let checkpoints = dir(&format!("savepoint-{p_before}-{p_after}"));
+        let (sink, late) = (CollectSink::new(), CollectSink::new());
+        let (source, stop) = events(n, Some(n / 2));
+        let handle = windows_job(source, p_before, &sink, &late)
+            .start_with(exactly_once(&checkpoints, 0))
+            .unwrap();
+        *stop.lock().unwrap() = Some(handle.stop_handle());
+        let report = handle.join().unwrap();
+        assert!(report.stopped);
+        let savepoint = report.savepoint.expect("the stop took a savepoint");
+        let before: Vec<_> = sink.values().iter().map(key).collect();
+        // Nothing drained: only windows the watermark had passed fired,
+        // each with its full count, and event time did not jump to its end.
+        assert!(
+            before.len() < expected.len(),
+            "{} windows fired at the stop",
+            before.len()
+        );
+        for row in &before {
+            assert!(
+                expected.contains(row),
+                "{row:?} is not a window of an uninterrupted run"
+            );
+        }
+        // The next run resumes from the savepoint.
+        let (source, _) = events(n, None);
+        let report = windows_job(source, p_after, &sink, &late)
+            .run_with(exactly_once(&checkpoints, 0))
+            .unwrap();
+        assert_eq!(report.recovery.restored_from, Some(savepoint));
+        let all: Vec<_> = sink.values().iter().map(key).collect();
+        assert_same(
+            &all,
+            &expected,
+            &format!("stopped at p={p_before}, resumed at p={p_after}"),
+        );
+        assert!(
+            late.values().is_empty(),
+            "no event became late: {:?}",
+            late.values().len()
+        );
+    }
+}
+
+#[test]
+fn a_drain_still_ends_the_input_and_fires_every_window() {
+    let n = 2_000;
+    let (sink, late) = (CollectSink::new(), CollectSink::new());
+    let (source, stop) = events(n, Some(n / 2));
+    let handle = windows_job(source, 2, &sink, &late)
+        .start_with(exactly_once(&dir("savepoint-drain"), 0))
+        .unwrap();
+    let stopper = handle.stop_handle();
+    // Ask for a drain where the source would ask for a stop.
+    *stop.lock().unwrap() = Some(stopper.clone());
+    stopper.drain();
+    let report = handle.join().unwrap();
+    assert_eq!(report.savepoint, None, "a drain takes the final checkpoint");
+    let total: u64 = sink.values().iter().map(|r| r.value).sum();
+    assert!(total <= n, "{total}");
+    assert!(sink.values().iter().all(|r| r.firing == Firing::Final));
+}
+
+/// Without checkpoints there is nothing to resume from: a stop drains.
+#[test]
+fn without_checkpoints_a_stop_drains() {
+    let n = 2_000;
+    let sink = CollectSink::new();
+    let (source, stop) = events(n, Some(n / 2));
+    let graph = job! {
+        source events = source;
+        operator timed = Watermarks::bounded(Duration::from_millis(5))
+            .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
+        operator counts { results, late } = Windows::tumbling(Duration::from_millis(100))
+            .count() <- timed.key(|e: &(u64, u64)| e.0);
+        sink out = sink.clone() <- counts.results;
+        sink late_out = CollectSink::new() <- counts.late;
+    }
+    .unwrap();
+    let handle = graph.start().unwrap();
+    *stop.lock().unwrap() = Some(handle.stop_handle());
+    let report = handle.join().unwrap();
+    assert!(report.stopped);
+    assert_eq!(report.savepoint, None);
+    let total: u64 = sink.values().iter().map(|r| r.value).sum();
+    assert!(total >= n / 2 && total <= n, "{total}");
+}
