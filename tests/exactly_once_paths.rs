@@ -234,3 +234,53 @@ fn a_lost_checkpoint_directory_under_published_output_is_refused() {
     );
     assert_eq!(committed(&paths.output), published, "nothing was published");
 }
+
+/// A bounded source that ends at once next to one that goes on: periodic
+/// checkpoints go on after it ended (its final part stands for it), its
+/// own sink publishes once one holds that part (the other source waits for
+/// that before it reads anything), and a failure after that restores it as
+/// ended: every row once.
+#[test]
+fn a_finished_source_keeps_taking_part_in_checkpoints() {
+    let n = 2_000;
+    let expected = {
+        let mut rows: Vec<(u64, i64, i64)> = Vec::new();
+        let mut sums = [0i64; 10];
+        for i in (0..10).chain(0..n) {
+            let (k, v) = (i % 10, i as i64 - 500);
+            sums[k as usize] += v;
+            rows.push((k, v, sums[k as usize]));
+        }
+        rows
+    };
+    for p in [1, 2] {
+        let checkpoints = dir(&format!("paths-finished-{p}"));
+        let (out, table_out) = (CollectSink::new(), CollectSink::new());
+        let table_committed = table_out.clone();
+        let fault = streamwork::core::testkit::InjectFault::new(
+            0,
+            streamwork::core::testkit::Fault::BeforeRecord(1_500),
+        );
+        let graph = job! {
+            delivery exactly_once;
+            source table = Numbers::holding_at(10, None);
+            source stream = Numbers::holding_at(n, Some(0))
+                .until(move |_| table_committed.values().len() == 10);
+            operator sums[p] = RunningSum::default()
+                <- table.key(|(k, _): &(u64, i64)| *k), stream.key(|(k, _): &(u64, i64)| *k);
+            operator faulty = fault <- sums.global();
+            sink rows = out.transactional() <- faulty;
+            sink table_rows = table_out.transactional() <- table;
+        }
+        .unwrap();
+        let report = graph.run_with(exactly_once(&checkpoints, 1)).unwrap();
+        assert_eq!(report.restarts, 1, "the fault fired");
+        assert!(report.recovery.restored_from.is_some());
+        assert_eq!(
+            table_out.values().len(),
+            10,
+            "the bounded branch published once"
+        );
+        assert_same(&out.values(), &expected, &format!("p={p}"));
+    }
+}

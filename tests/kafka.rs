@@ -235,6 +235,7 @@ fn restored_from(checkpoint: u64) -> Restore<'static> {
         component: "out",
         checkpoint: CheckpointId::new(checkpoint),
         is_final: false,
+        ended: Vec::new(),
         instance: InstanceIdx(0),
         parallelism: 1,
         key_groups: KeyGroups::DEFAULT,

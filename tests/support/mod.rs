@@ -5,18 +5,29 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use streamwork::core::checkpoint::CheckpointView;
 use streamwork::prelude::*;
 
+/// What a [`Numbers`] source waits for at its hold.
+pub type Until = Arc<dyn Fn(&CheckpointView) -> bool + Send + Sync>;
+
+/// How long a hold may last before the source fails the job (naming what
+/// it waited for): a test that would wait forever fails instead.
+const HOLD_LIMIT: Duration = Duration::from_secs(60);
+
 /// `(i % 10, i - 500)` for `i` in `0..n`, 50 a poll. In a run that did not
-/// restore, it holds at `hold_at` until a checkpoint is complete.
+/// restore, it holds at `hold_at` until `until` holds (by default: a
+/// checkpoint is complete).
 #[derive(Clone)]
 pub struct Numbers {
     n: u64,
     next: u64,
     hold_at: Option<u64>,
+    until: Until,
+    held_since: Option<Instant>,
     checkpoints: Option<CheckpointView>,
     restored: bool,
 }
@@ -33,9 +44,20 @@ impl Numbers {
             n,
             next: 0,
             hold_at,
+            until: Arc::new(|c: &CheckpointView| c.completed() != CheckpointId::NONE),
+            held_since: None,
             checkpoints: None,
             restored: false,
         }
+    }
+
+    /// Holds at `hold_at` until `until` holds.
+    pub fn until(
+        mut self,
+        until: impl Fn(&CheckpointView) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.until = Arc::new(until);
+        self
     }
 }
 
@@ -57,11 +79,15 @@ impl Source for Numbers {
         }
         let holding = Some(self.next) == self.hold_at
             && !self.restored
-            && self
-                .checkpoints
-                .as_ref()
-                .is_some_and(|c| c.completed() == CheckpointId::NONE);
+            && self.checkpoints.as_ref().is_some_and(|c| !(self.until)(c));
         if holding {
+            let since = *self.held_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > HOLD_LIMIT {
+                return Err(ConnectorError::user(format!(
+                    "held at {} for {HOLD_LIMIT:?}: what the test waits for never happened",
+                    self.next
+                )));
+            }
             std::thread::sleep(Duration::from_millis(1));
             return Ok(SourcePoll::Idle);
         }

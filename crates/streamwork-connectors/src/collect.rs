@@ -155,12 +155,16 @@ impl<T> Clone for TransactionalCollectSink<T> {
 impl<T: Data> TransactionalCollectSink<T> {
     /// Publishes what `instances` staged for checkpoints `covered` accepts,
     /// and forgets it.
-    fn publish(&self, instances: impl Fn(u32) -> bool, covered: impl Fn(CheckpointId) -> bool) {
+    fn publish(
+        &self,
+        instances: impl Fn(u32) -> bool,
+        covered: impl Fn(u32, CheckpointId) -> bool,
+    ) {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
         let due: Vec<(u32, CheckpointId)> = staged
             .keys()
             .copied()
-            .filter(|&(instance, checkpoint)| instances(instance) && covered(checkpoint))
+            .filter(|&(instance, checkpoint)| instances(instance) && covered(instance, checkpoint))
             .collect();
         let mut committed = self.committed.lock().unwrap_or_else(|p| p.into_inner());
         for key in due {
@@ -202,7 +206,7 @@ impl<T: Data> Sink for TransactionalCollectSink<T> {
 
     fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let me = self.instance;
-        self.publish(|instance| instance == me, |staged| staged <= checkpoint);
+        self.publish(|instance| instance == me, |_, staged| staged <= checkpoint);
         Ok(())
     }
 
@@ -213,8 +217,16 @@ impl<T: Data> Sink for TransactionalCollectSink<T> {
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         let (me, parallelism) = (restore.instance.0, restore.parallelism.max(1));
         let mine = |instance: u32| instance % parallelism == me;
-        let (checkpoint, is_final) = (restore.checkpoint, restore.is_final);
-        self.publish(mine, |staged| is_final || staged <= checkpoint);
+        let checkpoint = restore.checkpoint;
+        let ended = |instance: u32| {
+            restore.is_final
+                || restore
+                    .ended
+                    .contains(&streamwork_core::InstanceIdx(instance))
+        };
+        self.publish(mine, |instance, staged| {
+            ended(instance) || staged <= checkpoint
+        });
         self.staged
             .lock()
             .unwrap_or_else(|p| p.into_inner())

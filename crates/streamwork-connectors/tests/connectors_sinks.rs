@@ -75,6 +75,7 @@ fn restore_at(checkpoint: u64, is_final: bool) -> streamwork_core::Restore<'stat
         component: "out",
         checkpoint: CheckpointId::new(checkpoint),
         is_final,
+        ended: Vec::new(),
         instance: InstanceIdx(0),
         parallelism: 1,
         key_groups: KeyGroups::DEFAULT,

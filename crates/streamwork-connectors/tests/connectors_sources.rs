@@ -189,6 +189,7 @@ fn restored<S: Source>(mut fresh: S, state: &streamwork_core::StateBytes, parall
         component: "test",
         checkpoint: CheckpointId::new(1),
         is_final: false,
+        ended: Vec::new(),
         instance: InstanceIdx(0),
         parallelism,
         key_groups: KeyGroups::DEFAULT,

@@ -149,6 +149,11 @@ pub struct Restore<'a> {
     /// sources are at the end of their input, and a transactional sink
     /// commits what it staged at the end.
     pub is_final: bool,
+    /// The instances of the component (at the previous run's parallelism)
+    /// that had ended their input when the checkpoint was taken, while
+    /// others went on: their parts are their final ones. See
+    /// [`finished`](Self::finished).
+    pub ended: Vec<InstanceIdx>,
     /// This instance's index now.
     pub instance: InstanceIdx,
     /// The component's parallelism now.
@@ -173,11 +178,19 @@ impl<'a> Restore<'a> {
             component,
             checkpoint: CheckpointId::NONE,
             is_final: false,
+            ended: Vec::new(),
             instance,
             parallelism,
             key_groups,
             parts: Vec::new(),
         }
+    }
+
+    /// Whether the instance with this index had ended its input: it
+    /// restores as ended (it emits nothing at its end again), and a
+    /// transactional sink publishes what it staged at its end.
+    pub fn finished(&self) -> bool {
+        self.is_final || self.ended.contains(&self.instance)
     }
 
     /// Whether the run starts from no checkpoint.
@@ -201,6 +214,9 @@ pub trait RestoreSource: Send + Sync {
     fn is_final(&self) -> bool;
     /// Every snapshot `component` wrote in it.
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>>;
+    /// The instances of `component` that had ended their input when the
+    /// checkpoint was taken.
+    fn ended(&self, component: &str) -> Vec<InstanceIdx>;
 }
 
 /// What an instance of a checkpointed job may learn about its checkpoints:
@@ -246,6 +262,7 @@ impl CheckpointView {
             component,
             checkpoint: source.checkpoint(),
             is_final: source.is_final(),
+            ended: source.ended(component),
             instance,
             parallelism,
             key_groups,

@@ -73,6 +73,7 @@ fn restore_of<'a>(
         component: ctx.component(),
         checkpoint,
         is_final: false,
+        ended: Vec::new(),
         instance: InstanceIdx(0),
         parallelism: 1,
         key_groups: ctx.key_groups(),

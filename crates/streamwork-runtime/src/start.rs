@@ -156,7 +156,7 @@ fn open_checkpoints(
     let link = CheckpointLink::new(parts_tx, &signals);
     let tasks = TaskCheckpoints {
         trigger: signals.trigger.clone(),
-        source_ended: signals.source_ended.clone(),
+        completed: signals.completed.clone(),
         final_completed: signals.final_completed.clone(),
         savepoint: signals.savepoint.clone(),
         align: config.delivery == Delivery::ExactlyOnce,

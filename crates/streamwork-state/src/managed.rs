@@ -110,6 +110,7 @@ impl FieldRestore<'_> {
             component: self.restore.component,
             checkpoint: self.restore.checkpoint,
             is_final: self.restore.is_final,
+            ended: self.restore.ended.clone(),
             instance: self.restore.instance,
             parallelism: self.restore.parallelism,
             key_groups: self.restore.key_groups,

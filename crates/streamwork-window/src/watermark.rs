@@ -486,6 +486,7 @@ mod tests {
             component: "timed",
             checkpoint: CheckpointId::new(3),
             is_final: false,
+            ended: Vec::new(),
             instance: InstanceIdx(0),
             parallelism: 1,
             key_groups: KeyGroups::DEFAULT,

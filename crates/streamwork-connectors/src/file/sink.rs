@@ -200,7 +200,7 @@ impl<T: Data> Sink for FileSink<T> {
             ));
         };
         files.refuse_published_after(restore)?;
-        files.recover(restore.checkpoint, restore.is_final)?;
+        files.recover(restore.checkpoint, restore.finished())?;
         if self.single {
             return Ok(());
         }
@@ -212,7 +212,7 @@ impl<T: Data> Sink for FileSink<T> {
                 let target = self.path.join(format!("part-{old}"));
                 let orphan = Staging::new(target, false);
                 orphan.refuse_published_after(restore)?;
-                orphan.recover(restore.checkpoint, restore.is_final)?;
+                orphan.recover(restore.checkpoint, ended(restore, old))?;
             }
         }
         Ok(())
@@ -484,7 +484,7 @@ impl Staging {
         let Some(published) = self.published()? else {
             return Ok(());
         };
-        let covered = if restore.is_final {
+        let covered = if restore.finished() {
             Staged::Final
         } else {
             Staged::At(restore.checkpoint)
@@ -597,6 +597,11 @@ fn parse_staged(suffix: &str) -> Option<Staged> {
         .then(|| suffix.parse().ok())
         .flatten()
         .map(|id| Staged::At(CheckpointId::new(id)))
+}
+
+/// Whether old instance `old` had ended when the restored checkpoint was taken.
+fn ended(restore: &Restore<'_>, old: u32) -> bool {
+    restore.is_final || restore.ended.contains(&streamwork_core::InstanceIdx(old))
 }
 
 fn io(action: &str, path: &Path, e: std::io::Error) -> ConnectorError {

@@ -636,6 +636,7 @@ mod tests {
             component: "records",
             checkpoint: CheckpointId::new(3),
             is_final: false,
+            ended: Vec::new(),
             instance: streamwork_core::InstanceIdx(0),
             parallelism: 2,
             key_groups: KeyGroups::DEFAULT,

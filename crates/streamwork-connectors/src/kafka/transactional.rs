@@ -632,7 +632,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
             }
             return Ok(());
         }
-        let covered = if restore.is_final {
+        let covered = if restore.finished() {
             Staged::Final
         } else {
             Staged::of(restore.checkpoint)
@@ -641,7 +641,13 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         // After a scale-down, what the removed instances staged.
         for k in self.orphans(restore)? {
             let mut orphan = self.open_instance(k, true)?;
-            orphan.recover(covered)?;
+            let ended =
+                restore.is_final || restore.ended.contains(&streamwork_core::InstanceIdx(k));
+            orphan.recover(if ended {
+                Staged::Final
+            } else {
+                Staged::of(restore.checkpoint)
+            })?;
             fs::remove_dir_all(&orphan.dir)
                 .map_err(|e| ConnectorError::io(format!("removing {}", orphan.dir.display()), e))?;
         }

@@ -1,6 +1,7 @@
 //! The coordinator: triggers checkpoints at the sources, collects every
 //! instance's part, and writes complete checkpoints to the log.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::CheckpointId;
 use streamwork_state::{CheckpointLog, LogOptions, StateError, operator_id};
 
-use super::restore::FINAL_MARKER;
+use super::restore::{FINAL_MARKER, finished_marker};
 use super::{CheckpointConfig, CheckpointStats, Part};
 
 /// The shared signals between the coordinator and the tasks.
@@ -22,8 +23,6 @@ pub(crate) struct Signals {
     pub(crate) completed: Arc<AtomicU64>,
     /// The final checkpoint is complete.
     pub(crate) final_completed: Arc<AtomicBool>,
-    /// A source has ended its input: no periodic checkpoint can complete.
-    pub(crate) source_ended: Arc<AtomicBool>,
     /// The savepoint a stop asked for (0: none yet).
     pub(crate) savepoint: Arc<AtomicU64>,
 }
@@ -34,9 +33,30 @@ impl Signals {
             trigger: Arc::new(AtomicU64::new(0)),
             completed: Arc::new(AtomicU64::new(completed.get())),
             final_completed: Arc::new(AtomicBool::new(false)),
-            source_ended: Arc::new(AtomicBool::new(false)),
             savepoint: Arc::new(AtomicU64::new(0)),
         }
+    }
+}
+
+/// A checkpoint triggered and not yet complete: the parts received, by
+/// instance.
+struct InFlight {
+    id: CheckpointId,
+    started: Instant,
+    parts: BTreeMap<(Arc<str>, InstanceIdx), Part>,
+}
+
+/// An empty snapshot that marks something in checkpoint `id`: the final
+/// checkpoint, or an instance that had ended.
+fn marker(id: CheckpointId, component: &str, instance: InstanceIdx) -> Part {
+    Part {
+        checkpoint: id,
+        component: component.into(),
+        instance,
+        state: Some(streamwork_core::StateBytes {
+            schema: 0,
+            bytes: Vec::new(),
+        }),
     }
 }
 
@@ -67,89 +87,116 @@ impl Coordinator {
         )
     }
 
-    /// Runs until the final checkpoint is complete, or the job aborts.
+    /// Runs until the final checkpoint is complete, the savepoint a stop
+    /// asked for is complete, or the job aborts.
+    ///
+    /// An instance that has ended its input reports its final part and
+    /// takes part in no more barriers; its final part stands for it in
+    /// every later checkpoint (its state no longer changes), marked so that
+    /// a restore knows it had ended. Checkpoints therefore go on while any
+    /// source runs, and the final checkpoint is taken once every instance
+    /// has ended.
     pub(crate) fn run(mut self) -> Result<(), StateError> {
-        let mut in_flight: Option<(CheckpointId, Instant, Vec<Part>)> = None;
-        let mut finals: Vec<Part> = Vec::new();
+        let mut in_flight: Option<InFlight> = None;
+        let mut finals: BTreeMap<(Arc<str>, InstanceIdx), Part> = BTreeMap::new();
         let mut next_trigger = Instant::now() + self.interval;
         let mut savepoint = CheckpointId::NONE;
         loop {
             if self.abort.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            let ended = self.signals.source_ended.load(Ordering::Relaxed);
             let stop = self.stop.load(Ordering::Relaxed);
-            if ended {
-                // A finished source cannot take part: the final checkpoint
-                // covers the end.
-                in_flight = None;
-            } else if in_flight.is_none()
+            if in_flight.is_none()
                 && savepoint == CheckpointId::NONE
+                && finals.len() < self.expected
                 && (stop || Instant::now() >= next_trigger)
             {
                 let id = self.log.next_checkpoint_id()?;
-                in_flight = Some((id, Instant::now(), Vec::with_capacity(self.expected)));
+                in_flight = Some(InFlight {
+                    id,
+                    started: Instant::now(),
+                    parts: BTreeMap::new(),
+                });
                 self.signals.trigger.store(id.get(), Ordering::Release);
             }
             if stop && savepoint == CheckpointId::NONE {
                 // The checkpoint in flight is the savepoint: the sources
                 // read nothing after its barrier.
-                if let Some((id, _, _)) = &in_flight {
-                    savepoint = *id;
-                    self.signals.savepoint.store(id.get(), Ordering::Release);
+                if let Some(flight) = &in_flight {
+                    savepoint = flight.id;
+                    self.signals
+                        .savepoint
+                        .store(flight.id.get(), Ordering::Release);
                 }
             }
-            let wait = Duration::from_millis(10);
-            let part = match self.parts.recv_timeout(wait) {
+            let part = match self.parts.recv_timeout(Duration::from_millis(10)) {
                 Ok(part) => part,
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             };
+            let key = (part.component.clone(), part.instance);
             if part.checkpoint.is_final() {
-                finals.push(part);
+                finals.insert(key, part);
                 if finals.len() == self.expected {
-                    let id = self.log.next_checkpoint_id()?;
-                    let started = Instant::now();
-                    let mut parts = std::mem::take(&mut finals);
-                    parts.push(Part {
-                        checkpoint: id,
-                        component: FINAL_MARKER.into(),
-                        instance: InstanceIdx(0),
-                        state: Some(streamwork_core::StateBytes {
-                            schema: 0,
-                            bytes: Vec::new(),
-                        }),
-                    });
-                    let bytes = self.write(id, parts)?;
-                    self.record(id, started, bytes, true);
-                    self.signals.completed.store(id.get(), Ordering::Release);
-                    self.signals.final_completed.store(true, Ordering::Release);
-                    return Ok(());
+                    return self.complete_final(finals);
                 }
+            } else if let Some(flight) = in_flight.as_mut()
+                && part.checkpoint == flight.id
+            {
+                flight.parts.insert(key, part);
+            }
+            let covered = in_flight.as_ref().is_some_and(|flight| {
+                let ended = finals.keys().filter(|k| !flight.parts.contains_key(*k));
+                flight.parts.len() + ended.count() == self.expected
+            });
+            if !covered {
                 continue;
             }
-            let Some((id, started, parts)) = in_flight.as_mut() else {
+            let Some(InFlight { id, started, parts }) = in_flight.take() else {
                 continue;
             };
-            if part.checkpoint != *id {
-                continue;
-            }
-            parts.push(part);
-            if parts.len() == self.expected {
-                let (id, started) = (*id, *started);
-                let parts = std::mem::take(parts);
-                in_flight = None;
-                let bytes = self.write(id, parts)?;
-                self.record(id, started, bytes, false);
-                self.signals.completed.store(id.get(), Ordering::Release);
-                if id == savepoint {
-                    // Every task stops where it is; sinks commit it.
-                    self.suspending.store(true, Ordering::Release);
-                    return Ok(());
+            let mut all: Vec<Part> = parts.into_values().collect();
+            for (key, last) in &finals {
+                if all
+                    .iter()
+                    .any(|p| (&p.component, p.instance) == (&key.0, key.1))
+                {
+                    continue;
                 }
-                next_trigger = Instant::now() + self.interval;
+                all.push(Part {
+                    checkpoint: id,
+                    component: last.component.clone(),
+                    instance: last.instance,
+                    state: last.state.clone(),
+                });
+                all.push(marker(id, &finished_marker(&last.component), last.instance));
             }
+            let bytes = self.write(id, all)?;
+            self.record(id, started, bytes, false);
+            self.signals.completed.store(id.get(), Ordering::Release);
+            if id == savepoint {
+                // Every task stops where it is; sinks commit it.
+                self.suspending.store(true, Ordering::Release);
+                return Ok(());
+            }
+            next_trigger = Instant::now() + self.interval;
         }
+    }
+
+    /// Every instance has ended: the final checkpoint, of their final parts.
+    fn complete_final(
+        &mut self,
+        finals: BTreeMap<(Arc<str>, InstanceIdx), Part>,
+    ) -> Result<(), StateError> {
+        let id = self.log.next_checkpoint_id()?;
+        let started = Instant::now();
+        let mut parts: Vec<Part> = finals.into_values().collect();
+        parts.push(marker(id, FINAL_MARKER, InstanceIdx(0)));
+        let bytes = self.write(id, parts)?;
+        self.record(id, started, bytes, true);
+        self.signals.completed.store(id.get(), Ordering::Release);
+        self.signals.final_completed.store(true, Ordering::Release);
+        Ok(())
     }
 
     fn write(&mut self, id: CheckpointId, parts: Vec<Part>) -> Result<u64, StateError> {

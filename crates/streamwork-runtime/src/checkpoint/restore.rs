@@ -13,6 +13,13 @@ pub(crate) struct Restored {
 /// The component name under which the final checkpoint carries its marker.
 pub(crate) const FINAL_MARKER: &str = "__streamwork_final_checkpoint__";
 
+/// The component name under which a checkpoint marks the instances of
+/// `component` that had ended their input: `PREFIX` + `component`, one
+/// empty snapshot per such instance.
+pub(crate) fn finished_marker(component: &str) -> String {
+    format!("__streamwork_finished__{component}")
+}
+
 impl RestoreSource for Restored {
     fn checkpoint(&self) -> CheckpointId {
         self.checkpoint.id()
@@ -22,6 +29,15 @@ impl RestoreSource for Restored {
         self.checkpoint
             .snapshot(operator_id(FINAL_MARKER), 0)
             .is_some()
+    }
+
+    fn ended(&self, component: &str) -> Vec<InstanceIdx> {
+        let marker = operator_id(&finished_marker(component));
+        self.checkpoint
+            .snapshots()
+            .filter(|s| s.operator() == marker)
+            .map(|s| InstanceIdx(s.part()))
+            .collect()
     }
 
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {

@@ -219,6 +219,9 @@ pub(crate) struct Instance<K: Kind> {
     ended: bool,
     closed: bool,
     suspended: bool,
+    /// Restored from a checkpoint in which it had already ended: at its end
+    /// it emits nothing again (it did, before that checkpoint).
+    restored_ended: bool,
     /// The event time reached.
     watermark: Timestamp,
 }
@@ -233,6 +236,7 @@ impl<K: Kind> Instance<K> {
             ended: false,
             closed: false,
             suspended: false,
+            restored_ended: false,
             watermark: Timestamp::MIN,
         }
     }
@@ -244,9 +248,16 @@ impl<K: Kind> Instance<K> {
             return Ok(());
         }
         self.started = true;
-        let Instance { kind, out, env, .. } = self;
+        let Instance {
+            kind,
+            out,
+            env,
+            restored_ended,
+            ..
+        } = self;
         env.guard(|| {
             let restore = env.ctx.restore();
+            *restored_ended = restore.as_ref().is_some_and(|r| r.finished());
             kind.start(env, restore.as_ref())
         })?;
         env.guard(|| Ok(out.open()?))
@@ -321,13 +332,23 @@ impl<K: Kind> Instance<K> {
         if self.ended {
             return Ok(());
         }
-        self.advance(Timestamp::MAX)?;
         self.start()?;
+        if !self.restored_ended {
+            self.advance(Timestamp::MAX)?;
+        }
         self.ended = true;
-        let Instance { kind, out, env, .. } = self;
+        let Instance {
+            kind,
+            out,
+            env,
+            restored_ended,
+            ..
+        } = self;
         env.guard(|| {
             out.set_time(None);
-            kind.on_end(out, env)?;
+            if !*restored_ended {
+                kind.on_end(out, env)?;
+            }
             if env.checkpoints.is_some() {
                 let state = kind.snapshot(&env.snapshot_context(CheckpointId::FINAL))?;
                 env.report(CheckpointId::FINAL, state);

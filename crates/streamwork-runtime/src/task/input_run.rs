@@ -33,8 +33,9 @@ pub(crate) struct InputRun {
     component: Arc<str>,
     instance: InstanceIdx,
     started: bool,
-    /// Every input has ended; it closes once the final checkpoint is complete.
-    ended: bool,
+    /// Every input has ended (after this checkpoint was triggered); it
+    /// closes once a checkpoint holding its final parts is complete.
+    ended: Option<streamwork_core::CheckpointId>,
     clock: EventClock,
     /// Per port, the senders that have not ended.
     remaining: Vec<u32>,
@@ -60,7 +61,7 @@ impl InputRun {
             component,
             instance,
             started: false,
-            ended: false,
+            ended: None,
             clock: EventClock::new(&senders_per_port),
             active: ports
                 .iter()
@@ -100,8 +101,8 @@ impl InputRun {
                 }
             }
         }
-        if self.ended {
-            return flags.closing_step(|| task.close());
+        if let Some(after) = self.ended {
+            return flags.closing_step(after, || task.close());
         }
         if flags.failure.suspending() {
             task.suspend()?;
@@ -109,10 +110,11 @@ impl InputRun {
             return Ok(Step::Done(Ended::Suspended));
         }
         if self.active.is_empty() && !self.barrier.holds_inputs() {
+            let after = flags.last_triggered();
             task.finish()?;
             self.release_pause();
-            self.ended = true;
-            return flags.closing_step(|| task.close());
+            self.ended = Some(after);
+            return flags.closing_step(after, || task.close());
         }
         let received = self.receive(task, ports, times, flags, block)?;
         if let Some(pause) = self.pause.as_mut() {

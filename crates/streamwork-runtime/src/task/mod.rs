@@ -20,12 +20,12 @@ pub(crate) mod pause;
 pub(crate) mod source_run;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use streamwork_core::InstanceIdx;
 use streamwork_core::flow::PauseWatermarks;
+use streamwork_core::{CheckpointId, InstanceIdx};
 
 pub(crate) use drive::drive;
 pub(crate) use gates::SourceGates;
@@ -94,9 +94,9 @@ pub(crate) struct Flags {
 pub(crate) struct TaskCheckpoints {
     /// The checkpoint the sources should take next.
     pub(crate) trigger: Arc<AtomicU64>,
-    /// Set by a source that has ended its input.
-    pub(crate) source_ended: Arc<AtomicBool>,
-    /// Set once the final checkpoint is complete: ended tasks close.
+    /// The last complete checkpoint.
+    pub(crate) completed: Arc<AtomicU64>,
+    /// Set once the final checkpoint is complete.
     pub(crate) final_completed: Arc<AtomicBool>,
     /// The savepoint a stop asked for (0: none): a source stops polling
     /// once it has taken it.
@@ -120,19 +120,35 @@ pub(crate) struct OutputChannel {
 }
 
 impl Flags {
-    /// An ended task's next step: close once the final checkpoint (if the
-    /// job takes checkpoints) is complete, else wait.
+    /// The checkpoint most recently triggered: one that completes past it
+    /// holds the final parts of the instances that end now.
+    pub(crate) fn last_triggered(&self) -> CheckpointId {
+        self.checkpoints.as_ref().map_or(CheckpointId::NONE, |c| {
+            CheckpointId::new(c.trigger.load(Ordering::Acquire))
+        })
+    }
+
+    /// The next step of a task that ended after checkpoint `ended_after`
+    /// was triggered: close once a checkpoint holding its final parts is
+    /// complete (one triggered later, or the final one), else wait. Without
+    /// checkpoints, at once.
     pub(crate) fn closing_step(
         &self,
+        ended_after: CheckpointId,
         close: impl FnOnce() -> Result<(), crate::failure::Failed>,
     ) -> Result<Step, crate::failure::Failed> {
         if self.failure.aborted() {
             return Ok(Step::Done(Ended::Aborted));
         }
-        let complete = self
-            .checkpoints
-            .as_ref()
-            .is_none_or(|c| c.final_completed.load(std::sync::atomic::Ordering::Acquire));
+        if self.failure.suspending() {
+            // Stopped at a savepoint, which holds the final parts.
+            close()?;
+            return Ok(Step::Done(Ended::Suspended));
+        }
+        let complete = self.checkpoints.as_ref().is_none_or(|c| {
+            c.final_completed.load(Ordering::Acquire)
+                || CheckpointId::new(c.completed.load(Ordering::Acquire)) > ended_after
+        });
         if !complete {
             return Ok(Step::Closing);
         }

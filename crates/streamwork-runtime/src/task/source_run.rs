@@ -24,8 +24,9 @@ const GATED_WAIT: Duration = Duration::from_micros(200);
 /// Where a source task's loop stands.
 pub(crate) struct SourceRun {
     started: bool,
-    /// The source has ended; it closes once the final checkpoint is complete.
-    ended: bool,
+    /// The source has ended (after this checkpoint was triggered); it
+    /// closes once a checkpoint holding its final part is complete.
+    ended: Option<CheckpointId>,
     last_tick: Instant,
     last_checkpoint: CheckpointId,
 }
@@ -34,7 +35,7 @@ impl SourceRun {
     pub(crate) fn new() -> Self {
         SourceRun {
             started: false,
-            ended: false,
+            ended: None,
             last_tick: Instant::now(),
             last_checkpoint: CheckpointId::NONE,
         }
@@ -53,8 +54,8 @@ impl SourceRun {
             task.start()?;
             self.started = true;
         }
-        if self.ended {
-            return flags.closing_step(|| task.close());
+        if let Some(after) = self.ended {
+            return flags.closing_step(after, || task.close());
         }
         if flags.failure.aborted() {
             return Ok(Step::Done(Ended::Aborted));
@@ -106,12 +107,10 @@ impl SourceRun {
     }
 
     fn end(&mut self, task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, Failed> {
-        if let Some(checkpoints) = &flags.checkpoints {
-            checkpoints.source_ended.store(true, Ordering::Relaxed);
-        }
+        let after = flags.last_triggered();
         task.finish()?;
-        self.ended = true;
-        flags.closing_step(|| task.close())
+        self.ended = Some(after);
+        flags.closing_step(after, || task.close())
     }
 }
 
