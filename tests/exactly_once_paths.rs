@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use streamwork::connectors::TransactionalFileSink;
 use streamwork::core::checkpoint::Transactional;
 use streamwork::prelude::*;
-use support::{Numbers, assert_same, dir, exactly_once};
+use support::{Held, Numbers, assert_same, dir, exactly_once};
 
 /// A running sum per key.
 #[derive(Clone, Default, State)]
@@ -282,5 +282,87 @@ fn a_finished_source_keeps_taking_part_in_checkpoints() {
             "the bounded branch published once"
         );
         assert_same(&out.values(), &expected, &format!("p={p}"));
+    }
+}
+
+/// Fails once (in a run that did not restore) at its `at`-th record.
+#[derive(Clone)]
+struct FailOnce {
+    at: u64,
+    seen: u64,
+    armed: bool,
+}
+
+impl Operator for FailOnce {
+    type In = (u64, Vec<u8>);
+    type Key = NoKey;
+    type Out = Collector<(u64, Vec<u8>)>;
+    type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.armed = ctx
+            .checkpoints()
+            .is_some_and(|c| c.restored_from().is_none());
+    }
+
+    fn on_record(&mut self, value: (u64, Vec<u8>), ctx: &mut Context<'_, NoKey, Self::Out>) {
+        self.seen += 1;
+        if self.armed && self.seen == self.at {
+            panic!("injected failure after a checkpoint");
+        }
+        ctx.emit(value);
+    }
+}
+
+/// Six files read by two instances, failed after a checkpoint (each
+/// instance holds after its first poll, at most 1,024 lines, until one is
+/// complete; the failure comes after 3,000 lines), resumed by three, or by
+/// one: every line once, with its index in the whole input.
+#[test]
+fn a_file_source_resumes_at_another_parallelism() {
+    let root = dir("paths-file-rescale");
+    let input = root.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut expected: Vec<(u64, Vec<u8>)> = Vec::new();
+    for f in 0..6 {
+        let lines: Vec<String> = (0..700).map(|i| format!("file {f} line {i}")).collect();
+        for line in &lines {
+            expected.push((expected.len() as u64, line.clone().into_bytes()));
+        }
+        std::fs::write(input.join(format!("part-{f}")), lines.join("\n") + "\n").unwrap();
+    }
+    for after in [3, 1] {
+        let checkpoints = root.join(format!("ckpt-{after}"));
+        let sink = CollectSink::new();
+        let run = |p: u32, fail_at: u64| {
+            let source =
+                FileSource::with_lines(&input, streamwork::connectors::file::Lines::indexed_raw())
+                    .split_bytes(5_000);
+            let fail = FailOnce {
+                at: fail_at,
+                seen: 0,
+                armed: false,
+            };
+            job! {
+                delivery exactly_once;
+                source lines[p] = Held::new(source, 1);
+                operator checked = fail <- lines.global();
+                sink out = sink.transactional() <- checked;
+            }
+            .unwrap()
+            .run_with(exactly_once(&checkpoints, 0))
+        };
+        let error = run(2, 3_000).expect_err("the injected failure");
+        assert!(error.to_string().contains("injected failure"), "{error}");
+        let report = run(after, u64::MAX).unwrap();
+        assert!(
+            report.recovery.restored_from.is_some(),
+            "restored at {after}"
+        );
+        assert_same(&sink.values(), &expected, &format!("2 → {after}"));
     }
 }

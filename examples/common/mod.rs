@@ -32,7 +32,7 @@ pub enum LineSource {
     /// Deterministically generated lines.
     Generated(GeneratorSource<String>),
     /// Lines of a file or directory.
-    File(FileSource<String>),
+    File(Box<FileSource<String>>),
     /// Lines from a TCP server.
     Tcp(TcpLineSource<String>),
 }
@@ -51,7 +51,7 @@ impl LineSource {
                 .count_errors_in(errors.clone())
         };
         match (&args.input, args.port) {
-            (Some(path), _) => LineSource::File(FileSource::with_lines(path, lines())),
+            (Some(path), _) => LineSource::File(Box::new(FileSource::with_lines(path, lines()))),
             (None, Some(port)) => LineSource::Tcp(TcpLineSource::with_lines(
                 format!("127.0.0.1:{port}"),
                 lines(),

@@ -176,3 +176,70 @@ pub fn assert_same<T: Ord + Clone + std::fmt::Debug>(actual: &[T], expected: &[T
         &extra[..extra.len().min(5)],
     );
 }
+
+/// `inner`, holding after its first `polls` polls (in a run that did not
+/// restore) until a checkpoint is complete: a test knows that a checkpoint
+/// covers what came before.
+#[derive(Clone)]
+pub struct Held<S> {
+    inner: S,
+    polls: u64,
+    done: u64,
+    held_since: Option<Instant>,
+    checkpoints: Option<CheckpointView>,
+}
+
+impl<S> Held<S> {
+    /// Holds `inner` after `polls` polls.
+    pub fn new(inner: S, polls: u64) -> Self {
+        Held {
+            inner,
+            polls,
+            done: 0,
+            held_since: None,
+            checkpoints: None,
+        }
+    }
+}
+
+impl<S: Source> Source for Held<S> {
+    type Out = S::Out;
+
+    fn replayable(&self) -> bool {
+        self.inner.replayable()
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.checkpoints = ctx
+            .checkpoints()
+            .filter(|c| c.restored_from().is_none())
+            .cloned();
+        self.inner.open(ctx)
+    }
+
+    fn poll(&mut self, out: &mut S::Out) -> Result<SourcePoll, ConnectorError> {
+        if self.done >= self.polls
+            && let Some(view) = &self.checkpoints
+            && view.completed() == CheckpointId::NONE
+        {
+            let since = *self.held_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > HOLD_LIMIT {
+                return Err(ConnectorError::user("no checkpoint completed at the hold"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(SourcePoll::Idle);
+        }
+        self.done += 1;
+        self.inner.poll(out)
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        self.inner.snapshot()
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        self.inner.restore(restore)
+    }
+}
+
+impl<S: Source> streamwork::core::checkpoint::Replayable for Held<S> {}

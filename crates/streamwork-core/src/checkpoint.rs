@@ -248,6 +248,11 @@ impl CheckpointView {
         CheckpointId::new(self.completed.load(Ordering::Acquire))
     }
 
+    /// The checkpoint this run restores from, if it restores.
+    pub fn restored_from(&self) -> Option<CheckpointId> {
+        self.restore.as_ref().map(|r| r.checkpoint())
+    }
+
     /// The state to restore `component`'s instance `instance` of
     /// `parallelism` from, if the job restores.
     pub fn restore_for<'a>(

@@ -12,7 +12,7 @@ use crate::model::Event;
 #[derive(Clone)]
 pub enum NexmarkSource {
     /// JSON lines from a file; malformed lines are counted and skipped.
-    File(FileSource<Event>),
+    File(Box<FileSource<Event>>),
     /// The built-in generator.
     Generated(GeneratorSource<Event>),
 }
@@ -26,7 +26,7 @@ impl NexmarkSource {
                 .ok_or_else(|| "not a Nexmark event (JSON with event_type 0, 1 or 2)".to_string())
         })
         .count_errors_in(malformed.clone());
-        NexmarkSource::File(FileSource::with_lines(path, lines))
+        NexmarkSource::File(Box::new(FileSource::with_lines(path, lines)))
     }
 
     /// `count` generated events.

@@ -1,7 +1,25 @@
-//! Reads lines from a file, or from every file of a directory.
+//! Reads lines from a file, or from every file of a directory, in splits
+//! that any parallelism can take over.
+//!
+//! The input is cut into **splits**: each file (in name order) into byte
+//! ranges of [`FileSource::split_bytes`], whatever the parallelism, so the
+//! cut is the same in every run. Split `j` belongs to instance `j % P`,
+//! which reads its splits in order. A split `[start, end)` holds the lines
+//! that *start* in it: a reader skips the partial line a split begins with
+//! (the previous split's last line) and reads past `end` to finish its own
+//! last line, so one large file is read in parallel, every line once.
+//!
+//! An instance's checkpointed part is the input's plan (every file's name
+//! and size) and the progress of each of its splits that has begun: done,
+//! or the byte at which its next line starts. A run restored at another
+//! parallelism gathers the progress of every split from all the old parts
+//! and each instance takes its own splits' progress: every line is read
+//! once, whatever the parallelism before and after. An input that changed
+//! since the checkpoint (a file added, removed or resized) is refused.
 
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use streamwork_core::{
@@ -10,11 +28,15 @@ use streamwork_core::{
 
 use super::lines::Lines;
 
-/// Emits the lines of a file, or of the files of a directory (in name order;
-/// with parallelism P, instance `w` reads the files at positions `i % P == w`).
-/// Its position is a file index and a byte offset: it is replayable, and a
-/// job restored from a checkpoint resumes reading where the checkpoint was
-/// taken.
+/// The default split size: 32 MiB.
+const DEFAULT_SPLIT_BYTES: u64 = 32 << 20;
+
+/// Emits the lines of a file, or of the files of a directory (in name
+/// order), read in splits by its instances (see the module docs). A line's
+/// index ([`Lines::indexed_raw`]) is its 0-based number in the whole input,
+/// the same at any parallelism. Replayable: a job restored from a
+/// checkpoint, at any parallelism, resumes reading where the checkpoint
+/// was taken.
 ///
 /// ```no_run
 /// use streamwork_connectors::FileSource;
@@ -25,50 +47,70 @@ use super::lines::Lines;
 pub struct FileSource<T> {
     path: PathBuf,
     lines: Lines<T>,
-    files: Vec<PathBuf>,
-    file_idx: usize,
-    reader: Option<BufReader<File>>,
-    offset: u64,
-    line_no: u64,
-    /// Lines read by this instance, over all its files.
-    index: u64,
-    /// Where to resume, from a checkpoint.
-    resume: Option<Position>,
+    split_bytes: u64,
+    /// Every file of the input, with its size.
+    plan: Vec<(PathBuf, u64)>,
+    /// Every split of the input.
+    splits: Vec<Split>,
+    /// This instance's splits not yet done, in order.
+    todo: std::collections::VecDeque<usize>,
+    /// Progress of this instance's splits that have begun.
+    progress: BTreeMap<usize, Progress>,
+    /// The split being read.
+    reading: Option<Reading>,
+    /// Lines in each file, once counted (for the index of a split that
+    /// does not follow the previous one read).
+    line_counts: BTreeMap<usize, u64>,
+    /// Where the last split read ended.
+    last_end: Option<SplitEnd>,
+    /// The progress of every split, from a checkpoint.
+    resume: Option<Resume>,
     buf: Vec<u8>,
 }
 
-/// Where a file source is: file, byte offset and line in it, lines before.
+/// A byte range of one file.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Position {
-    file: u64,
-    offset: u64,
-    line_no: u64,
-    index: u64,
+struct Split {
+    file: usize,
+    start: u64,
+    end: u64,
 }
 
-impl Position {
-    const SCHEMA: u32 = 1;
+/// How far a split has been read.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Progress {
+    /// The byte at which its next line starts (past its partial first line).
+    offset: u64,
+    /// The index of that line in the whole input.
+    index: u64,
+    done: bool,
+}
 
-    fn encode(self) -> Vec<u8> {
-        [self.file, self.offset, self.line_no, self.index]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect()
-    }
+/// The split being read.
+struct Reading {
+    split: usize,
+    reader: BufReader<File>,
+    offset: u64,
+    index: u64,
+    /// Lines in the files before this one: a line's number in its file is
+    /// `index - file_base + 1`.
+    file_base: u64,
+}
 
-    fn decode(bytes: &[u8]) -> Option<Position> {
-        if bytes.len() != 32 {
-            return None;
-        }
-        let at =
-            |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-        Some(Position {
-            file: at(0),
-            offset: at(1),
-            line_no: at(2),
-            index: at(3),
-        })
-    }
+/// Where a split that was read to its end ended: the next line's file,
+/// byte and index, and the lines before that file.
+#[derive(Copy, Clone, Debug)]
+struct SplitEnd {
+    file: usize,
+    byte: u64,
+    index: u64,
+    file_base: u64,
+}
+
+/// What a checkpoint says of the input.
+struct Resume {
+    plan: Vec<(String, u64)>,
+    progress: BTreeMap<usize, Progress>,
 }
 
 /// Cloning gives an unopened source with the same settings.
@@ -77,13 +119,15 @@ impl<T> Clone for FileSource<T> {
         FileSource {
             path: self.path.clone(),
             lines: self.lines.clone(),
-            files: Vec::new(),
-            file_idx: 0,
-            reader: None,
-            offset: 0,
-            line_no: 0,
-            index: 0,
-            resume: self.resume,
+            split_bytes: self.split_bytes,
+            plan: Vec::new(),
+            splits: Vec::new(),
+            todo: Default::default(),
+            progress: BTreeMap::new(),
+            reading: None,
+            line_counts: BTreeMap::new(),
+            last_end: None,
+            resume: None,
             buf: Vec::new(),
         }
     }
@@ -110,12 +154,14 @@ impl<T: Data> FileSource<T> {
         FileSource {
             path: path.as_ref().to_path_buf(),
             lines,
-            files: Vec::new(),
-            file_idx: 0,
-            reader: None,
-            offset: 0,
-            line_no: 0,
-            index: 0,
+            split_bytes: DEFAULT_SPLIT_BYTES,
+            plan: Vec::new(),
+            splits: Vec::new(),
+            todo: Default::default(),
+            progress: BTreeMap::new(),
+            reading: None,
+            line_counts: BTreeMap::new(),
+            last_end: None,
             resume: None,
             buf: Vec::new(),
         }
@@ -127,32 +173,276 @@ impl<T: Data> FileSource<T> {
         self
     }
 
+    /// Cuts files into splits of `bytes` (32 MiB by default; at least 1):
+    /// smaller splits spread one file over more instances. Part of the
+    /// checkpointed plan: a job restores only with the split size it was
+    /// checkpointed with.
+    pub fn split_bytes(mut self, bytes: u64) -> Self {
+        self.split_bytes = bytes.max(1);
+        self
+    }
+
     /// The malformed-input counter.
     pub fn errors(&self) -> &crate::InputErrors {
         self.lines.errors()
     }
 
-    /// The current position: index of the file being read, and byte offset in it.
-    pub fn position(&self) -> (usize, u64) {
-        (self.file_idx, self.offset)
+    /// The files of the input, in name order, with their sizes.
+    fn list(&self) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
+        let io = |what: &str, e| ConnectorError::io(format!("{what} {}", self.path.display()), e);
+        let meta = std::fs::metadata(&self.path).map_err(|e| io("reading input", e))?;
+        if !meta.is_dir() {
+            return Ok(vec![(self.path.clone(), meta.len())]);
+        }
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.path).map_err(|e| io("listing directory", e))? {
+            let entry = entry.map_err(|e| io("listing directory", e))?;
+            let meta = entry.metadata().map_err(|e| io("listing directory", e))?;
+            if meta.is_file() {
+                files.push((entry.path(), meta.len()));
+            }
+        }
+        files.sort();
+        Ok(files)
     }
 
-    fn open_next(&mut self) -> Result<bool, ConnectorError> {
-        let Some(path) = self.files.get(self.file_idx) else {
-            return Ok(false);
+    /// The plan as a checkpoint records it: file names (relative to the
+    /// input) and sizes.
+    fn plan_names(&self) -> Vec<(String, u64)> {
+        self.plan
+            .iter()
+            .map(|(path, size)| {
+                let name = path
+                    .strip_prefix(&self.path)
+                    .ok()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(path);
+                (name.to_string_lossy().into_owned(), *size)
+            })
+            .collect()
+    }
+
+    /// Lines in file `file`: newlines, and a last line without one.
+    fn lines_in(&mut self, file: usize) -> Result<u64, ConnectorError> {
+        if let Some(&n) = self.line_counts.get(&file) {
+            return Ok(n);
+        }
+        let (path, size) = &self.plan[file];
+        let newlines = count_newlines(path, *size)?;
+        let unterminated = *size > 0 && last_byte(path, *size)? != Some(b'\n');
+        let n = newlines + u64::from(unterminated);
+        self.line_counts.insert(file, n);
+        Ok(n)
+    }
+
+    /// Lines in the files before `file`.
+    fn lines_before_file(&mut self, file: usize) -> Result<u64, ConnectorError> {
+        let mut n = 0;
+        for earlier in 0..file {
+            n += self.lines_in(earlier)?;
+        }
+        Ok(n)
+    }
+
+    /// Opens split `split` where its progress says, or at its start.
+    fn open_split(&mut self, split: usize) -> Result<(), ConnectorError> {
+        let Split { file, start, .. } = self.splits[split];
+        let path = self.plan[file].0.clone();
+        let io = |what: String, e| ConnectorError::io(format!("{what} {}", path.display()), e);
+        let mut reader = BufReader::with_capacity(
+            256 * 1024,
+            File::open(&path).map_err(|e| io("opening".into(), e))?,
+        );
+        // The lines in the files before this one: known from the split
+        // read last if it was in this file or ended the one before.
+        let file_base = match self.last_end {
+            _ if file == 0 => 0,
+            Some(end) if end.file == file => end.file_base,
+            Some(end) if end.file + 1 == file && end.byte == self.plan[end.file].1 => end.index,
+            _ => self.lines_before_file(file)?,
         };
-        let file = File::open(path)
-            .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
-        self.reader = Some(BufReader::with_capacity(256 * 1024, file));
-        self.offset = 0;
-        self.line_no = 0;
-        Ok(true)
+        let (offset, index) = match self.progress.get(&split) {
+            Some(p) => (p.offset, p.index),
+            None => {
+                // Past the partial line the split begins with.
+                let offset = if start == 0 {
+                    0
+                } else {
+                    reader
+                        .seek(SeekFrom::Start(start - 1))
+                        .map_err(|e| io(format!("seeking to byte {} of", start - 1), e))?;
+                    let mut skipped = Vec::new();
+                    let n = reader
+                        .read_until(b'\n', &mut skipped)
+                        .map_err(|e| io("reading".into(), e))?;
+                    start - 1 + n as u64
+                };
+                let size = self.plan[file].1;
+                let index = match self.last_end {
+                    Some(end) if end.file == file && end.byte == offset => end.index,
+                    _ if offset == 0 => file_base,
+                    // At the end of the file (a last line without a newline
+                    // counts too).
+                    _ if offset >= size => file_base + self.lines_in(file)?,
+                    // At a line start: one line per newline before it.
+                    _ => file_base + count_newlines(&path, offset)?,
+                };
+                self.progress.insert(
+                    split,
+                    Progress {
+                        offset,
+                        index,
+                        done: false,
+                    },
+                );
+                (offset, index)
+            }
+        };
+        reader
+            .seek(SeekFrom::Start(offset))
+            .map_err(|e| io(format!("resuming at byte {offset} of"), e))?;
+        self.reading = Some(Reading {
+            split,
+            reader,
+            offset,
+            index,
+            file_base,
+        });
+        Ok(())
+    }
+}
+
+/// Newlines in the first `len` bytes of `path`.
+fn count_newlines(path: &Path, len: u64) -> Result<u64, ConnectorError> {
+    let file = File::open(path)
+        .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
+    let mut reader = file.take(len);
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut n = 0u64;
+    loop {
+        let read = reader
+            .read(&mut buf)
+            .map_err(|e| ConnectorError::io(format!("reading {}", path.display()), e))?;
+        if read == 0 {
+            return Ok(n);
+        }
+        n += buf[..read].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+}
+
+fn last_byte(path: &Path, size: u64) -> Result<Option<u8>, ConnectorError> {
+    if size == 0 {
+        return Ok(None);
+    }
+    let mut file = File::open(path)
+        .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
+    let mut byte = [0u8];
+    file.seek(SeekFrom::Start(size - 1))
+        .and_then(|_| file.read_exact(&mut byte))
+        .map_err(|e| ConnectorError::io(format!("reading {}", path.display()), e))?;
+    Ok(Some(byte[0]))
+}
+
+/// The splits of files of these sizes, `bytes` each at most.
+fn splits_of(plan: &[(PathBuf, u64)], bytes: u64) -> Vec<Split> {
+    let mut splits = Vec::new();
+    for (file, &(_, size)) in plan.iter().enumerate() {
+        let mut start = 0;
+        while start < size {
+            let end = start.saturating_add(bytes).min(size);
+            splits.push(Split { file, start, end });
+            start = end;
+        }
+    }
+    splits
+}
+
+/// The checkpointed part of one instance (schema 2): the plan, the split
+/// size, and the progress of the instance's begun splits. Little endian:
+/// `split_bytes`, `files`, then per file `size` and the name's length and
+/// UTF-8 bytes, then `entries`, then per entry `split`, `offset`, `index`
+/// and `done` (one byte).
+mod codec {
+    use super::Progress;
+    use std::collections::BTreeMap;
+
+    pub(super) const SCHEMA: u32 = 2;
+
+    pub(super) fn encode(
+        split_bytes: u64,
+        plan: &[(String, u64)],
+        progress: &BTreeMap<usize, Progress>,
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&split_bytes.to_le_bytes());
+        out.extend_from_slice(&(plan.len() as u64).to_le_bytes());
+        for (name, size) in plan {
+            out.extend_from_slice(&size.to_le_bytes());
+            out.extend_from_slice(&(name.len() as u64).to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+        }
+        out.extend_from_slice(&(progress.len() as u64).to_le_bytes());
+        for (&split, p) in progress {
+            out.extend_from_slice(&(split as u64).to_le_bytes());
+            out.extend_from_slice(&p.offset.to_le_bytes());
+            out.extend_from_slice(&p.index.to_le_bytes());
+            out.push(u8::from(p.done));
+        }
+        out
+    }
+
+    /// One decoded part: split size, plan, progress.
+    pub(super) type Part = (u64, Vec<(String, u64)>, BTreeMap<usize, Progress>);
+
+    /// What `encode` wrote, or `None` if the bytes are not such a part.
+    pub(super) fn decode(bytes: &[u8]) -> Option<Part> {
+        let mut at = Cursor(bytes);
+        let split_bytes = at.u64()?;
+        let files = at.u64()?;
+        let mut plan = Vec::new();
+        for _ in 0..files {
+            let size = at.u64()?;
+            let len = usize::try_from(at.u64()?).ok()?;
+            let name = String::from_utf8(at.take(len)?.to_vec()).ok()?;
+            plan.push((name, size));
+        }
+        let entries = at.u64()?;
+        let mut progress = BTreeMap::new();
+        for _ in 0..entries {
+            let split = usize::try_from(at.u64()?).ok()?;
+            let (offset, index) = (at.u64()?, at.u64()?);
+            let done = at.take(1)?[0] == 1;
+            progress.insert(
+                split,
+                Progress {
+                    offset,
+                    index,
+                    done,
+                },
+            );
+        }
+        at.0.is_empty().then_some((split_bytes, plan, progress))
+    }
+
+    /// The unread rest of a part.
+    struct Cursor<'a>(&'a [u8]);
+
+    impl<'a> Cursor<'a> {
+        fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+            let head = self.0.get(..n)?;
+            self.0 = &self.0[n..];
+            Some(head)
+        }
+
+        fn u64(&mut self) -> Option<u64> {
+            Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+        }
     }
 }
 
 const LINES_PER_POLL: usize = 1024;
 
-/// A file source resumes from its checkpointed file and byte offset.
+/// A file source resumes from its checkpointed splits, at any parallelism.
 impl<T: Data> streamwork_core::checkpoint::Replayable for FileSource<T> {}
 
 impl<T: Data> Source for FileSource<T> {
@@ -163,119 +453,223 @@ impl<T: Data> Source for FileSource<T> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        let meta = std::fs::metadata(&self.path)
-            .map_err(|e| ConnectorError::io(format!("reading input {}", self.path.display()), e))?;
-        let mut all = if meta.is_dir() {
-            let entries = std::fs::read_dir(&self.path).map_err(|e| {
-                ConnectorError::io(format!("listing directory {}", self.path.display()), e)
-            })?;
-            let mut files = Vec::new();
-            for entry in entries {
-                let entry = entry.map_err(|e| {
-                    ConnectorError::io(format!("listing directory {}", self.path.display()), e)
-                })?;
-                if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-                    files.push(entry.path());
-                }
+        self.plan = self.list()?;
+        self.splits = splits_of(&self.plan, self.split_bytes);
+        if let Some(resume) = self.resume.take() {
+            let now = self.plan_names();
+            if resume.plan != now {
+                let changed = describe_change(&resume.plan, &now);
+                return Err(ConnectorError::user(format!(
+                    "file source `{}`: the input {} changed since the checkpoint ({changed}): restore it with the input it read, or start over without restoring",
+                    ctx.component(),
+                    self.path.display()
+                )));
             }
-            files.sort();
-            files
-        } else {
-            vec![self.path.clone()]
-        };
-        let (me, parallelism) = (ctx.instance().0 as usize, ctx.parallelism() as usize);
-        let mut i = 0;
-        all.retain(|_| {
-            let mine = i % parallelism == me;
-            i += 1;
-            mine
-        });
-        self.files = all;
-        self.file_idx = 0;
-        let Some(resume) = self.resume.take() else {
-            self.open_next()?;
-            return Ok(());
-        };
-        // Resume where a checkpoint was taken.
-        self.file_idx = resume.file as usize;
-        self.index = resume.index;
-        if self.open_next()? {
-            let path = &self.files[self.file_idx];
-            if let Some(reader) = self.reader.as_mut() {
-                reader.seek(SeekFrom::Start(resume.offset)).map_err(|e| {
-                    ConnectorError::io(
-                        format!("resuming {} at byte {}", path.display(), resume.offset),
-                        e,
-                    )
-                })?;
-            }
-            self.offset = resume.offset;
-            self.line_no = resume.line_no;
+            self.progress = resume.progress;
         }
+        let (me, parallelism) = (ctx.instance().0 as usize, ctx.parallelism().max(1) as usize);
+        self.progress.retain(|&split, _| split % parallelism == me);
+        self.todo = (0..self.splits.len())
+            .filter(|&split| split % parallelism == me)
+            .filter(|split| !self.progress.get(split).is_some_and(|p| p.done))
+            .collect();
         Ok(())
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
+        if let Some(reading) = &self.reading {
+            self.progress.insert(
+                reading.split,
+                Progress {
+                    offset: reading.offset,
+                    index: reading.index,
+                    done: false,
+                },
+            );
+        }
         Some(StateBytes {
-            schema: Position::SCHEMA,
-            bytes: Position {
-                file: self.file_idx as u64,
-                offset: self.offset,
-                line_no: self.line_no,
-                index: self.index,
-            }
-            .encode(),
+            schema: codec::SCHEMA,
+            bytes: codec::encode(self.split_bytes, &self.plan_names(), &self.progress),
         })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        let Some(own) = restore.own() else {
-            return Ok(());
-        };
-        if own.schema != Position::SCHEMA {
-            return Err(ConnectorError::user(format!(
-                "file source position of schema {} cannot be read (this version reads {})",
-                own.schema,
-                Position::SCHEMA
-            )));
+        let mut resume: Option<Resume> = None;
+        for part in &restore.parts {
+            if part.schema != codec::SCHEMA {
+                return Err(ConnectorError::user(format!(
+                    "file source `{}`: its checkpointed position has schema {} and this version reads {}: resume the checkpoint with the version that wrote it, or start over without restoring",
+                    restore.component,
+                    part.schema,
+                    codec::SCHEMA
+                )));
+            }
+            let Some((split_bytes, plan, progress)) = codec::decode(part.bytes) else {
+                return Err(ConnectorError::user(format!(
+                    "file source `{}`: the checkpointed position of instance {} is damaged",
+                    restore.component, part.part.0
+                )));
+            };
+            if split_bytes != self.split_bytes {
+                return Err(ConnectorError::user(format!(
+                    "file source `{}` was checkpointed with splits of {split_bytes} bytes and restored with {}: restore it with `split_bytes({split_bytes})`",
+                    restore.component, self.split_bytes
+                )));
+            }
+            let resume = resume.get_or_insert_with(|| Resume {
+                plan,
+                progress: BTreeMap::new(),
+            });
+            // Each split's progress is in the part of the instance that
+            // read it.
+            resume.progress.extend(progress);
         }
-        self.resume = Some(Position::decode(own.bytes).ok_or_else(|| {
-            ConnectorError::user("a checkpointed file source position is damaged".to_string())
-        })?);
+        self.resume = resume;
         Ok(())
     }
 
     fn poll(&mut self, out: &mut Collector<T>) -> Result<SourcePoll, ConnectorError> {
-        for _ in 0..LINES_PER_POLL {
-            let Some(reader) = self.reader.as_mut() else {
-                return Ok(SourcePoll::Finished);
-            };
-            self.buf.clear();
-            let n = reader.read_until(b'\n', &mut self.buf).map_err(|e| {
-                ConnectorError::io(
-                    format!("reading {}", self.files[self.file_idx].display()),
-                    e,
-                )
-            })?;
-            if n == 0 {
-                self.reader = None;
-                self.file_idx += 1;
-                if !self.open_next()? {
+        let mut emitted = 0;
+        while emitted < LINES_PER_POLL {
+            if self.reading.is_none() {
+                let Some(split) = self.todo.pop_front() else {
                     return Ok(SourcePoll::Finished);
-                }
+                };
+                self.open_split(split)?;
+            }
+            let Some(reading) = self.reading.as_mut() else {
+                continue;
+            };
+            let split = self.splits[reading.split];
+            if reading.offset >= split.end {
+                // Its last line is read: the next one starts the next split.
+                self.progress.insert(
+                    reading.split,
+                    Progress {
+                        offset: reading.offset,
+                        index: reading.index,
+                        done: true,
+                    },
+                );
+                self.last_end = Some(SplitEnd {
+                    file: split.file,
+                    byte: reading.offset,
+                    index: reading.index,
+                    file_base: reading.file_base,
+                });
+                self.reading = None;
                 continue;
             }
-            self.offset += n as u64;
-            self.line_no += 1;
-            self.index += 1;
+            self.buf.clear();
+            let path = &self.plan[split.file].0;
+            let n = reading
+                .reader
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| ConnectorError::io(format!("reading {}", path.display()), e))?;
+            if n == 0 {
+                // The file is shorter than it was listed: what is there is read.
+                reading.offset = split.end;
+                continue;
+            }
+            reading.offset += n as u64;
+            let (index, line_no) = (reading.index, reading.index - reading.file_base + 1);
+            reading.index += 1;
             let raw = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
-            let (path, line_no) = (&self.files[self.file_idx], self.line_no);
-            if let Some(record) = self.lines.decode(raw, self.index - 1, || {
-                format!("{}:{line_no}", path.display())
-            })? {
+            if let Some(record) = self
+                .lines
+                .decode(raw, index, || format!("{}:{line_no}", path.display()))?
+            {
                 out.emit(record);
             }
+            emitted += 1;
         }
         Ok(SourcePoll::Emitted)
+    }
+}
+
+/// What differs between the checkpointed plan and the input now.
+fn describe_change(then: &[(String, u64)], now: &[(String, u64)]) -> String {
+    let then_map: BTreeMap<&str, u64> = then.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    let now_map: BTreeMap<&str, u64> = now.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    let mut changes = Vec::new();
+    for (name, size) in &then_map {
+        match now_map.get(name) {
+            None => changes.push(format!("{name} is gone")),
+            Some(now) if now != size => {
+                changes.push(format!("{name} was {size} bytes and is {now}"))
+            }
+            Some(_) => {}
+        }
+    }
+    for name in now_map.keys().filter(|n| !then_map.contains_key(*n)) {
+        changes.push(format!("{name} is new"));
+    }
+    changes.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_round_trips_and_a_damaged_one_is_refused() {
+        let plan = vec![("a.txt".to_string(), 10), ("b/c.txt".to_string(), 0)];
+        let mut progress = BTreeMap::new();
+        progress.insert(
+            3,
+            Progress {
+                offset: 7,
+                index: 2,
+                done: false,
+            },
+        );
+        progress.insert(
+            5,
+            Progress {
+                offset: 10,
+                index: 4,
+                done: true,
+            },
+        );
+        let bytes = codec::encode(4, &plan, &progress);
+        assert_eq!(codec::decode(&bytes), Some((4, plan, progress)));
+        for cut in 0..bytes.len() {
+            assert_eq!(codec::decode(&bytes[..cut]), None, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn splits_cover_every_byte_once() {
+        let plan = vec![
+            (PathBuf::from("a"), 10),
+            (PathBuf::from("b"), 0),
+            (PathBuf::from("c"), 3),
+        ];
+        let splits = splits_of(&plan, 4);
+        assert_eq!(
+            splits,
+            [
+                Split {
+                    file: 0,
+                    start: 0,
+                    end: 4
+                },
+                Split {
+                    file: 0,
+                    start: 4,
+                    end: 8
+                },
+                Split {
+                    file: 0,
+                    start: 8,
+                    end: 10
+                },
+                Split {
+                    file: 2,
+                    start: 0,
+                    end: 3
+                },
+            ]
+        );
     }
 }
