@@ -2,6 +2,8 @@
 //! run (restart strategy) and across runs at another parallelism, and
 //! commits exactly what the run without a failure commits.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,9 +26,11 @@ fn graph(out: &Path, parallelism: u32, fault: InjectFault<u64>) -> JobGraph {
         name "window-checkpoints";
         batch_size 64;
         delivery exactly_once;
-        source events = GeneratorSource::new(|i: u64| i)
+        // After its first poll it holds until a checkpoint is complete: a
+        // fault in the second checkpoint (or the final one) comes after.
+        source events = support::Held::new(GeneratorSource::new(|i: u64| i)
             .take(EVENTS)
-            .with_timestamps(|i: u64, _: &u64| Timestamp::from_millis(i as i64));
+            .with_timestamps(|i: u64, _: &u64| Timestamp::from_millis(i as i64)), 1);
         operator timed = Watermarks::monotonic().timestamps(|i: &u64| Timestamp::from_millis(*i as i64)) <- events;
         operator faulty[parallelism] = fault <- timed.shuffle();
         operator counts { results, late } = Windows::tumbling(Duration::from_millis(100))
@@ -126,17 +130,23 @@ fn a_windowed_job_recovers_within_a_run_and_across_parallelisms() {
     assert_eq!(results(&root.join("out")), clean);
     std::fs::remove_dir_all(&root).unwrap();
 
-    // Across runs: a run at parallelism 2 fails in a checkpoint; the next
-    // run, at parallelism 3, takes the windows' keys by key group.
+    // Across runs: a run at parallelism 2 fails in its second checkpoint
+    // (the final one, if the input ends first), after a first one
+    // completed; the next run, at parallelism 3, takes the windows' keys by
+    // key group.
     let root = dir("rescale");
-    let fault = InjectFault::new(0, Fault::InCheckpoint(3));
+    let fault = InjectFault::new(0, Fault::InCheckpoint(2));
     let error = graph(&root.join("out"), 2, fault.clone())
         .run_with(options(&root.join("ckpt"), RestartStrategy::Never))
         .expect_err("the injected fault");
     assert!(error.to_string().contains("injected fault"), "{error}");
-    graph(&root.join("out"), 3, fault)
+    let report = graph(&root.join("out"), 3, fault)
         .run_with(options(&root.join("ckpt"), RestartStrategy::Never))
         .unwrap();
+    assert!(
+        report.recovery.restored_from.is_some(),
+        "restored, at another parallelism"
+    );
     assert_eq!(results(&root.join("out")), clean);
     std::fs::remove_dir_all(&root).unwrap();
 }
