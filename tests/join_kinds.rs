@@ -183,11 +183,11 @@ fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
     use streamwork::join::StreamTableJoin;
     for (join, expected) in [
         (
-            Join::inner(),
+            Join::inner().stream_table(),
             vec![("with v1", Some("v1")), ("with v2", Some("v2"))],
         ),
         (
-            Join::left(),
+            Join::left().stream_table(),
             vec![
                 ("before any row", None),
                 ("with v1", Some("v1")),
@@ -197,7 +197,7 @@ fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
         ),
     ] {
         let mut harness: CoHarness<StreamTableJoin<Reading, &'static str, u32>> =
-            CoHarness::new(join.stream_table());
+            CoHarness::new(join);
         harness.left(1, (1, 0, "before any row"), None);
         harness.right(
             1,

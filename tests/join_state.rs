@@ -69,3 +69,62 @@ fn temporal_join_drops_superseded_versions() {
     assert_eq!(out, vec![(Some("at 27"), Some("v20"))]);
     assert_eq!(join.operator().versions(), 1);
 }
+
+/// Every kind of interval join does what its kind says: pairs as soon as
+/// both rows are known; a left (right) row that matched nothing is
+/// emitted alone once event time passes its interval; a semi join emits a
+/// left row once, at its first match.
+#[test]
+fn outer_and_semi_interval_joins_emit_what_their_kind_says() {
+    type Row = (Option<&'static str>, Option<&'static str>);
+    fn run(join: IntervalJoin<&'static str, &'static str, u32>) -> Vec<(Row, i64)> {
+        let mut join = CoHarness::new(join);
+        // Interval [-5, 10]: "a" at 100 matches rights in [95, 110].
+        join.left(1, "a", Some(100));
+        join.left(1, "a2", Some(100));
+        join.right(2, "lonely right", Some(150));
+        join.right(1, "b", Some(105));
+        join.right(1, "c", Some(108));
+        join.watermark(1_000);
+        let mut rows: Vec<(Row, i64)> = join
+            .take(|out| out.take_buffered())
+            .into_iter()
+            .map(|r| ((r.value.left, r.value.right), r.time.unwrap().millis()))
+            .collect();
+        rows.sort();
+        rows
+    }
+    let pairs = vec![
+        ((Some("a"), Some("b")), 105),
+        ((Some("a"), Some("c")), 108),
+        ((Some("a2"), Some("b")), 105),
+        ((Some("a2"), Some("c")), 108),
+    ];
+    assert_eq!(run(Join::inner().interval(-5, 10)), pairs);
+    // Only the key-2 right row matches nothing: right and full emit it.
+    let mut right = pairs.clone();
+    right.insert(0, ((None, Some("lonely right")), 155));
+    assert_eq!(run(Join::right().interval(-5, 10)), right);
+    assert_eq!(run(Join::full().interval(-5, 10)), right);
+    assert_eq!(run(Join::left().interval(-5, 10)), pairs);
+    assert_eq!(
+        run(Join::semi().interval(-5, 10)),
+        vec![((Some("a"), None), 105), ((Some("a2"), None), 105)]
+    );
+    // A left row with no right row in its interval.
+    let mut join = CoHarness::new(Join::left().interval::<&str, &str, u32>(0, 10));
+    join.left(3, "alone", Some(50));
+    join.right(3, "too late for it", Some(61));
+    join.watermark(60);
+    assert!(
+        join.take(|out| out.take_buffered()).is_empty(),
+        "W = 60: it may still match"
+    );
+    join.watermark(61);
+    let out: Vec<_> = join
+        .take(|out| out.take_buffered())
+        .into_iter()
+        .map(|r| (r.value.left, r.value.right, r.time.map(Timestamp::millis)))
+        .collect();
+    assert_eq!(out, [(Some("alone"), None, Some(60))]);
+}

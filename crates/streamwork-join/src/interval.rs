@@ -1,8 +1,11 @@
 //! Interval join: a left row at `ta` joins every right row at `tb` with
 //! `ta + lower <= tb <= ta + upper` (both bounds included), as soon as both
 //! are known. A left row is dropped once event time passes `ta + upper` (no
-//! right row can still match it), a right row once it passes `tb - lower`.
-//! Rows behind the watermark when they arrive are late: dropped and counted.
+//! right row can still match it), a right row once it passes `tb - lower`;
+//! an outer join then emits the row if it never matched (a left row at
+//! `ta + upper`, a right row at `tb - lower`), and a semi join emits each
+//! left row once, at its first match. Rows behind the watermark when they
+//! arrive are late: dropped and counted.
 
 use std::marker::PhantomData;
 
@@ -16,26 +19,31 @@ use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
-use crate::JoinRow;
 use crate::rows::{Rows, restore_rows, rows_of, snapshot_rows};
+use crate::{JoinKind, JoinRow};
+
+/// A buffered row and whether it has matched.
+type Flagged<T> = (T, bool);
 
 /// An interval join of `L` and `R` keyed by `K`; see the module docs.
 pub struct IntervalJoin<L, R, K> {
+    kind: JoinKind,
     lower: i64,
     upper: i64,
     late: LateCounter,
-    rows: FastHashMap<K, Rows<L, R>>,
+    rows: FastHashMap<K, Rows<Flagged<L>, Flagged<R>>>,
     /// When a key's buffers may shrink.
     cleanup: Timers<K>,
     watermark: i64,
     /// Its checkpointing, once built `.checkpointed()`.
-    checkpoint: KeyedCheckpoint<i64, K, Rows<L, R>>,
+    checkpoint: KeyedCheckpoint<i64, K, Rows<Flagged<L>, Flagged<R>>>,
     _types: PhantomData<fn(L, R)>,
 }
 
 impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
     fn clone(&self) -> Self {
         IntervalJoin {
+            kind: self.kind,
             lower: self.lower,
             upper: self.upper,
             late: self.late.clone(),
@@ -62,8 +70,9 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
         self
     }
 
-    pub(crate) fn new(lower: i64, upper: i64) -> Self {
+    pub(crate) fn new(kind: JoinKind, lower: i64, upper: i64) -> Self {
         IntervalJoin {
+            kind,
             lower: lower.min(upper),
             upper: upper.max(lower),
             late: LateCounter::new(),
@@ -86,7 +95,7 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
         self.rows.values().map(|(l, r)| l.len() + r.len()).sum()
     }
 
-    fn entry(&mut self, key: &K) -> &mut Rows<L, R> {
+    fn entry(&mut self, key: &K) -> &mut Rows<Flagged<L>, Flagged<R>> {
         rows_of(&mut self.rows, key)
     }
 }
@@ -144,22 +153,36 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
             return;
         }
         let key = ctx.key().get().clone();
-        let (lower, upper) = (self.lower, self.upper);
+        let (kind, lower, upper) = (self.kind, self.lower, self.upper);
         let (_, rights) = self.entry(&key);
-        let matches: Vec<(i64, R)> = rights
-            .iter()
-            .filter(|(tb, _)| ta.saturating_add(lower) <= *tb && *tb <= ta.saturating_add(upper))
-            .cloned()
-            .collect();
-        for (tb, r) in matches {
-            let row = JoinRow {
-                key: key.clone(),
-                left: Some(value.clone()),
-                right: Some(r),
-            };
-            ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+        let mut matches: Vec<(i64, R)> = Vec::new();
+        for (tb, (r, matched)) in rights.iter_mut() {
+            if ta.saturating_add(lower) <= *tb && *tb <= ta.saturating_add(upper) {
+                *matched = true;
+                matches.push((*tb, r.clone()));
+            }
         }
-        self.entry(&key).0.push((ta, value));
+        let matched = !matches.is_empty();
+        if kind == JoinKind::Semi {
+            if let Some(tb) = matches.iter().map(|(tb, _)| *tb).min() {
+                let row = JoinRow {
+                    key: key.clone(),
+                    left: Some(value.clone()),
+                    right: None,
+                };
+                ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+            }
+        } else {
+            for (tb, r) in matches {
+                let row = JoinRow {
+                    key: key.clone(),
+                    left: Some(value.clone()),
+                    right: Some(r),
+                };
+                ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+            }
+        }
+        self.entry(&key).0.push((ta, (value, matched)));
         self.cleanup.register_event(
             Timestamp::from_millis(ta.saturating_add(upper).saturating_add(1)),
             key,
@@ -173,44 +196,77 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
             return;
         }
         let key = ctx.key().get().clone();
-        let (lower, upper) = (self.lower, self.upper);
+        let (kind, lower, upper) = (self.kind, self.lower, self.upper);
         let (lefts, _) = self.entry(&key);
-        let matches: Vec<(i64, L)> = lefts
-            .iter()
-            .filter(|(ta, _)| ta.saturating_add(lower) <= tb && tb <= ta.saturating_add(upper))
-            .cloned()
-            .collect();
-        for (ta, l) in matches {
+        let mut matched = false;
+        let mut rows = Vec::new();
+        for (ta, (l, left_matched)) in lefts.iter_mut() {
+            if ta.saturating_add(lower) <= tb && tb <= ta.saturating_add(upper) {
+                matched = true;
+                // A semi join emits a left row once, at its first match.
+                let first = !*left_matched;
+                *left_matched = true;
+                let right = (kind != JoinKind::Semi).then(|| value.clone());
+                if kind != JoinKind::Semi || first {
+                    rows.push((*ta, l.clone(), right));
+                }
+            }
+        }
+        for (ta, l, right) in rows {
             let row = JoinRow {
                 key: key.clone(),
                 left: Some(l),
-                right: Some(value.clone()),
+                right,
             };
             ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
         }
-        self.entry(&key).1.push((tb, value));
+        self.entry(&key).1.push((tb, (value, matched)));
         self.cleanup.register_event(
             Timestamp::from_millis(tb.saturating_sub(lower).saturating_add(1)),
             key,
         );
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Self::Out) {
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
         self.watermark = watermark.millis();
         let due: Vec<K> = self
             .cleanup
             .fire_event(watermark)
             .map(|(_, key)| key)
             .collect();
-        let (lower, upper, now) = (self.lower, self.upper, self.watermark);
+        let (kind, lower, upper, now) = (self.kind, self.lower, self.upper, self.watermark);
         for key in due {
-            if let Some((lefts, rights)) = self.rows.get_mut(&key) {
-                // Future rights have tb >= now; future lefts have ta >= now.
-                lefts.retain(|(ta, _)| ta.saturating_add(upper) >= now);
-                rights.retain(|(tb, _)| tb.saturating_sub(lower) >= now);
-                if lefts.is_empty() && rights.is_empty() {
-                    self.rows.remove(&key);
+            let Some((lefts, rights)) = self.rows.get_mut(&key) else {
+                continue;
+            };
+            // Future rights have tb >= now; future lefts have ta >= now.
+            // A row no future row can match goes; unmatched, an outer join
+            // emits it, on time for the watermark it passed.
+            for (ta, (l, matched)) in lefts.extract_if(.., |(ta, _)| ta.saturating_add(upper) < now)
+            {
+                if !matched && kind.keeps_left() {
+                    let row = JoinRow {
+                        key: key.clone(),
+                        left: Some(l),
+                        right: None,
+                    };
+                    out.emit_at(row, Timestamp::from_millis(ta.saturating_add(upper)));
                 }
+            }
+            for (tb, (r, matched)) in
+                rights.extract_if(.., |(tb, _)| tb.saturating_sub(lower) < now)
+            {
+                if !matched && kind.keeps_right() {
+                    let row = JoinRow {
+                        key: key.clone(),
+                        left: None,
+                        right: Some(r),
+                    };
+                    out.emit_at(row, Timestamp::from_millis(tb.saturating_sub(lower)));
+                }
+            }
+            if lefts.is_empty() && rights.is_empty() {
+                self.rows.remove(&key);
             }
         }
     }

@@ -37,7 +37,7 @@ pub mod unwindowed;
 pub mod windowed;
 
 pub use interval::IntervalJoin;
-pub use spec::{Join, JoinKind};
+pub use spec::{Join, JoinKind, JoinOf, kind};
 pub use stream_table::{StreamTableJoin, TemporalTableJoin};
 pub use streamwork_window::LateCounter;
 pub use table_table::TableTableJoin;

@@ -46,55 +46,117 @@ impl JoinKind {
     }
 }
 
-/// A join being described.
+/// The kinds of join as types, so that a join offers only what it does:
+/// `Join::right().stream_table()` does not compile.
+pub mod kind {
+    use super::JoinKind;
+
+    /// A kind of join, as a type.
+    pub trait Kind: Copy + Send + Sync + 'static {
+        /// The kind as a value.
+        const KIND: JoinKind;
+    }
+
+    /// The kinds a stream-table join offers: inner and left.
+    #[diagnostic::on_unimplemented(
+        message = "a stream-table join is inner or left, not `{Self}`",
+        label = "a stream row is enriched with the table's row, or with none (left)",
+        note = "start it with `Join::inner()` or `Join::left()`"
+    )]
+    pub trait StreamTable: Kind {}
+
+    /// The kinds an unwindowed stream-stream or table-table join offers:
+    /// inner only.
+    #[diagnostic::on_unimplemented(
+        message = "this join is inner only, not `{Self}`",
+        label = "an unwindowed or table-table join has no point at which a row is known to be unmatched",
+        note = "start it with `Join::inner()`, or use a windowed or interval join for outer kinds"
+    )]
+    pub trait InnerOnly: Kind {}
+
+    macro_rules! kinds {
+        ($($(#[$doc:meta])* $name:ident => $kind:ident;)*) => {$(
+            $(#[$doc])*
+            #[derive(Copy, Clone, Debug, Default)]
+            pub struct $name;
+
+            impl Kind for $name {
+                const KIND: JoinKind = JoinKind::$kind;
+            }
+        )*};
+    }
+
+    kinds! {
+        /// Only matches.
+        Inner => Inner;
+        /// Matches, and unmatched left rows.
+        Left => Left;
+        /// Matches, and unmatched right rows.
+        Right => Right;
+        /// Matches, and unmatched rows of either side.
+        Full => Full;
+        /// Each left row once, if it matches.
+        Semi => Semi;
+    }
+
+    impl StreamTable for Inner {}
+    impl StreamTable for Left {}
+    impl InnerOnly for Inner {}
+}
+
+/// Where a join's description starts: its kind.
 #[derive(Copy, Clone, Debug)]
-pub struct Join {
-    kind: JoinKind,
+pub struct Join;
+
+/// A join of kind `K` being described: then its window, interval or
+/// retention, among those the kind offers.
+#[derive(Copy, Clone, Debug)]
+pub struct JoinOf<K> {
+    _kind: std::marker::PhantomData<K>,
 }
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
+fn of<K>() -> JoinOf<K> {
+    JoinOf {
+        _kind: std::marker::PhantomData,
+    }
+}
+
 impl Join {
     /// An inner join.
-    pub fn inner() -> Join {
-        Join {
-            kind: JoinKind::Inner,
-        }
+    pub fn inner() -> JoinOf<kind::Inner> {
+        of()
     }
 
     /// A left outer join.
-    pub fn left() -> Join {
-        Join {
-            kind: JoinKind::Left,
-        }
+    pub fn left() -> JoinOf<kind::Left> {
+        of()
     }
 
     /// A right outer join.
-    pub fn right() -> Join {
-        Join {
-            kind: JoinKind::Right,
-        }
+    pub fn right() -> JoinOf<kind::Right> {
+        of()
     }
 
     /// A full outer join.
-    pub fn full() -> Join {
-        Join {
-            kind: JoinKind::Full,
-        }
+    pub fn full() -> JoinOf<kind::Full> {
+        of()
     }
 
     /// A semi join: each left row once if the right side has a match.
-    pub fn semi() -> Join {
-        Join {
-            kind: JoinKind::Semi,
-        }
+    pub fn semi() -> JoinOf<kind::Semi> {
+        of()
     }
+}
 
-    /// Per tumbling window of `size`, in event time.
+impl<Kd: kind::Kind> JoinOf<Kd> {
+    /// Per tumbling window of `size`, in event time; unmatched rows of an
+    /// outer join are emitted when the window closes.
     pub fn tumbling<L: Data, R: Data, K: Key>(self, size: Duration) -> WindowJoin<L, R, K> {
-        WindowJoin::new(self.kind, millis(size), millis(size))
+        WindowJoin::new(Kd::KIND, millis(size), millis(size))
     }
 
     /// Per sliding window of `size` every `slide`, in event time.
@@ -103,34 +165,47 @@ impl Join {
         size: Duration,
         slide: Duration,
     ) -> WindowJoin<L, R, K> {
-        WindowJoin::new(self.kind, millis(size), millis(slide))
+        WindowJoin::new(Kd::KIND, millis(size), millis(slide))
     }
 
     /// A left row at `t` with every right row in `[t + lower, t + upper]`
-    /// (milliseconds, bounds included). Inner only: the kind is ignored.
+    /// (milliseconds, bounds included). An outer join emits a row that
+    /// matched nothing once no row can match it any more (event time past
+    /// its interval); a semi join emits each left row at its first match.
     pub fn interval<L: Data, R: Data, K: Key>(
         self,
         lower: i64,
         upper: i64,
     ) -> IntervalJoin<L, R, K> {
-        IntervalJoin::new(lower, upper)
+        IntervalJoin::new(Kd::KIND, lower, upper)
     }
 
-    /// Unwindowed: every pair, as soon as both sides are known (inner only).
-    /// Keeps every row until [`StreamStreamJoin::retention`] bounds it.
-    pub fn unwindowed<L: Data, R: Data, K: Key>(self) -> StreamStreamJoin<L, R, K> {
+    /// Unwindowed: every pair, as soon as both sides are known (inner
+    /// only). Keeps every row until [`StreamStreamJoin::retention`] bounds
+    /// it.
+    pub fn unwindowed<L: Data, R: Data, K: Key>(self) -> StreamStreamJoin<L, R, K>
+    where
+        Kd: kind::InnerOnly,
+    {
         StreamStreamJoin::new()
     }
 
-    /// A stream (left) enriched with a table (right, a changelog of
-    /// [`Change`](crate::Change)s): inner or left outer.
-    pub fn stream_table<S: Data, V: Data, K: Key>(self) -> StreamTableJoin<S, V, K> {
-        StreamTableJoin::new(self.kind)
+    /// Two tables (changelogs of [`Change`](crate::Change)s) into a changelog of
+    /// [`Delta`](crate::Delta)s (inner only).
+    pub fn tables<L: Data, R: Data, K: Key>(self) -> TableTableJoin<L, R, K>
+    where
+        Kd: kind::InnerOnly,
+    {
+        TableTableJoin::new()
     }
 
-    /// Two tables (changelogs of [`Change`](crate::Change)s) into a changelog of
-    /// [`Delta`](crate::Delta)s: inner.
-    pub fn tables<L: Data, R: Data, K: Key>(self) -> TableTableJoin<L, R, K> {
-        TableTableJoin::new()
+    /// A stream (left) enriched with a table (right, a changelog of
+    /// [`Change`](crate::Change)s): inner, or left outer (a stream row
+    /// without a table row is emitted with none).
+    pub fn stream_table<S: Data, V: Data, K: Key>(self) -> StreamTableJoin<S, V, K>
+    where
+        Kd: kind::StreamTable,
+    {
+        StreamTableJoin::new(Kd::KIND)
     }
 }
