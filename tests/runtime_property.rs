@@ -174,6 +174,15 @@ fn run(
     let sink = CollectSink::new();
     let last = *streams.last().unwrap();
     job.sink("sink", 2, sink.clone(), last.shuffle());
+    // A stage no later stage reads is left unread on purpose.
+    for (i, stream) in streams[..streams.len() - 1].iter().enumerate() {
+        if !stages
+            .iter()
+            .any(|s| s.inputs.iter().any(|(from, _)| *from == i))
+        {
+            job.discard(*stream);
+        }
+    }
     job.build().unwrap().run().unwrap();
     let mut values = sink.values();
     values.sort_unstable();

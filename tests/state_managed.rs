@@ -209,15 +209,42 @@ fn a_run_with_checkpoints_refuses_what_cannot_keep_its_delivery_declared_or_not(
     plain().run_with(at_least_once).unwrap();
 }
 
+/// The builder keeps the promise as `job!` does: what the types can rule
+/// out does not compile (`tests/ui/builder_exactly_once_*.rs`); an operator
+/// that keeps state its checkpoints leave out is refused when built.
 #[test]
 fn the_builder_refuses_what_job_refuses() {
-    let mut job = JobBuilder::new("promised");
-    job.delivery(Delivery::ExactlyOnce);
-    let numbers = job.source("numbers", 1, VecSource::new(vec![1u64, 2, 3]));
-    job.sink("out", 1, CollectSink::new(), numbers);
+    let mut job = JobBuilder::new("promised").exactly_once();
+    let numbers = job.source("numbers", 1, Numbers::new(100));
+    let counts = job.operator(
+        "counts",
+        1,
+        Forgetful {
+            counts: Default::default(),
+            opens: Box::leak(Box::new(AtomicUsize::new(0))),
+        },
+        numbers,
+    );
+    job.sink("out", 1, CollectSink::new().transactional(), counts);
     match job.build() {
-        Err(GraphError::CannotKeepDelivery { component, .. }) => assert_eq!(component, "numbers"),
-        Err(other) => panic!("expected a refusal of the source, got {other}"),
-        Ok(_) => panic!("a VecSource cannot keep exactly-once"),
+        Err(GraphError::CannotKeepDelivery { component, .. }) => assert_eq!(component, "counts"),
+        Err(other) => panic!("expected a refusal of the operator, got {other}"),
+        Ok(_) => panic!("an unchecked operator cannot keep exactly-once"),
     }
+    // A channel nobody reads is refused too, unless discarded on purpose.
+    let mut job = JobBuilder::new("unread");
+    let numbers = job.source("numbers", 1, VecSource::new(vec![1u64, 2, 3]));
+    let _unread = job.merge("copy", 1, numbers);
+    let error = job.build().err().expect("refused");
+    assert!(
+        error
+            .to_string()
+            .contains("output channel `out` of `copy` is read by no component"),
+        "{error}"
+    );
+    let mut job = JobBuilder::new("discarded");
+    let numbers = job.source("numbers", 1, VecSource::new(vec![1u64, 2, 3]));
+    let copy = job.merge("copy", 1, numbers);
+    job.discard(copy);
+    job.build().unwrap();
 }

@@ -200,6 +200,21 @@ impl<T: Data, K: Key, Tm: StreamTime> KeyedStream<T, K, Tm> {
 }
 
 impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
+    /// The job the stream belongs to.
+    pub fn job(&self) -> JobId {
+        self.job
+    }
+
+    /// The component that emits it.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Which of the component's output channels it is.
+    pub fn channel(&self) -> u32 {
+        self.channel
+    }
+
     #[doc(hidden)]
     pub fn __new(job: JobId, node: NodeId, channel: u32) -> Self {
         Stream {

@@ -138,7 +138,7 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         // `__sw_job` keeps the macro's own hygiene (so that `job!` may be
         // called from another macro); the promise keeps the user's span.
         let promise = quote_spanned!(mode.span()=> #p::Delivery::#variant);
-        body.extend(quote!(__sw_job.delivery(#promise);));
+        body.extend(quote!(__sw_job.__declare_delivery(#promise);));
     }
     for (setting, value) in &spec.settings {
         body.extend(match setting.to_string().as_str() {
@@ -214,6 +214,10 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         }
         body.extend(quote!(let #out = #call;));
         match &component.channels {
+            None if dropped.contains(&(name_str.clone(), None)) => {
+                // Read by nothing, on purpose: the builder is told so.
+                body.extend(quote!(__sw_job.discard(#out);));
+            }
             None => {
                 let var = stream_var(&StreamRef {
                     component: component.name.clone(),
@@ -226,8 +230,11 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
                 for channel in channels {
                     let key = (name_str.clone(), Some(channel.to_string()));
                     if dropped.contains(&key) {
-                        let drop = format_ident!("drop_{}", channel, span = channel.span());
-                        body.extend(quote!(let __sw_outs = __sw_outs.#drop();));
+                        // Read by nothing, on purpose: the builder is told so.
+                        body.extend(quote!(
+                            let (__sw_dropped, __sw_outs) = __sw_outs.#channel();
+                            __sw_job.discard(__sw_dropped);
+                        ));
                     } else {
                         let var = stream_var(&StreamRef {
                             component: component.name.clone(),

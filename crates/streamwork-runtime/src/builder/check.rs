@@ -1,6 +1,7 @@
 //! Checking a job as built: every problem the types could not rule out is a
 //! [`GraphError`] before anything runs.
 
+use streamwork_core::NodeId;
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::flow::FlowControl;
 use streamwork_core::grouping::GroupingKind;
@@ -8,7 +9,7 @@ use streamwork_core::stream::GroupingSpec;
 
 use super::{ComponentKind, EdgeDef, GraphError, JobBuilder, JobGraph};
 
-impl JobBuilder {
+impl<D> JobBuilder<D> {
     /// Checks the graph and returns it, ready to run.
     pub fn build(self) -> Result<JobGraph, GraphError> {
         if !self.nodes.iter().any(|n| n.kind == ComponentKind::Source) {
@@ -70,6 +71,19 @@ impl JobBuilder {
             });
         }
         for (idx, node) in self.nodes.iter().enumerate() {
+            for (channel, info) in node.channels.iter().enumerate() {
+                let (from, channel) = (NodeId(idx as u32), channel as u32);
+                let read = self
+                    .edges
+                    .iter()
+                    .any(|e| e.from == from && e.channel == channel);
+                if !read && !self.discarded.contains(&(from, channel)) {
+                    return Err(GraphError::UnreadChannel {
+                        component: node.name.to_string(),
+                        channel: info.name.to_string(),
+                    });
+                }
+            }
             for port in 0..node.ports.len() as u32 {
                 if !self
                     .edges

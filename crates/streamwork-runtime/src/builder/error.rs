@@ -58,6 +58,16 @@ pub enum GraphError {
         /// The low watermark given.
         low: f64,
     },
+    /// An output channel no component reads, not discarded on purpose.
+    #[error(
+        "output channel `{channel}` of `{component}` is read by no component: connect it, or discard it on purpose (`JobBuilder::discard`, `drop {component}.{channel};` in `job!`)"
+    )]
+    UnreadChannel {
+        /// The component.
+        component: String,
+        /// The channel (`out` for a single one).
+        channel: String,
+    },
     /// A parallelism of zero.
     #[error("component `{component}` has parallelism 0: it must be at least 1")]
     ZeroParallelism {

@@ -49,8 +49,7 @@ pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef,
 pub use plan::{ComponentPlan, EdgePlan, JobPlan};
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::component::{
-    Admits, CoOperator, KeyKind, NoKey, Operator, Sink, Source, StreamTime, TimeRequirement,
-    Unwatermarked,
+    Admits, CoOperator, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,
 };
 use streamwork_core::edge::Edge;
 use streamwork_core::grouping::{KeyGroups, RouteContext};
@@ -86,24 +85,146 @@ pub(crate) struct PendingEdge {
 static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Builds a [`JobGraph`]: the typed API under `job!`.
-pub struct JobBuilder {
+///
+/// The delivery a job promises is in its type, `D` (see [`promise`]): a
+/// builder made [`exactly_once`](JobBuilder::exactly_once) accepts only
+/// replayable sources and transactional (or idempotent) sinks, one made
+/// [`at_least_once`](JobBuilder::at_least_once) only replayable sources, as
+/// `job!`'s `delivery` line does. Every channel of every component must be
+/// read or [`discard`](JobBuilder::discard)ed, or [`build`](JobBuilder::build)
+/// refuses the job.
+pub struct JobBuilder<D = promise::AtMostOnce> {
     id: JobId,
     name: String,
     nodes: Vec<NodeDef>,
     edges: Vec<PendingEdge>,
+    /// `(node, channel)` left unread on purpose.
+    discarded: Vec<(NodeId, u32)>,
     config: JobConfig,
+    _promise: std::marker::PhantomData<D>,
+}
+
+/// The delivery a [`JobBuilder`] promises, as a type.
+pub mod promise {
+    use streamwork_core::checkpoint::{Delivery, Replayable, Transactional};
+    use streamwork_core::{Sink, Source};
+
+    /// A delivery promise.
+    pub trait Promise: Send + 'static {
+        /// The promise as a value.
+        const DELIVERY: Delivery;
+    }
+
+    /// No promise: records may be lost on a failure.
+    #[derive(Copy, Clone, Debug)]
+    pub struct AtMostOnce;
+    /// Every result at least once: sources must be replayable.
+    #[derive(Copy, Clone, Debug)]
+    pub struct AtLeastOnce;
+    /// Every result exactly once: replayable sources, transactional sinks.
+    #[derive(Copy, Clone, Debug)]
+    pub struct ExactlyOnce;
+
+    impl Promise for AtMostOnce {
+        const DELIVERY: Delivery = Delivery::AtMostOnce;
+    }
+    impl Promise for AtLeastOnce {
+        const DELIVERY: Delivery = Delivery::AtLeastOnce;
+    }
+    impl Promise for ExactlyOnce {
+        const DELIVERY: Delivery = Delivery::ExactlyOnce;
+    }
+
+    /// A source a job promising `D` may read.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not replayable, and the job promises at-least-once or exactly-once delivery",
+        label = "after a failure this source cannot resume from its checkpointed position",
+        note = "read a replayable source (`FileSource`, `GeneratorSource`, `KafkaSource`), or build the job without the promise"
+    )]
+    pub trait SourceFor<D>: Source {}
+    impl<S: Source> SourceFor<AtMostOnce> for S {}
+    impl<S: Source + Replayable> SourceFor<AtLeastOnce> for S {}
+    impl<S: Source + Replayable> SourceFor<ExactlyOnce> for S {}
+
+    /// A sink a job promising `D` may write to.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is neither transactional nor idempotent, and the job promises exactly-once delivery",
+        label = "what a replay writes again would be published twice",
+        note = "write to a transactional sink (`FileSink::transactional`, `KafkaSink::transactional`) or an idempotent one (`UpsertFileSink`)"
+    )]
+    pub trait SinkFor<D>: Sink {}
+    impl<S: Sink> SinkFor<AtMostOnce> for S {}
+    impl<S: Sink> SinkFor<AtLeastOnce> for S {}
+    impl<S: Sink + Transactional> SinkFor<ExactlyOnce> for S {}
 }
 
 impl JobBuilder {
-    /// A new, empty job named `name`.
+    /// A new, empty job named `name`, promising nothing yet.
     pub fn new(name: impl Into<String>) -> Self {
         JobBuilder {
             id: JobId(NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed)),
             name: name.into(),
             nodes: Vec::new(),
             edges: Vec::new(),
+            discarded: Vec::new(),
             config: JobConfig::default(),
+            _promise: std::marker::PhantomData,
         }
+    }
+
+    /// The same job, promising exactly-once delivery (`delivery
+    /// exactly_once;` in `job!`): only replayable sources and transactional
+    /// or idempotent sinks compile, no edge may drop records, and a run
+    /// must take exactly-once checkpoints.
+    ///
+    /// ```compile_fail
+    /// use streamwork_runtime::JobBuilder;
+    /// # use streamwork_core::*;
+    /// # #[derive(Clone)] struct Once;
+    /// # impl Source for Once { type Out = Collector<u64>;
+    /// #   fn poll(&mut self, _: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> { Ok(SourcePoll::Finished) } }
+    /// let mut job = JobBuilder::new("promised").exactly_once();
+    /// job.source("numbers", 1, Once); // not replayable: does not compile
+    /// ```
+    pub fn exactly_once(self) -> JobBuilder<promise::ExactlyOnce> {
+        self.promising(Delivery::ExactlyOnce)
+    }
+
+    /// The same job, promising at-least-once delivery (`delivery
+    /// at_least_once;` in `job!`): only replayable sources compile.
+    pub fn at_least_once(self) -> JobBuilder<promise::AtLeastOnce> {
+        self.promising(Delivery::AtLeastOnce)
+    }
+
+    fn promising<D>(mut self, delivery: Delivery) -> JobBuilder<D> {
+        self.config.delivery = delivery;
+        JobBuilder {
+            id: self.id,
+            name: self.name,
+            nodes: self.nodes,
+            edges: self.edges,
+            discarded: self.discarded,
+            config: self.config,
+            _promise: std::marker::PhantomData,
+        }
+    }
+
+    /// What `job!` declares with its `delivery` line, whose own checks
+    /// stand for the types'. Not a public API.
+    #[doc(hidden)]
+    pub fn __declare_delivery(&mut self, delivery: Delivery) -> &mut Self {
+        self.config.delivery = delivery;
+        self
+    }
+}
+
+impl<D> JobBuilder<D> {
+    /// Reads nothing from `stream`, on purpose (`drop a.b;` in `job!`):
+    /// without this, a channel no component reads is refused by
+    /// [`build`](Self::build).
+    pub fn discard<T: Data, Tm: StreamTime>(&mut self, stream: Stream<T, Tm>) -> &mut Self {
+        self.discarded.push((stream.node(), stream.channel()));
+        self
     }
 
     /// Sets the number of records per batch between tasks (default 1024).
@@ -151,14 +272,6 @@ impl JobBuilder {
     /// of keyed components.
     pub fn key_groups(&mut self, key_groups: KeyGroups) -> &mut Self {
         self.config.key_groups = key_groups;
-        self
-    }
-
-    /// Declares the delivery the job promises (`delivery exactly_once;` in
-    /// `job!`, which also checks its sources and sinks when it compiles). A
-    /// job promising more than at-most-once may not drop records on any edge.
-    pub fn delivery(&mut self, delivery: Delivery) -> &mut Self {
-        self.config.delivery = delivery;
         self
     }
 
@@ -217,7 +330,7 @@ impl JobBuilder {
     }
 
     /// Adds a source with `parallelism` instances, each a clone of `source`.
-    pub fn source<S: Source>(
+    pub fn source<S: promise::SourceFor<D>>(
         &mut self,
         name: &str,
         parallelism: u32,
@@ -342,7 +455,7 @@ impl JobBuilder {
     }
 
     /// Adds a sink with `parallelism` instances reading `inputs`.
-    pub fn sink<S: Sink, Tm: StreamTime>(
+    pub fn sink<S: promise::SinkFor<D>, Tm: StreamTime>(
         &mut self,
         name: &str,
         parallelism: u32,
