@@ -66,7 +66,9 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
         L: StateData,
         R: StateData,
     {
-        self.checkpoint = KeyedCheckpoint::enabled();
+        // Layout 2: every buffered row carries whether it has matched (for
+        // outer and semi joins).
+        self.checkpoint = KeyedCheckpoint::enabled_at_layout(2);
         self
     }
 

@@ -122,11 +122,7 @@ impl Turn {
     /// Stops the task at the complete savepoint (a failure is recorded by
     /// the instance that failed).
     fn suspend(&mut self) {
-        let task = &mut self.task;
-        let _ = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
-            TaskBody::Source { task, .. } => task.suspend(),
-            TaskBody::Input { task, .. } => task.suspend(),
-        }));
+        crate::task::suspend(&mut self.task);
     }
 
     fn release(&mut self) {
@@ -215,6 +211,14 @@ pub(crate) fn run_worker(tasks: Vec<Task>, flags: &Flags) -> Ended {
                         ended = Ended::Aborted;
                     }
                     progressed = true;
+                    continue;
+                }
+                Ok(Err(Failed)) if flags.failure.suspending() => {
+                    // A neighbour stopped at the savepoint, found gone
+                    // mid-step: the loop's next round stops every task.
+                    let mut turn = turns.remove(i);
+                    turn.suspend();
+                    turn.release();
                     continue;
                 }
                 Ok(Err(Failed)) => {

@@ -102,6 +102,10 @@ type LoadFn<M, K, V> = fn(&Restore<'_>) -> Result<RestoredEntries<M, K, V>, Stat
 pub struct KeyedCodec<M, K, V> {
     save: SaveFn<M, K, V>,
     load: LoadFn<M, K, V>,
+    /// The version of the operator's entry layout (`M`, `K`, `V`): bumped
+    /// whenever an operator changes what it keeps, so that a snapshot of
+    /// another layout is refused by name instead of misread.
+    layout: u32,
 }
 
 impl<M, K, V> Clone for KeyedCodec<M, K, V> {
@@ -120,8 +124,16 @@ impl<M, K, V> fmt::Debug for KeyedCodec<M, K, V> {
     }
 }
 
-/// The layout version a [`KeyedCodec`] writes and reads.
+/// The version of the container a [`KeyedCodec`] writes and reads (the
+/// low byte of a snapshot's schema; the operator's entry layout is above
+/// it: `schema = KEYED_PARTS_SCHEMA + (layout - 1) * 256`, so layout 1 is
+/// schema 1, as before layouts were versioned).
 pub const KEYED_PARTS_SCHEMA: u32 = 1;
+
+/// The schema of a keyed snapshot with entry layout `layout`.
+fn keyed_schema(layout: u32) -> u32 {
+    KEYED_PARTS_SCHEMA + (layout.max(1) - 1) * 256
+}
 
 impl<M, K, V> KeyedCodec<M, K, V>
 where
@@ -129,11 +141,17 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    /// The codec for these types.
+    /// The codec for these types, entry layout 1.
     pub fn new() -> Self {
+        Self::with_layout(1)
+    }
+
+    /// The codec for these types, entry layout `layout` (from 1).
+    pub fn with_layout(layout: u32) -> Self {
         KeyedCodec {
             save: save::<M, K, V>,
             load: load::<M, K, V>,
+            layout: layout.max(1),
         }
     }
 }
@@ -159,14 +177,43 @@ impl<M, K, V> KeyedCodec<M, K, V> {
     ) -> Result<StateBytes, StateError> {
         let bytes = (self.save)(meta, entries, key_groups)?;
         Ok(StateBytes {
-            schema: KEYED_PARTS_SCHEMA,
+            schema: keyed_schema(self.layout),
             bytes: bytes.into_vec(),
         })
     }
 
     /// Every old instance's metadata, and the entries of the key groups the
-    /// restoring instance now owns.
+    /// restoring instance now owns. A snapshot of another entry layout is
+    /// refused, naming both.
     pub fn restore(&self, restore: &Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError> {
+        let expected = keyed_schema(self.layout);
+        if let Some(part) = restore.parts.iter().find(|p| p.schema != expected) {
+            let operator = operator_id(restore.component);
+            let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
+            if part.schema % 256 != KEYED_PARTS_SCHEMA {
+                return Err(StateError::IncompatibleSchema {
+                    operator,
+                    part: part.part.0,
+                    type_name,
+                    found: part.schema,
+                    supported: expected,
+                    reason: "the snapshot was not written by this operator's codec",
+                });
+            }
+            let written = part.schema / 256 + 1;
+            return Err(StateError::IncompatibleSchema {
+                operator,
+                part: part.part.0,
+                type_name,
+                found: written,
+                supported: self.layout,
+                reason: if written > self.layout {
+                    "its state was written by a newer version of the operator: run that version, or restore from an older checkpoint"
+                } else {
+                    "its state was written by an older version of the operator, whose layout this version does not read: finish the job with that version (a drain), then start this one without restoring"
+                },
+            });
+        }
         (self.load)(restore)
     }
 }
@@ -214,16 +261,6 @@ where
             type_name,
             reason: e.to_string(),
         };
-        if part.schema != KEYED_PARTS_SCHEMA {
-            return Err(StateError::IncompatibleSchema {
-                operator,
-                part: part.part.0,
-                type_name,
-                found: part.schema,
-                supported: KEYED_PARTS_SCHEMA,
-                reason: "the snapshot was not written by this operator's codec",
-            });
-        }
         let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(part.bytes)
             .map_err(invalid)?;
         let written_with = archived.key_groups.to_native();
@@ -294,10 +331,17 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    /// Checkpointing enabled, for archivable types.
+    /// Checkpointing enabled, for archivable types, entry layout 1.
     pub fn enabled() -> Self {
+        Self::enabled_at_layout(1)
+    }
+
+    /// Checkpointing enabled, entry layout `layout`: bump it whenever the
+    /// operator changes what it keeps (a snapshot of another layout is
+    /// then refused by name, never misread).
+    pub fn enabled_at_layout(layout: u32) -> Self {
         KeyedCheckpoint {
-            codec: Some(KeyedCodec::new()),
+            codec: Some(KeyedCodec::with_layout(layout)),
             key_groups: KeyGroups::DEFAULT,
         }
     }
@@ -491,6 +535,36 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_snapshot_of_another_entry_layout_is_refused_by_name() {
+        let groups = KeyGroups::DEFAULT;
+        let v1 = KeyedCodec::<i64, u64, u64>::new();
+        let v2 = KeyedCodec::<i64, u64, u64>::with_layout(2);
+        let old = [v1.snapshot(0, vec![(1, 1)], groups).unwrap()];
+        let new = [v2.snapshot(0, vec![(1, 1)], groups).unwrap()];
+        assert_eq!((old[0].schema, new[0].schema), (1, 257));
+        let error = v2
+            .restore(&restore_at(&old, 0, 1))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("schema version 1, the type reads version 2"),
+            "{error}"
+        );
+        assert!(error.contains("older version of the operator"), "{error}");
+        let error = v1
+            .restore(&restore_at(&new, 0, 1))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("newer version of the operator"), "{error}");
+        assert_eq!(
+            v2.restore(&restore_at(&new, 0, 1)).unwrap().entries,
+            [(1, 1)]
+        );
     }
 
     #[test]

@@ -98,6 +98,39 @@ pub struct Snapshot<'a> {
 }
 
 impl<'a> Snapshot<'a> {
+    /// The part `part` of what an operator's `restore` is offered, as a
+    /// snapshot: to read in place ([`access`](Self::access)), whole
+    /// ([`deserialize`](Self::deserialize)), or through the migrations of
+    /// a [`VersionedState`](crate::VersionedState)
+    /// ([`restore`](Self::restore)), from any operator's `restore`.
+    ///
+    /// ```
+    /// use streamwork_core::{Restore, TaskError};
+    /// use streamwork_state::{Snapshot, VersionedState};
+    /// # #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+    /// # struct Counts(Vec<(u64, u64)>);
+    /// # impl VersionedState for Counts { const SCHEMA: u32 = 2; }
+    /// fn restore(restore: &Restore<'_>) -> Result<Option<Counts>, TaskError> {
+    ///     let Some(own) = restore.own() else { return Ok(None) };
+    ///     let counts = Snapshot::of_part(restore, own)
+    ///         .restore::<Counts>()
+    ///         .map_err(|e| TaskError::Restore(e.to_string()))?;
+    ///     Ok(Some(counts))
+    /// }
+    /// ```
+    pub fn of_part(
+        restore: &streamwork_core::Restore<'a>,
+        part: streamwork_core::checkpoint::RestoredPart<'a>,
+    ) -> Self {
+        Snapshot {
+            checkpoint: restore.checkpoint.get(),
+            operator: crate::operator_id(restore.component),
+            part: part.part.0,
+            schema: part.schema,
+            bytes: part.bytes,
+        }
+    }
+
     /// The operator's id.
     pub fn operator(&self) -> u64 {
         self.operator

@@ -166,3 +166,36 @@ fn a_snapshot_from_a_newer_version_is_refused() {
     drop(checkpoint);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What an operator's `restore` is offered migrates the same way: the
+/// migration is reachable from any operator, through `Snapshot::of_part`.
+#[test]
+fn a_migration_is_reachable_from_an_operators_restore() {
+    let checkpoint = load_latest(fixture()).unwrap();
+    let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
+    let restore = streamwork_core::Restore {
+        component: "counter",
+        checkpoint: checkpoint.id(),
+        is_final: false,
+        ended: Vec::new(),
+        instance: streamwork_core::InstanceIdx(0),
+        parallelism: 1,
+        key_groups: streamwork_core::KeyGroups::DEFAULT,
+        parts: vec![streamwork_core::checkpoint::RestoredPart {
+            part: streamwork_core::InstanceIdx(0),
+            schema: snapshot.schema(),
+            bytes: snapshot.bytes(),
+        }],
+    };
+    let own = restore.own().unwrap();
+    let counts = Snapshot::of_part(&restore, own)
+        .restore::<Counts>()
+        .unwrap();
+    assert_eq!(counts.total, 10 + 20 + u64::from(u32::MAX));
+    let error = Snapshot::of_part(&restore, own)
+        .restore::<Strict>()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("declares no migration"), "{error}");
+}

@@ -207,16 +207,16 @@ impl<T: Data> FileSource<T> {
     }
 
     /// The plan as a checkpoint records it: file names (relative to the
-    /// input) and sizes.
+    /// input directory, or the file's own name) and sizes, so that an input
+    /// moved elsewhere whole still matches.
     fn plan_names(&self) -> Vec<(String, u64)> {
         self.plan
             .iter()
             .map(|(path, size)| {
-                let name = path
-                    .strip_prefix(&self.path)
-                    .ok()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .unwrap_or(path);
+                let name = match path.strip_prefix(&self.path) {
+                    Ok(relative) if !relative.as_os_str().is_empty() => relative,
+                    _ => path.file_name().map(Path::new).unwrap_or(path),
+                };
                 (name.to_string_lossy().into_owned(), *size)
             })
             .collect()

@@ -8,6 +8,14 @@ use super::{Ended, Flags, InputRun, Task, TaskBody, run_input, run_source};
 /// the job's by the instance that failed (or, for a failure of the loop
 /// itself, here); the task is then dropped, which closes its channels and
 /// wakes its neighbours.
+/// Stops `task` at the complete savepoint, as far as it can.
+pub(crate) fn suspend(task: &mut Task) {
+    let _ = catch_unwind(AssertUnwindSafe(|| match &mut task.body {
+        TaskBody::Source { task, .. } => task.suspend(),
+        TaskBody::Input { task, .. } => task.suspend(),
+    }));
+}
+
 pub(crate) fn drive(mut task: Task, flags: &Flags) -> Ended {
     let times = task.times.clone();
     let (component, instance) = (task.component.clone(), task.instance);
@@ -24,6 +32,12 @@ pub(crate) fn drive(mut task: Task, flags: &Flags) -> Ended {
     }));
     match result {
         Ok(Ok(ended)) => ended,
+        Ok(Err(_failed)) if flags.failure.suspending() => {
+            // A neighbour that stopped at the savepoint was found gone
+            // mid-step (no failure then): what is fused here still commits.
+            suspend(&mut task);
+            Ended::Suspended
+        }
         Ok(Err(_failed)) => Ended::Aborted,
         Err(payload) => {
             // Instances catch the panics of user code; one that reaches here

@@ -129,6 +129,13 @@ impl InputRun {
             Received::Message(slot, envelope) => (slot, envelope),
             Received::Nothing => return Ok(Step::Idle),
             Received::Aborted => return Ok(Step::Done(Ended::Aborted)),
+            Received::Suspending => {
+                // A neighbour stopped at the savepoint before this task
+                // looked: stop too, committing it.
+                task.suspend()?;
+                self.release_pause();
+                return Ok(Step::Done(Ended::Suspended));
+            }
         };
         let (port, _) = self.active[slot];
         let from = envelope.from;
@@ -246,7 +253,9 @@ impl InputRun {
     /// A channel lost its sender without an end of stream: the upstream task
     /// failed (and the job is aborting), or something went wrong.
     fn disconnected(&self, flags: &Flags) -> Result<Received, Failed> {
-        if flags.failure.aborted() {
+        if flags.failure.suspending() {
+            Ok(Received::Suspending)
+        } else if flags.failure.aborted() {
             Ok(Received::Aborted)
         } else {
             Err(flags
@@ -274,6 +283,8 @@ enum Received {
     /// Nothing arrived within a tick: time to tick processing time.
     Nothing,
     Aborted,
+    /// The job stops at its savepoint, and a sender has already stopped.
+    Suspending,
 }
 
 /// Runs an input task on its own thread until it ends.

@@ -27,7 +27,7 @@ use crossbeam_channel::{Receiver, Sender};
 use streamwork_core::flow::PauseWatermarks;
 use streamwork_core::{CheckpointId, InstanceIdx};
 
-pub(crate) use drive::drive;
+pub(crate) use drive::{drive, suspend};
 pub(crate) use gates::SourceGates;
 pub(crate) use input_run::{InputRun, run_input};
 pub(crate) use source_run::{SourceRun, run_source};
