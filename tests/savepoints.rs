@@ -214,3 +214,100 @@ fn without_checkpoints_a_stop_drains() {
     let total: u64 = sink.values().iter().map(|r| r.value).sum();
     assert!(total >= n / 2 && total <= n, "{total}");
 }
+
+/// Counts what passes: state of its own, added to a job after its
+/// savepoint (it starts empty).
+#[derive(Clone, Default, State)]
+struct Passed {
+    seen: KeyedState<u64, u64>,
+}
+
+#[operator]
+impl Passed {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        event: (u64, u64),
+        out: &mut Collector<(u64, u64)>,
+    ) {
+        *self.seen.get_or_default(key) += 1;
+        out.emit(event);
+    }
+}
+
+/// A changed job resumes from a savepoint: components are matched by name,
+/// an added one starts empty, and one that kept state and is gone (here:
+/// the window, renamed) is refused by name unless its state may be
+/// dropped.
+#[test]
+fn a_changed_job_resumes_from_a_savepoint_by_name() {
+    let n = 3_000;
+    let expected: Vec<(u64, i64, u64)> = {
+        let (sink, late) = (CollectSink::new(), CollectSink::new());
+        let (source, _) = events(n, None);
+        windows_job(source, 2, &sink, &late)
+            .run_with(exactly_once(&dir("changed-uninterrupted"), 0))
+            .unwrap();
+        sink.values().iter().map(key).collect()
+    };
+    let checkpoints = dir("changed");
+    let (sink, late) = (CollectSink::new(), CollectSink::new());
+    let (source, stop) = events(n, Some(n / 2));
+    let handle = windows_job(source, 2, &sink, &late)
+        .start_with(exactly_once(&checkpoints, 0))
+        .unwrap();
+    *stop.lock().unwrap() = Some(handle.stop_handle());
+    handle.join().unwrap().savepoint.expect("a savepoint");
+    // The window renamed: its state would be lost, so the run is refused.
+    let renamed = |sink: &CollectSink<Counted>| {
+        let (source, _) = events(n, None);
+        job! {
+            delivery exactly_once;
+            source events = source;
+            operator timed = Watermarks::bounded(Duration::from_millis(5))
+                .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
+            operator windows[2] { results, late } = Windows::tumbling(Duration::from_millis(100))
+                .count()
+                .checkpointed() <- timed.key(|e: &(u64, u64)| e.0);
+            sink out = sink.transactional() <- windows.results;
+            drop windows.late;
+        }
+        .unwrap()
+    };
+    let error = renamed(&CollectSink::new())
+        .run_with(exactly_once(&checkpoints, 0))
+        .expect_err("the window's state has no component any more");
+    let text = error.to_string();
+    assert!(text.contains("holds the state of `counts`"), "{text}");
+    assert!(text.contains("drop_removed_state"), "{text}");
+    assert!(!error.is_retryable());
+    // An added component starts empty; the window is matched by name.
+    let (source, _) = events(n, None);
+    let graph = job! {
+        delivery exactly_once;
+        source events = source;
+        operator timed = Watermarks::bounded(Duration::from_millis(5))
+            .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
+        operator passed[3] = Passed::default() <- timed.key(|e: &(u64, u64)| e.0);
+        operator counts[3] { results, late } = Windows::tumbling(Duration::from_millis(100))
+            .count()
+            .checkpointed() <- passed.key(|e: &(u64, u64)| e.0);
+        sink out = sink.transactional() <- counts.results;
+        sink late_out = late.transactional() <- counts.late;
+    }
+    .unwrap();
+    let report = graph.run_with(exactly_once(&checkpoints, 0)).unwrap();
+    assert!(report.recovery.restored_from.is_some());
+    let all: Vec<_> = sink.values().iter().map(key).collect();
+    assert_same(
+        &all,
+        &expected,
+        "resumed with an added component, at parallelism 3",
+    );
+    // Dropping the renamed window's state on purpose is allowed.
+    let mut options = exactly_once(&checkpoints, 0);
+    if let Some(config) = options.checkpoints.as_mut() {
+        config.drop_removed_state = true;
+    }
+    renamed(&CollectSink::new()).run_with(options).unwrap();
+}

@@ -125,9 +125,16 @@ impl Source for Numbers {
 
 impl streamwork::core::checkpoint::Replayable for Numbers {}
 
-/// A fresh directory for one test.
+/// A fresh directory, never the same twice in a process (tests run in
+/// parallel threads).
 pub fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("streamwork-{name}-{}", std::process::id()));
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "streamwork-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -72,6 +72,19 @@ pub enum JobError {
     /// The checkpoint log could not be read or written.
     #[error("checkpoints: {0}")]
     Checkpoint(#[from] streamwork_state::StateError),
+    /// The checkpoint to restore holds state of components the job no
+    /// longer has.
+    #[error(
+        "checkpoint {checkpoint} holds the state of {}, which the job no longer has: components are matched by name, so restore with the job that has {}, rename it back, or drop that state on purpose (`CheckpointConfig {{ drop_removed_state: true, .. }}`)",
+        components.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "),
+        if components.len() == 1 { "it" } else { "them" }
+    )]
+    RemovedComponentState {
+        /// The checkpoint.
+        checkpoint: streamwork_core::CheckpointId,
+        /// The components that are gone.
+        components: Vec<String>,
+    },
     /// Ctrl-C handling could not be installed.
     #[error("could not install the Ctrl-C handler: {0}")]
     CtrlC(#[source] std::sync::Arc<ctrlc::Error>),
@@ -100,6 +113,7 @@ impl JobError {
             JobError::Graph(_)
             | JobError::WeakerDelivery { .. }
             | JobError::CannotKeepDelivery { .. }
+            | JobError::RemovedComponentState { .. }
             | JobError::CtrlC(_) => ErrorDomain::User,
             JobError::Spawn { .. } => ErrorDomain::External,
             JobError::Checkpoint(
@@ -124,6 +138,7 @@ impl JobError {
             JobError::Graph(_)
             | JobError::WeakerDelivery { .. }
             | JobError::CannotKeepDelivery { .. }
+            | JobError::RemovedComponentState { .. }
             | JobError::Checkpoint(_)
             | JobError::CtrlC(_) => false,
         }

@@ -143,6 +143,18 @@ fn open_checkpoints(
     } else {
         (None, Recovery::default())
     };
+    if let Some(restored) = &restored {
+        // A changed job: components are matched by name; one that kept
+        // state and is gone is refused unless its state may be dropped.
+        let names: Vec<&str> = graph.nodes().iter().map(|n| n.name()).collect();
+        let removed = restored.removed_components(&names);
+        if !removed.is_empty() && !config.drop_removed_state {
+            return Err(JobError::RemovedComponentState {
+                checkpoint: restored.checkpoint(),
+                components: removed,
+            });
+        }
+    }
     let completed = restored
         .as_ref()
         .map_or(CheckpointId::NONE, |r| r.checkpoint());
@@ -171,6 +183,7 @@ fn open_checkpoints(
         stop: stop.clone(),
         suspending: failure.suspending_flag().clone(),
         stats: Arc::new(Mutex::new(Vec::new())),
+        components: graph.nodes().iter().map(|n| n.name_arc()).collect(),
     };
     Ok(Checkpointing {
         coordinator,

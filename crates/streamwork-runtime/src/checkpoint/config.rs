@@ -18,6 +18,10 @@ pub struct CheckpointConfig {
     pub restore: bool,
     /// Complete checkpoints kept.
     pub retain: usize,
+    /// Restore a changed job even if a component that kept state in the
+    /// checkpoint is gone (its state is dropped). Off by default: such a
+    /// restore is refused, naming the components.
+    pub drop_removed_state: bool,
 }
 
 impl CheckpointConfig {
@@ -30,6 +34,7 @@ impl CheckpointConfig {
             delivery: Delivery::ExactlyOnce,
             restore: true,
             retain: 3,
+            drop_removed_state: false,
         }
     }
 

@@ -11,7 +11,7 @@ use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::CheckpointId;
 use streamwork_state::{CheckpointLog, LogOptions, StateError, operator_id};
 
-use super::restore::{FINAL_MARKER, finished_marker};
+use super::restore::{COMPONENTS_MARKER, FINAL_MARKER, finished_marker};
 use super::{CheckpointConfig, CheckpointStats, Part};
 
 /// The shared signals between the coordinator and the tasks.
@@ -74,6 +74,9 @@ pub(crate) struct Coordinator {
     /// Raised here once the savepoint is complete: the tasks stop.
     pub(crate) suspending: Arc<AtomicBool>,
     pub(crate) stats: Arc<std::sync::Mutex<Vec<CheckpointStats>>>,
+    /// The job's components, by name: every checkpoint records them, so a
+    /// changed job can tell state it no longer has a component for.
+    pub(crate) components: Vec<Arc<str>>,
 }
 
 impl Coordinator {
@@ -199,9 +202,18 @@ impl Coordinator {
         Ok(())
     }
 
-    fn write(&mut self, id: CheckpointId, parts: Vec<Part>) -> Result<u64, StateError> {
+    fn write(&mut self, id: CheckpointId, mut parts: Vec<Part>) -> Result<u64, StateError> {
         let mut snapshots = 0u32;
         let mut bytes = 0u64;
+        parts.push(Part {
+            checkpoint: id,
+            component: COMPONENTS_MARKER.into(),
+            instance: InstanceIdx(0),
+            state: Some(streamwork_core::StateBytes {
+                schema: 1,
+                bytes: self.components.join("\n").into_bytes(),
+            }),
+        });
         for part in parts {
             if let Some(state) = part.state {
                 self.log.append_snapshot(

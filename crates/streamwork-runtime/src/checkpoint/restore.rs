@@ -13,6 +13,10 @@ pub(crate) struct Restored {
 /// The component name under which the final checkpoint carries its marker.
 pub(crate) const FINAL_MARKER: &str = "__streamwork_final_checkpoint__";
 
+/// The component name under which every checkpoint lists the job's
+/// components (their names, one per line).
+pub(crate) const COMPONENTS_MARKER: &str = "__streamwork_components__";
+
 /// The component name under which a checkpoint marks the instances of
 /// `component` that had ended their input: `PREFIX` + `component`, one
 /// empty snapshot per such instance.
@@ -64,6 +68,27 @@ pub struct Recovery {
     pub restored_from: Option<CheckpointId>,
     /// What was skipped, one line each.
     pub skipped: Vec<String>,
+}
+
+impl Restored {
+    /// The components of the checkpointed job that kept state and that
+    /// `job` no longer has (none if the checkpoint does not list them: it
+    /// was written before checkpoints did).
+    pub(crate) fn removed_components(&self, job: &[&str]) -> Vec<String> {
+        let Some(list) = self.checkpoint.snapshot(operator_id(COMPONENTS_MARKER), 0) else {
+            return Vec::new();
+        };
+        let names = String::from_utf8_lossy(list.bytes()).into_owned();
+        names
+            .lines()
+            .filter(|name| !job.contains(name))
+            .filter(|name| {
+                let id = operator_id(name);
+                self.checkpoint.snapshots().any(|s| s.operator() == id)
+            })
+            .map(String::from)
+            .collect()
+    }
 }
 
 /// Loads the last complete checkpoint of `dir`, if there is one. A newest
