@@ -89,6 +89,11 @@ impl<T, G: Fn(u64, &T) -> Timestamp + Clone + Send + 'static> Stamp<T> for Stamp
 /// `seq % P == w`, in increasing order. The output is therefore the same for
 /// every run and every parallelism, which makes generated jobs checkable.
 ///
+/// Its checkpointed position says which sequence numbers it has generated
+/// (`seq % P == w` below its next one), so a job restored at another
+/// parallelism generates each number once: every new instance skips, in
+/// its own share, what the old instances had generated.
+///
 /// The generating function is a type parameter, called without dynamic
 /// dispatch; [`boxed`](Self::boxed) erases it when the source's type must be
 /// named (`GeneratorSource<T>`).
@@ -108,12 +113,33 @@ pub struct GeneratorSource<T, F = DynMake<T>, S = DynStamp<T>> {
     step: u64,
     started: Option<Instant>,
     emitted: u64,
-    /// Where to resume (next sequence number, step), from a checkpoint.
-    resume: Option<(u64, u64)>,
+    /// What the old instances of a restored job had generated, from a
+    /// checkpoint.
+    resume: Option<Vec<Generated>>,
+    /// What the old instances had generated in this instance's share and
+    /// past its position: skipped.
+    inherited: Vec<Generated>,
+    /// No inherited number is at or past this one.
+    inherited_high: u64,
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
 const PER_POLL: u64 = 1024;
+
+/// Sequence numbers generated: every `seq` with `seq % modulus == class`
+/// below `next` (what one instance of `modulus` wrote in its position).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Generated {
+    modulus: u64,
+    class: u64,
+    next: u64,
+}
+
+impl Generated {
+    fn covers(&self, seq: u64) -> bool {
+        seq < self.next && seq % self.modulus == self.class
+    }
+}
 
 impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, NoStamp> {
     /// An unbounded generator of `make(seq)`.
@@ -128,6 +154,8 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
             started: None,
             emitted: 0,
             resume: None,
+            inherited: Vec::new(),
+            inherited_high: 0,
             _type: std::marker::PhantomData,
         }
     }
@@ -147,6 +175,8 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
             started: self.started,
             emitted: self.emitted,
             resume: self.resume,
+            inherited: self.inherited,
+            inherited_high: self.inherited_high,
             _type: std::marker::PhantomData,
         }
     }
@@ -189,8 +219,40 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
             started: self.started,
             emitted: self.emitted,
             resume: self.resume,
+            inherited: self.inherited,
+            inherited_high: self.inherited_high,
             _type: std::marker::PhantomData,
         }
+    }
+}
+
+impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
+    /// Emits up to `budget` of this instance's numbers while the old
+    /// instances of a restored job may have generated some: those are
+    /// skipped.
+    #[cold]
+    #[inline(never)]
+    fn poll_past_inherited(&mut self, out: &mut Collector<T>, budget: u64) -> SourcePoll {
+        let mut emitted = 0;
+        while emitted < budget && self.next < self.inherited_high {
+            if self.count.is_some_and(|count| self.next >= count) {
+                return SourcePoll::Finished;
+            }
+            let seq = self.next;
+            if !self.inherited.iter().any(|g| g.covers(seq)) {
+                let value = self.make.generate(seq);
+                let time = self.stamp.stamp(seq, &value);
+                out.extend_records(std::iter::once(streamwork_core::Record { value, time }));
+                emitted += 1;
+            }
+            self.next += self.step;
+        }
+        self.emitted += emitted;
+        if self.next >= self.inherited_high {
+            self.inherited.clear();
+            self.inherited_high = 0;
+        }
+        SourcePoll::Emitted
     }
 }
 
@@ -208,47 +270,109 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        let step = u64::from(ctx.parallelism());
-        match self.resume.take() {
-            Some((next, old_step)) if old_step == step => self.next = next,
-            Some((_, old_step)) => {
-                return Err(ConnectorError::user(format!(
-                    "generator `{}` was checkpointed at parallelism {old_step} and restored at {step}: its split of sequence numbers depends on its parallelism, so restore it at {old_step}",
-                    ctx.component()
-                )));
-            }
-            None => self.next = u64::from(ctx.instance().0),
-        }
+        let (step, class) = (
+            u64::from(ctx.parallelism().max(1)),
+            u64::from(ctx.instance().0),
+        );
         self.step = step;
+        self.next = class;
+        let Some(generated) = self.resume.take() else {
+            return Ok(());
+        };
+        // Everything below `low` was generated, if one old parallelism's
+        // instances all said how far they got.
+        let mut low = 0;
+        let mut moduli: Vec<u64> = generated.iter().map(|g| g.modulus).collect();
+        moduli.sort_unstable();
+        moduli.dedup();
+        for modulus in moduli {
+            let of: Vec<&Generated> = generated.iter().filter(|g| g.modulus == modulus).collect();
+            let whole = (0..modulus).all(|c| of.iter().any(|g| g.class == c));
+            if whole {
+                let reached = (0..modulus)
+                    .map(|c| {
+                        of.iter()
+                            .filter(|g| g.class == c)
+                            .map(|g| g.next)
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .min()
+                    .unwrap_or(0);
+                low = low.max(reached);
+            }
+        }
+        // This instance's first number at or past `low`.
+        self.next = if low > class {
+            class + (low - class).div_ceil(step) * step
+        } else {
+            class
+        };
+        self.inherited = generated;
+        self.inherited.retain(|g| g.next > self.next);
+        self.inherited_high = self.inherited.iter().map(|g| g.next).max().unwrap_or(0);
         Ok(())
     }
 
-    /// The next sequence number and the step: a generator is replayable.
+    /// What it has generated: its own share below its position, and what
+    /// it inherited past it (schema 2: `(modulus, class, next)` triples).
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let mut bytes = self.next.to_le_bytes().to_vec();
-        bytes.extend_from_slice(&self.step.to_le_bytes());
-        Some(StateBytes { schema: 1, bytes })
+        let own = Generated {
+            modulus: self.step,
+            class: self.next % self.step,
+            next: self.next,
+        };
+        let mut bytes = Vec::with_capacity(24 * (1 + self.inherited.len()));
+        for g in std::iter::once(&own).chain(self.inherited.iter().filter(|g| g.next > self.next)) {
+            for v in [g.modulus, g.class, g.next] {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        Some(StateBytes { schema: 2, bytes })
     }
 
+    /// Gathers what every old instance had generated, at any parallelism.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        let Some(own) = restore.own() else {
-            return Ok(());
-        };
-        let field = |i: usize| {
-            own.bytes
-                .get(i * 8..i * 8 + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-        };
-        match (own.schema, field(0), field(1)) {
-            (1, Some(next), Some(step)) => {
-                self.resume = Some((next, step));
-                Ok(())
+        let mut generated = Vec::new();
+        for part in &restore.parts {
+            let words: Vec<u64> = part
+                .bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .collect();
+            let damaged = || {
+                ConnectorError::user(format!(
+                    "generator `{}`: the checkpointed position of instance {} is damaged or of an unknown schema ({})",
+                    restore.component, part.part.0, part.schema
+                ))
+            };
+            if part.bytes.len() % 8 != 0 {
+                return Err(damaged());
             }
-            _ => Err(ConnectorError::user(
-                "a checkpointed generator position is damaged or of an unknown schema".to_string(),
-            )),
+            match (part.schema, words.as_slice()) {
+                // Version 1: the next number and the step of instance `part`.
+                (1, [next, step]) if *step > 0 => generated.push(Generated {
+                    modulus: *step,
+                    class: u64::from(part.part.0) % step,
+                    next: *next,
+                }),
+                (2, triples) if !triples.is_empty() && triples.len() % 3 == 0 => {
+                    for t in triples.chunks_exact(3) {
+                        if t[0] == 0 || t[1] >= t[0] {
+                            return Err(damaged());
+                        }
+                        generated.push(Generated {
+                            modulus: t[0],
+                            class: t[1],
+                            next: t[2],
+                        });
+                    }
+                }
+                _ => return Err(damaged()),
+            }
         }
+        self.resume = Some(generated);
+        Ok(())
     }
 
     // Inlined into the engine's poll step, so that the record loop is
@@ -273,6 +397,9 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
             Some(count) => (count - self.next).div_ceil(self.step),
             None => u64::MAX,
         };
+        if self.next < self.inherited_high {
+            return Ok(self.poll_past_inherited(out, budget));
+        }
         let n = budget.min(remaining);
         let (first, step) = (self.next, self.step);
         let (make, stamp) = (&self.make, &self.stamp);
