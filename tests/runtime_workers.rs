@@ -79,3 +79,34 @@ fn aligned_sources_on_workers_give_the_windows_of_a_thread_per_task() {
     assert_eq!(aligned_windows(2, 3, events), expected);
     assert_eq!(aligned_windows(1, 3, events), expected);
 }
+
+/// Alignment is a bound that holds: two aligned sources whose event time
+/// runs at different speeds (one ten times the other) never lead each
+/// other by more than the drift plus the event time of one batch, on a
+/// thread per task or on workers.
+#[test]
+fn alignment_bounds_the_lead_by_the_drift_plus_one_batch() {
+    let drift = Duration::from_millis(500);
+    // Instance 1 of 2 generates the odd numbers, at 10 ms each: a batch of
+    // 50 spans at most 50 * 20 ms of its event time.
+    let batch = Duration::from_millis(50 * 20);
+    for workers in [0, 1, 2] {
+        let group = streamwork::window::AlignmentGroup::new(drift);
+        let graph = job! {
+            workers workers;
+            batch_size 50;
+            source numbers[2] = GeneratorSource::new(|i| i).take(200_000);
+            operator timed[2] = Watermarks::monotonic()
+                .align_in(&group)
+                .timestamps(|i: &u64| Timestamp::from_millis((*i * (1 + 9 * (*i % 2))) as i64)) <- numbers;
+            sink out = CollectSink::new() <- timed;
+        }
+        .unwrap();
+        graph.run().unwrap();
+        let lead = group.largest_lead();
+        assert!(
+            lead <= drift + batch,
+            "{workers} workers: a lead of {lead:?}, beyond {drift:?} + one batch ({batch:?})"
+        );
+    }
+}

@@ -121,10 +121,14 @@ pub struct GeneratorSource<T, F = DynMake<T>, S = DynStamp<T>> {
     inherited: Vec<Generated>,
     /// No inherited number is at or past this one.
     inherited_high: u64,
+    /// Numbers a poll emits at most: the job's batch size.
+    per_poll: u64,
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
-const PER_POLL: u64 = 1024;
+/// Numbers a poll emits at most before the source is opened (then: the
+/// job's batch size).
+const PER_POLL: u64 = streamwork_core::collector::DEFAULT_BATCH_SIZE as u64;
 
 /// Sequence numbers generated: every `seq` with `seq % modulus == class`
 /// below `next` (what one instance of `modulus` wrote in its position).
@@ -156,6 +160,7 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
             resume: None,
             inherited: Vec::new(),
             inherited_high: 0,
+            per_poll: PER_POLL,
             _type: std::marker::PhantomData,
         }
     }
@@ -177,6 +182,7 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
             resume: self.resume,
             inherited: self.inherited,
             inherited_high: self.inherited_high,
+            per_poll: self.per_poll,
             _type: std::marker::PhantomData,
         }
     }
@@ -221,6 +227,7 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
             resume: self.resume,
             inherited: self.inherited,
             inherited_high: self.inherited_high,
+            per_poll: self.per_poll,
             _type: std::marker::PhantomData,
         }
     }
@@ -276,6 +283,8 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
         );
         self.step = step;
         self.next = class;
+        // One poll, one batch: what the engine holds back between.
+        self.per_poll = ctx.batch_size() as u64;
         let Some(generated) = self.resume.take() else {
             return Ok(());
         };
@@ -380,7 +389,7 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     // is otherwise about a sixth slower, the loop being left out of line).
     #[inline]
     fn poll(&mut self, out: &mut Collector<T>) -> Result<SourcePoll, ConnectorError> {
-        let mut budget = PER_POLL;
+        let mut budget = self.per_poll;
         if let Some(rate) = self.rate {
             let started = *self.started.get_or_insert_with(Instant::now);
             let due = (started.elapsed().as_secs_f64() * rate) as u64;

@@ -26,6 +26,7 @@ pub struct InstanceContext {
     key_groups: KeyGroups,
     checkpoints: Option<CheckpointView>,
     poll_gates: Option<PollGates>,
+    batch_size: usize,
 }
 
 impl std::fmt::Debug for InstanceContext {
@@ -55,7 +56,21 @@ impl InstanceContext {
             key_groups,
             checkpoints: None,
             poll_gates: None,
+            batch_size: crate::collector::DEFAULT_BATCH_SIZE,
         }
+    }
+
+    /// The same context, in a job of batches of `records` records.
+    pub fn with_batch_size(mut self, records: usize) -> Self {
+        self.batch_size = records.max(1);
+        self
+    }
+
+    /// The records per batch of the job: a source emits about this many a
+    /// poll (a poll is what the engine can hold back between, for
+    /// backpressure and alignment).
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
     }
 
     /// The same context, in a job that takes checkpoints.

@@ -232,7 +232,8 @@ impl<'g> TaskBuilder<'g> {
             instance,
             def.parallelism(),
             self.graph.config().key_groups,
-        );
+        )
+        .with_batch_size(self.graph.config().batch_size);
         if let Some(view) = &self.shared.view {
             ctx = ctx.with_checkpoints(view.clone());
         }
@@ -283,10 +284,14 @@ impl<'g> TaskBuilder<'g> {
                             self.oldest.get(&key).cloned(),
                         );
                         let port_sender = if self.on_workers {
-                            self.task_outputs.push(OutputChannel {
-                                sender: sender.clone(),
-                                capacity: *capacity,
-                            });
+                            // A full channel holds the task back, unless its
+                            // edge drops records instead: then it drops.
+                            if !flow.overflow.drops() {
+                                self.task_outputs.push(OutputChannel {
+                                    sender: sender.clone(),
+                                    capacity: *capacity,
+                                });
+                            }
                             port_sender.soft(*capacity)
                         } else {
                             port_sender

@@ -97,8 +97,16 @@ pub struct AlignmentGroup(Arc<Alignment>);
 #[derive(Debug)]
 struct Alignment {
     max_drift: i64,
-    /// One slot per opened instance, in any member strategy.
+    /// One slot per instance of every member strategy, as soon as one of
+    /// its instances opens (an instance that has not opened yet holds the
+    /// others back, at `i64::MIN`).
     watermarks: Mutex<Vec<i64>>,
+    /// Which slot is which instance of which component.
+    members: Mutex<Vec<(String, u32)>>,
+    /// The largest lead of a published watermark over the slowest
+    /// published one (instances that have not published yet, have ended or
+    /// are idle left out).
+    lead: std::sync::atomic::AtomicI64,
 }
 
 impl AlignmentGroup {
@@ -107,14 +115,40 @@ impl AlignmentGroup {
         AlignmentGroup(Arc::new(Alignment {
             max_drift: i64::try_from(max_drift.as_millis()).unwrap_or(i64::MAX),
             watermarks: Mutex::new(Vec::new()),
+            members: Mutex::new(Vec::new()),
+            lead: std::sync::atomic::AtomicI64::new(0),
         }))
     }
 
-    /// A slot for a new member instance.
-    fn join(&self) -> usize {
+    /// The largest lead any member's watermark has had over the slowest
+    /// member's so far: at most the drift plus the event time one batch
+    /// spans, as the source of a member is held back between polls.
+    pub fn largest_lead(&self) -> Duration {
+        let lead = self.0.lead.load(std::sync::atomic::Ordering::Relaxed);
+        Duration::from_millis(lead.max(0) as u64)
+    }
+
+    /// The slot of `component`'s instance `instance` of `parallelism`; the
+    /// first instance of a component to open makes the slots of all its
+    /// instances, so that one whose task has not started yet already holds
+    /// the others back.
+    fn join(&self, component: &str, instance: u32, parallelism: u32) -> usize {
+        let mut members = self.0.members.lock().unwrap_or_else(|p| p.into_inner());
         let mut all = self.0.watermarks.lock().unwrap_or_else(|p| p.into_inner());
-        all.push(i64::MIN);
-        all.len() - 1
+        if !members.iter().any(|(c, _)| c == component) {
+            for i in 0..parallelism.max(1) {
+                members.push((component.to_string(), i));
+                all.push(i64::MIN);
+            }
+        }
+        members
+            .iter()
+            .position(|(c, i)| c == component && *i == instance)
+            .unwrap_or_else(|| {
+                members.push((component.to_string(), instance));
+                all.push(i64::MIN);
+                all.len() - 1
+            })
     }
 
     /// Whether slot `slot` is more than the drift ahead of the slowest.
@@ -130,6 +164,17 @@ impl AlignmentGroup {
         let mut all = self.0.watermarks.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(own) = all.get_mut(slot) {
             *own = watermark;
+        }
+        let live = || {
+            all.iter()
+                .copied()
+                .filter(|w| *w != i64::MIN && *w != i64::MAX)
+        };
+        if let (Some(low), Some(high)) = (live().min(), live().max()) {
+            self.0.lead.fetch_max(
+                high.saturating_sub(low),
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         all.iter().copied().min().unwrap_or(watermark)
     }
@@ -322,7 +367,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
 
     fn open(&mut self, ctx: &InstanceContext) {
         if let Some(group) = self.alignment.take() {
-            let slot = group.join();
+            let slot = group.join(ctx.component(), ctx.instance().0, ctx.parallelism());
             // The engine holds the source back while this instance is ahead.
             let gate = {
                 let group = group.clone();

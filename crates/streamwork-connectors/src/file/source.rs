@@ -65,6 +65,8 @@ pub struct FileSource<T> {
     last_end: Option<SplitEnd>,
     /// The progress of every split, from a checkpoint.
     resume: Option<Resume>,
+    /// Lines a poll reads at most: the job's batch size.
+    lines_per_poll: usize,
     buf: Vec<u8>,
 }
 
@@ -128,6 +130,7 @@ impl<T> Clone for FileSource<T> {
             line_counts: BTreeMap::new(),
             last_end: None,
             resume: None,
+            lines_per_poll: streamwork_core::collector::DEFAULT_BATCH_SIZE,
             buf: Vec::new(),
         }
     }
@@ -163,6 +166,7 @@ impl<T: Data> FileSource<T> {
             line_counts: BTreeMap::new(),
             last_end: None,
             resume: None,
+            lines_per_poll: streamwork_core::collector::DEFAULT_BATCH_SIZE,
             buf: Vec::new(),
         }
     }
@@ -440,8 +444,6 @@ mod codec {
     }
 }
 
-const LINES_PER_POLL: usize = 1024;
-
 /// A file source resumes from its checkpointed splits, at any parallelism.
 impl<T: Data> streamwork_core::checkpoint::Replayable for FileSource<T> {}
 
@@ -453,6 +455,7 @@ impl<T: Data> Source for FileSource<T> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.lines_per_poll = ctx.batch_size();
         self.plan = self.list()?;
         self.splits = splits_of(&self.plan, self.split_bytes);
         if let Some(resume) = self.resume.take() {
@@ -530,7 +533,7 @@ impl<T: Data> Source for FileSource<T> {
 
     fn poll(&mut self, out: &mut Collector<T>) -> Result<SourcePoll, ConnectorError> {
         let mut emitted = 0;
-        while emitted < LINES_PER_POLL {
+        while emitted < self.lines_per_poll {
             if self.reading.is_none() {
                 let Some(split) = self.todo.pop_front() else {
                     return Ok(SourcePoll::Finished);
