@@ -57,19 +57,12 @@ impl Source for Events {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        Some(StateBytes {
-            schema: 1,
-            bytes: self.next.to_le_bytes().to_vec(),
-        })
+        Some(support::position(self.next))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        if let Some(own) = restore.own() {
-            let bytes = own
-                .bytes
-                .try_into()
-                .map_err(|_| ConnectorError::user("8 bytes"))?;
-            self.next = u64::from_le_bytes(bytes);
+        if let Some(next) = support::restored_position(restore)? {
+            self.next = next;
         }
         Ok(())
     }

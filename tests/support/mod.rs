@@ -104,19 +104,12 @@ impl Source for Numbers {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        Some(StateBytes {
-            schema: 1,
-            bytes: self.next.to_le_bytes().to_vec(),
-        })
+        Some(position(self.next))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        if let Some(own) = restore.own() {
-            let bytes = own
-                .bytes
-                .try_into()
-                .map_err(|_| ConnectorError::user("a position of 8 bytes"))?;
-            self.next = u64::from_le_bytes(bytes);
+        if let Some(next) = restored_position(restore)? {
+            self.next = next;
             self.restored = true;
         }
         Ok(())
@@ -124,6 +117,26 @@ impl Source for Numbers {
 }
 
 impl streamwork::core::checkpoint::Replayable for Numbers {}
+
+/// A test source's position: the next record, 8 bytes.
+pub fn position(next: u64) -> StateBytes {
+    StateBytes {
+        schema: 1,
+        bytes: next.to_le_bytes().to_vec(),
+    }
+}
+
+/// The position this instance checkpointed, if any.
+pub fn restored_position(restore: &Restore<'_>) -> Result<Option<u64>, ConnectorError> {
+    let Some(own) = restore.own() else {
+        return Ok(None);
+    };
+    let bytes = own
+        .bytes
+        .try_into()
+        .map_err(|_| ConnectorError::user("a position of 8 bytes"))?;
+    Ok(Some(u64::from_le_bytes(bytes)))
+}
 
 /// A fresh directory, never the same twice in a process (tests run in
 /// parallel threads).

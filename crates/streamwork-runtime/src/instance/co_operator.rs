@@ -3,12 +3,12 @@
 
 use std::any::Any;
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
+use streamwork_core::checkpoint::{Restore, SnapshotContext, StateBytes};
 use streamwork_core::component::KeyKind;
 use streamwork_core::outputs::Outputs;
 use streamwork_core::{CoOperator, Context, TaskError, Timestamp};
 
-use super::{Env, InputTask, Instance, Kind, downcast_anchored, rooted};
+use super::{Env, Instance, Kind, Receives, downcast_anchored, rooted};
 use crate::failure::Failed;
 use crate::message::SenderIdx;
 
@@ -73,18 +73,14 @@ impl<C: CoOperator> Kind for CoOperatorKind<C> {
     }
 }
 
-impl<C: CoOperator> InputTask for Instance<CoOperatorKind<C>> {
-    fn start(&mut self) -> Result<(), Failed> {
-        Instance::start(self)
-    }
-
+impl<C: CoOperator> Receives for CoOperatorKind<C> {
     fn on_batch(
-        &mut self,
+        instance: &mut Instance<Self>,
         port: usize,
         from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), Failed> {
-        let Instance { kind, out, env, .. } = self;
+        let Instance { kind, out, env, .. } = instance;
         env.guard(|| {
             let CoOperatorKind {
                 operator,
@@ -132,20 +128,8 @@ impl<C: CoOperator> InputTask for Instance<CoOperatorKind<C>> {
         })
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), Failed> {
-        self.advance(watermark)
-    }
-
-    fn on_idle(&mut self) -> Result<(), Failed> {
-        self.idle()
-    }
-
-    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Failed> {
-        self.tick(now)
-    }
-
-    fn on_port_end(&mut self, port: usize) -> Result<(), Failed> {
-        let Instance { kind, out, env, .. } = self;
+    fn on_port_end(instance: &mut Instance<Self>, port: usize) -> Result<(), Failed> {
+        let Instance { kind, out, env, .. } = instance;
         env.guard(|| {
             out.set_time(None);
             if port == 0 {
@@ -155,25 +139,5 @@ impl<C: CoOperator> InputTask for Instance<CoOperatorKind<C>> {
             }
             Ok(())
         })
-    }
-
-    fn flush(&mut self) -> Result<(), Failed> {
-        Instance::flush(self)
-    }
-
-    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
-        self.barrier(checkpoint)
-    }
-
-    fn finish(&mut self) -> Result<(), Failed> {
-        self.end()
-    }
-
-    fn suspend(&mut self) -> Result<(), Failed> {
-        Instance::suspend(self)
-    }
-
-    fn close(&mut self) -> Result<(), Failed> {
-        Instance::close(self)
     }
 }

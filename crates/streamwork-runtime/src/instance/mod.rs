@@ -465,6 +465,76 @@ pub(crate) trait InputTask: Send {
     fn suspend(&mut self) -> Result<(), Failed>;
 }
 
+/// What differs between the kinds that read channels (operators,
+/// co-operators, sinks): how a batch is handled, and what the end of one
+/// port means. The rest of [`InputTask`] is the shared lifecycle.
+pub(crate) trait Receives: Kind + Sized {
+    /// Processes one batch (a `Vec<Record<T>>` of the port's type).
+    fn on_batch(
+        instance: &mut Instance<Self>,
+        port: usize,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), Failed>;
+
+    /// Every sender into `port` has ended (nothing to do by default).
+    fn on_port_end(instance: &mut Instance<Self>, port: usize) -> Result<(), Failed> {
+        let _ = (instance, port);
+        Ok(())
+    }
+}
+
+impl<K: Receives> InputTask for Instance<K> {
+    fn start(&mut self) -> Result<(), Failed> {
+        Instance::start(self)
+    }
+
+    fn on_batch(
+        &mut self,
+        port: usize,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), Failed> {
+        K::on_batch(self, port, from, batch)
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), Failed> {
+        self.advance(watermark)
+    }
+
+    fn on_idle(&mut self) -> Result<(), Failed> {
+        self.idle()
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Failed> {
+        self.tick(now)
+    }
+
+    fn on_port_end(&mut self, port: usize) -> Result<(), Failed> {
+        K::on_port_end(self, port)
+    }
+
+    fn flush(&mut self) -> Result<(), Failed> {
+        Instance::flush(self)
+    }
+
+    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
+        self.barrier(checkpoint)
+    }
+
+    fn finish(&mut self) -> Result<(), Failed> {
+        self.end()
+    }
+
+    fn suspend(&mut self) -> Result<(), Failed> {
+        Instance::suspend(self)
+    }
+
+    fn close(&mut self) -> Result<(), Failed> {
+        Instance::close(self)
+    }
+}
+
 /// A received batch: its records, and their anchors if the job runs with acking.
 type Received<T> = (Vec<Record<T>>, Option<Vec<Anchor>>);
 

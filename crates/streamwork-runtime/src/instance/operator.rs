@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
+use streamwork_core::checkpoint::{Restore, SnapshotContext, StateBytes};
 use streamwork_core::component::{KeyKind, TimeRequirement};
 use streamwork_core::control::{Control, Disconnected};
 use streamwork_core::edge::Edge;
@@ -12,7 +12,7 @@ use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Record;
 use streamwork_core::{Collector, Context, InstanceContext, Operator, TaskError, Timestamp};
 
-use super::{Env, InputTask, Instance, Kind, downcast_anchored, rooted};
+use super::{Env, Instance, Kind, Receives, downcast_anchored, rooted};
 use crate::acking;
 use crate::failure::Failed;
 use crate::message::SenderIdx;
@@ -159,19 +159,15 @@ fn run_records<O: Operator>(
     n
 }
 
-impl<O: Operator> InputTask for Instance<OperatorKind<O>> {
-    fn start(&mut self) -> Result<(), Failed> {
-        Instance::start(self)
-    }
-
+impl<O: Operator> Receives for OperatorKind<O> {
     fn on_batch(
-        &mut self,
+        instance: &mut Instance<Self>,
         _port: usize,
         from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), Failed> {
-        let (batch, anchors) = self.env.guard(|| downcast_anchored::<O::In>(batch))?;
-        let edge = self
+        let (batch, anchors) = instance.env.guard(|| downcast_anchored::<O::In>(batch))?;
+        let edge = instance
             .kind
             .sender_edges
             .get(from.0 as usize)
@@ -179,48 +175,12 @@ impl<O: Operator> InputTask for Instance<OperatorKind<O>> {
             .unwrap_or(0) as usize;
         // Without acking, the records go straight in: the hot path.
         let n = match anchors {
-            None => self.process(edge, batch.into_iter())?,
-            anchors => self.process(edge, rooted(batch, anchors))?,
+            None => instance.process(edge, batch.into_iter())?,
+            anchors => instance.process(edge, rooted(batch, anchors))?,
         };
-        let Instance { out, env, .. } = self;
+        let Instance { out, env, .. } = instance;
         env.guard(|| Ok(env.settle_acks(|| out.flush())?))?;
-        self.account(n)
-    }
-
-    fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), Failed> {
-        self.advance(watermark)
-    }
-
-    fn on_idle(&mut self) -> Result<(), Failed> {
-        self.idle()
-    }
-
-    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Failed> {
-        self.tick(now)
-    }
-
-    fn on_port_end(&mut self, _port: usize) -> Result<(), Failed> {
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), Failed> {
-        Instance::flush(self)
-    }
-
-    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
-        self.barrier(checkpoint)
-    }
-
-    fn finish(&mut self) -> Result<(), Failed> {
-        self.end()
-    }
-
-    fn suspend(&mut self) -> Result<(), Failed> {
-        Instance::suspend(self)
-    }
-
-    fn close(&mut self) -> Result<(), Failed> {
-        Instance::close(self)
+        instance.account(n)
     }
 }
 

@@ -12,7 +12,7 @@ use streamwork_core::outputs::{Channel, ChannelInfo, OutputParts, Outputs};
 use streamwork_core::record::Record;
 use streamwork_core::{JobId, NodeId, Sink, StreamTime, TaskError, Timestamp};
 
-use super::{Env, InputTask, Instance, Kind, downcast_anchored};
+use super::{Env, Instance, Kind, Receives, downcast_anchored};
 use crate::acking;
 use crate::failure::Failed;
 use crate::message::SenderIdx;
@@ -150,22 +150,18 @@ impl<S: Sink> Instance<SinkKind<S>> {
     }
 }
 
-impl<S: Sink> InputTask for Instance<SinkKind<S>> {
-    fn start(&mut self) -> Result<(), Failed> {
-        Instance::start(self)
-    }
-
+impl<S: Sink> Receives for SinkKind<S> {
     fn on_batch(
-        &mut self,
+        instance: &mut Instance<Self>,
         _port: usize,
         _from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), Failed> {
-        let (batch, anchors) = self.env.guard(|| downcast_anchored::<S::In>(batch))?;
-        self.write_all(batch.into_iter())?;
-        if let (Some(acker), Some(anchors)) = (self.env.acker.clone(), anchors) {
+        let (batch, anchors) = instance.env.guard(|| downcast_anchored::<S::In>(batch))?;
+        instance.write_all(batch.into_iter())?;
+        if let (Some(acker), Some(anchors)) = (instance.env.acker.clone(), anchors) {
             // Written and flushed: the records' events are done.
-            let Instance { kind, env, .. } = self;
+            let Instance { kind, env, .. } = instance;
             env.guard(|| Ok(kind.sink.flush()?))?;
             for anchor in anchors {
                 acking::complete(anchor);
@@ -173,42 +169,6 @@ impl<S: Sink> InputTask for Instance<SinkKind<S>> {
             acking::send_pending(&acker);
         }
         Ok(())
-    }
-
-    fn on_watermark(&mut self, _watermark: Timestamp) -> Result<(), Failed> {
-        Ok(())
-    }
-
-    fn on_idle(&mut self) -> Result<(), Failed> {
-        Ok(())
-    }
-
-    fn on_processing_time(&mut self, now: Timestamp) -> Result<(), Failed> {
-        self.tick(now)
-    }
-
-    fn on_port_end(&mut self, _port: usize) -> Result<(), Failed> {
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), Failed> {
-        Instance::flush(self)
-    }
-
-    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
-        self.barrier(checkpoint)
-    }
-
-    fn finish(&mut self) -> Result<(), Failed> {
-        self.end()
-    }
-
-    fn suspend(&mut self) -> Result<(), Failed> {
-        Instance::suspend(self)
-    }
-
-    fn close(&mut self) -> Result<(), Failed> {
-        Instance::close(self)
     }
 }
 
