@@ -222,7 +222,7 @@ fn main() -> anyhow::Result<()> {
             operator timed_readings = Watermarks::bounded(Duration::from_secs(1)).idle_after(Duration::from_secs(1)).timestamps(temperature_time) <- readings;
             operator averages[2] { results, late } = Windows::tumbling(Duration::from_secs(60)).aggregate(Mean)
                 <- timed_readings.key(|t: &Temperature| t.zone);
-            operator joined[2] = Join::left().tumbling(Duration::from_secs(60))
+            operator joined[2] = Join::left().transient().tumbling(Duration::from_secs(60))
                 <- left(timed_vehicles.key(|v: &Vehicle| v.zone)), right(averages.results.key(|w: &WindowResult<u32, f64>| w.key));
             operator emissions[2] = ResolveWindowed <- joined;
             operator totals = Totals::default() <- emissions.global();

@@ -284,9 +284,9 @@ fn main() -> anyhow::Result<()> {
         operator timed = Watermarks::bounded(Duration::from_secs(30))
             .timestamps(|t: &Transaction| Timestamp::from_millis(t.time_s * 1000)) <- transactions;
         operator average_ticket[p] = AverageTicketAnalyzer::default() <- timed.key(|t: &Transaction| t.card);
-        operator proximity_windows[p] { results, late } = Windows::tumbling(window).apply(proximity_scores)
+        operator proximity_windows[p] { results, late } = Windows::tumbling(window).transient().apply(proximity_scores)
             <- timed.key(|t: &Transaction| t.card);
-        operator count_windows[p] { results, late } = Windows::tumbling(window).apply(count_scores)
+        operator count_windows[p] { results, late } = Windows::tumbling(window).transient().apply(count_scores)
             <- timed.key(|t: &Transaction| t.card);
         operator proximity[p] = EachScore <- proximity_windows.results;
         operator transaction_count[p] = EachScore <- count_windows.results;

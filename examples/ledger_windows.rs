@@ -136,10 +136,9 @@ fn main() -> anyhow::Result<()> {
             .timestamps(|e: &Entry| Timestamp::from_millis(e.index as i64)) <- lines;
         operator balances[p] = Balances::default() <- timed.key(|e: &Entry| e.account);
         operator sums[p] { results, late } = Windows::tumbling(second)
-            .sum(|e: &Entry| e.amount as u64)
-            .checkpointed() <- timed.key(|e: &Entry| e.account);
+            .sum(|e: &Entry| e.amount as u64) <- timed.key(|e: &Entry| e.account);
         operator flat[p] = Flatten <- sums.results;
-        operator joined[p] = Join::inner().tumbling(second).checkpointed()
+        operator joined[p] = Join::inner().tumbling(second)
             <- left(balances.key(|b: &Balance| b.1)), right(flat.key(|s: &SecondSum| s.0));
         sink balances_file[p] = balances_out <- balances;
         sink sums_file[p] = sums_out <- flat;

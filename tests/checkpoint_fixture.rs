@@ -180,10 +180,9 @@ fn job(
             .timestamps(|e: &Entry| Timestamp::from_millis(e.0 as i64)) <- entries;
         operator balances[2] = Balances::default() <- timed.key(|e: &Entry| e.1);
         operator counts[2] { results, late } = Windows::tumbling(Duration::from_millis(500))
-            .count()
-            .checkpointed() <- timed.key(|e: &Entry| e.1);
+            .count() <- timed.key(|e: &Entry| e.1);
         operator flat[2] = Flatten <- counts.results;
-        operator joined[2] = Join::left().interval(-100, 100).checkpointed()
+        operator joined[2] = Join::left().interval(-100, 100)
             <- left(balances.key(|e: &Entry| e.1)), right(flat.key(|c: &(u64, i64, u64)| c.0));
         sink balances_out = out.balances.transactional() <- balances;
         sink counts_out = out.counts.transactional() <- flat;

@@ -57,7 +57,7 @@ fn windowed_inner_and_outer_joins_emit_unmatched_rows_at_window_close() {
     let ten = Duration::from_millis(10);
     let (l, r) = inputs();
     let inner = rows(&window_join(
-        Join::inner().tumbling(ten),
+        Join::inner().transient().tumbling(ten),
         l.clone(),
         r.clone(),
     ));
@@ -66,7 +66,7 @@ fn windowed_inner_and_outer_joins_emit_unmatched_rows_at_window_close() {
         [(1, Some("a1"), Some("b1")), (1, Some("a1"), Some("b2"))].into()
     );
     let left = rows(&window_join(
-        Join::left().tumbling(ten),
+        Join::left().transient().tumbling(ten),
         l.clone(),
         r.clone(),
     ));
@@ -81,7 +81,7 @@ fn windowed_inner_and_outer_joins_emit_unmatched_rows_at_window_close() {
         .into()
     );
     let right = rows(&window_join(
-        Join::right().tumbling(ten),
+        Join::right().transient().tumbling(ten),
         l.clone(),
         r.clone(),
     ));
@@ -95,13 +95,13 @@ fn windowed_inner_and_outer_joins_emit_unmatched_rows_at_window_close() {
         .into()
     );
     let full = rows(&window_join(
-        Join::full().tumbling(ten),
+        Join::full().transient().tumbling(ten),
         l.clone(),
         r.clone(),
     ));
     assert_eq!(full.len(), 5);
     assert!(full.contains(&(3, None, Some("b3"))) && full.contains(&(2, Some("a2"), None)));
-    let semi = window_join(Join::semi().tumbling(ten), l, r);
+    let semi = window_join(Join::semi().transient().tumbling(ten), l, r);
     assert_eq!(rows(&semi), [(1, Some("a1"), None)].into());
     assert_eq!(semi.values().len(), 1, "a semi join emits a left row once");
 }
@@ -113,6 +113,7 @@ fn windowed_join_drops_and_counts_late_rows_on_either_side() {
     use streamwork::core::testkit::CoHarness;
     let late = LateCounter::new();
     let join: streamwork::join::WindowJoin<Left, Right, u32> = Join::full()
+        .transient()
         .tumbling(Duration::from_millis(10))
         .count_late_in(late.clone());
     let mut harness = CoHarness::new(join);
@@ -158,7 +159,7 @@ fn interval_bounds_are_inclusive_at_both_ends() {
         source r = VecSource::new(rights);
         operator tl = Watermarks::bounded(Duration::from_millis(50)).timestamps(at) <- l;
         operator tr = Watermarks::bounded(Duration::from_millis(50)).timestamps(at) <- r;
-        operator joined = Join::inner().interval(-5, 10) <- left(tl.key(|x: &Left| x.0)), right(tr.key(|x: &Right| x.0));
+        operator joined = Join::inner().transient().interval(-5, 10) <- left(tl.key(|x: &Left| x.0)), right(tr.key(|x: &Right| x.0));
         sink o = out.clone() <- joined;
     }
     .unwrap();
@@ -183,11 +184,11 @@ fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
     use streamwork::join::StreamTableJoin;
     for (join, expected) in [
         (
-            Join::inner().stream_table(),
+            Join::inner().transient().stream_table(),
             vec![("with v1", Some("v1")), ("with v2", Some("v2"))],
         ),
         (
-            Join::left().stream_table(),
+            Join::left().transient().stream_table(),
             vec![
                 ("before any row", None),
                 ("with v1", Some("v1")),
@@ -274,7 +275,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
         operator te = Watermarks::monotonic().timestamps(at) <- e;
         operator tu = Watermarks::monotonic().timestamps(|u: &Update| Timestamp::from_millis(u.1)) <- u;
         operator changes = TakeChange <- tu;
-        operator enriched = Join::left().stream_table().temporal()
+        operator enriched = Join::left().transient().stream_table().temporal_transient()
             <- left(te.key(|e: &Reading| e.0)), right(changes.key(|c: &Change<u32, &'static str>| *c.key()));
         sink o = out.clone() <- enriched;
     }
@@ -307,7 +308,7 @@ fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
     use streamwork::core::testkit::CoHarness;
     use streamwork::join::TableTableJoin;
     let mut harness: CoHarness<TableTableJoin<&'static str, &'static str, u32>> =
-        CoHarness::new(Join::inner().tables());
+        CoHarness::new(Join::inner().transient().tables());
     harness.left(
         1,
         Change::Upsert {
@@ -364,7 +365,7 @@ fn unwindowed_join_emits_as_soon_as_both_sides_are_known() {
     let graph = job! {
         source l = VecSource::new(lefts);
         source r = VecSource::new(rights);
-        operator joined[3] = Join::inner().unwindowed() <- left(l.key(|x: &Left| x.0)), right(r.key(|x: &Right| x.0));
+        operator joined[3] = Join::inner().transient().unwindowed() <- left(l.key(|x: &Left| x.0)), right(r.key(|x: &Right| x.0));
         sink o = out.clone() <- joined;
     }
     .unwrap();

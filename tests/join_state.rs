@@ -9,7 +9,7 @@ use streamwork::prelude::*;
 #[test]
 fn interval_join_state_is_released_by_the_watermark() {
     let mut join: CoHarness<IntervalJoin<&str, &str, u32>> =
-        CoHarness::new(Join::inner().interval(-5, 10));
+        CoHarness::new(Join::inner().transient().interval(-5, 10));
     join.left(1, "a", Some(100));
     join.right(7, "b", Some(200));
     assert_eq!(join.operator().buffered(), 2);
@@ -35,7 +35,7 @@ fn interval_join_state_is_released_by_the_watermark() {
 #[test]
 fn a_long_interval_join_run_keeps_its_state_flat() {
     let mut join: CoHarness<IntervalJoin<u64, u64, u64>> =
-        CoHarness::new(Join::inner().interval(0, 10));
+        CoHarness::new(Join::inner().transient().interval(0, 10));
     let mut peak = 0;
     for t in 0..100_000i64 {
         let key = (t % 50) as u64;
@@ -51,7 +51,7 @@ fn a_long_interval_join_run_keeps_its_state_flat() {
 #[test]
 fn temporal_join_drops_superseded_versions() {
     let mut join: CoHarness<TemporalTableJoin<&str, &str, u32>> =
-        CoHarness::new(Join::left().stream_table().temporal());
+        CoHarness::new(Join::left().transient().stream_table().temporal_transient());
     for (t, v) in [(10, "v10"), (20, "v20"), (30, "v30")] {
         join.right(1, Change::Upsert { key: 1, value: v }, Some(t));
     }
@@ -100,19 +100,19 @@ fn outer_and_semi_interval_joins_emit_what_their_kind_says() {
         ((Some("a2"), Some("b")), 105),
         ((Some("a2"), Some("c")), 108),
     ];
-    assert_eq!(run(Join::inner().interval(-5, 10)), pairs);
+    assert_eq!(run(Join::inner().transient().interval(-5, 10)), pairs);
     // Only the key-2 right row matches nothing: right and full emit it.
     let mut right = pairs.clone();
     right.insert(0, ((None, Some("lonely right")), 155));
-    assert_eq!(run(Join::right().interval(-5, 10)), right);
-    assert_eq!(run(Join::full().interval(-5, 10)), right);
-    assert_eq!(run(Join::left().interval(-5, 10)), pairs);
+    assert_eq!(run(Join::right().transient().interval(-5, 10)), right);
+    assert_eq!(run(Join::full().transient().interval(-5, 10)), right);
+    assert_eq!(run(Join::left().transient().interval(-5, 10)), pairs);
     assert_eq!(
-        run(Join::semi().interval(-5, 10)),
+        run(Join::semi().transient().interval(-5, 10)),
         vec![((Some("a"), None), 105), ((Some("a2"), None), 105)]
     );
     // A left row with no right row in its interval.
-    let mut join = CoHarness::new(Join::left().interval::<&str, &str, u32>(0, 10));
+    let mut join = CoHarness::new(Join::left().transient().interval::<&str, &str, u32>(0, 10));
     join.left(3, "alone", Some(50));
     join.right(3, "too late for it", Some(61));
     join.watermark(60);

@@ -84,8 +84,7 @@ fn windows_job(
         operator timed = Watermarks::bounded(Duration::from_millis(5))
             .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
         operator counts[p] { results, late } = Windows::tumbling(Duration::from_millis(100))
-            .count()
-            .checkpointed() <- timed.key(|e: &(u64, u64)| e.0);
+            .count() <- timed.key(|e: &(u64, u64)| e.0);
         sink out = sink.transactional() <- counts.results;
         sink late_out = late.transactional() <- counts.late;
     }
@@ -260,8 +259,7 @@ fn a_changed_job_resumes_from_a_savepoint_by_name() {
             operator timed = Watermarks::bounded(Duration::from_millis(5))
                 .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
             operator windows[2] { results, late } = Windows::tumbling(Duration::from_millis(100))
-                .count()
-                .checkpointed() <- timed.key(|e: &(u64, u64)| e.0);
+                .count() <- timed.key(|e: &(u64, u64)| e.0);
             sink out = sink.transactional() <- windows.results;
             drop windows.late;
         }
@@ -283,8 +281,7 @@ fn a_changed_job_resumes_from_a_savepoint_by_name() {
             .timestamps(|e: &(u64, u64)| Timestamp::from_millis(e.1 as i64)) <- events;
         operator passed[3] = Passed::default() <- timed.key(|e: &(u64, u64)| e.0);
         operator counts[3] { results, late } = Windows::tumbling(Duration::from_millis(100))
-            .count()
-            .checkpointed() <- passed.key(|e: &(u64, u64)| e.0);
+            .count() <- passed.key(|e: &(u64, u64)| e.0);
         sink out = sink.transactional() <- counts.results;
         sink late_out = late.transactional() <- counts.late;
     }

@@ -34,11 +34,9 @@ fn graph(out: &Path, parallelism: u32, fault: InjectFault<u64>) -> JobGraph {
         operator timed = Watermarks::monotonic().timestamps(|i: &u64| Timestamp::from_millis(*i as i64)) <- events;
         operator faulty[parallelism] = fault <- timed.shuffle();
         operator counts { results, late } = Windows::tumbling(Duration::from_millis(100))
-            .count::<u64, u64>()
-            .checkpointed() <- faulty.key(|i: &u64| i % 7);
+            .count::<u64, u64>() <- faulty.key(|i: &u64| i % 7);
         operator sums { results, late } = Windows::sliding(Duration::from_millis(300), Duration::from_millis(100))
-            .sum::<u64, u64, _>(|i: &u64| *i)
-            .checkpointed() <- faulty.key(|i: &u64| i % 7);
+            .sum::<u64, u64, _>(|i: &u64| *i) <- faulty.key(|i: &u64| i % 7);
         sink counted = FileSink::new(out.join("counts"), |r: &WindowResult<u64, u64>, line: &mut Vec<u8>| {
             line.extend_from_slice(format!("{},{},{}", r.key, r.window.start.millis(), r.value).as_bytes())
         })
@@ -153,12 +151,14 @@ fn a_windowed_job_recovers_within_a_run_and_across_parallelisms() {
 
 #[test]
 fn a_job_promising_delivery_refuses_a_window_left_out_of_its_checkpoints() {
+    // Windows are checkpointed unless built `.transient()`.
     let error = job! {
         name "forgetful";
         delivery exactly_once;
         source events = GeneratorSource::new(|i: u64| i).take(10);
         operator timed = Watermarks::monotonic().timestamps(|i: &u64| Timestamp::from_millis(*i as i64)) <- events;
         operator counts { results, late } = Windows::tumbling(Duration::from_millis(100))
+            .transient()
             .count::<u64, u64>() <- timed.key(|i: &u64| i % 7);
         sink out = FileSink::new(std::env::temp_dir().join("never-written"), |r: &WindowResult<u64, u64>, line: &mut Vec<u8>| {
             line.extend_from_slice(r.value.to_string().as_bytes())
@@ -170,7 +170,7 @@ fn a_job_promising_delivery_refuses_a_window_left_out_of_its_checkpoints() {
     .expect("refused when built");
     let message = error.to_string();
     assert!(
-        message.contains("`counts`") && message.contains(".checkpointed()"),
+        message.contains("`counts`") && message.contains("without `.transient()`"),
         "{message}"
     );
 }

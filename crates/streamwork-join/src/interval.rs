@@ -35,7 +35,7 @@ pub struct IntervalJoin<L, R, K> {
     /// When a key's buffers may shrink.
     cleanup: Timers<K>,
     watermark: i64,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, Rows<Flagged<L>, Flagged<R>>>,
     _types: PhantomData<fn(L, R)>,
 }
@@ -115,7 +115,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
 
     fn statefulness(&self) -> Statefulness {
         self.checkpoint.statefulness(
-            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
         )
     }
 

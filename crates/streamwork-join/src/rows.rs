@@ -23,7 +23,7 @@ pub(crate) fn rows_of<'a, K: Key, L, R>(
 }
 
 /// The snapshot of every key's rows and the watermark (`None` unless the
-/// join was built `.checkpointed()`).
+/// join was built `.transient()`).
 pub(crate) fn snapshot_rows<K: Key, L: Clone, R: Clone>(
     ctx: &SnapshotContext,
     checkpoint: &KeyedCheckpoint<i64, K, Rows<L, R>>,

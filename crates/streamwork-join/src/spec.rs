@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use streamwork_core::{Data, Key};
+use streamwork_state::StateData;
 
 use crate::interval::IntervalJoin;
 use crate::stream_table::StreamTableJoin;
@@ -111,15 +112,27 @@ pub struct Join;
 /// A join of kind `K` being described: then its window, interval or
 /// retention, among those the kind offers.
 #[derive(Copy, Clone, Debug)]
-pub struct JoinOf<K> {
-    _kind: std::marker::PhantomData<K>,
+pub struct JoinOf<K, C = Durable> {
+    _kind: std::marker::PhantomData<(K, C)>,
 }
+
+/// A join whose buffers, tables or versions go into the job's checkpoints
+/// (the default), by key group: its key and row types must be archivable
+/// (`StateData`).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Durable;
+
+/// A join left out of checkpoints ([`JoinOf::transient`]), for types that
+/// cannot be archived: a job that promises more than at-most-once, or a run
+/// with checkpoints, refuses it, naming the fix.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Transient;
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
-fn of<K>() -> JoinOf<K> {
+fn of<K, C>() -> JoinOf<K, C> {
     JoinOf {
         _kind: std::marker::PhantomData,
     }
@@ -152,7 +165,81 @@ impl Join {
     }
 }
 
-impl<Kd: kind::Kind> JoinOf<Kd> {
+impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
+    /// The same join, its state left out of checkpoints, for key or row
+    /// types that cannot be archived. A job promising more than
+    /// at-most-once, or a run with checkpoints, refuses it.
+    pub fn transient(self) -> JoinOf<Kd, Transient> {
+        of()
+    }
+
+    /// Per tumbling window of `size`, in event time; unmatched rows of an
+    /// outer join are emitted when the window closes.
+    pub fn tumbling<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+        self,
+        size: Duration,
+    ) -> WindowJoin<L, R, K> {
+        self.transient().tumbling(size).checkpointed()
+    }
+
+    /// Per sliding window of `size` every `slide`, in event time.
+    pub fn sliding<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+        self,
+        size: Duration,
+        slide: Duration,
+    ) -> WindowJoin<L, R, K> {
+        self.transient().sliding(size, slide).checkpointed()
+    }
+
+    /// A left row at `t` with every right row in `[t + lower, t + upper]`
+    /// (milliseconds, bounds included). An outer join emits a row that
+    /// matched nothing once no row can match it any more (event time past
+    /// its interval); a semi join emits each left row at its first match.
+    pub fn interval<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+        self,
+        lower: i64,
+        upper: i64,
+    ) -> IntervalJoin<L, R, K> {
+        self.transient().interval(lower, upper).checkpointed()
+    }
+
+    /// Unwindowed: every pair, as soon as both sides are known (inner
+    /// only). Keeps every row until [`StreamStreamJoin::retention`] bounds
+    /// it.
+    pub fn unwindowed<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+        self,
+    ) -> StreamStreamJoin<L, R, K>
+    where
+        Kd: kind::InnerOnly,
+    {
+        self.transient().unwindowed().checkpointed()
+    }
+
+    /// Two tables (changelogs of [`Change`](crate::Change)s) into a changelog of
+    /// [`Delta`](crate::Delta)s (inner only).
+    pub fn tables<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+        self,
+    ) -> TableTableJoin<L, R, K>
+    where
+        Kd: kind::InnerOnly,
+    {
+        self.transient().tables().checkpointed()
+    }
+
+    /// A stream (left) enriched with a table (right, a changelog of
+    /// [`Change`](crate::Change)s): inner, or left outer (a stream row
+    /// without a table row is emitted with none).
+    pub fn stream_table<S: Data, V: StateData + Data, K: StateData + Key>(
+        self,
+    ) -> StreamTableJoin<S, V, K>
+    where
+        Kd: kind::StreamTable,
+    {
+        self.transient().stream_table().checkpointed()
+    }
+}
+
+impl<Kd: kind::Kind> JoinOf<Kd, Transient> {
     /// Per tumbling window of `size`, in event time; unmatched rows of an
     /// outer join are emitted when the window closes.
     pub fn tumbling<L: Data, R: Data, K: Key>(self, size: Duration) -> WindowJoin<L, R, K> {

@@ -26,7 +26,7 @@ use crate::{Change, JoinKind, JoinRow};
 pub struct StreamTableJoin<S, V, K> {
     kind: JoinKind,
     table: FastHashMap<K, V>,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<(), K, V>,
     _types: PhantomData<fn(S)>,
 }
@@ -64,9 +64,28 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
         }
     }
 
-    /// The same join against the table as of each event's time (call
-    /// `checkpointed` on the temporal join itself).
-    pub fn temporal(self) -> TemporalTableJoin<S, V, K> {
+    /// The same join against the table as of each event's time, its state
+    /// checkpointed as this join's is (it also keeps stream rows waiting
+    /// for their time, so their type must be archivable too; for one that
+    /// is not, build the join `transient()`).
+    pub fn temporal(self) -> TemporalTableJoin<S, V, K>
+    where
+        S: StateData,
+        V: StateData,
+        K: StateData,
+    {
+        let checkpointed = self.checkpoint.is_enabled();
+        let temporal = self.temporal_transient();
+        if checkpointed {
+            temporal.checkpointed()
+        } else {
+            temporal
+        }
+    }
+
+    /// The same join against the table as of each event's time, its state
+    /// left out of checkpoints.
+    pub fn temporal_transient(self) -> TemporalTableJoin<S, V, K> {
         TemporalTableJoin {
             kind: self.kind,
             versions: FastHashMap::default(),
@@ -107,7 +126,7 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
 
     fn statefulness(&self) -> Statefulness {
         self.checkpoint.statefulness(
-            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
         )
     }
 
@@ -160,7 +179,7 @@ pub struct TemporalTableJoin<S, V, K> {
     /// Stream events waiting for event time to reach them.
     waiting: BTreeMap<i64, Vec<(K, S)>>,
     watermark: i64,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: TemporalCheckpoint<K, S, V>,
     _types: PhantomData<fn(S)>,
 }
@@ -215,7 +234,7 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
 
     fn statefulness(&self) -> Statefulness {
         self.checkpoint.statefulness(
-            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
         )
     }
 

@@ -21,7 +21,7 @@ type Sides<L, R> = (Option<L>, Option<R>);
 /// An inner join of a table of `L` and a table of `R`, keyed by `K`.
 pub struct TableTableJoin<L, R, K> {
     rows: FastHashMap<K, Sides<L, R>>,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<(), K, Sides<L, R>>,
     _types: PhantomData<fn(L, R)>,
 }
@@ -98,7 +98,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
 
     fn statefulness(&self) -> Statefulness {
         self.checkpoint.statefulness(
-            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
         )
     }
 

@@ -28,7 +28,7 @@ pub struct StreamStreamJoin<L, R, K> {
     rows: FastHashMap<K, Rows<L, R>>,
     expiry: Timers<K>,
     watermark: i64,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, Rows<L, R>>,
     _types: PhantomData<fn(L, R)>,
 }
@@ -124,7 +124,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
 
     fn statefulness(&self) -> Statefulness {
         self.checkpoint.statefulness(
-            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
         )
     }
 

@@ -33,7 +33,7 @@ pub struct WindowJoin<L, R, K> {
     /// Open windows by end, then by key.
     windows: BTreeMap<i64, FastHashMap<K, Buffers<L, R>>>,
     watermark: i64,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, KeyWindows<L, R>>,
     _types: PhantomData<fn(L, R)>,
 }
@@ -128,7 +128,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
 
     fn statefulness(&self) -> Statefulness {
         self.checkpoint.statefulness(
-            "build it `.checkpointed()` (its key and row types must be archivable with rkyv)",
+            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
         )
     }
 

@@ -124,11 +124,10 @@ proptest! {
     fn window_joins_recover(steps in steps(), at in 0usize..500) {
         let script = script_of(&steps, |i| i as u64, |i| i as u64 * 10);
         let size = Duration::from_millis(40);
-        check(Join::full().tumbling::<u64, u64, u32>(size).checkpointed(), &script, at);
+        check(Join::full().tumbling::<u64, u64, u32>(size), &script, at);
         check(
             Join::left()
-                .sliding::<u64, u64, u32>(size, Duration::from_millis(20))
-                .checkpointed(),
+                .sliding::<u64, u64, u32>(size, Duration::from_millis(20)),
             &script,
             at,
         );
@@ -137,12 +136,11 @@ proptest! {
     #[test]
     fn interval_and_unwindowed_joins_recover(steps in steps(), at in 0usize..500) {
         let script = script_of(&steps, |i| i as u64, |i| i as u64 * 10);
-        check(Join::inner().interval::<u64, u64, u32>(-30, 30).checkpointed(), &script, at);
+        check(Join::inner().interval::<u64, u64, u32>(-30, 30), &script, at);
         check(
             Join::inner()
                 .unwindowed::<u64, u64, u32>()
-                .retention(Duration::from_millis(60))
-                .checkpointed(),
+                .retention(Duration::from_millis(60)),
             &script,
             at,
         );
@@ -151,9 +149,9 @@ proptest! {
     #[test]
     fn table_joins_recover(steps in steps(), at in 0usize..500) {
         let script = keyed_changes(script_of(&steps, |i| i as u64, change));
-        check(Join::left().stream_table::<u64, u64, u32>().checkpointed(), &script, at);
+        check(Join::left().stream_table::<u64, u64, u32>(), &script, at);
         check(
-            Join::left().stream_table::<u64, u64, u32>().temporal().checkpointed(),
+            Join::left().stream_table::<u64, u64, u32>().temporal(),
             &script,
             at,
         );
@@ -171,13 +169,13 @@ proptest! {
                 CoStep::Checkpoint => CoStep::Checkpoint,
             })
             .collect();
-        check(Join::inner().tables::<u64, u64, u32>().checkpointed(), &tables, at);
+        check(Join::inner().tables::<u64, u64, u32>(), &tables, at);
     }
 }
 
 #[test]
 fn a_join_left_out_of_checkpoints_loses_its_rows_in_a_recovery() {
-    // The oracle is not vacuous: without `checkpointed`, a recovered window
+    // The oracle is not vacuous: built `transient()`, a recovered window
     // join has forgotten the rows it buffered before the checkpoint.
     let script: CoScript<u32, u64, u64> = vec![
         CoStep::Left {
@@ -194,16 +192,16 @@ fn a_join_left_out_of_checkpoints_loses_its_rows_in_a_recovery() {
         CoStep::Watermark(100),
     ];
     let join = || Join::inner().tumbling::<u64, u64, u32>(Duration::from_millis(10));
+    let transient = || {
+        Join::inner()
+            .transient()
+            .tumbling::<u64, u64, u32>(Duration::from_millis(10))
+    };
     let clean = run_co_script(join(), &script, None, sorted).unwrap();
     assert_eq!(clean.output.len(), 1);
-    let forgetful = run_co_script(join(), &script, Some(Fault::BeforeRecord(1)), sorted).unwrap();
+    let forgetful =
+        run_co_script(transient(), &script, Some(Fault::BeforeRecord(1)), sorted).unwrap();
     assert!(forgetful.output.is_empty());
-    let kept = run_co_script(
-        join().checkpointed(),
-        &script,
-        Some(Fault::BeforeRecord(1)),
-        sorted,
-    )
-    .unwrap();
+    let kept = run_co_script(join(), &script, Some(Fault::BeforeRecord(1)), sorted).unwrap();
     assert_eq!(kept.output, clean.output);
 }

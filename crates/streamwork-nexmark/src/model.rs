@@ -5,7 +5,18 @@
 use serde::{Deserialize, Serialize};
 
 /// A person registering.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
 #[serde(rename_all = "camelCase")]
 pub struct Person {
     /// Person id.
@@ -28,7 +39,18 @@ pub struct Person {
 }
 
 /// An auction opening.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
 #[serde(rename_all = "camelCase")]
 pub struct Auction {
     /// Auction id.
@@ -56,7 +78,18 @@ pub struct Auction {
 }
 
 /// A bid on an auction.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
 #[serde(rename_all = "camelCase")]
 pub struct Bid {
     /// Auction id.

@@ -38,7 +38,7 @@ pub struct CountWindows<T, KK: KeyKind, A: Aggregate<T>> {
     slide: u64,
     aggregate: A,
     keys: HashTable<KeyCounts<KK::Value, A::Acc>>,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: CountCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T)>,
 }
@@ -139,7 +139,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     }
 
     fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness("build it `.checkpointed()` (its key and accumulator types must be archivable with rkyv)")
+        self.checkpoint.statefulness("its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)")
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {

@@ -48,7 +48,7 @@ pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     keys: HashTable<KeySessions<KK::Value, A::Acc>>,
     timers: Timers<(u64, KK::Value)>,
     now: i64,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: SessionCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T, D)>,
 }
@@ -266,7 +266,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness("build it `.checkpointed()` (its key and accumulator types must be archivable with rkyv)")
+        self.checkpoint.statefulness("its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)")
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {

@@ -144,7 +144,7 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     next_end: Option<i64>,
     /// Wall clock of the last early firing by interval.
     last_early: i64,
-    /// Its checkpointing, once built `.checkpointed()`.
+    /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: SlicedCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T, D)>,
 }
@@ -181,17 +181,19 @@ fn gcd(a: i64, b: i64) -> i64 {
 impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
     /// Puts the windows' partial aggregates and the time they have reached
     /// in the job's checkpoints, by key group, so that a restored job (at
-    /// any parallelism) fires the same windows with the same contents.
-    /// Needed in a job that promises at-least-once or exactly-once delivery;
-    /// the key and the accumulator must be archivable ([`StateData`]).
+    /// any parallelism) fires the same windows with the same contents; the
+    /// key and the accumulator must be archivable ([`StateData`]). Windows
+    /// built by [`Windows`](crate::Windows) are checkpointed already,
+    /// unless built [`transient`](crate::WindowSpec::transient).
     ///
     /// ```
     /// use std::time::Duration;
+    /// use streamwork_core::{Operator, Statefulness};
     /// use streamwork_window::Windows;
-    /// let counts = Windows::tumbling(Duration::from_secs(1))
-    ///     .count::<u64, u32>()
-    ///     .checkpointed();
-    /// # let _ = counts;
+    /// let counts = Windows::tumbling(Duration::from_secs(1)).count::<u64, u32>();
+    /// assert_eq!(counts.statefulness(), Statefulness::Checkpointed);
+    /// let forgetful = Windows::tumbling(Duration::from_secs(1)).transient().count::<u64, u32>();
+    /// assert!(matches!(forgetful.statefulness(), Statefulness::Unchecked(_)));
     /// ```
     pub fn checkpointed(mut self) -> Self
     where
@@ -595,7 +597,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness("build it `.checkpointed()` (its key and accumulator types must be archivable with rkyv)")
+        self.checkpoint.statefulness("its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)")
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {

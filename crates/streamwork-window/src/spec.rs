@@ -15,7 +15,8 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use streamwork_core::{ByKey, Data, Key, NoKey};
+use streamwork_core::{ByKey, Data, Key, KeyKind, NoKey};
+use streamwork_state::StateData;
 
 use crate::LateCounter;
 use crate::aggregate::{Aggregate, Apply, Count, MaxBy, Sum};
@@ -63,13 +64,29 @@ pub struct PerKey;
 #[derive(Copy, Clone, Debug, Default)]
 pub struct AllRecords;
 
-/// A window operator being described: shape `S`, time domain `D`, key mode `M`.
+/// Windows whose state goes into the job's checkpoints (the default): by
+/// key group, so that a restore at any parallelism takes each key's
+/// windows. Their keys, accumulators and buffered events must be
+/// archivable ([`StateData`]: primitives, `String`, `Vec`, tuples, and
+/// types deriving rkyv's traits).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Durable;
+
+/// Windows left out of checkpoints ([`WindowSpec::transient`]), for types
+/// that cannot be archived: a job that promises more than at-most-once, or
+/// a run with checkpoints, refuses them, naming the fix.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Transient;
+
+/// A window operator being described: shape `S`, time domain `D`, key mode
+/// `M`, and whether its state is checkpointed (`C`: [`Durable`], the
+/// default, or [`Transient`]).
 #[derive(Clone, Debug)]
-pub struct WindowSpec<S, D, M> {
+pub struct WindowSpec<S, D, M, C = Durable> {
     shape: S,
     lateness: i64,
     late: LateCounter,
-    _types: PhantomData<fn(D, M)>,
+    _types: PhantomData<fn(D, M, C)>,
 }
 
 /// Entry points: `Windows::tumbling(..)`, `sliding`, `session`, `count`,
@@ -135,8 +152,17 @@ impl Windows {
     }
 }
 
-impl<S, D, M> WindowSpec<S, D, M> {
-    fn with<D2, M2>(self) -> WindowSpec<S, D2, M2> {
+impl<S, D, M> WindowSpec<S, D, M, Durable> {
+    /// Leaves the windows' state out of checkpoints, for key, accumulator
+    /// or event types that cannot be archived. A job promising more than
+    /// at-most-once, or a run with checkpoints, refuses such windows.
+    pub fn transient(self) -> WindowSpec<S, D, M, Transient> {
+        self.with()
+    }
+}
+
+impl<S, D, M, C> WindowSpec<S, D, M, C> {
+    fn with<D2, M2, C2>(self) -> WindowSpec<S, D2, M2, C2> {
         WindowSpec {
             shape: self.shape,
             lateness: self.lateness,
@@ -146,7 +172,7 @@ impl<S, D, M> WindowSpec<S, D, M> {
     }
 
     /// One window for all records instead of one per key.
-    pub fn all_records(self) -> WindowSpec<S, D, AllRecords> {
+    pub fn all_records(self) -> WindowSpec<S, D, AllRecords, C> {
         self.with()
     }
 
@@ -164,21 +190,21 @@ impl<S, D, M> WindowSpec<S, D, M> {
     }
 }
 
-impl<M> WindowSpec<Sliced, EventDomain, M> {
+impl<M, C> WindowSpec<Sliced, EventDomain, M, C> {
     /// Windows by the wall clock at arrival instead of event time.
-    pub fn processing_time(self) -> WindowSpec<Sliced, ProcessingDomain, M> {
+    pub fn processing_time(self) -> WindowSpec<Sliced, ProcessingDomain, M, C> {
         self.with()
     }
 }
 
-impl<M> WindowSpec<Session, EventDomain, M> {
+impl<M, C> WindowSpec<Session, EventDomain, M, C> {
     /// Sessions by the wall clock at arrival instead of event time.
-    pub fn processing_time(self) -> WindowSpec<Session, ProcessingDomain, M> {
+    pub fn processing_time(self) -> WindowSpec<Session, ProcessingDomain, M, C> {
         self.with()
     }
 }
 
-impl<D, M> WindowSpec<Sliced, D, M> {
+impl<D, M, C> WindowSpec<Sliced, D, M, C> {
     /// Also fires a window early, as an [`Early`](crate::Firing::Early) result,
     /// every `n` events of a key in it.
     pub fn early_every(mut self, n: u64) -> Self {
@@ -193,46 +219,93 @@ impl<D, M> WindowSpec<Sliced, D, M> {
     }
 }
 
-/// The convenience window functions, for every shape and key mode.
+/// The window functions of one shape and key mode, checkpointed or not:
+/// `aggregate` builds the operator (for a checkpointed spec, only from
+/// archivable keys and accumulators, with its checkpointing on); `count`,
+/// `sum`, `max_by` and `apply` are `aggregate` with a given aggregate.
 macro_rules! window_functions {
-    ($($generics:ident),*; $key:ty; $op:ident<$($param:ty),*>) => {
-        /// Counts the events of each window.
-        pub fn count<T: Data, $($generics: Key),*>(self) -> $op<T, $key, $($param,)* Count> {
-            self.aggregate(Count)
+    (
+        $spec:ty, [$($d:ident: $dbound:path)?], [$($kgen:ident)?], $key:ty, $op:ident;
+        $make:ident; $mode:ident
+    ) => {
+        impl<$($d: $dbound)?> $spec {
+            window_functions!(@aggregate $mode, [$($kgen)?], $key, $op, $make);
+            window_functions!(@fn $mode, count, [$($kgen)?], $key, $op, [], (), Count, Count, []);
+            window_functions!(
+                @fn $mode, sum, [$($kgen)?], $key, $op,
+                [F: Fn(&T) -> u64 + Clone + Send + 'static], (f: F), Sum<F>, Sum(f), []
+            );
+            window_functions!(
+                @fn $mode, max_by, [$($kgen)?], $key, $op,
+                [V: Ord + Clone + Send + 'static, F: Fn(&T) -> V + Clone + Send + 'static],
+                (f: F), MaxBy<F>, MaxBy(f), [T: StateData, V: StateData]
+            );
+            window_functions!(
+                @fn $mode, apply, [$($kgen)?], $key, $op,
+                [R: Data, F: Fn(WindowContents<'_, T>) -> R + Clone + Send + 'static],
+                (f: F), Apply<T, F>, Apply::new(f), [T: StateData]
+            );
         }
-
-        /// Sums `f(event)` over each window (wrapping).
-        pub fn sum<T: Data, $($generics: Key,)* F: Fn(&T) -> u64 + Clone + Send + 'static>(
-            self,
-            f: F,
-        ) -> $op<T, $key, $($param,)* Sum<F>> {
-            self.aggregate(Sum(f))
+    };
+    (@op SlicedWindows, $t:ty, $key:ty, $agg:ty) => { SlicedWindows<$t, $key, D, $agg> };
+    (@op SessionWindows, $t:ty, $key:ty, $agg:ty) => { SessionWindows<$t, $key, D, $agg> };
+    (@op CountWindows, $t:ty, $key:ty, $agg:ty) => { CountWindows<$t, $key, $agg> };
+    (@doc count) => { "Counts the events of each window." };
+    (@doc sum) => { "Sums `f(event)` over each window (wrapping)." };
+    (@doc max_by) => { "The first event with the largest `f(event)` of each window." };
+    (@doc apply) => { "A full-window function over each window's buffered events." };
+    (
+        @fn durable, $name:ident, [$($kgen:ident)?], $key:ty, $op:ident,
+        [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*]
+    ) => {
+        #[doc = window_functions!(@doc $name)]
+        #[allow(clippy::multiple_bound_locations)] // what checkpointing adds, apart
+        pub fn $name<T: Data $(, $kgen: Key + StateData)?, $($g)*>(self $(, $arg: $argty)?) -> window_functions!(@op $op, T, $key, $agg)
+        where
+            $($b)*
+        {
+            self.aggregate($make)
         }
-
-        /// The first event with the largest `f(event)` of each window.
-        pub fn max_by<T: Data, $($generics: Key,)* V: Ord + Clone + Send + 'static, F: Fn(&T) -> V + Clone + Send + 'static>(
-            self,
-            f: F,
-        ) -> $op<T, $key, $($param,)* MaxBy<F>> {
-            self.aggregate(MaxBy(f))
+    };
+    (
+        @fn transient, $name:ident, [$($kgen:ident)?], $key:ty, $op:ident,
+        [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*]
+    ) => {
+        #[doc = window_functions!(@doc $name)]
+        pub fn $name<T: Data $(, $kgen: Key)?, $($g)*>(self $(, $arg: $argty)?) -> window_functions!(@op $op, T, $key, $agg) {
+            self.aggregate($make)
         }
-
-        /// A full-window function over each window's buffered events.
-        pub fn apply<T: Data, $($generics: Key,)* R: Data, F: Fn(WindowContents<'_, T>) -> R + Clone + Send + 'static>(
+    };
+    (@aggregate durable, [$($kgen:ident)?], $key:ty, $op:ident, $make:ident) => {
+        /// Computes `aggregate` in each window; its state goes into the
+        /// job's checkpoints, by key group.
+        pub fn aggregate<T: Data $(, $kgen: Key + StateData)?, A: Aggregate<T>>(
             self,
-            f: F,
-        ) -> $op<T, $key, $($param,)* Apply<T, F>> {
-            self.aggregate(Apply::new(f))
+            aggregate: A,
+        ) -> window_functions!(@op $op, T, $key, A)
+        where
+            A::Acc: StateData,
+        {
+            self.$make(aggregate).checkpointed()
+        }
+    };
+    (@aggregate transient, [$($kgen:ident)?], $key:ty, $op:ident, $make:ident) => {
+        /// Computes `aggregate` in each window; its state is left out of
+        /// checkpoints.
+        pub fn aggregate<T: Data $(, $kgen: Key)?, A: Aggregate<T>>(
+            self,
+            aggregate: A,
+        ) -> window_functions!(@op $op, T, $key, A) {
+            self.$make(aggregate)
         }
     };
 }
 
-impl<D: crate::Domain> WindowSpec<Sliced, D, PerKey> {
-    /// Computes `aggregate` per key and window.
-    pub fn aggregate<T: Data, K: Key, A: Aggregate<T>>(
+impl<D: crate::Domain, M, C> WindowSpec<Sliced, D, M, C> {
+    fn make_sliced<T: Data, KK: KeyKind, A: Aggregate<T>>(
         self,
         aggregate: A,
-    ) -> SlicedWindows<T, ByKey<K>, D, A> {
+    ) -> SlicedWindows<T, KK, D, A> {
         SlicedWindows::new(
             self.shape.size,
             self.shape.slide,
@@ -242,64 +315,35 @@ impl<D: crate::Domain> WindowSpec<Sliced, D, PerKey> {
             self.late,
         )
     }
-    window_functions!(K; ByKey<K>; SlicedWindows<D>);
 }
 
-impl<D: crate::Domain> WindowSpec<Sliced, D, AllRecords> {
-    /// Computes `aggregate` per window over all records.
-    pub fn aggregate<T: Data, A: Aggregate<T>>(
+impl<D: crate::Domain, M, C> WindowSpec<Session, D, M, C> {
+    fn make_session<T: Data, KK: KeyKind, A: Aggregate<T>>(
         self,
         aggregate: A,
-    ) -> SlicedWindows<T, NoKey, D, A> {
-        SlicedWindows::new(
-            self.shape.size,
-            self.shape.slide,
-            self.lateness,
-            self.shape.early,
-            aggregate,
-            self.late,
-        )
-    }
-    window_functions!(; NoKey; SlicedWindows<D>);
-}
-
-impl<D: crate::Domain> WindowSpec<Session, D, PerKey> {
-    /// Computes `aggregate` per key and session.
-    pub fn aggregate<T: Data, K: Key, A: Aggregate<T>>(
-        self,
-        aggregate: A,
-    ) -> SessionWindows<T, ByKey<K>, D, A> {
+    ) -> SessionWindows<T, KK, D, A> {
         SessionWindows::new(self.shape.gap, self.lateness, aggregate, self.late)
     }
-    window_functions!(K; ByKey<K>; SessionWindows<D>);
 }
 
-impl<D: crate::Domain> WindowSpec<Session, D, AllRecords> {
-    /// Computes `aggregate` per session over all records.
-    pub fn aggregate<T: Data, A: Aggregate<T>>(
+impl<D, M, C> WindowSpec<Counted, D, M, C> {
+    fn make_counted<T: Data, KK: KeyKind, A: Aggregate<T>>(
         self,
         aggregate: A,
-    ) -> SessionWindows<T, NoKey, D, A> {
-        SessionWindows::new(self.shape.gap, self.lateness, aggregate, self.late)
-    }
-    window_functions!(; NoKey; SessionWindows<D>);
-}
-
-impl<D> WindowSpec<Counted, D, PerKey> {
-    /// Computes `aggregate` per key over each count window.
-    pub fn aggregate<T: Data, K: Key, A: Aggregate<T>>(
-        self,
-        aggregate: A,
-    ) -> CountWindows<T, ByKey<K>, A> {
+    ) -> CountWindows<T, KK, A> {
         CountWindows::new(self.shape.size, self.shape.slide, aggregate)
     }
-    window_functions!(K; ByKey<K>; CountWindows<>);
 }
 
-impl<D> WindowSpec<Counted, D, AllRecords> {
-    /// Computes `aggregate` over each count window of all records.
-    pub fn aggregate<T: Data, A: Aggregate<T>>(self, aggregate: A) -> CountWindows<T, NoKey, A> {
-        CountWindows::new(self.shape.size, self.shape.slide, aggregate)
-    }
-    window_functions!(; NoKey; CountWindows<>);
-}
+window_functions!(WindowSpec<Sliced, D, PerKey, Durable>, [D: crate::Domain], [K], ByKey<K>, SlicedWindows; make_sliced; durable);
+window_functions!(WindowSpec<Sliced, D, PerKey, Transient>, [D: crate::Domain], [K], ByKey<K>, SlicedWindows; make_sliced; transient);
+window_functions!(WindowSpec<Sliced, D, AllRecords, Durable>, [D: crate::Domain], [], NoKey, SlicedWindows; make_sliced; durable);
+window_functions!(WindowSpec<Sliced, D, AllRecords, Transient>, [D: crate::Domain], [], NoKey, SlicedWindows; make_sliced; transient);
+window_functions!(WindowSpec<Session, D, PerKey, Durable>, [D: crate::Domain], [K], ByKey<K>, SessionWindows; make_session; durable);
+window_functions!(WindowSpec<Session, D, PerKey, Transient>, [D: crate::Domain], [K], ByKey<K>, SessionWindows; make_session; transient);
+window_functions!(WindowSpec<Session, D, AllRecords, Durable>, [D: crate::Domain], [], NoKey, SessionWindows; make_session; durable);
+window_functions!(WindowSpec<Session, D, AllRecords, Transient>, [D: crate::Domain], [], NoKey, SessionWindows; make_session; transient);
+window_functions!(WindowSpec<Counted, D, PerKey, Durable>, [D: Sized], [K], ByKey<K>, CountWindows; make_counted; durable);
+window_functions!(WindowSpec<Counted, D, PerKey, Transient>, [D: Sized], [K], ByKey<K>, CountWindows; make_counted; transient);
+window_functions!(WindowSpec<Counted, D, AllRecords, Durable>, [D: Sized], [], NoKey, CountWindows; make_counted; durable);
+window_functions!(WindowSpec<Counted, D, AllRecords, Transient>, [D: Sized], [], NoKey, CountWindows; make_counted; transient);

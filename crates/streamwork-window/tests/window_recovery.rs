@@ -87,9 +87,7 @@ where
 
 #[test]
 fn tumbling_windows_recover_from_every_fault() {
-    let windows = Windows::tumbling(Duration::from_millis(100))
-        .count::<u64, u32>()
-        .checkpointed();
+    let windows = Windows::tumbling(Duration::from_millis(100)).count::<u64, u32>();
     assert_window_recovers(windows, &scripted(60, 3, 0, 7));
 }
 
@@ -97,8 +95,7 @@ fn tumbling_windows_recover_from_every_fault() {
 fn sliding_windows_with_lateness_recover_from_every_fault() {
     let windows = Windows::sliding(Duration::from_millis(100), Duration::from_millis(30))
         .allowed_lateness(Duration::from_millis(20))
-        .sum::<u64, u32, _>(|v: &u64| *v)
-        .checkpointed();
+        .sum::<u64, u32, _>(|v: &u64| *v);
     // Watermarks trail by 10 ms, so the 40 ms stragglers are late: some
     // within the lateness (updates), some beyond it (the late channel).
     assert_window_recovers(windows, &scripted(60, 4, 10, 5));
@@ -108,8 +105,7 @@ fn sliding_windows_with_lateness_recover_from_every_fault() {
 fn session_windows_recover_from_every_fault() {
     let windows = Windows::session(Duration::from_millis(30))
         .allowed_lateness(Duration::from_millis(50))
-        .count::<u64, u32>()
-        .checkpointed();
+        .count::<u64, u32>();
     // Keys 0..5 at 17 ms steps: each key is seen every 85 ms, so sessions
     // close and open; the late events merge into or update them.
     assert_window_recovers(windows, &scripted(60, 5, 0, 6));
@@ -117,17 +113,17 @@ fn session_windows_recover_from_every_fault() {
 
 #[test]
 fn count_windows_recover_from_every_fault() {
-    let windows = Windows::sliding_count(4, 2)
-        .sum::<u64, u32, _>(|v: &u64| *v)
-        .checkpointed();
+    let windows = Windows::sliding_count(4, 2).sum::<u64, u32, _>(|v: &u64| *v);
     assert_window_recovers(windows, &scripted(50, 3, 0, 4));
 }
 
 #[test]
-fn without_checkpointed_a_window_loses_its_state_in_a_recovery() {
+fn a_transient_window_loses_its_state_in_a_recovery() {
     // The oracle is not vacuous: a window that leaves its state out of the
     // checkpoint commits different results after a failure.
-    let windows = Windows::tumbling(Duration::from_millis(100)).count::<u64, u32>();
+    let windows = Windows::tumbling(Duration::from_millis(100))
+        .transient()
+        .count::<u64, u32>();
     let script = scripted(60, 3, 0, 7);
     let clean = run_script(windows.clone(), &script, None, |o| o.drain_all()).unwrap();
     let faulty = run_script(windows, &script, Some(Fault::BeforeRecord(30)), |o| {
@@ -187,8 +183,7 @@ proptest! {
         let Some(fault) = pick_fault(&script, at, in_checkpoint) else { return Ok(()) };
         let windows = Windows::sliding(Duration::from_millis(60), Duration::from_millis(20))
             .allowed_lateness(Duration::from_millis(30))
-            .sum::<u64, u32, _>(|v: &u64| *v)
-            .checkpointed();
+            .sum::<u64, u32, _>(|v: &u64| *v);
         assert_recovers(windows, &script, [fault], |o| o.drain_all());
     }
 
@@ -203,8 +198,7 @@ proptest! {
         let Some(fault) = pick_fault(&script, at, in_checkpoint) else { return Ok(()) };
         let windows = Windows::session(Duration::from_millis(25))
             .allowed_lateness(Duration::from_millis(30))
-            .count::<u64, u32>()
-            .checkpointed();
+            .count::<u64, u32>();
         assert_recovers(windows, &script, [fault], |o| o.drain_all());
     }
 }
