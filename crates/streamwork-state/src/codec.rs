@@ -55,6 +55,11 @@ use crate::version::operator_id;
 /// A type rkyv can archive into a checkpoint, validate and read back: the
 /// primitives, `String`, `Vec`, `Option`, tuples, and types deriving rkyv's
 /// `Archive`, `Serialize` and `Deserialize` (through [`rkyv`](crate::rkyv)).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be archived into a checkpoint",
+    label = "state the framework checkpoints must be archivable",
+    note = "derive `Archive`, `Serialize` and `Deserialize` from `streamwork::state::rkyv` with `#[rkyv(crate = streamwork::state::rkyv)]`, or leave the state out of checkpoints on purpose (`.transient()` on a window or join)"
+)]
 pub trait StateData:
     Archive<
         Archived: Deserialize<Self, HighDeserializer<rancor::Error>>
