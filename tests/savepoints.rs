@@ -149,6 +149,25 @@ fn a_stopped_windowed_job_resumes_as_if_never_stopped() {
             .run_with(exactly_once(&checkpoints, 0))
             .unwrap();
         assert_eq!(report.recovery.restored_from, Some(savepoint));
+        // The restore and every checkpoint's measurements are reported.
+        assert!(
+            report
+                .to_string()
+                .contains(&format!("restored from checkpoint {savepoint}")),
+            "{report}"
+        );
+        let text = streamwork::runtime::prometheus(&report);
+        assert!(
+            text.contains(&format!("streamwork_restored_checkpoint_id {savepoint}\n")),
+            "{text}"
+        );
+        for checkpoint in &report.checkpoints {
+            assert!(checkpoint.longest_alignment <= checkpoint.duration);
+            if let Some((component, instance)) = &checkpoint.paused_most {
+                assert!(report.component(component).is_some(), "{component}");
+                assert!(instance.0 < 3, "{instance:?}");
+            }
+        }
         let all: Vec<_> = sink.values().iter().map(key).collect();
         assert_same(
             &all,

@@ -19,7 +19,6 @@ pub struct JobHandle {
     registry: Arc<Registry>,
     monitor: Option<JoinHandle<()>>,
     coordinator: Option<JoinHandle<()>>,
-    checkpoint_stats: Option<CheckpointRecord>,
     threads: Vec<JoinHandle<Ended>>,
     flags: Flags,
     started: Instant,
@@ -32,6 +31,24 @@ pub(crate) struct CheckpointRecord {
     pub(crate) recovery: Recovery,
     /// The savepoint a stop asked for (0: none).
     pub(crate) savepoint: Arc<std::sync::atomic::AtomicU64>,
+    /// The longest restore of an instance, in nanoseconds.
+    pub(crate) longest_restore: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CheckpointRecord {
+    /// The checkpoints completed so far, and the recovery with its
+    /// instances' restore time.
+    fn read(&self) -> (Vec<CheckpointStats>, Recovery) {
+        let completed = self
+            .completed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut recovery = self.recovery.clone();
+        recovery.longest_instance_restore =
+            Duration::from_nanos(self.longest_restore.load(Ordering::Relaxed));
+        (completed, recovery)
+    }
 }
 
 impl JobHandle {
@@ -41,7 +58,6 @@ impl JobHandle {
         registry: Arc<Registry>,
         monitor: Option<JoinHandle<()>>,
         coordinator: Option<JoinHandle<()>>,
-        checkpoint_stats: Option<CheckpointRecord>,
         threads: Vec<JoinHandle<Ended>>,
         flags: Flags,
         started: Instant,
@@ -51,7 +67,6 @@ impl JobHandle {
             registry,
             monitor,
             coordinator,
-            checkpoint_stats,
             threads,
             flags,
             started,
@@ -123,6 +138,11 @@ impl LiveMetrics {
                     .sum(),
             })
             .collect();
+        let (checkpoints, recovery) = registry
+            .checkpoints
+            .get()
+            .map(CheckpointRecord::read)
+            .unwrap_or_default();
         JobReport {
             job: self.job.clone(),
             elapsed: self.started.elapsed(),
@@ -131,8 +151,8 @@ impl LiveMetrics {
             bottleneck: monitor.bottleneck,
             thrashing: monitor.thrashing,
             source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
-            checkpoints: Vec::new(),
-            recovery: Recovery::default(),
+            checkpoints,
+            recovery,
             savepoint: None,
             restarts: 0,
         }
@@ -242,17 +262,10 @@ impl JobHandle {
             });
         }
         let mut report = self.snapshot();
-        if let Some(record) = &self.checkpoint_stats {
-            report.checkpoints = record
-                .completed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            report.recovery = record.recovery.clone();
-            if self.flags.failure.suspending() {
-                report.savepoint =
-                    Some(CheckpointId::new(record.savepoint.load(Ordering::Acquire)));
-            }
+        if let Some(record) = self.registry.checkpoints.get()
+            && self.flags.failure.suspending()
+        {
+            report.savepoint = Some(CheckpointId::new(record.savepoint.load(Ordering::Acquire)));
         }
         Ok(report)
     }

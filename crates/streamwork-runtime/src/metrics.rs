@@ -118,6 +118,9 @@ pub(crate) struct Registry {
     /// Notified after every look of the monitor.
     pub(crate) looked: Condvar,
     pub(crate) stop: AtomicBool,
+    /// What a run that takes checkpoints records of them (set once, when
+    /// the coordinator starts).
+    pub(crate) checkpoints: std::sync::OnceLock<crate::handle::CheckpointRecord>,
 }
 
 /// One component's instances and their measurements.

@@ -110,8 +110,42 @@ impl fmt::Display for JobReport {
                 per.join(", ")
             )?;
         }
+        if let Some(id) = self.recovery.restored_from {
+            writeln!(
+                f,
+                "  restored from checkpoint {id} (loaded in {:.1} ms, longest instance restore {:.1} ms)",
+                ms(self.recovery.load),
+                ms(self.recovery.longest_instance_restore)
+            )?;
+        }
+        let taken: Vec<_> = self.checkpoints.iter().filter(|c| !c.is_final).collect();
+        if let Some(longest) = taken.iter().map(|c| c.duration).max() {
+            let bytes: u64 = taken.iter().map(|c| c.bytes).sum();
+            let pause = taken
+                .iter()
+                .map(|c| c.longest_pause)
+                .max()
+                .unwrap_or_default();
+            let alignment = taken
+                .iter()
+                .map(|c| c.longest_alignment)
+                .max()
+                .unwrap_or_default();
+            writeln!(
+                f,
+                "  {} checkpoints: {bytes} bytes in all, longest {:.1} ms, longest task pause {:.2} ms, longest alignment {:.1} ms",
+                taken.len(),
+                ms(longest),
+                ms(pause),
+                ms(alignment)
+            )?;
+        }
         Ok(())
     }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// A Prometheus series: name, type, help, and its value for a component.
@@ -190,7 +224,7 @@ pub fn prometheus(report: &JobReport) -> String {
             let _ = writeln!(
                 out,
                 "{name}{{component=\"{}\"}} {}",
-                c.name.replace('"', "'"),
+                label(&c.name),
                 value(c)
             );
         }
@@ -205,7 +239,7 @@ pub fn prometheus(report: &JobReport) -> String {
             let _ = writeln!(
                 out,
                 "streamwork_watermark_lag_ms{{component=\"{}\"}} {lag}",
-                c.name.replace('"', "'"),
+                label(&c.name),
             );
         }
     }
@@ -219,7 +253,7 @@ pub fn prometheus(report: &JobReport) -> String {
         let _ = writeln!(
             out,
             "streamwork_bottleneck{{component=\"{}\"}} {}",
-            c.name.replace('"', "'"),
+            label(&c.name),
             u8::from(is)
         );
     }
@@ -233,5 +267,157 @@ pub fn prometheus(report: &JobReport) -> String {
         "streamwork_source_pauses_total {}",
         report.source_pauses
     );
+    checkpoint_series(report, &mut out);
     out
+}
+
+/// The checkpoint series: how many completed, and the last one's duration,
+/// size, longest task-thread pause and longest alignment; the restore this
+/// run started with.
+fn checkpoint_series(report: &JobReport, out: &mut String) {
+    use std::fmt::Write;
+    let mut gauge = |name: &str, kind: &str, help: &str, value: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    };
+    let taken = report.checkpoints.iter().filter(|c| !c.is_final).count();
+    gauge(
+        "streamwork_checkpoints_total",
+        "counter",
+        "Checkpoints completed.",
+        taken as f64,
+    );
+    if let Some(last) = report.checkpoints.last() {
+        gauge(
+            "streamwork_last_checkpoint_id",
+            "gauge",
+            "The id of the last complete checkpoint.",
+            last.id.get() as f64,
+        );
+        gauge(
+            "streamwork_last_checkpoint_duration_seconds",
+            "gauge",
+            "From the trigger of the last complete checkpoint to its durable commit.",
+            last.duration.as_secs_f64(),
+        );
+        gauge(
+            "streamwork_last_checkpoint_bytes",
+            "gauge",
+            "Bytes of state the last complete checkpoint wrote.",
+            last.bytes as f64,
+        );
+        gauge(
+            "streamwork_last_checkpoint_pause_seconds",
+            "gauge",
+            "The longest time taking the last checkpoint held a task thread.",
+            last.longest_pause.as_secs_f64(),
+        );
+        gauge(
+            "streamwork_last_checkpoint_alignment_seconds",
+            "gauge",
+            "The longest barrier alignment of the last checkpoint.",
+            last.longest_alignment.as_secs_f64(),
+        );
+    }
+    if let Some(id) = report.recovery.restored_from {
+        gauge(
+            "streamwork_restored_checkpoint_id",
+            "gauge",
+            "The checkpoint this run restored from.",
+            id.get() as f64,
+        );
+        gauge(
+            "streamwork_restore_load_seconds",
+            "gauge",
+            "Finding, mapping and checking the checkpoint restored.",
+            report.recovery.load.as_secs_f64(),
+        );
+        gauge(
+            "streamwork_restore_instance_seconds",
+            "gauge",
+            "The longest restore of one instance from it.",
+            report.recovery.longest_instance_restore.as_secs_f64(),
+        );
+    }
+}
+
+/// `name` as a Prometheus label value: backslash, double quote and line
+/// feed escaped, as the text exposition format requires.
+fn label(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{CheckpointStats, Recovery};
+    use streamwork_core::{CheckpointId, InstanceIdx};
+
+    fn report(name: &str) -> JobReport {
+        JobReport {
+            job: "job".into(),
+            elapsed: Duration::from_secs(1),
+            stopped: false,
+            components: vec![ComponentReport {
+                name: name.into(),
+                kind: ComponentKind::Operator,
+                instances: vec![InstanceReport::default()],
+                capacity: Capacity::default(),
+                dropped_in: 0,
+            }],
+            bottleneck: None,
+            thrashing: None,
+            source_pauses: 0,
+            checkpoints: vec![CheckpointStats {
+                id: CheckpointId::new(7),
+                duration: Duration::from_millis(12),
+                bytes: 4096,
+                is_final: false,
+                longest_pause: Duration::from_micros(250),
+                paused_most: Some((name.into(), InstanceIdx(0))),
+                longest_alignment: Duration::from_millis(3),
+            }],
+            recovery: Recovery {
+                restored_from: Some(CheckpointId::new(5)),
+                load: Duration::from_millis(2),
+                ..Recovery::default()
+            },
+            savepoint: None,
+            restarts: 0,
+        }
+    }
+
+    #[test]
+    fn hostile_component_names_are_escaped_in_label_values() {
+        let text = prometheus(&report("a\"b\\c\nd"));
+        assert!(text.contains(r#"streamwork_records_in_total{component="a\"b\\c\nd"} 0"#));
+        // Every sample line is one line: the name's line feed is escaped.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.split(' ').count() == 2, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn checkpoints_and_the_restore_are_exposed_and_printed() {
+        let report = report("counts");
+        let text = prometheus(&report);
+        assert!(text.contains("streamwork_checkpoints_total 1\n"));
+        assert!(text.contains("streamwork_last_checkpoint_bytes 4096\n"));
+        assert!(text.contains("streamwork_last_checkpoint_pause_seconds 0.00025\n"));
+        assert!(text.contains("streamwork_last_checkpoint_alignment_seconds 0.003\n"));
+        assert!(text.contains("streamwork_restored_checkpoint_id 5\n"));
+        let printed = report.to_string();
+        assert!(printed.contains("restored from checkpoint 5"), "{printed}");
+        assert!(printed.contains("1 checkpoints: 4096 bytes"), "{printed}");
+    }
 }

@@ -50,15 +50,17 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
     let (groups, registry) = build_tasks(graph, shared)?;
     let registry = Arc::new(registry);
     let threads = spawn_tasks(graph, groups, &flags)?;
-    let (coordinator, checkpoint_stats) = match checkpointing {
+    let coordinator = match checkpointing {
         Some(checkpointing) => {
-            let stats = CheckpointRecord {
+            let record = CheckpointRecord {
                 completed: checkpointing.coordinator.stats.clone(),
                 recovery: checkpointing.recovery,
                 savepoint: checkpointing.coordinator.signals.savepoint.clone(),
+                longest_restore: checkpointing.coordinator.signals.longest_restore.clone(),
             };
+            let _ = registry.checkpoints.set(record);
             match spawn_coordinator(checkpointing.coordinator, &failure) {
-                Ok(handle) => (Some(handle), Some(stats)),
+                Ok(handle) => Some(handle),
                 Err(error) => {
                     // No checkpoint would ever complete: the job must not run.
                     failure.abort_flag().store(true, Ordering::Relaxed);
@@ -69,7 +71,7 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
                 }
             }
         }
-        None => (None, None),
+        None => None,
     };
     let monitor = spawn_monitor(&registry);
     Ok(JobHandle::new(
@@ -77,7 +79,6 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
         registry,
         monitor,
         coordinator,
-        checkpoint_stats,
         threads,
         flags,
         started,

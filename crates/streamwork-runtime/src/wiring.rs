@@ -471,6 +471,7 @@ impl<'g> TaskBuilder<'g> {
                 .map(|(n, f)| (*n, f.clone()))
                 .collect(),
             monitor: Default::default(),
+            checkpoints: Default::default(),
             looked: Default::default(),
             stop: AtomicBool::new(false),
         }

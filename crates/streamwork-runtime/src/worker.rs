@@ -57,20 +57,21 @@ struct Turn {
 
 enum Run {
     Source(SourceRun),
-    Input(InputRun),
+    /// Boxed: a task's input state is several times a source's.
+    Input(Box<InputRun>),
 }
 
 impl Turn {
     fn new(task: Task, flags: &Flags) -> Turn {
         let run = match &task.body {
             TaskBody::Source { .. } => Run::Source(SourceRun::new()),
-            TaskBody::Input { ports, pause, .. } => Run::Input(InputRun::new(
+            TaskBody::Input { ports, pause, .. } => Run::Input(Box::new(InputRun::new(
                 task.component.clone(),
                 task.instance,
                 ports,
                 pause.clone(),
                 flags,
-            )),
+            ))),
         };
         Turn {
             task,

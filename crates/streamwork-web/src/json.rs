@@ -59,6 +59,24 @@ pub(crate) fn metrics(report: &JobReport, look: u64) -> String {
             })
         })
         .collect();
+    let taken: Vec<_> = report.checkpoints.iter().filter(|c| !c.is_final).collect();
+    let last = taken.last().map(|c| {
+        json!({
+            "id": c.id.get(),
+            "duration_ms": c.duration.as_secs_f64() * 1e3,
+            "bytes": c.bytes,
+            "pause_ms": c.longest_pause.as_secs_f64() * 1e3,
+            "paused_most": c.paused_most.as_ref().map(|(name, i)| format!("{name}[{}]", i.0)),
+            "alignment_ms": c.longest_alignment.as_secs_f64() * 1e3,
+        })
+    });
+    let restore = report.recovery.restored_from.map(|id| {
+        json!({
+            "checkpoint": id.get(),
+            "load_ms": report.recovery.load.as_secs_f64() * 1e3,
+            "instance_ms": report.recovery.longest_instance_restore.as_secs_f64() * 1e3,
+        })
+    });
     json!({
         "job": report.job,
         "look": look,
@@ -68,6 +86,7 @@ pub(crate) fn metrics(report: &JobReport, look: u64) -> String {
         "thrashing": report.thrashing,
         "source_pauses": report.source_pauses,
         "components": components,
+        "checkpoints": { "completed": taken.len(), "last": last, "restore": restore },
     })
     .to_string()
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::{CheckpointId, Delivery};
 
 /// How a job takes checkpoints and restores from them.
@@ -56,4 +57,13 @@ pub struct CheckpointStats {
     pub bytes: u64,
     /// Whether it is the final checkpoint, taken at end of input.
     pub is_final: bool,
+    /// The longest time a task thread was held by taking its part (records
+    /// waited meanwhile), and the instance that took it.
+    pub longest_pause: Duration,
+    /// The instance of [`longest_pause`](Self::longest_pause): its
+    /// component and index.
+    pub paused_most: Option<(String, InstanceIdx)>,
+    /// The longest alignment: from the barrier's first arrival on an input
+    /// of a task to its last.
+    pub longest_alignment: Duration,
 }

@@ -12,7 +12,7 @@ use streamwork_core::checkpoint::CheckpointId;
 use streamwork_state::{CheckpointLog, LogOptions, StateError, operator_id};
 
 use super::restore::{COMPONENTS_MARKER, FINAL_MARKER, finished_marker};
-use super::{CheckpointConfig, CheckpointStats, Part};
+use super::{CheckpointConfig, CheckpointStats, Part, PartTiming};
 
 /// The shared signals between the coordinator and the tasks.
 #[derive(Clone)]
@@ -25,6 +25,8 @@ pub(crate) struct Signals {
     pub(crate) final_completed: Arc<AtomicBool>,
     /// The savepoint a stop asked for (0: none yet).
     pub(crate) savepoint: Arc<AtomicU64>,
+    /// The longest restore of an instance, in nanoseconds.
+    pub(crate) longest_restore: Arc<AtomicU64>,
 }
 
 impl Signals {
@@ -34,6 +36,7 @@ impl Signals {
             completed: Arc::new(AtomicU64::new(completed.get())),
             final_completed: Arc::new(AtomicBool::new(false)),
             savepoint: Arc::new(AtomicU64::new(0)),
+            longest_restore: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -57,6 +60,7 @@ fn marker(id: CheckpointId, component: &str, instance: InstanceIdx) -> Part {
             schema: 0,
             bytes: Vec::new(),
         }),
+        timing: PartTiming::default(),
     }
 }
 
@@ -171,11 +175,13 @@ impl Coordinator {
                     component: last.component.clone(),
                     instance: last.instance,
                     state: last.state.clone(),
+                    timing: PartTiming::default(),
                 });
                 all.push(marker(id, &finished_marker(&last.component), last.instance));
             }
+            let timing = Timing::of(&all);
             let bytes = self.write(id, all)?;
-            self.record(id, started, bytes, false);
+            self.record(id, started, bytes, timing, false);
             self.signals.completed.store(id.get(), Ordering::Release);
             if id == savepoint {
                 // Every task stops where it is; sinks commit it.
@@ -195,8 +201,9 @@ impl Coordinator {
         let started = Instant::now();
         let mut parts: Vec<Part> = finals.into_values().collect();
         parts.push(marker(id, FINAL_MARKER, InstanceIdx(0)));
+        let timing = Timing::of(&parts);
         let bytes = self.write(id, parts)?;
-        self.record(id, started, bytes, true);
+        self.record(id, started, bytes, timing, true);
         self.signals.completed.store(id.get(), Ordering::Release);
         self.signals.final_completed.store(true, Ordering::Release);
         Ok(())
@@ -213,6 +220,7 @@ impl Coordinator {
                 schema: 1,
                 bytes: self.components.join("\n").into_bytes(),
             }),
+            timing: PartTiming::default(),
         });
         for part in parts {
             if let Some(state) = part.state {
@@ -231,17 +239,52 @@ impl Coordinator {
         Ok(bytes)
     }
 
-    fn record(&self, id: CheckpointId, started: Instant, bytes: u64, is_final: bool) {
+    fn record(
+        &self,
+        id: CheckpointId,
+        started: Instant,
+        bytes: u64,
+        timing: Timing,
+        is_final: bool,
+    ) {
         let stats = CheckpointStats {
             id,
             duration: started.elapsed(),
             bytes,
             is_final,
+            longest_pause: timing.longest_pause,
+            paused_most: timing.paused_most,
+            longest_alignment: timing.longest_alignment,
         };
         tracing::debug!(?stats, "checkpoint complete");
         self.stats
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(stats);
+    }
+}
+
+/// What the instances measured of one checkpoint, over all its parts.
+#[derive(Default)]
+struct Timing {
+    longest_pause: Duration,
+    paused_most: Option<(String, InstanceIdx)>,
+    longest_alignment: Duration,
+}
+
+impl Timing {
+    fn of(parts: &[Part]) -> Self {
+        let mut timing = Timing::default();
+        for part in parts {
+            if part.timing.pause > timing.longest_pause {
+                timing.longest_pause = part.timing.pause;
+                timing.paused_most = Some((part.component.to_string(), part.instance));
+            }
+            timing.longest_alignment = timing.longest_alignment.max(part.timing.alignment);
+        }
+        if timing.longest_pause.is_zero() {
+            timing.paused_most = None;
+        }
+        timing
     }
 }

@@ -22,6 +22,7 @@ mod restore;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 pub use config::{CheckpointConfig, CheckpointStats};
 pub(crate) use coordinator::{Coordinator, Signals};
@@ -42,6 +43,19 @@ pub(crate) struct Part {
     pub(crate) instance: InstanceIdx,
     /// Its state, if it keeps any.
     pub(crate) state: Option<StateBytes>,
+    /// How long taking it held the task thread, and how long the barrier
+    /// took to arrive on every input.
+    pub(crate) timing: PartTiming,
+}
+
+/// What an instance measured of taking its part of a checkpoint.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PartTiming {
+    /// The time the snapshot held the task thread (records waited).
+    pub(crate) pause: Duration,
+    /// From the barrier's first arrival on an input of the task to its
+    /// arrival on the last (zero for a source, or a task with one input).
+    pub(crate) alignment: Duration,
 }
 
 /// What every instance of a checkpointed job shares with the coordinator:
@@ -50,6 +64,8 @@ pub(crate) struct Part {
 pub(crate) struct CheckpointLink {
     parts: crossbeam_channel::Sender<Part>,
     completed: Arc<AtomicU64>,
+    /// The longest restore of an instance in this run, in nanoseconds.
+    longest_restore: Arc<AtomicU64>,
 }
 
 impl CheckpointLink {
@@ -57,6 +73,7 @@ impl CheckpointLink {
         CheckpointLink {
             parts,
             completed: signals.completed.clone(),
+            longest_restore: signals.longest_restore.clone(),
         }
     }
 
@@ -66,6 +83,7 @@ impl CheckpointLink {
         checkpoint: CheckpointId,
         ctx: &InstanceContext,
         state: Option<StateBytes>,
+        timing: PartTiming,
     ) {
         // A coordinator that is gone has failed the job already.
         let _ = self.parts.send(Part {
@@ -73,7 +91,14 @@ impl CheckpointLink {
             component: ctx.component_arc(),
             instance: ctx.instance(),
             state,
+            timing,
         });
+    }
+
+    /// An instance took `took` to restore its state.
+    pub(crate) fn restored(&self, took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.longest_restore.fetch_max(nanos, Ordering::Relaxed);
     }
 
     /// The last complete checkpoint.

@@ -1,6 +1,8 @@
 //! Restoring a job: the last complete checkpoint of its directory, offered
 //! to every instance.
 
+use std::time::{Duration, Instant};
+
 use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::{CheckpointId, RestoreSource, RestoredPart};
 use streamwork_state::{Checkpoint, StateError, operator_id};
@@ -68,6 +70,12 @@ pub struct Recovery {
     pub restored_from: Option<CheckpointId>,
     /// What was skipped, one line each.
     pub skipped: Vec<String>,
+    /// Finding, mapping and checking the checkpoint restored.
+    pub load: Duration,
+    /// The longest restore of one instance from it (its state rebuilt
+    /// from the mapped checkpoint); instances restore in parallel, on their
+    /// own task threads.
+    pub longest_instance_restore: Duration,
 }
 
 impl Restored {
@@ -99,6 +107,7 @@ pub(crate) fn load(dir: &std::path::Path) -> Result<(Option<Restored>, Recovery)
     if !dir.exists() {
         return Ok((None, Recovery::default()));
     }
+    let loading = Instant::now();
     let (restored, skipped) = match streamwork_state::load_latest(dir) {
         Ok(checkpoint) => {
             let skipped = checkpoint.skipped().to_vec();
@@ -118,6 +127,8 @@ pub(crate) fn load(dir: &std::path::Path) -> Result<(Option<Restored>, Recovery)
     let recovery = Recovery {
         restored_from: restored.as_ref().map(|r| r.checkpoint.id()),
         skipped,
+        load: loading.elapsed(),
+        longest_instance_restore: Duration::ZERO,
     };
     Ok((restored, recovery))
 }

@@ -44,6 +44,7 @@ mod source;
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::control::{Control, Disconnected};
@@ -59,7 +60,7 @@ pub(crate) use sink::{NoOutputs, SinkKind};
 pub(crate) use source::SourceKind;
 
 use crate::acking::{self, Acker, Anchor, AnchoredBatch};
-use crate::checkpoint::CheckpointLink;
+use crate::checkpoint::{CheckpointLink, PartTiming};
 use crate::failure::{Failed, Failure};
 use crate::message::SenderIdx;
 
@@ -111,9 +112,9 @@ impl Env {
     }
 
     /// Hands this instance's part of `checkpoint` to the coordinator.
-    fn report(&self, checkpoint: CheckpointId, state: Option<StateBytes>) {
+    fn report(&self, checkpoint: CheckpointId, state: Option<StateBytes>, timing: PartTiming) {
         if let Some(link) = &self.checkpoints {
-            link.report(checkpoint, &self.ctx, state);
+            link.report(checkpoint, &self.ctx, state, timing);
         }
     }
 
@@ -256,9 +257,16 @@ impl<K: Kind> Instance<K> {
             ..
         } = self;
         env.guard(|| {
+            let restoring = Instant::now();
             let restore = env.ctx.restore();
             *restored_ended = restore.as_ref().is_some_and(|r| r.finished());
-            kind.start(env, restore.as_ref())
+            kind.start(env, restore.as_ref())?;
+            if let (Some(link), Some(restore)) = (&env.checkpoints, &restore)
+                && !restore.is_fresh()
+            {
+                link.restored(restoring.elapsed());
+            }
+            Ok(())
         })?;
         env.guard(|| Ok(out.open()?))
     }
@@ -310,14 +318,25 @@ impl<K: Kind> Instance<K> {
     }
 
     /// The barrier of `checkpoint` has reached this instance (from every
-    /// input, aligned if need be): its part, then the barrier goes on.
-    pub(crate) fn barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
+    /// input, aligned if need be, which took `alignment`): its part, then
+    /// the barrier goes on. The time the snapshot holds the task thread is
+    /// reported with the part.
+    pub(crate) fn barrier(
+        &mut self,
+        checkpoint: CheckpointId,
+        alignment: Duration,
+    ) -> Result<(), Failed> {
         self.start()?;
         let Instance { kind, out, env, .. } = self;
         env.guard(|| {
             if env.checkpoints.is_some() {
+                let taking = Instant::now();
                 let state = kind.snapshot(&env.snapshot_context(checkpoint))?;
-                env.report(checkpoint, state);
+                let timing = PartTiming {
+                    pause: taking.elapsed(),
+                    alignment,
+                };
+                env.report(checkpoint, state, timing);
             }
             kind.snapshot_taken(checkpoint);
             out.control(&Control::Barrier(checkpoint))?;
@@ -350,8 +369,13 @@ impl<K: Kind> Instance<K> {
                 kind.on_end(out, env)?;
             }
             if env.checkpoints.is_some() {
+                let taking = Instant::now();
                 let state = kind.snapshot(&env.snapshot_context(CheckpointId::FINAL))?;
-                env.report(CheckpointId::FINAL, state);
+                let timing = PartTiming {
+                    pause: taking.elapsed(),
+                    alignment: Duration::ZERO,
+                };
+                env.report(CheckpointId::FINAL, state, timing);
             }
             kind.snapshot_taken(CheckpointId::FINAL);
             out.control(&Control::EndOfStream)?;
@@ -399,7 +423,7 @@ impl<K: Kind> Instance<K> {
             Control::Close => self.close(),
             Control::Watermark(watermark) => self.advance(*watermark),
             Control::Idle => self.idle(),
-            Control::Barrier(checkpoint) => self.barrier(*checkpoint),
+            Control::Barrier(checkpoint) => self.barrier(*checkpoint, Duration::ZERO),
             _ => Ok(()),
         }
     }
@@ -454,8 +478,8 @@ pub(crate) trait InputTask: Send {
     /// Sends what is buffered (the input is momentarily empty).
     fn flush(&mut self) -> Result<(), Failed>;
     /// The barrier of `checkpoint` has arrived from every sender (or every
-    /// sender that has not ended).
-    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed>;
+    /// sender that has not ended), `alignment` after its first arrival.
+    fn on_barrier(&mut self, checkpoint: CheckpointId, alignment: Duration) -> Result<(), Failed>;
     /// Every port has ended: emit what is left and end the outputs.
     fn finish(&mut self) -> Result<(), Failed>;
     /// After `finish`, once the final checkpoint is complete: commit and
@@ -518,8 +542,8 @@ impl<K: Receives> InputTask for Instance<K> {
         Instance::flush(self)
     }
 
-    fn on_barrier(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
-        self.barrier(checkpoint)
+    fn on_barrier(&mut self, checkpoint: CheckpointId, alignment: Duration) -> Result<(), Failed> {
+        self.barrier(checkpoint, alignment)
     }
 
     fn finish(&mut self) -> Result<(), Failed> {

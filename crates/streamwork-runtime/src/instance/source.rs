@@ -1,5 +1,7 @@
 //! A [`Source`] instance: always the root of its task.
 
+use std::time::Duration;
+
 use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::outputs::Outputs;
 use streamwork_core::{Source, SourcePoll, TaskError, Timestamp};
@@ -104,7 +106,7 @@ impl<S: Source> SourceTask for Instance<SourceKind<S>> {
     }
 
     fn checkpoint(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
-        self.barrier(checkpoint)
+        self.barrier(checkpoint, Duration::ZERO)
     }
 
     fn finish(&mut self) -> Result<(), Failed> {

@@ -2,6 +2,8 @@
 //! 10): aligned for exactly-once (an input that delivered it is set aside
 //! until every input has), merely awaited for at-least-once.
 
+use std::time::{Duration, Instant};
+
 use streamwork_core::CheckpointId;
 
 /// An input of a task: its port, and the sender's index at that port.
@@ -15,6 +17,8 @@ pub(crate) struct Barrier {
     align: bool,
     /// The checkpoint whose barrier has arrived on some inputs.
     pending: Option<CheckpointId>,
+    /// When its barrier first arrived: the alignment is measured from here.
+    first_arrival: Option<Instant>,
     /// Aligning: the inputs that delivered it, set aside.
     held: Vec<Slot>,
     /// Not aligning: the inputs that delivered it.
@@ -47,8 +51,10 @@ impl Barrier {
             // A newer checkpoint overtook one that was abandoned: start over.
             active.append(&mut self.held);
             self.seen.clear();
+            self.first_arrival = None;
         }
         self.pending = Some(checkpoint);
+        self.first_arrival.get_or_insert_with(Instant::now);
         if self.align {
             self.held.push(active.remove(slot));
         } else {
@@ -57,9 +63,13 @@ impl Barrier {
     }
 
     /// Once every input that has not ended has delivered the barrier: the
-    /// checkpoint to snapshot and forward now; the inputs set aside are
-    /// read again.
-    pub(crate) fn complete_if_aligned(&mut self, active: &mut Vec<Slot>) -> Option<CheckpointId> {
+    /// checkpoint to snapshot and forward now, with the time from its first
+    /// arrival to its last (the alignment); the inputs set aside are read
+    /// again.
+    pub(crate) fn complete_if_aligned(
+        &mut self,
+        active: &mut Vec<Slot>,
+    ) -> Option<(CheckpointId, Duration)> {
         let checkpoint = self.pending?;
         let aligned = if self.align {
             active.is_empty()
@@ -72,7 +82,11 @@ impl Barrier {
         self.pending = None;
         active.append(&mut self.held);
         self.seen.clear();
-        Some(checkpoint)
+        let alignment = self
+            .first_arrival
+            .take()
+            .map_or(Duration::ZERO, |t| t.elapsed());
+        Some((checkpoint, alignment))
     }
 }
 
@@ -94,10 +108,16 @@ mod tests {
             [(0, 0), (1, 0)],
             "the input that delivered it is not read"
         );
-        assert_eq!(barrier.complete_if_aligned(&mut active), None);
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            None
+        );
         barrier.arrived(id(1), 0, &mut active);
         barrier.arrived(id(1), 0, &mut active);
-        assert_eq!(barrier.complete_if_aligned(&mut active), Some(id(1)));
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            Some(id(1))
+        );
         active.sort();
         assert_eq!(
             active,
@@ -113,9 +133,15 @@ mod tests {
         let mut active = vec![(0, 0), (0, 1)];
         barrier.arrived(id(4), 0, &mut active);
         assert_eq!(active.len(), 2);
-        assert_eq!(barrier.complete_if_aligned(&mut active), None);
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            None
+        );
         barrier.arrived(id(4), 1, &mut active);
-        assert_eq!(barrier.complete_if_aligned(&mut active), Some(id(4)));
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            Some(id(4))
+        );
     }
 
     #[test]
@@ -125,7 +151,10 @@ mod tests {
         barrier.arrived(id(2), 0, &mut active);
         // The other input ends: the loop removes it from the active inputs.
         active.remove(0);
-        assert_eq!(barrier.complete_if_aligned(&mut active), Some(id(2)));
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            Some(id(2))
+        );
         assert_eq!(active, [(0, 0)]);
     }
 
@@ -140,8 +169,14 @@ mod tests {
             [(0, 0)],
             "only the input that delivered the newer one waits"
         );
-        assert_eq!(barrier.complete_if_aligned(&mut active), None);
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            None
+        );
         barrier.arrived(id(2), 0, &mut active);
-        assert_eq!(barrier.complete_if_aligned(&mut active), Some(id(2)));
+        assert_eq!(
+            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
+            Some(id(2))
+        );
     }
 }

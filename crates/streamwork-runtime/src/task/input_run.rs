@@ -156,8 +156,10 @@ impl InputRun {
             }
             Payload::Control(Control::Barrier(checkpoint)) => {
                 self.barrier.arrived(checkpoint, slot, &mut self.active);
-                if let Some(checkpoint) = self.barrier.complete_if_aligned(&mut self.active) {
-                    task.on_barrier(checkpoint)?;
+                if let Some((checkpoint, alignment)) =
+                    self.barrier.complete_if_aligned(&mut self.active)
+                {
+                    task.on_barrier(checkpoint, alignment)?;
                 }
             }
             Payload::Control(Control::EndOfStream) => {
@@ -169,8 +171,10 @@ impl InputRun {
                     task.on_port_end(port)?;
                 }
                 // An ended input no longer holds a checkpoint back.
-                if let Some(checkpoint) = self.barrier.complete_if_aligned(&mut self.active) {
-                    task.on_barrier(checkpoint)?;
+                if let Some((checkpoint, alignment)) =
+                    self.barrier.complete_if_aligned(&mut self.active)
+                {
+                    task.on_barrier(checkpoint, alignment)?;
                 }
             }
             Payload::Control(_) => {}
