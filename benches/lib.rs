@@ -666,10 +666,7 @@ impl Operator for CheckpointedCount {
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let bytes = streamwork::state::snapshot_keyed(&self.counts, ctx.key_groups)
             .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        Ok(Some(StateBytes {
-            schema: 1,
-            bytes: bytes.to_vec(),
-        }))
+        Ok(Some(StateBytes::new(1, bytes.to_vec())))
     }
 }
 

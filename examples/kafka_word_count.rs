@@ -147,10 +147,7 @@ impl Operator for Count {
             bytes.extend_from_slice(word.as_bytes());
             bytes.extend_from_slice(&count.to_le_bytes());
         }
-        Ok(Some(StateBytes {
-            schema: COUNTS_SCHEMA,
-            bytes,
-        }))
+        Ok(Some(StateBytes::new(COUNTS_SCHEMA, bytes)))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -87,10 +87,7 @@ impl Source for Numbers {
     }
 
     fn snapshot(&mut self) -> Option<StateBytes> {
-        Some(StateBytes {
-            schema: 1,
-            bytes: self.next.to_le_bytes().to_vec(),
-        })
+        Some(StateBytes::new(1, self.next.to_le_bytes().to_vec()))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
@@ -140,10 +137,7 @@ impl Operator for Counter {
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let bytes = snapshot_keyed(&self.counts, ctx.key_groups)
             .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        Ok(Some(StateBytes {
-            schema: 1,
-            bytes: bytes.to_vec(),
-        }))
+        Ok(Some(StateBytes::new(1, bytes.to_vec())))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

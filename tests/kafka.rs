@@ -232,6 +232,7 @@ fn read_values(brokers: &str, topic: &str) -> Vec<u64> {
 /// `checkpoint`.
 fn restored_from(checkpoint: u64) -> Restore<'static> {
     Restore {
+        records: None,
         component: "out",
         checkpoint: CheckpointId::new(checkpoint),
         is_final: false,

@@ -42,10 +42,7 @@ impl Operator for RunningCount {
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let bytes = snapshot_keyed(&self.counts, ctx.key_groups)
             .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        Ok(Some(StateBytes {
-            schema: 1,
-            bytes: bytes.to_vec(),
-        }))
+        Ok(Some(StateBytes::new(1, bytes.to_vec())))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

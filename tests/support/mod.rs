@@ -120,10 +120,7 @@ impl streamwork::core::checkpoint::Replayable for Numbers {}
 
 /// A test source's position: the next record, 8 bytes.
 pub fn position(next: u64) -> StateBytes {
-    StateBytes {
-        schema: 1,
-        bytes: next.to_le_bytes().to_vec(),
-    }
+    StateBytes::new(1, next.to_le_bytes().to_vec())
 }
 
 /// The position this instance checkpointed, if any.

@@ -337,7 +337,7 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
                 bytes.extend_from_slice(&v.to_le_bytes());
             }
         }
-        Some(StateBytes { schema: 2, bytes })
+        Some(StateBytes::new(2, bytes))
     }
 
     /// Gathers what every old instance had generated, at any parallelism.

@@ -72,6 +72,7 @@ fn collect_sink_keeps_instance_and_order() {
 
 fn restore_at(checkpoint: u64, is_final: bool) -> streamwork_core::Restore<'static> {
     streamwork_core::Restore {
+        records: None,
         component: "out",
         checkpoint: CheckpointId::new(checkpoint),
         is_final,

@@ -186,6 +186,7 @@ fn take_some<S: Source<Out = Collector<T>>, T: streamwork_core::Data>(
 /// A restarted source from the position `snapshot` took.
 fn restored<S: Source>(mut fresh: S, state: &streamwork_core::StateBytes, parallelism: u32) -> S {
     let restore = streamwork_core::Restore {
+        records: None,
         component: "test",
         checkpoint: CheckpointId::new(1),
         is_final: false,

@@ -99,6 +99,7 @@ proptest! {
         for instance in 0..after {
             let mut second = source(&dir, split_bytes);
             let restore = Restore {
+                records: None,
                 component: "lines",
                 checkpoint: CheckpointId::new(1),
                 is_final: false,
@@ -143,6 +144,7 @@ fn a_changed_input_is_refused() {
     std::fs::write(dir.join("b"), "5\n").unwrap();
     let mut second = source(&dir, 4);
     let restore = Restore {
+        records: None,
         component: "lines",
         checkpoint: CheckpointId::new(1),
         is_final: false,

@@ -50,6 +50,7 @@ fn generation(
         let mut source = GeneratorSource::new(|i| i).take(n);
         if !parts.is_empty() {
             let restore = Restore {
+                records: None,
                 component: "numbers",
                 checkpoint: CheckpointId::new(1),
                 is_final: false,

@@ -103,6 +103,11 @@ pub struct SnapshotContext {
     pub instance: InstanceIdx,
     /// The component's parallelism.
     pub parallelism: u32,
+    /// The newest checkpoint known to be complete when the part is taken
+    /// ([`CheckpointId::NONE`] if none): state written in increments
+    /// builds on what this one holds, never on a checkpoint that may not
+    /// have completed.
+    pub completed: CheckpointId,
 }
 
 impl SnapshotContext {
@@ -113,18 +118,112 @@ impl SnapshotContext {
             key_groups: crate::KeyGroups::DEFAULT,
             instance: InstanceIdx(0),
             parallelism: 1,
+            completed: CheckpointId::NONE,
         }
     }
 }
 
 /// One instance's state in a checkpoint: bytes (an rkyv archive, say) and
 /// the version of their layout, so that a newer build can migrate them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// State that lives in the checkpoint log (the state store) also hands
+/// over [`side`](Self::side) records, produced off the task thread, and
+/// names the earlier checkpoints whose records it still reads
+/// ([`builds_on`](Self::builds_on)).
+///
+/// ```
+/// use streamwork_core::StateBytes;
+/// let state = StateBytes::new(1, 42u64.to_le_bytes().to_vec());
+/// assert!(state.side.is_empty() && state.builds_on.is_empty());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StateBytes {
     /// The version of the layout of `bytes`.
     pub schema: u32,
     /// The state.
     pub bytes: Vec<u8>,
+    /// Records written beside `bytes` in the same checkpoint, each produced
+    /// by the coordinator rather than on the task thread.
+    pub side: Vec<SideRecord>,
+    /// Earlier checkpoints whose records this state refers to: the log
+    /// keeps them as long as this checkpoint is kept.
+    pub builds_on: Vec<CheckpointId>,
+}
+
+impl StateBytes {
+    /// `bytes` of layout `schema`, with nothing beside them.
+    pub fn new(schema: u32, bytes: Vec<u8>) -> Self {
+        StateBytes {
+            schema,
+            bytes,
+            side: Vec::new(),
+            builds_on: Vec::new(),
+        }
+    }
+}
+
+/// Bytes of a checkpoint that are produced off the task thread: the
+/// instance hands over what it froze, and the coordinator serialises it.
+/// May be asked more than once (the same bytes each time).
+pub trait DeferredBytes: Send + Sync + fmt::Debug {
+    /// The bytes to write.
+    fn produce(&self) -> Result<Vec<u8>, crate::TaskError>;
+}
+
+/// A record written beside an instance's part of a checkpoint: stream
+/// `stream` of the instance (a field of its state, say), addressed in
+/// later checkpoints as `(checkpoint, component, stream, instance)`.
+#[derive(Clone, Debug)]
+pub struct SideRecord {
+    /// Which of the instance's side streams it is (distinct per instance).
+    pub stream: u32,
+    /// The version of its layout.
+    pub schema: u32,
+    /// Its bytes, produced by the coordinator.
+    pub payload: Arc<dyn DeferredBytes>,
+    /// Set by the coordinator once the checkpoint is complete: the record
+    /// as written, mapped from the log (so that the state can drop its
+    /// copy in memory and read the log instead).
+    pub written: Arc<std::sync::OnceLock<SharedBytes>>,
+}
+
+impl PartialEq for SideRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.stream == other.stream
+            && self.schema == other.schema
+            && Arc::ptr_eq(&self.payload, &other.payload)
+    }
+}
+impl Eq for SideRecord {}
+
+/// Bytes owned elsewhere (a mapped checkpoint segment, say), shared by
+/// reference count: a range of them, readable from any thread for as long
+/// as the value lives.
+#[derive(Clone)]
+pub struct SharedBytes {
+    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    range: std::ops::Range<usize>,
+}
+
+impl SharedBytes {
+    /// `range` of `owner`'s bytes (`None` if out of bounds).
+    pub fn new(
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        range: std::ops::Range<usize>,
+    ) -> Option<Self> {
+        ((*owner).as_ref().get(range.clone()).is_some()).then_some(SharedBytes { owner, range })
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &(*self.owner).as_ref()[self.range.clone()]
+    }
+}
+
+impl fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedBytes({} bytes)", self.range.len())
+    }
 }
 
 /// One snapshot a previous run took of a component: by instance `part`.
@@ -139,7 +238,6 @@ pub struct RestoredPart<'a> {
 }
 
 /// The state of a previous run offered to one instance before it opens.
-#[derive(Debug)]
 pub struct Restore<'a> {
     /// The component restored, by its name in the job.
     pub component: &'a str,
@@ -163,6 +261,24 @@ pub struct Restore<'a> {
     pub key_groups: crate::KeyGroups,
     /// Every instance's snapshot of this component in that checkpoint.
     pub parts: Vec<RestoredPart<'a>>,
+    /// The checkpoint's records, for state kept in side records
+    /// ([`StateBytes::side`]); `None` where there is no log (a harness).
+    pub records: Option<&'a dyn RestoreSource>,
+}
+
+impl fmt::Debug for Restore<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Restore")
+            .field("component", &self.component)
+            .field("checkpoint", &self.checkpoint)
+            .field("is_final", &self.is_final)
+            .field("ended", &self.ended)
+            .field("instance", &self.instance)
+            .field("parallelism", &self.parallelism)
+            .field("parts", &self.parts)
+            .field("records", &self.records.is_some())
+            .finish()
+    }
 }
 
 impl<'a> Restore<'a> {
@@ -183,6 +299,7 @@ impl<'a> Restore<'a> {
             parallelism,
             key_groups,
             parts: Vec::new(),
+            records: None,
         }
     }
 
@@ -203,6 +320,18 @@ impl<'a> Restore<'a> {
     pub fn own(&self) -> Option<RestoredPart<'a>> {
         self.parts.iter().copied().find(|p| p.part == self.instance)
     }
+
+    /// Side record `stream` of instance `part` in `checkpoint` (see
+    /// [`RestoreSource::side_record`]).
+    pub fn side_record(
+        &self,
+        checkpoint: CheckpointId,
+        stream: u32,
+        part: InstanceIdx,
+    ) -> Option<SharedBytes> {
+        self.records?
+            .side_record(checkpoint, self.component, stream, part)
+    }
 }
 
 /// Where restored state comes from: the engine implements it over a loaded
@@ -217,6 +346,15 @@ pub trait RestoreSource: Send + Sync {
     /// The instances of `component` that had ended their input when the
     /// checkpoint was taken.
     fn ended(&self, component: &str) -> Vec<InstanceIdx>;
+    /// Side record `stream` of `component`'s instance `part` in
+    /// `checkpoint` (this checkpoint, or one it builds on), shared in place.
+    fn side_record(
+        &self,
+        checkpoint: CheckpointId,
+        component: &str,
+        stream: u32,
+        part: InstanceIdx,
+    ) -> Option<SharedBytes>;
 }
 
 /// What an instance of a checkpointed job may learn about its checkpoints:
@@ -272,6 +410,7 @@ impl CheckpointView {
             parallelism,
             key_groups,
             parts: source.parts(component),
+            records: Some(&**source),
         })
     }
 }

@@ -55,7 +55,10 @@ pub mod testkit;
 pub mod time;
 pub mod timer;
 
-pub use checkpoint::{CheckpointView, Delivery, Restore, SnapshotContext, StateBytes};
+pub use checkpoint::{
+    CheckpointView, DeferredBytes, Delivery, Restore, SharedBytes, SideRecord, SnapshotContext,
+    StateBytes,
+};
 pub use collector::Collector;
 pub use component::{
     Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, KeyKind, NoKey,

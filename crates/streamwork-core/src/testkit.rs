@@ -85,6 +85,9 @@ fn restore_of<'a>(
             })
             .into_iter()
             .collect(),
+        // A harness has no log: state kept in side records is restored by
+        // the runtime only.
+        records: None,
     }
 }
 
@@ -331,7 +334,7 @@ pub struct Scripted<R> {
 ///         Statefulness::Checkpointed
 ///     }
 ///     fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-///         Ok(Some(StateBytes { schema: 1, bytes: self.0.to_le_bytes().to_vec() }))
+///         Ok(Some(StateBytes::new(1, self.0.to_le_bytes().to_vec())))
 ///     }
 ///     fn restore(&mut self, r: &Restore<'_>) -> Result<(), TaskError> {
 ///         if let Some(part) = r.own() {

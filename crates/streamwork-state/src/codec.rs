@@ -20,6 +20,7 @@
 //!     .snapshot(42, vec![("a".to_string(), 1), ("b".to_string(), 2)], groups)
 //!     .unwrap();
 //! let restore = Restore {
+//!     records: None,
 //!     component: "counts",
 //!     checkpoint: CheckpointId::new(1),
 //!     is_final: false,
@@ -181,10 +182,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         key_groups: KeyGroups,
     ) -> Result<StateBytes, StateError> {
         let bytes = (self.save)(meta, entries, key_groups)?;
-        Ok(StateBytes {
-            schema: keyed_schema(self.layout),
-            bytes: bytes.into_vec(),
-        })
+        Ok(StateBytes::new(keyed_schema(self.layout), bytes.into_vec()))
     }
 
     /// Every old instance's metadata, and the entries of the key groups the
@@ -427,6 +425,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
 /// timers.register_processing(Timestamp::from_millis(99), 8);
 /// let snapshot = codec.snapshot(&timers, KeyGroups::DEFAULT).unwrap();
 /// let restore = Restore {
+///     records: None,
 ///     component: "alerts",
 ///     checkpoint: CheckpointId::new(1),
 ///     is_final: false,
@@ -523,6 +522,7 @@ mod tests {
 
     fn restore_at<'a>(parts: &'a [StateBytes], instance: u32, parallelism: u32) -> Restore<'a> {
         Restore {
+            records: None,
             component: "windows",
             checkpoint: streamwork_core::CheckpointId::new(7),
             is_final: false,
@@ -644,10 +644,7 @@ mod tests {
     fn a_foreign_or_corrupt_snapshot_is_an_error() {
         let codec = KeyedCodec::<i64, u64, u64>::new();
         let mut good = codec.snapshot(1, vec![(1, 1)], KeyGroups::DEFAULT).unwrap();
-        let other = StateBytes {
-            schema: 9,
-            bytes: good.bytes.clone(),
-        };
+        let other = StateBytes::new(9, good.bytes.clone());
         let err = codec.restore(&restore_at(&[other], 0, 1)).unwrap_err();
         assert!(
             matches!(err, StateError::IncompatibleSchema { found: 9, .. }),

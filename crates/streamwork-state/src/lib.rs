@@ -65,10 +65,10 @@ pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
     MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,
 };
-pub use log::{CheckpointLog, LogOptions, load_checkpoint, load_latest};
+pub use log::{CheckpointLog, LogOptions, RecordAt, load_checkpoint, load_latest};
 pub use managed::{
     FieldKind, FieldRestore, FieldSnapshot, FieldsReader, FieldsWriter, InstanceState,
     MANAGED_STATE_SCHEMA, OperatorState, StateField,
 };
 pub use snapshot::{Checkpoint, Snapshot, archive};
-pub use version::{Migration, VersionedState, operator_id};
+pub use version::{Migration, VersionedState, operator_id, side_operator_id};

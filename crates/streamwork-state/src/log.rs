@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 use streamwork_core::CheckpointId;
+use streamwork_core::checkpoint::SharedBytes;
 
 use crate::error::StateError;
 use crate::record::{ALIGN, BadHeader, HEADER_LEN, Header, Kind};
@@ -74,10 +75,14 @@ impl Default for LogOptions {
 pub struct CheckpointLog {
     dir: PathBuf,
     options: LogOptions,
-    /// Every segment, oldest first, with the newest checkpoint it mentions.
-    segments: Vec<(PathBuf, Option<u64>)>,
+    /// Every segment, oldest first, with the checkpoints it has records of.
+    segments: Vec<SegmentInfo>,
     active: Option<Active>,
     complete: BTreeSet<u64>,
+    /// Checkpoint → the earlier checkpoints whose records it reads.
+    depends: BTreeMap<u64, BTreeSet<u64>>,
+    /// The segment last mapped for [`map_written`](Self::map_written).
+    mapped: Option<(PathBuf, Arc<Mmap>)>,
     next_id: u64,
     /// Ids below this one are reserved for this writer.
     reserved: u64,
@@ -88,6 +93,27 @@ struct Active {
     file: File,
     path: PathBuf,
     len: u64,
+}
+
+/// A segment of the log and the checkpoints it holds records of.
+struct SegmentInfo {
+    path: PathBuf,
+    checkpoints: BTreeSet<u64>,
+}
+
+impl SegmentInfo {
+    fn newest(&self) -> Option<u64> {
+        self.checkpoints.last().copied()
+    }
+}
+
+/// Where a record's payload was written: see
+/// [`CheckpointLog::map_written`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordAt {
+    path: PathBuf,
+    offset: usize,
+    len: usize,
 }
 
 impl CheckpointLog {
@@ -112,10 +138,15 @@ impl CheckpointLog {
             segments: scan
                 .segments
                 .into_iter()
-                .map(|s| (s.path, s.newest))
+                .map(|s| SegmentInfo {
+                    path: s.path,
+                    checkpoints: s.checkpoints,
+                })
                 .collect(),
             active: None,
             complete,
+            depends: scan.depends,
+            mapped: None,
             next_id,
             // Nothing reserved yet: the first id taken reserves a block.
             reserved: next_id,
@@ -153,6 +184,8 @@ impl CheckpointLog {
     /// `part` is the instance index (or the first key group of the range the
     /// snapshot covers); `schema` is the version of the payload's layout.
     /// The payload should be an rkyv archive ([`archive`](crate::archive)).
+    /// Returns where it was written, to map it once the checkpoint is
+    /// complete ([`map_written`](Self::map_written)).
     pub fn append_snapshot(
         &mut self,
         checkpoint: CheckpointId,
@@ -160,7 +193,7 @@ impl CheckpointLog {
         part: u32,
         schema: u32,
         payload: &[u8],
-    ) -> Result<(), StateError> {
+    ) -> Result<RecordAt, StateError> {
         let header = Header {
             kind: Kind::Snapshot,
             checkpoint: checkpoint.get(),
@@ -171,6 +204,59 @@ impl CheckpointLog {
             payload_crc: crc32fast::hash(payload),
         };
         self.append(header, payload)
+    }
+
+    /// Records that `checkpoint` reads records of the earlier checkpoint
+    /// `on` (state written in increments): `on`'s records are kept for as
+    /// long as `checkpoint` is, and a load of `checkpoint` checks them.
+    pub fn append_dependency(
+        &mut self,
+        checkpoint: CheckpointId,
+        on: CheckpointId,
+    ) -> Result<(), StateError> {
+        let header = Header {
+            kind: Kind::Depends,
+            checkpoint: checkpoint.get(),
+            operator: on.get(),
+            part: 0,
+            schema: 0,
+            len: 0,
+            payload_crc: crc32fast::hash(&[]),
+        };
+        self.append(header, &[])?;
+        self.depends
+            .entry(checkpoint.get())
+            .or_default()
+            .insert(on.get());
+        Ok(())
+    }
+
+    /// A record this writer appended, mapped from its segment: the bytes as
+    /// written, shared in place (call it once the record is durable, after
+    /// [`commit`](Self::commit)).
+    pub fn map_written(&mut self, at: &RecordAt) -> Result<SharedBytes, StateError> {
+        let end = at.offset + at.len;
+        let fresh = match &self.mapped {
+            Some((path, map)) => *path != at.path || map.len() < end,
+            None => true,
+        };
+        if fresh {
+            self.mapped = Some((at.path.clone(), Arc::new(map(&at.path)?)));
+        }
+        let Some((_, map)) = &self.mapped else {
+            unreachable!("mapped just above")
+        };
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = map.clone();
+        SharedBytes::new(owner, at.offset..end).ok_or_else(|| {
+            StateError::io(
+                "map",
+                &at.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the segment is shorter than a record written to it",
+                ),
+            )
+        })
     }
 
     /// Completes `checkpoint`, made of `snapshots` snapshots appended before:
@@ -210,7 +296,7 @@ impl CheckpointLog {
         Ok(())
     }
 
-    fn append(&mut self, header: Header, payload: &[u8]) -> Result<(), StateError> {
+    fn append(&mut self, header: Header, payload: &[u8]) -> Result<RecordAt, StateError> {
         let record_len = header
             .record_len()
             .ok_or(StateError::TooLarge { len: payload.len() })?;
@@ -233,12 +319,17 @@ impl CheckpointLog {
             file.write_all(&[0u8; ALIGN][..padding])
         };
         write(&mut active.file).map_err(|e| StateError::io("write", &active.path, e))?;
+        let at = RecordAt {
+            path: active.path.clone(),
+            offset: active.len as usize + HEADER_LEN,
+            len: payload.len(),
+        };
         active.len += record_len;
-        if let Some((_, newest)) = self.segments.last_mut() {
-            *newest = Some(newest.map_or(checkpoint, |n| n.max(checkpoint)));
+        if let Some(segment) = self.segments.last_mut() {
+            segment.checkpoints.insert(checkpoint);
         }
         self.next_id = self.next_id.max(checkpoint + 1);
-        Ok(())
+        Ok(at)
     }
 
     fn start_segment(&mut self) -> Result<(), StateError> {
@@ -255,12 +346,16 @@ impl CheckpointLog {
         if let Ok(dir) = File::open(&self.dir) {
             let _ = dir.sync_all();
         }
-        self.segments.push((path.clone(), None));
+        self.segments.push(SegmentInfo {
+            path: path.clone(),
+            checkpoints: BTreeSet::new(),
+        });
         self.active = Some(Active { file, path, len: 0 });
         Ok(())
     }
 
-    /// Deletes segments that hold nothing a retained checkpoint needs.
+    /// Deletes segments that hold nothing a retained checkpoint needs: its
+    /// own records, or those of a checkpoint it builds on.
     fn reclaim(&mut self) -> Result<(), StateError> {
         let retain = self.options.retain.max(1);
         if self.complete.len() <= retain {
@@ -272,15 +367,21 @@ impl CheckpointLog {
             .nth_back(retain - 1)
             .unwrap_or_else(|| unreachable!("more than `retain` complete checkpoints"));
         self.complete.retain(|&id| id >= oldest_kept);
+        self.depends.retain(|&id, _| id >= oldest_kept);
+        let built_on: BTreeSet<u64> = self.depends.values().flatten().copied().collect();
         let active = self.active.as_ref().map(|a| a.path.clone());
         let mut kept = Vec::with_capacity(self.segments.len());
-        for (path, newest) in std::mem::take(&mut self.segments) {
-            let needed = newest.is_some_and(|n| n >= oldest_kept);
-            if needed || Some(&path) == active.as_ref() {
-                kept.push((path, newest));
-            } else if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!("checkpoint log: cannot delete {}: {e}", path.display());
-                kept.push((path, newest));
+        for segment in std::mem::take(&mut self.segments) {
+            let needed = segment.newest().is_some_and(|n| n >= oldest_kept)
+                || segment.checkpoints.iter().any(|c| built_on.contains(c));
+            if needed || Some(&segment.path) == active.as_ref() {
+                kept.push(segment);
+            } else if let Err(e) = std::fs::remove_file(&segment.path) {
+                tracing::warn!(
+                    "checkpoint log: cannot delete {}: {e}",
+                    segment.path.display()
+                );
+                kept.push(segment);
             }
         }
         self.segments = kept;
@@ -428,11 +529,41 @@ fn choose(dir: &Path, scan: Scan, wanted: impl Fn(u64) -> bool) -> Result<Checkp
             ));
             continue;
         }
+        // The records of the checkpoints it builds on must be there, whole.
+        let mut earlier: BTreeMap<(u64, u64, u32), &Entry> = BTreeMap::new();
+        let mut missing = None;
+        for &on in scan.depends.get(&id).into_iter().flatten() {
+            let before = earlier.len();
+            for entry in scan.entries.iter().filter(|e| e.checkpoint == on) {
+                earlier.insert((on, entry.operator, entry.part), entry);
+            }
+            if earlier.len() == before {
+                missing = Some(format!(
+                    "checkpoint {id}: builds on checkpoint {on}, whose records are gone"
+                ));
+                break;
+            }
+        }
+        let damaged = earlier.values().find(|e| {
+            let bytes = &scan.maps[e.segment][e.offset..e.offset + e.len];
+            crc32fast::hash(bytes) != e.crc
+        });
+        if let Some(e) = damaged {
+            missing = Some(format!(
+                "checkpoint {id}: builds on the snapshot of operator {:#x} part {} in checkpoint {}, which fails its checksum",
+                e.operator, e.part, e.checkpoint
+            ));
+        }
+        if let Some(line) = missing {
+            skipped.push(line);
+            continue;
+        }
         for line in &skipped {
             tracing::warn!("checkpoint log {}: skipped {line}", dir.display());
         }
         let snapshots = parts.into_values().cloned().collect();
-        return Ok(Checkpoint::new(id, scan.maps, snapshots, skipped));
+        let earlier = earlier.into_values().cloned().collect();
+        return Ok(Checkpoint::new(id, scan.maps, snapshots, earlier, skipped));
     }
     Err(StateError::NoCheckpoint {
         dir: dir.to_path_buf(),
@@ -443,7 +574,7 @@ fn choose(dir: &Path, scan: Scan, wanted: impl Fn(u64) -> bool) -> Result<Checkp
 struct Segment {
     seq: u64,
     path: PathBuf,
-    newest: Option<u64>,
+    checkpoints: BTreeSet<u64>,
 }
 
 struct Scan {
@@ -452,6 +583,8 @@ struct Scan {
     entries: Vec<Entry>,
     /// Committed checkpoint id → number of snapshots.
     commits: BTreeMap<u64, u32>,
+    /// Checkpoint id → the earlier checkpoints it builds on.
+    depends: BTreeMap<u64, BTreeSet<u64>>,
     skipped: Vec<String>,
 }
 
@@ -477,12 +610,13 @@ fn scan(dir: &Path) -> Result<Scan, StateError> {
         maps: Vec::new(),
         entries: Vec::new(),
         commits: BTreeMap::new(),
+        depends: BTreeMap::new(),
         skipped: Vec::new(),
     };
     for (seq, path) in found {
         let map = Arc::new(map(&path)?);
         let index = scan.maps.len();
-        let mut newest = None;
+        let mut checkpoints = BTreeSet::new();
         let mut offset = 0usize;
         let bytes: &[u8] = &map;
         while offset < bytes.len() {
@@ -515,7 +649,7 @@ fn scan(dir: &Path) -> Result<Scan, StateError> {
                 ));
                 break;
             };
-            newest = Some(newest.map_or(header.checkpoint, |n: u64| n.max(header.checkpoint)));
+            checkpoints.insert(header.checkpoint);
             match header.kind {
                 Kind::Snapshot => scan.entries.push(Entry {
                     checkpoint: header.checkpoint,
@@ -530,11 +664,21 @@ fn scan(dir: &Path) -> Result<Scan, StateError> {
                 Kind::Commit => {
                     scan.commits.insert(header.checkpoint, header.part);
                 }
+                Kind::Depends => {
+                    scan.depends
+                        .entry(header.checkpoint)
+                        .or_default()
+                        .insert(header.operator);
+                }
             }
             offset += record_len;
         }
         scan.maps.push(map);
-        scan.segments.push(Segment { seq, path, newest });
+        scan.segments.push(Segment {
+            seq,
+            path,
+            checkpoints,
+        });
     }
     Ok(scan)
 }

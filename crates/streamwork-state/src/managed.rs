@@ -123,6 +123,7 @@ impl FieldRestore<'_> {
                     bytes,
                 })
                 .collect(),
+            records: self.restore.records,
         }
     }
 
@@ -354,10 +355,7 @@ impl FieldsWriter {
     /// The operator's snapshot.
     pub fn finish(mut self) -> StateBytes {
         self.bytes[4..8].copy_from_slice(&self.fields.to_le_bytes());
-        StateBytes {
-            schema: MANAGED_STATE_SCHEMA,
-            bytes: self.bytes,
-        }
+        StateBytes::new(MANAGED_STATE_SCHEMA, self.bytes)
     }
 }
 

@@ -8,10 +8,10 @@
 //! |--------|--------------------------------------------------------|
 //! | 0..4   | magic `SWCL`                                           |
 //! | 4      | format version (1)                                     |
-//! | 5      | kind: 1 snapshot, 2 commit                             |
+//! | 5      | kind: 1 snapshot, 2 commit, 3 dependency               |
 //! | 6..8   | reserved, zero                                         |
 //! | 8..16  | checkpoint id                                          |
-//! | 16..24 | operator id (a snapshot) / zero (a commit)             |
+//! | 16..24 | operator id (a snapshot) / zero (a commit) / the checkpoint depended on (a dependency) |
 //! | 24..28 | part: instance index or first key group (a snapshot); number of snapshots (a commit) |
 //! | 28..32 | schema version of the payload                          |
 //! | 32..40 | payload length in bytes                                |
@@ -35,6 +35,9 @@ pub(crate) enum Kind {
     Snapshot,
     /// A checkpoint is complete: every snapshot it names was written before.
     Commit,
+    /// A checkpoint reads records of an earlier one (state written in
+    /// increments): the earlier one's records are kept while it is.
+    Depends,
 }
 
 /// A decoded record header.
@@ -66,6 +69,7 @@ impl Header {
         out[5] = match self.kind {
             Kind::Snapshot => 1,
             Kind::Commit => 2,
+            Kind::Depends => 3,
         };
         out[8..16].copy_from_slice(&self.checkpoint.to_le_bytes());
         out[16..24].copy_from_slice(&self.operator.to_le_bytes());
@@ -96,6 +100,7 @@ impl Header {
         let kind = match bytes[5] {
             1 => Kind::Snapshot,
             2 => Kind::Commit,
+            3 => Kind::Depends,
             _ => return Err(BadHeader::Invalid),
         };
         Ok(Header {

@@ -11,6 +11,7 @@ use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Portable, Serialize};
 use streamwork_core::CheckpointId;
+use streamwork_core::checkpoint::SharedBytes;
 
 use crate::error::StateError;
 
@@ -33,6 +34,8 @@ pub struct Checkpoint {
     id: u64,
     maps: Vec<Arc<Mmap>>,
     snapshots: Vec<Entry>,
+    /// The records of the checkpoints it builds on.
+    earlier: Vec<Entry>,
     skipped: Vec<String>,
 }
 
@@ -41,14 +44,37 @@ impl Checkpoint {
         id: u64,
         maps: Vec<Arc<Mmap>>,
         snapshots: Vec<Entry>,
+        earlier: Vec<Entry>,
         skipped: Vec<String>,
     ) -> Self {
         Checkpoint {
             id,
             maps,
             snapshots,
+            earlier,
             skipped,
         }
+    }
+
+    /// The record of `operator`'s `part` in `checkpoint` (this checkpoint or
+    /// one it builds on), shared in place: it stays mapped for as long as
+    /// the value lives, after the `Checkpoint` is dropped.
+    pub fn shared(
+        &self,
+        checkpoint: CheckpointId,
+        operator: u64,
+        part: u32,
+    ) -> Option<SharedBytes> {
+        let entries = if checkpoint.get() == self.id {
+            &self.snapshots
+        } else {
+            &self.earlier
+        };
+        let e = entries.iter().find(|e| {
+            e.checkpoint == checkpoint.get() && e.operator == operator && e.part == part
+        })?;
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.maps[e.segment].clone();
+        SharedBytes::new(owner, e.offset..e.offset + e.len)
     }
 
     /// The checkpoint's id.

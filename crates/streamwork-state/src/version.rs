@@ -115,6 +115,13 @@ pub fn operator_id(name: &str) -> u64 {
     })
 }
 
+/// The id under which side record `stream` of component `name` is
+/// written (state kept in the log, beside the component's part): distinct
+/// from every operator's own id, fixed forever like it.
+pub fn side_operator_id(name: &str, stream: u32) -> u64 {
+    operator_id(&format!("{name}\u{1f}side\u{1f}{stream}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::operator_id;

@@ -174,6 +174,7 @@ fn a_migration_is_reachable_from_an_operators_restore() {
     let checkpoint = load_latest(fixture()).unwrap();
     let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
     let restore = streamwork_core::Restore {
+        records: None,
         component: "counter",
         checkpoint: checkpoint.id(),
         is_final: false,

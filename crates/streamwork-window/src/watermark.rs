@@ -429,10 +429,7 @@ impl<T: Data, F: Fn(&T) -> Timestamp + Clone + Send + 'static> Operator for Assi
         ] {
             bytes.extend_from_slice(&value.to_le_bytes());
         }
-        Ok(Some(StateBytes {
-            schema: WATERMARK_SCHEMA,
-            bytes,
-        }))
+        Ok(Some(StateBytes::new(WATERMARK_SCHEMA, bytes)))
     }
 
     /// At another parallelism, every instance takes the earliest time any
@@ -528,6 +525,7 @@ mod tests {
         let behind = behind.snapshot().expect("a snapshot");
         let parts = [&snapshots[0], &behind];
         let restore = Restore {
+            records: None,
             component: "timed",
             checkpoint: CheckpointId::new(3),
             is_final: false,

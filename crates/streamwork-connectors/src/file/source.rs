@@ -490,10 +490,10 @@ impl<T: Data> Source for FileSource<T> {
                 },
             );
         }
-        Some(StateBytes {
-            schema: codec::SCHEMA,
-            bytes: codec::encode(self.split_bytes, &self.plan_names(), &self.progress),
-        })
+        Some(StateBytes::new(
+            codec::SCHEMA,
+            codec::encode(self.split_bytes, &self.plan_names(), &self.progress),
+        ))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {

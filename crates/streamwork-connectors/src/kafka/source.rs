@@ -518,10 +518,7 @@ impl Source for KafkaSource {
             bytes.extend_from_slice(&partition.to_le_bytes());
             bytes.extend_from_slice(&next.to_le_bytes());
         }
-        Some(StateBytes {
-            schema: POSITIONS_SCHEMA,
-            bytes,
-        })
+        Some(StateBytes::new(POSITIONS_SCHEMA, bytes))
     }
 
     /// Takes the positions every old instance recorded: at another
@@ -633,6 +630,7 @@ mod tests {
 
     fn restore_of<'a>(parts: &'a [StateBytes]) -> Restore<'a> {
         Restore {
+            records: None,
             component: "records",
             checkpoint: CheckpointId::new(3),
             is_final: false,
@@ -673,17 +671,11 @@ mod tests {
 
     #[test]
     fn positions_of_another_layout_are_refused() {
-        let bad = [StateBytes {
-            schema: 2,
-            bytes: vec![0; 12],
-        }];
+        let bad = [StateBytes::new(2, vec![0; 12])];
         let mut source = KafkaSource::new("127.0.0.1:1", "t", "g");
         let error = source.restore(&restore_of(&bad)).unwrap_err();
         assert!(error.to_string().contains("schema 2"), "{error}");
-        let torn = [StateBytes {
-            schema: POSITIONS_SCHEMA,
-            bytes: vec![0; 13],
-        }];
+        let torn = [StateBytes::new(POSITIONS_SCHEMA, vec![0; 13])];
         assert!(source.restore(&restore_of(&torn)).is_err());
     }
 }

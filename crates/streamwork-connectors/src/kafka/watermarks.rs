@@ -202,10 +202,7 @@ impl Operator for PartitionWatermarks {
             bytes.extend_from_slice(&id.to_le_bytes());
             bytes.extend_from_slice(&partition.max_seen.to_le_bytes());
         }
-        Ok(Some(StateBytes {
-            schema: SCHEMA,
-            bytes,
-        }))
+        Ok(Some(StateBytes::new(SCHEMA, bytes)))
     }
 
     /// Takes every old instance's partitions (a partition belongs to one
@@ -356,10 +353,7 @@ mod tests {
         assert_eq!(emitted(&restored), 700, "partition 3 is remembered at 700");
         restored.record((), record(3, 800), None);
         assert_eq!(emitted(&restored), 800);
-        let torn = StateBytes {
-            schema: SCHEMA,
-            bytes: vec![0; 9],
-        };
+        let torn = StateBytes::new(SCHEMA, vec![0; 9]);
         assert!(
             Harness::restored(
                 PartitionWatermarks::bounded(Duration::ZERO),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::CheckpointId;
-use streamwork_state::{CheckpointLog, LogOptions, StateError, operator_id};
+use streamwork_state::{CheckpointLog, LogOptions, StateError, operator_id, side_operator_id};
 
 use super::restore::{COMPONENTS_MARKER, FINAL_MARKER, finished_marker};
 use super::{CheckpointConfig, CheckpointStats, Part, PartTiming};
@@ -56,10 +56,7 @@ fn marker(id: CheckpointId, component: &str, instance: InstanceIdx) -> Part {
         checkpoint: id,
         component: component.into(),
         instance,
-        state: Some(streamwork_core::StateBytes {
-            schema: 0,
-            bytes: Vec::new(),
-        }),
+        state: Some(streamwork_core::StateBytes::new(0, Vec::new())),
         timing: PartTiming::default(),
     }
 }
@@ -209,6 +206,10 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Appends every part of checkpoint `id`, with the side records the
+    /// instances left to produce here (off their task threads) and the
+    /// checkpoints they build on, then commits it; the side records, now
+    /// durable, are handed back mapped from the log.
     fn write(&mut self, id: CheckpointId, mut parts: Vec<Part>) -> Result<u64, StateError> {
         let mut snapshots = 0u32;
         let mut bytes = 0u64;
@@ -216,26 +217,53 @@ impl Coordinator {
             checkpoint: id,
             component: COMPONENTS_MARKER.into(),
             instance: InstanceIdx(0),
-            state: Some(streamwork_core::StateBytes {
-                schema: 1,
-                bytes: self.components.join("\n").into_bytes(),
-            }),
+            state: Some(streamwork_core::StateBytes::new(
+                1,
+                self.components.join("\n").into_bytes(),
+            )),
             timing: PartTiming::default(),
         });
+        let mut written = Vec::new();
+        let mut builds_on = std::collections::BTreeSet::new();
         for part in parts {
-            if let Some(state) = part.state {
-                self.log.append_snapshot(
+            let Some(state) = part.state else { continue };
+            self.log.append_snapshot(
+                id,
+                operator_id(&part.component),
+                part.instance.0,
+                state.schema,
+                &state.bytes,
+            )?;
+            snapshots += 1;
+            bytes += state.bytes.len() as u64;
+            for side in &state.side {
+                let payload = side.payload.produce().map_err(|e| StateError::Serialize {
+                    type_name: "a side record",
+                    reason: format!(
+                        "{}[{}] stream {}: {e}",
+                        part.component, part.instance, side.stream
+                    ),
+                })?;
+                let at = self.log.append_snapshot(
                     id,
-                    operator_id(&part.component),
+                    side_operator_id(&part.component, side.stream),
                     part.instance.0,
-                    state.schema,
-                    &state.bytes,
+                    side.schema,
+                    &payload,
                 )?;
                 snapshots += 1;
-                bytes += state.bytes.len() as u64;
+                bytes += payload.len() as u64;
+                written.push((at, side.written.clone()));
             }
+            builds_on.extend(state.builds_on.iter().copied().filter(|&on| on != id));
+        }
+        for on in builds_on {
+            self.log.append_dependency(id, on)?;
         }
         self.log.commit(id, snapshots)?;
+        for (at, slot) in written {
+            let _ = slot.set(self.log.map_written(&at)?);
+        }
         Ok(bytes)
     }
 

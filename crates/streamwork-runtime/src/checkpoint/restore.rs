@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use streamwork_core::InstanceIdx;
-use streamwork_core::checkpoint::{CheckpointId, RestoreSource, RestoredPart};
-use streamwork_state::{Checkpoint, StateError, operator_id};
+use streamwork_core::checkpoint::{CheckpointId, RestoreSource, RestoredPart, SharedBytes};
+use streamwork_state::{Checkpoint, StateError, operator_id, side_operator_id};
 
 /// A loaded checkpoint offered to the instances of a restarted job.
 pub(crate) struct Restored {
@@ -44,6 +44,17 @@ impl RestoreSource for Restored {
             .filter(|s| s.operator() == marker)
             .map(|s| InstanceIdx(s.part()))
             .collect()
+    }
+
+    fn side_record(
+        &self,
+        checkpoint: CheckpointId,
+        component: &str,
+        stream: u32,
+        part: InstanceIdx,
+    ) -> Option<SharedBytes> {
+        self.checkpoint
+            .shared(checkpoint, side_operator_id(component, stream), part.0)
     }
 
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {

@@ -108,6 +108,10 @@ impl Env {
             key_groups: self.ctx.key_groups(),
             instance: self.ctx.instance(),
             parallelism: self.ctx.parallelism(),
+            completed: self
+                .checkpoints
+                .as_ref()
+                .map_or(CheckpointId::NONE, CheckpointLink::completed),
         }
     }
 
