@@ -128,7 +128,8 @@ pub mod prelude {
         JobReport, RestartStrategy, RunOptions,
     };
     pub use streamwork_state::{
-        AggregatingState, InstanceState, ListState, MapState, ReducingState, ValueState,
+        AggregatingState, InstanceState, ListState, MapState, ReducingState, StoredState,
+        ValueState,
     };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,

@@ -97,6 +97,71 @@ fn keyed_state_in_an_operator_is_restored_at_another_parallelism() {
     }
 }
 
+/// The same running sum, its state in the checkpoint log.
+#[derive(Clone, Default, State)]
+struct StoredSum {
+    sums: StoredState<u64, i64>,
+}
+
+#[operator]
+impl StoredSum {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        (_, value): (u64, i64),
+        out: &mut Collector<(u64, i64, i64)>,
+    ) {
+        let sum = self.sums.get_or_default(key);
+        *sum += value;
+        out.emit((*key, value, *sum));
+    }
+}
+
+fn stored_job(
+    n: u64,
+    p: u32,
+    fail_at: Option<usize>,
+    sink: &CollectSink<(u64, i64, i64)>,
+) -> JobGraph {
+    let fault = InjectFault::new(0, Fault::BeforeRecord(fail_at.unwrap_or(usize::MAX)));
+    job! {
+        delivery exactly_once;
+        source numbers = Numbers::new(n);
+        operator sums[p] = StoredSum::default() <- numbers.key(|(k, _): &(u64, i64)| *k);
+        operator faulty[p] = fault <- sums;
+        sink out = sink.transactional() <- faulty.global();
+    }
+    .unwrap()
+}
+
+#[test]
+fn stored_state_survives_a_failure_and_a_rescale() {
+    let n = 4_000;
+    let expected = uninterrupted(n);
+    let sink = CollectSink::new();
+    let report = stored_job(n, 2, Some(1_500), &sink)
+        .run_with(exactly_once(&dir("stored-failure"), 1))
+        .unwrap();
+    assert_eq!(report.restarts, 1, "the fault fired");
+    assert_eq!(sorted(sink.values()), expected);
+    for (before, after) in [(2u32, 3u32), (3, 1)] {
+        let dir = dir(&format!("stored-rescale-{before}-{after}"));
+        let sink = CollectSink::new();
+        let error = stored_job(n, before, Some(1_000), &sink)
+            .run_with(exactly_once(&dir, 0))
+            .expect_err("the fault fails the first run");
+        assert!(error.to_string().contains("injected fault"), "{error}");
+        stored_job(n, after, None, &sink)
+            .run_with(exactly_once(&dir, 0))
+            .unwrap();
+        assert_same(
+            &sink.values(),
+            &expected,
+            &format!("stored {before} → {after}"),
+        );
+    }
+}
+
 /// Counts the records its instance saw: state of one instance.
 #[derive(Clone, Default, State)]
 struct Seen {

@@ -87,7 +87,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         let ty = &field.ty;
         let key = LitStr::new(&ident.to_string(), ident.span());
         snapshots.push(quote_spanned! {ty.span()=>
-            __sw_fields.field(#key, #p::StateField::snapshot_field(&self.#ident, ctx)?);
+            __sw_fields.field(#key, #p::StateField::snapshot_field(&mut self.#ident, ctx)?);
         });
         restores.push(quote_spanned! {ty.span()=>
             if let ::std::option::Option::Some(__sw_field) = __sw_fields.field(#key) {
@@ -112,7 +112,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
     Ok(quote! {
         impl #impl_generics #p::OperatorState for #name #ty_generics #where_clause {
             fn snapshot_state(
-                &self,
+                &mut self,
                 ctx: &#p::SnapshotContext,
             ) -> ::std::result::Result<#p::StateBytes, #p::StateError> {
                 let mut __sw_fields = #p::FieldsWriter::new();

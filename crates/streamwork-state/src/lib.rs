@@ -50,6 +50,7 @@ mod log;
 mod managed;
 mod record;
 mod snapshot;
+mod store;
 mod version;
 
 /// The rkyv this crate archives with, for deriving `Archive`, `Serialize`
@@ -71,4 +72,5 @@ pub use managed::{
     MANAGED_STATE_SCHEMA, OperatorState, StateField,
 };
 pub use snapshot::{Checkpoint, Snapshot, archive};
+pub use store::{StoreOptions, StoredState};
 pub use version::{Migration, VersionedState, operator_id, side_operator_id};

@@ -21,7 +21,7 @@
 use std::ops::{Deref, DerefMut};
 
 use rkyv::util::AlignedVec;
-use streamwork_core::checkpoint::{Restore, RestoredPart, SnapshotContext, StateBytes};
+use streamwork_core::checkpoint::{Restore, RestoredPart, SideRecord, SnapshotContext, StateBytes};
 use streamwork_core::state::{Key, KeyedState};
 use streamwork_core::{CheckpointId, InstanceIdx};
 
@@ -49,7 +49,7 @@ const MAGIC: &[u8; 4] = b"SWST";
 )]
 pub trait OperatorState {
     /// Every field's state, in one snapshot.
-    fn snapshot_state(&self, ctx: &SnapshotContext) -> Result<StateBytes, StateError>;
+    fn snapshot_state(&mut self, ctx: &SnapshotContext) -> Result<StateBytes, StateError>;
 
     /// Restores every field from the snapshots a previous run took.
     fn restore_state(&mut self, restore: &Restore<'_>) -> Result<(), StateError>;
@@ -64,6 +64,9 @@ pub enum FieldKind {
     /// One instance's value: restored into the same instance, at the same
     /// parallelism only.
     Instance = 2,
+    /// A manifest of runs in the checkpoint log ([`StoredState`](crate::StoredState)):
+    /// any parallelism reads the key groups it owns.
+    Stored = 3,
 }
 
 /// One field's snapshot.
@@ -75,6 +78,30 @@ pub struct FieldSnapshot {
     pub schema: u32,
     /// Its bytes (an rkyv archive).
     pub bytes: AlignedVec,
+    /// A record written beside the operator's part, off the task thread
+    /// (its stream is set from the field's name).
+    pub side: Option<SideRecord>,
+    /// Earlier checkpoints whose records the field reads.
+    pub builds_on: Vec<CheckpointId>,
+}
+
+impl FieldSnapshot {
+    /// A field snapshot of `kind` and `schema` whose state is all in `bytes`.
+    pub fn new(kind: FieldKind, schema: u32, bytes: AlignedVec) -> Self {
+        FieldSnapshot {
+            kind,
+            schema,
+            bytes,
+            side: None,
+            builds_on: Vec::new(),
+        }
+    }
+}
+
+/// The side stream of field `name`: the same for the same name in every
+/// version of the program.
+pub(crate) fn field_stream(name: &str) -> u32 {
+    crate::operator_id(name) as u32
 }
 
 /// One field of state, as the framework checkpoints it.
@@ -86,7 +113,7 @@ pub struct FieldSnapshot {
 )]
 pub trait StateField {
     /// The field's snapshot.
-    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError>;
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError>;
 
     /// Restores the field from every old instance's snapshot of it.
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError>;
@@ -127,8 +154,13 @@ impl FieldRestore<'_> {
         }
     }
 
+    /// The stream of the field's side records.
+    pub(crate) fn stream(&self) -> u32 {
+        field_stream(self.name)
+    }
+
     /// An error about this field.
-    fn refused(&self, reason: String) -> StateError {
+    pub(crate) fn refused(&self, reason: String) -> StateError {
         StateError::FieldRefused {
             component: self.restore.component.to_string(),
             field: self.name.to_string(),
@@ -137,7 +169,7 @@ impl FieldRestore<'_> {
     }
 
     /// Checks every part was taken as `kind` with layout `schema`.
-    fn expect(&self, kind: FieldKind, schema: u32) -> Result<(), StateError> {
+    pub(crate) fn expect(&self, kind: FieldKind, schema: u32) -> Result<(), StateError> {
         for &(part, found_kind, found_schema, _) in &self.parts {
             if found_kind != kind {
                 return Err(self.refused(format!(
@@ -164,12 +196,12 @@ where
     K: Key + StateData,
     V: StateData + Clone,
 {
-    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot {
-            kind: FieldKind::Keyed,
-            schema: KEYED_FIELD_SCHEMA,
-            bytes: snapshot_keyed(self, ctx.key_groups)?,
-        })
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot::new(
+            FieldKind::Keyed,
+            KEYED_FIELD_SCHEMA,
+            snapshot_keyed(self, ctx.key_groups)?,
+        ))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -184,8 +216,12 @@ where
     K: Key + StateData,
     V: StateData + Clone,
 {
-    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        self.as_keyed().snapshot_field(ctx)
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot::new(
+            FieldKind::Keyed,
+            KEYED_FIELD_SCHEMA,
+            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
+        ))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -202,8 +238,12 @@ where
     MK: std::hash::Hash + Eq,
     std::collections::HashMap<MK, MV>: StateData + Clone,
 {
-    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        self.as_keyed().snapshot_field(ctx)
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot::new(
+            FieldKind::Keyed,
+            KEYED_FIELD_SCHEMA,
+            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
+        ))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -220,8 +260,12 @@ where
     V: StateData + Clone,
     F: Fn(&mut V, V),
 {
-    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        self.as_keyed().snapshot_field(ctx)
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot::new(
+            FieldKind::Keyed,
+            KEYED_FIELD_SCHEMA,
+            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
+        ))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -235,8 +279,12 @@ where
     A: Aggregate,
     A::Acc: StateData + Clone,
 {
-    fn snapshot_field(&self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        self.as_keyed().snapshot_field(ctx)
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot::new(
+            FieldKind::Keyed,
+            KEYED_FIELD_SCHEMA,
+            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
+        ))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -273,12 +321,12 @@ impl<T> DerefMut for InstanceState<T> {
 }
 
 impl<T: StateData> StateField for InstanceState<T> {
-    fn snapshot_field(&self, _: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot {
-            kind: FieldKind::Instance,
-            schema: INSTANCE_FIELD_SCHEMA,
-            bytes: crate::archive(&self.0)?,
-        })
+    fn snapshot_field(&mut self, _: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        Ok(FieldSnapshot::new(
+            FieldKind::Instance,
+            INSTANCE_FIELD_SCHEMA,
+            crate::archive(&self.0)?,
+        ))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -327,6 +375,8 @@ impl<T: StateData> StateField for InstanceState<T> {
 pub struct FieldsWriter {
     bytes: Vec<u8>,
     fields: u32,
+    side: Vec<SideRecord>,
+    builds_on: Vec<CheckpointId>,
 }
 
 impl FieldsWriter {
@@ -335,11 +385,21 @@ impl FieldsWriter {
         let mut bytes = Vec::with_capacity(64);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&0u32.to_le_bytes());
-        FieldsWriter { bytes, fields: 0 }
+        FieldsWriter {
+            bytes,
+            fields: 0,
+            side: Vec::new(),
+            builds_on: Vec::new(),
+        }
     }
 
     /// Adds field `name`'s snapshot.
     pub fn field(&mut self, name: &str, snapshot: FieldSnapshot) {
+        if let Some(mut side) = snapshot.side {
+            side.stream = field_stream(name);
+            self.side.push(side);
+        }
+        self.builds_on.extend(snapshot.builds_on);
         let name = name.as_bytes();
         self.bytes
             .extend_from_slice(&(name.len() as u16).to_le_bytes());
@@ -355,7 +415,14 @@ impl FieldsWriter {
     /// The operator's snapshot.
     pub fn finish(mut self) -> StateBytes {
         self.bytes[4..8].copy_from_slice(&self.fields.to_le_bytes());
-        StateBytes::new(MANAGED_STATE_SCHEMA, self.bytes)
+        self.builds_on.sort_unstable();
+        self.builds_on.dedup();
+        StateBytes {
+            schema: MANAGED_STATE_SCHEMA,
+            bytes: self.bytes,
+            side: self.side,
+            builds_on: self.builds_on,
+        }
     }
 }
 
@@ -410,6 +477,7 @@ impl<'a> FieldsReader<'a> {
                     let kind = match cursor.u8()? {
                         1 => FieldKind::Keyed,
                         2 => FieldKind::Instance,
+                        3 => FieldKind::Stored,
                         _ => return None,
                     };
                     let schema = cursor.u32()?;

@@ -1,0 +1,675 @@
+//! [`StoredState`]: keyed state that lives in the checkpoint log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use hashbrown::hash_table::{Entry, HashTable};
+use rkyv::rancor;
+use streamwork_core::checkpoint::{DeferredBytes, SideRecord, SnapshotContext};
+use streamwork_core::hash::stable_hash;
+use streamwork_core::state::{CurrentKey, Key};
+use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups, TaskError};
+
+use super::run::{BadRun, Run, RunEntry, RunWriter, find};
+use crate::codec::StateData;
+use crate::error::StateError;
+use crate::managed::{FieldKind, FieldRestore, FieldSnapshot, StateField};
+
+/// The layout version of a stored field's manifest.
+const MANIFEST_SCHEMA: u32 = 1;
+/// The layout version of its runs (see the `run` module).
+const RUN_SCHEMA: u32 = 1;
+/// A manifest's run that was written with the manifest's own checkpoint
+/// (whose id the instance did not know: the final checkpoint).
+const THIS_CHECKPOINT: u64 = 0;
+/// Runs kept before the newest are merged regardless of their sizes.
+const MAX_RUNS: usize = 12;
+
+/// How a [`StoredState`] uses memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Unchanged entries read from the log and kept in memory for the next
+    /// read (hot keys); beyond it, the cache is emptied and refilled.
+    pub cache_entries: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            cache_entries: 1 << 20,
+        }
+    }
+}
+
+/// One run a manifest names: the checkpoint and instance that wrote it, and
+/// its entries (for the merge policy).
+type RunRef = (u64, u32, u64);
+
+/// What was written since the last checkpoint: a value, or `None` for a
+/// removed key.
+type Layer<K, V> = HashTable<(K, Option<V>)>;
+
+/// A layer frozen by a checkpoint and being written to the log.
+#[derive(Clone)]
+struct Frozen<K, V> {
+    checkpoint: CheckpointId,
+    /// Every change since the last run it builds on (it also holds what
+    /// older frozen layers held, when their checkpoints had not completed).
+    layer: Arc<Layer<K, V>>,
+    /// Set by the coordinator once the run is durable.
+    written: Arc<OnceLock<streamwork_core::SharedBytes>>,
+    /// The durable runs from this index on are merged into its run.
+    replaces_from: usize,
+    /// Whether it writes over inherited runs (the first checkpoint after a
+    /// restore at another parallelism).
+    materializes: bool,
+}
+
+/// For a run inherited at a restore at another parallelism: the old
+/// parallelism and the old instance whose manifest listed it (the key
+/// groups that instance owned are current in it).
+type ListedBy = Option<(u32, u32)>;
+
+/// A layer's entries of one key group: hash, key, value.
+type GroupEntries<'a, K, V> = Vec<(u64, &'a K, &'a Option<V>)>;
+
+/// A durable run, and which of its key groups this instance reads.
+#[derive(Clone)]
+struct Durable {
+    run: Arc<Run>,
+    reference: RunRef,
+    /// Inherited at a restore at another parallelism: the old parallelism
+    /// and the old instance whose manifest listed it, which owned the key
+    /// groups whose entries in it are current.
+    listed_by: ListedBy,
+}
+
+/// A value per key that lives in the checkpoint log rather than in memory:
+/// keys written since the last checkpoint and hot keys are in memory; the
+/// rest are read in place from the runs the log holds, on first touch.
+///
+/// A checkpoint freezes what was written since the last one (a swap: the
+/// task thread neither copies nor serialises) and hands it over; the
+/// coordinator writes it as a *run* beside the instance's part, merging
+/// older runs into it when they have grown too many (size-tiered: a run is
+/// merged with the newer ones once it is no larger than they are together),
+/// so a checkpoint writes what changed plus a bounded share of merging, and
+/// the log keeps every run a retained checkpoint still reads. A restored
+/// instance maps its runs and starts at once; a restore at another
+/// parallelism reads the old instances' runs for the key groups it now owns
+/// and writes them over, whole, at its first checkpoint.
+///
+/// Reads take `&mut self`: a value read from the log is cached in memory.
+///
+/// ```
+/// use streamwork_core::state::CurrentKey;
+/// use streamwork_state::StoredState;
+/// let mut sums: StoredState<u64, i64> = StoredState::default();
+/// let key = 7u64;
+/// *sums.get_or_default(CurrentKey::for_testing(&key)) += 5;
+/// assert_eq!(sums.get(CurrentKey::for_testing(&key)), Some(&5));
+/// sums.remove(CurrentKey::for_testing(&key));
+/// assert_eq!(sums.get(CurrentKey::for_testing(&key)), None);
+/// ```
+///
+/// A clone shares the runs and frozen layers (immutable) and copies what is
+/// in memory: operators are cloned into their instances before they run.
+#[derive(Clone)]
+pub struct StoredState<K, V> {
+    options: StoreOptions,
+    /// Written since the last checkpoint (`None`: removed).
+    dirty: Layer<K, V>,
+    /// Read from below and unchanged.
+    clean: HashTable<(K, V)>,
+    /// Frozen by checkpoints whose runs are not yet durable, oldest first.
+    frozen: Vec<Frozen<K, V>>,
+    /// Durable runs, oldest first.
+    runs: Vec<Durable>,
+    key_groups: KeyGroups,
+    /// This instance and its component's parallelism.
+    instance: InstanceIdx,
+    parallelism: u32,
+    /// A failure to read the log, kept to be reported by the next
+    /// checkpoint (reads cannot fail: a key whose run cannot be read reads
+    /// as absent until then, and the checkpoint fails the job).
+    broken: Option<String>,
+}
+
+impl<K: Key, V> Default for StoredState<K, V> {
+    fn default() -> Self {
+        StoredState::with_options(StoreOptions::default())
+    }
+}
+
+impl<K, V> std::fmt::Debug for StoredState<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredState")
+            .field("dirty", &self.dirty.len())
+            .field("cached", &self.clean.len())
+            .field("frozen", &self.frozen.len())
+            .field("runs", &self.runs.len())
+            .finish()
+    }
+}
+
+fn rehash<K: Key, T>(entry: &(K, T)) -> u64 {
+    stable_hash(&entry.0)
+}
+
+impl<K: Key, V> StoredState<K, V> {
+    /// Empty state with `options`.
+    pub fn with_options(options: StoreOptions) -> Self {
+        StoredState {
+            options,
+            dirty: HashTable::new(),
+            clean: HashTable::new(),
+            frozen: Vec::new(),
+            runs: Vec::new(),
+            key_groups: KeyGroups::DEFAULT,
+            instance: InstanceIdx(0),
+            parallelism: 1,
+            broken: None,
+        }
+    }
+
+    /// Entries held in memory: written since the last checkpoint, cached,
+    /// and frozen by checkpoints not yet durable.
+    pub fn in_memory(&self) -> usize {
+        self.dirty.len()
+            + self.clean.len()
+            + self.frozen.iter().map(|f| f.layer.len()).sum::<usize>()
+    }
+
+    /// Runs this instance reads from the log.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+impl<K, V> StoredState<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+    Vec<RunEntry<K, V>>: StateData,
+{
+    /// The current key's value, looked up in memory, then in the runs
+    /// newest first (a value found there is cached).
+    pub fn get(&mut self, key: CurrentKey<'_, K>) -> Option<&V> {
+        let (k, hash) = (key.get(), key.hash());
+        if self.dirty.find(hash, |(d, _)| d == k).is_some() {
+            return self
+                .dirty
+                .find(hash, |(d, _)| d == k)
+                .and_then(|(_, value)| value.as_ref());
+        }
+        if self.clean.find(hash, |(c, _)| c == k).is_none() {
+            let value = self.below(k, hash)?;
+            self.cache(k.clone(), hash, value);
+        }
+        self.clean.find(hash, |(c, _)| c == k).map(|(_, v)| v)
+    }
+
+    /// The current key's value, mutably (it is written at the next
+    /// checkpoint).
+    pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
+        self.promote(key)?;
+        self.dirty
+            .find_mut(key.hash(), |(d, _)| d == key.get())
+            .and_then(|(_, v)| v.as_mut())
+    }
+
+    /// The current key's value, `V::default()` if it has none.
+    pub fn get_or_default(&mut self, key: CurrentKey<'_, K>) -> &mut V
+    where
+        V: Default,
+    {
+        let (k, hash) = (key.get(), key.hash());
+        let found = self.dirty.find(hash, |(d, _)| d == k).is_some();
+        if !found {
+            let value = self.take_below(k, hash).unwrap_or_default();
+            self.dirty
+                .insert_unique(hash, (k.clone(), Some(value)), rehash);
+        }
+        let Some((_, slot)) = self.dirty.find_mut(hash, |(d, _)| d == k) else {
+            unreachable!("the key was just made dirty")
+        };
+        slot.get_or_insert_with(V::default)
+    }
+
+    /// Sets the current key's value.
+    pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) {
+        self.write(key, Some(value));
+    }
+
+    /// Removes the current key's value.
+    pub fn remove(&mut self, key: CurrentKey<'_, K>) {
+        self.write(key, None);
+    }
+
+    fn write(&mut self, key: CurrentKey<'_, K>, value: Option<V>) {
+        let (k, hash) = (key.get(), key.hash());
+        if let Ok(cached) = self.clean.find_entry(hash, |(c, _)| c == k) {
+            cached.remove();
+        }
+        match self.dirty.entry(hash, |(d, _)| d == k, rehash) {
+            Entry::Occupied(mut entry) => entry.get_mut().1 = value,
+            Entry::Vacant(entry) => {
+                entry.insert((k.clone(), value));
+            }
+        }
+    }
+
+    /// Makes the key's entry dirty (moving it from the cache or reading it
+    /// from below); `None` if it has no value.
+    fn promote(&mut self, key: CurrentKey<'_, K>) -> Option<()> {
+        let (k, hash) = (key.get(), key.hash());
+        if let Some((_, value)) = self.dirty.find(hash, |(d, _)| d == k) {
+            return value.as_ref().map(|_| ());
+        }
+        let value = self.take_below(k, hash)?;
+        self.dirty
+            .insert_unique(hash, (k.clone(), Some(value)), rehash);
+        Some(())
+    }
+
+    /// The key's value from the cache (removed from it) or below.
+    fn take_below(&mut self, k: &K, hash: u64) -> Option<V> {
+        match self.clean.find_entry(hash, |(c, _)| c == k) {
+            Ok(cached) => Some(cached.remove().0.1),
+            Err(_) => self.below(k, hash),
+        }
+    }
+
+    fn cache(&mut self, k: K, hash: u64, value: V) {
+        if self.clean.len() >= self.options.cache_entries {
+            self.clean.clear();
+        }
+        self.clean.insert_unique(hash, (k, value), rehash);
+    }
+
+    /// The key's value in the frozen layers and the runs, newest first.
+    fn below(&mut self, k: &K, hash: u64) -> Option<V> {
+        for frozen in self.frozen.iter().rev() {
+            if let Some((_, value)) = frozen.layer.find(hash, |(f, _)| f == k) {
+                return value.clone();
+            }
+        }
+        let group = self.key_groups.key_group(hash);
+        for durable in self.runs.iter().rev() {
+            if !self.reads(durable, group) {
+                continue;
+            }
+            match read_run::<K, V>(&durable.run, group, hash, k) {
+                Ok(Some(value)) => return value,
+                Ok(None) => {}
+                Err(reason) => {
+                    self.broken.get_or_insert(reason);
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether `durable` holds current entries of key group `group` for
+    /// this instance.
+    fn reads(&self, durable: &Durable, group: u32) -> bool {
+        match durable.listed_by {
+            None => true,
+            Some((old_parallelism, old_instance)) => {
+                self.key_groups.instance_of(group, old_parallelism) == old_instance
+            }
+        }
+    }
+
+    /// Every key and value this instance owns, in no order (reads every
+    /// run: for tests, and for output at the end of a bounded input).
+    pub fn entries(&mut self) -> Result<Vec<(K, V)>, StateError> {
+        let mut all: HashMap<K, Option<V>> = HashMap::new();
+        for durable in &self.runs {
+            for group in 0..self.key_groups.count() {
+                let owned = self.key_groups.instance_of(group, self.parallelism) == self.instance.0;
+                if !owned || !self.reads(durable, group) {
+                    continue;
+                }
+                for_each_in(&durable.run, group, |_, k, v| {
+                    all.insert(k, v);
+                })
+                .map_err(|e| self.bad(e))?;
+            }
+        }
+        for frozen in &self.frozen {
+            for (k, v) in frozen.layer.iter() {
+                all.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in self.dirty.iter() {
+            all.insert(k.clone(), v.clone());
+        }
+        Ok(all.into_iter().filter_map(|(k, v)| Some((k, v?))).collect())
+    }
+
+    fn bad(&self, e: BadRun) -> StateError {
+        StateError::FieldRefused {
+            component: String::new(),
+            field: String::new(),
+            reason: format!("a run of stored state cannot be read: {}", e.0),
+        }
+    }
+
+    /// The frozen layer of the newest complete checkpoint becomes a run read
+    /// from the log, replacing the runs it merged and every older layer.
+    fn settle(&mut self, completed: CheckpointId) -> Result<(), StateError> {
+        let Some(at) = self.frozen.iter().rposition(|f| {
+            !f.checkpoint.is_final() && f.checkpoint <= completed && f.written.get().is_some()
+        }) else {
+            return Ok(());
+        };
+        let frozen = &self.frozen[at];
+        let Some(bytes) = frozen.written.get().cloned() else {
+            unreachable!("checked above")
+        };
+        let run = Run::open(bytes, self.key_groups).map_err(|e| self.bad(e))?;
+        let entries = run.entries();
+        self.runs
+            .truncate(frozen.replaces_from.min(self.runs.len()));
+        if frozen.materializes {
+            self.runs.retain(|d| d.listed_by.is_none());
+        }
+        self.runs.push(Durable {
+            run: Arc::new(run),
+            reference: (frozen.checkpoint.get(), self.instance.0, entries),
+            listed_by: None,
+        });
+        self.frozen.drain(..=at);
+        Ok(())
+    }
+
+    /// Where the merge of the next run starts: the runs from that index on
+    /// are merged with what changed (size-tiered).
+    fn merge_from(&self, changed: u64) -> usize {
+        if self.runs.iter().any(|d| d.listed_by.is_some()) {
+            return 0;
+        }
+        let mut from = self.runs.len();
+        let mut newer = changed;
+        while from > 0 {
+            let size = self.runs[from - 1].reference.2;
+            if size > newer && self.runs.len() - from < MAX_RUNS {
+                break;
+            }
+            newer += size;
+            from -= 1;
+        }
+        from
+    }
+
+    fn take_snapshot(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        if let Some(reason) = self.broken.take() {
+            return Err(StateError::FieldRefused {
+                component: String::new(),
+                field: String::new(),
+                reason: format!("a run of stored state could not be read: {reason}"),
+            });
+        }
+        self.key_groups = ctx.key_groups;
+        self.instance = ctx.instance;
+        self.parallelism = ctx.parallelism;
+        self.settle(ctx.completed)?;
+        let changed = self.dirty.len() as u64
+            + self
+                .frozen
+                .iter()
+                .map(|f| f.layer.len() as u64)
+                .sum::<u64>();
+        let from = self.merge_from(changed);
+        let mut manifest: Vec<RunRef> = self.runs[..from].iter().map(|d| d.reference).collect();
+        let builds_on: Vec<CheckpointId> = manifest
+            .iter()
+            .map(|r| CheckpointId::new(r.0))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut side = None;
+        if changed > 0 || from < self.runs.len() {
+            let layer = Arc::new(std::mem::take(&mut self.dirty));
+            let mut layers: Vec<Arc<Layer<K, V>>> =
+                self.frozen.iter().map(|f| f.layer.clone()).collect();
+            layers.push(layer.clone());
+            let merged = self.runs[from..]
+                .iter()
+                .map(|d| (d.run.clone(), d.listed_by))
+                .collect();
+            let payload = Arc::new(RunPayload {
+                layers,
+                merged,
+                key_groups: self.key_groups,
+                keep: (self.instance.0, self.parallelism),
+                drop_removed: from == 0,
+            });
+            let written = Arc::new(OnceLock::new());
+            let materializes = from == 0 && self.runs.iter().any(|d| d.listed_by.is_some());
+            self.frozen.push(Frozen {
+                checkpoint: ctx.checkpoint,
+                layer,
+                written: written.clone(),
+                replaces_from: from,
+                materializes,
+            });
+            manifest.push((THIS_CHECKPOINT, self.instance.0, changed));
+            side = Some(SideRecord {
+                stream: 0,
+                schema: RUN_SCHEMA,
+                payload,
+                written,
+            });
+        }
+        Ok(FieldSnapshot {
+            kind: FieldKind::Stored,
+            schema: MANIFEST_SCHEMA,
+            bytes: crate::archive(&manifest)?,
+            side,
+            builds_on,
+        })
+    }
+
+    fn restore_from(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        field.expect(FieldKind::Stored, MANIFEST_SCHEMA)?;
+        let restore = field.restore;
+        self.key_groups = restore.key_groups;
+        self.instance = restore.instance;
+        self.parallelism = restore.parallelism;
+        self.dirty = HashTable::new();
+        self.clean = HashTable::new();
+        self.frozen.clear();
+        self.runs.clear();
+        let old_parallelism = field.parts.len() as u32;
+        let rescaled = old_parallelism != restore.parallelism;
+        let stream = field.stream();
+        for &(part, _, _, bytes) in &field.parts {
+            if !rescaled && part != restore.instance {
+                continue;
+            }
+            let manifest: Vec<RunRef> = rkyv::from_bytes::<Vec<RunRef>, rancor::Error>(bytes)
+                .map_err(|e| field.refused(format!("its manifest does not read: {e}")))?;
+            for (checkpoint, writer, entries) in manifest {
+                let checkpoint = if checkpoint == THIS_CHECKPOINT {
+                    restore.checkpoint
+                } else {
+                    CheckpointId::new(checkpoint)
+                };
+                if restore.records.is_none() {
+                    return Err(field.refused(
+                        "its runs are in the checkpoint log, and this restore has none (a test harness): test stored state with the runtime".to_string(),
+                    ));
+                }
+                let bytes = restore
+                    .side_record(checkpoint, stream, InstanceIdx(writer))
+                    .ok_or_else(|| {
+                        field.refused(format!(
+                            "the run instance {writer} wrote in checkpoint {checkpoint} is not in the checkpoint log"
+                        ))
+                    })?;
+                let run = Run::open(bytes, self.key_groups).map_err(|e| {
+                    field.refused(format!(
+                        "the run instance {writer} wrote in checkpoint {checkpoint}: {}",
+                        e.0
+                    ))
+                })?;
+                self.runs.push(Durable {
+                    run: Arc::new(run),
+                    reference: (checkpoint.get(), writer, entries),
+                    listed_by: rescaled.then_some((old_parallelism, part.0)),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value run `run` holds for `k` in `group`: `Some(None)` if removed
+/// there, `None` if it does not mention it.
+fn read_run<K, V>(run: &Run, group: u32, hash: u64, k: &K) -> Result<Option<Option<V>>, String>
+where
+    K: Key + StateData,
+    V: StateData,
+    Vec<RunEntry<K, V>>: StateData,
+{
+    let Some(entries) = run.group::<K, V>(group).map_err(|e| e.0)? else {
+        return Ok(None);
+    };
+    let Some(archived) = find::<K, V>(entries, hash, k).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    rkyv::deserialize::<Option<V>, rancor::Error>(archived)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// Calls `f` with every entry of `run` in `group`, in hash order.
+fn for_each_in<K, V>(
+    run: &Run,
+    group: u32,
+    mut f: impl FnMut(u64, K, Option<V>),
+) -> Result<(), BadRun>
+where
+    K: StateData,
+    V: StateData,
+    Vec<RunEntry<K, V>>: StateData,
+{
+    let Some(entries) = run.group::<K, V>(group)? else {
+        return Ok(());
+    };
+    for entry in entries.iter() {
+        let k =
+            rkyv::deserialize::<K, rancor::Error>(&entry.1).map_err(|e| BadRun(e.to_string()))?;
+        let v = rkyv::deserialize::<Option<V>, rancor::Error>(&entry.2)
+            .map_err(|e| BadRun(e.to_string()))?;
+        f(entry.0.to_native(), k, v);
+    }
+    Ok(())
+}
+
+/// What a checkpoint hands the coordinator to write one run: the layers
+/// frozen since the last durable run, and the runs merged into it.
+struct RunPayload<K, V> {
+    /// Oldest first; a newer layer's entry wins.
+    layers: Vec<Arc<Layer<K, V>>>,
+    /// Oldest first, each with the old instance that listed it if inherited.
+    merged: Vec<(Arc<Run>, ListedBy)>,
+    key_groups: KeyGroups,
+    /// This instance and its parallelism: only its key groups are written.
+    keep: (u32, u32),
+    /// A merge down to the first run: removed keys need no tombstone.
+    drop_removed: bool,
+}
+
+impl<K, V> std::fmt::Debug for RunPayload<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunPayload")
+            .field("layers", &self.layers.len())
+            .field("merged", &self.merged.len())
+            .finish()
+    }
+}
+
+impl<K, V> RunPayload<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+    Vec<RunEntry<K, V>>: StateData,
+{
+    fn write(&self) -> Result<Vec<u8>, String> {
+        let groups = self.key_groups.count();
+        // Each layer's entries by key group, once.
+        let mut by_group: Vec<Vec<GroupEntries<'_, K, V>>> =
+            vec![vec![Vec::new(); self.layers.len()]; groups as usize];
+        for (l, layer) in self.layers.iter().enumerate() {
+            for (k, v) in layer.iter() {
+                let hash = stable_hash(k);
+                by_group[self.key_groups.key_group(hash) as usize][l].push((hash, k, v));
+            }
+        }
+        let (instance, parallelism) = self.keep;
+        let mut writer = RunWriter::new(self.key_groups);
+        let mut group_entries: HashMap<K, (u64, Option<V>)> = HashMap::new();
+        for group in 0..groups {
+            if self.key_groups.instance_of(group, parallelism) != instance {
+                continue;
+            }
+            group_entries.clear();
+            for (run, listed_by) in &self.merged {
+                if let Some((old_parallelism, old_instance)) = *listed_by
+                    && self.key_groups.instance_of(group, old_parallelism) != old_instance
+                {
+                    continue;
+                }
+                for_each_in::<K, V>(run, group, |hash, k, v| {
+                    group_entries.insert(k, (hash, v));
+                })
+                .map_err(|e| e.0)?;
+            }
+            for layer in &by_group[group as usize] {
+                for &(hash, k, v) in layer {
+                    group_entries.insert(k.clone(), (hash, v.clone()));
+                }
+            }
+            let mut entries: Vec<RunEntry<K, V>> = group_entries
+                .drain()
+                .filter(|(_, (_, v))| !(self.drop_removed && v.is_none()))
+                .map(|(k, (hash, v))| (hash, k, v))
+                .collect();
+            entries.sort_unstable_by_key(|e| e.0);
+            writer.group(group, &entries).map_err(|e| e.to_string())?;
+        }
+        Ok(writer.finish())
+    }
+}
+
+impl<K, V> DeferredBytes for RunPayload<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+    Vec<RunEntry<K, V>>: StateData,
+{
+    fn produce(&self) -> Result<Vec<u8>, TaskError> {
+        self.write().map_err(|reason| {
+            TaskError::Snapshot(format!("writing a run of stored state: {reason}"))
+        })
+    }
+}
+
+impl<K, V> StateField for StoredState<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+    Vec<RunEntry<K, V>>: StateData,
+{
+    fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        self.take_snapshot(ctx)
+    }
+
+    fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        self.restore_from(field)
+    }
+}

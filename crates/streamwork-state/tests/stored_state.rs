@@ -1,0 +1,334 @@
+//! The state store against a model: `StoredState` under random writes,
+//! removals, checkpoints (written to a real checkpoint log as the
+//! coordinator writes them: side records produced off the instance,
+//! dependencies, commit, runs mapped back), crashes that restore the last
+//! complete checkpoint at another parallelism, and the merges its policy
+//! makes, always reads what a `BTreeMap` holds.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use proptest::prelude::*;
+use streamwork_core::checkpoint::{
+    Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext,
+};
+use streamwork_core::grouping::KeyGroups;
+use streamwork_core::hash::stable_hash;
+use streamwork_core::state::CurrentKey;
+use streamwork_core::{CheckpointId, InstanceIdx};
+use streamwork_state::{
+    Checkpoint, CheckpointLog, FieldsReader, FieldsWriter, LogOptions, StateField, StoreOptions,
+    StoredState, load_latest, operator_id, side_operator_id,
+};
+
+const GROUPS: KeyGroups = KeyGroups::DEFAULT;
+const COMPONENT: &str = "sums";
+const FIELD: &str = "totals";
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "swstore-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A loaded checkpoint offered as the runtime offers it.
+struct Source(Checkpoint);
+
+impl RestoreSource for Source {
+    fn checkpoint(&self) -> CheckpointId {
+        self.0.id()
+    }
+    fn is_final(&self) -> bool {
+        false
+    }
+    fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {
+        let id = operator_id(component);
+        self.0
+            .snapshots()
+            .filter(|s| s.operator() == id)
+            .map(|s| RestoredPart {
+                part: InstanceIdx(s.part()),
+                schema: s.schema(),
+                bytes: s.bytes(),
+            })
+            .collect()
+    }
+    fn ended(&self, _: &str) -> Vec<InstanceIdx> {
+        Vec::new()
+    }
+    fn side_record(
+        &self,
+        checkpoint: CheckpointId,
+        component: &str,
+        stream: u32,
+        part: InstanceIdx,
+    ) -> Option<SharedBytes> {
+        self.0
+            .shared(checkpoint, side_operator_id(component, stream), part.0)
+    }
+}
+
+/// One job's instances of a stored field, and the log they checkpoint to.
+struct Job {
+    dir: Dir,
+    log: CheckpointLog,
+    completed: CheckpointId,
+    instances: Vec<StoredState<u64, i64>>,
+    /// Bytes each checkpoint wrote.
+    written: Vec<u64>,
+}
+
+fn options() -> StoreOptions {
+    // A tiny cache, so that reads go to the runs.
+    StoreOptions { cache_entries: 4 }
+}
+
+impl Job {
+    fn new(parallelism: u32) -> Self {
+        let dir = Dir::new("job");
+        let log = CheckpointLog::open(
+            &dir.0,
+            LogOptions {
+                segment_bytes: 4096,
+                retain: 2,
+            },
+        )
+        .unwrap();
+        Job {
+            dir,
+            log,
+            completed: CheckpointId::NONE,
+            instances: (0..parallelism)
+                .map(|_| StoredState::with_options(options()))
+                .collect(),
+            written: Vec::new(),
+        }
+    }
+
+    fn parallelism(&self) -> u32 {
+        self.instances.len() as u32
+    }
+
+    fn owner(&mut self, key: u64) -> &mut StoredState<u64, i64> {
+        let p = self.parallelism();
+        &mut self.instances[GROUPS.route(stable_hash(&key), p) as usize]
+    }
+
+    /// A checkpoint, written as the coordinator writes it.
+    fn checkpoint(&mut self) {
+        let id = self.log.next_checkpoint_id().unwrap();
+        let parallelism = self.parallelism();
+        let mut records = 0;
+        let mut bytes = 0u64;
+        let mut mapped = Vec::new();
+        let mut builds_on = Vec::new();
+        for (i, state) in self.instances.iter_mut().enumerate() {
+            let ctx = SnapshotContext {
+                checkpoint: id,
+                key_groups: GROUPS,
+                instance: InstanceIdx(i as u32),
+                parallelism,
+                completed: self.completed,
+            };
+            let mut writer = FieldsWriter::new();
+            writer.field(FIELD, state.snapshot_field(&ctx).unwrap());
+            let part = writer.finish();
+            self.log
+                .append_snapshot(
+                    id,
+                    operator_id(COMPONENT),
+                    i as u32,
+                    part.schema,
+                    &part.bytes,
+                )
+                .unwrap();
+            records += 1;
+            for side in &part.side {
+                let payload = side.payload.produce().unwrap();
+                bytes += payload.len() as u64;
+                let at = self
+                    .log
+                    .append_snapshot(
+                        id,
+                        side_operator_id(COMPONENT, side.stream),
+                        i as u32,
+                        side.schema,
+                        &payload,
+                    )
+                    .unwrap();
+                records += 1;
+                mapped.push((at, side.written.clone()));
+            }
+            builds_on.extend(part.builds_on);
+        }
+        builds_on.sort_unstable();
+        builds_on.dedup();
+        for on in builds_on {
+            self.log.append_dependency(id, on).unwrap();
+        }
+        self.log.commit(id, records).unwrap();
+        for (at, slot) in mapped {
+            slot.set(self.log.map_written(&at).unwrap()).unwrap();
+        }
+        self.completed = id;
+        self.written.push(bytes);
+    }
+
+    /// A crash, and a restore of the last complete checkpoint at
+    /// `parallelism` (from nothing if there is none).
+    fn crash_and_restore(&mut self, parallelism: u32) {
+        let fresh = || StoredState::with_options(options());
+        if self.completed == CheckpointId::NONE {
+            self.instances = (0..parallelism).map(|_| fresh()).collect();
+            return;
+        }
+        let source = Source(load_latest(&self.dir.0).unwrap());
+        assert_eq!(source.checkpoint(), self.completed);
+        self.instances = (0..parallelism)
+            .map(|i| {
+                let restore = Restore {
+                    component: COMPONENT,
+                    checkpoint: source.checkpoint(),
+                    is_final: false,
+                    ended: Vec::new(),
+                    instance: InstanceIdx(i),
+                    parallelism,
+                    key_groups: GROUPS,
+                    parts: source.parts(COMPONENT),
+                    records: Some(&source),
+                };
+                let mut state = fresh();
+                let fields = FieldsReader::read(&restore).unwrap();
+                let field = fields.field(FIELD).expect("the field was checkpointed");
+                state.restore_field(&field).unwrap();
+                state
+            })
+            .collect();
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(u64, i64),
+    Add(u64, i64),
+    Remove(u64),
+    Get(u64),
+    Checkpoint,
+    Crash(u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u64..40;
+    prop_oneof![
+        4 => (key.clone(), any::<i64>()).prop_map(|(k, v)| Op::Put(k, v)),
+        4 => (key.clone(), -1000i64..1000).prop_map(|(k, d)| Op::Add(k, d)),
+        2 => key.clone().prop_map(Op::Remove),
+        4 => key.prop_map(Op::Get),
+        2 => Just(Op::Checkpoint),
+        1 => (1u32..4).prop_map(Op::Crash),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn the_store_reads_what_the_model_holds(start in 1u32..4, ops in prop::collection::vec(op(), 1..160)) {
+        let mut job = Job::new(start);
+        let mut model: BTreeMap<u64, i64> = BTreeMap::new();
+        let mut committed = model.clone();
+        for op in ops {
+            match op {
+                Op::Put(k, v) => {
+                    job.owner(k).insert(CurrentKey::for_testing(&k), v);
+                    model.insert(k, v);
+                }
+                Op::Add(k, d) => {
+                    let v = job.owner(k).get_or_default(CurrentKey::for_testing(&k));
+                    *v = v.wrapping_add(d);
+                    let m = model.entry(k).or_default();
+                    *m = m.wrapping_add(d);
+                }
+                Op::Remove(k) => {
+                    job.owner(k).remove(CurrentKey::for_testing(&k));
+                    model.remove(&k);
+                }
+                Op::Get(k) => {
+                    let got = job.owner(k).get(CurrentKey::for_testing(&k)).copied();
+                    prop_assert_eq!(got, model.get(&k).copied(), "key {}", k);
+                }
+                Op::Checkpoint => {
+                    job.checkpoint();
+                    committed = model.clone();
+                }
+                Op::Crash(p) => {
+                    job.crash_and_restore(p);
+                    model = committed.clone();
+                }
+            }
+        }
+        // Every instance holds exactly the model's keys it owns.
+        let p = job.parallelism();
+        let mut all = BTreeMap::new();
+        for (i, state) in job.instances.iter_mut().enumerate() {
+            for (k, v) in state.entries().unwrap() {
+                prop_assert_eq!(GROUPS.route(stable_hash(&k), p), i as u32);
+                all.insert(k, v);
+            }
+        }
+        prop_assert_eq!(all, model);
+    }
+}
+
+/// A checkpoint writes what changed since the last one, and merging keeps
+/// the runs few: over many checkpoints that each change 1% of the keys,
+/// the bytes written average a small share of the whole state's.
+#[test]
+fn checkpoints_write_what_changed_and_merges_stay_bounded() {
+    let keys = 20_000u64;
+    let mut job = Job::new(1);
+    for k in 0..keys {
+        job.owner(k).insert(CurrentKey::for_testing(&k), k as i64);
+    }
+    job.checkpoint();
+    let full = job.written[0];
+    for round in 0..40u64 {
+        for k in 0..keys / 100 {
+            let key = (k * 97 + round * 31) % keys;
+            *job.owner(key).get_or_default(CurrentKey::for_testing(&key)) += 1;
+        }
+        job.checkpoint();
+    }
+    let increments = &job.written[1..];
+    let average = increments.iter().sum::<u64>() as f64 / increments.len() as f64;
+    assert!(
+        average < 0.05 * full as f64,
+        "average {average:.0} bytes a checkpoint against {full} for the whole state: {increments:?}"
+    );
+    assert!(
+        job.instances[0].runs() <= 13,
+        "{} runs",
+        job.instances[0].runs()
+    );
+    // And what was written reads back whole after a restore.
+    job.crash_and_restore(1);
+    let state = &mut job.instances[0];
+    assert_eq!(state.in_memory(), 0, "a restore reads the log in place");
+    assert_eq!(state.entries().unwrap().len(), keys as usize);
+}
