@@ -108,7 +108,7 @@ pub(crate) fn field_stream(name: &str) -> u32 {
 #[diagnostic::on_unimplemented(
     message = "a field of type `{Self}` is not state the framework can checkpoint",
     label = "the framework would lose this field at a restart",
-    note = "use a keyed kind (`KeyedState<K, V>`, `ListState`, `MapState`, `ReducingState`, `AggregatingState`) or `InstanceState<T>`, with archivable `K`, `V`, `T`",
+    note = "use a keyed kind (`KeyedState<K, V>`, `StoredState<K, V>` for state larger than memory, `ListState`, `MapState`, `ReducingState`, `AggregatingState`) or `InstanceState<T>`, with archivable `K`, `V`, `T`",
     note = "or mark the field `#[state(transient)]` if losing it at a restart is right (a cache, a buffer rebuilt on open)"
 )]
 pub trait StateField {
