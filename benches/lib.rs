@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 
+mod state;
+pub use state::{StateKind, state_baseline, state_job, state_key, state_reference};
+
 /// Distinct keys of the keyed workloads, unless a workload says otherwise.
 pub const KEYS: u64 = 10_000;
 

@@ -5,14 +5,17 @@
 //! in a fresh process so that the peak resident size is the run's own.
 
 use anyhow::{Context, bail};
+use std::time::{Duration, Instant};
+
 use streamwork_benches::{
-    Outcome, best_of, join_baseline, join_job, peak_rss_bytes, w1_baseline, w1_job, w2_baseline,
-    w2_job, w2_latency, w3_baseline, w3_job,
+    Outcome, StateKind, best_of, join_baseline, join_job, peak_rss_bytes, state_baseline,
+    state_job, state_reference, w1_baseline, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
+    w3_job,
 };
 
 #[path = "measurement.rs"]
 mod measurement;
-use measurement::Measurement;
+use measurement::{Measurement, StateFigures};
 
 /// A workload as a Streamwork job: events, parallelism.
 type JobFn = fn(u64, u32) -> Outcome;
@@ -33,6 +36,27 @@ fn main() -> anyhow::Result<()> {
     let parallelism: u32 = value("--parallelism").unwrap_or("1").parse()?;
     let events: u64 = value("--events").unwrap_or("10000000").parse()?;
     let runs: u32 = value("--runs").unwrap_or("3").parse()?;
+    if let Some(kind) = match workload.as_str() {
+        "STATE-KEYED" => Some(StateKind::Keyed),
+        "STATE-STORED" => Some(StateKind::Stored),
+        _ => None,
+    } {
+        let keys: u64 = value("--keys").unwrap_or("1000000").parse()?;
+        let interval = Duration::from_millis(value("--interval-ms").unwrap_or("1000").parse()?);
+        let checked_only = args.iter().any(|a| a == "--checked-only");
+        let measurement = state_workload(
+            &workload,
+            kind,
+            parallelism,
+            events,
+            keys,
+            interval,
+            runs,
+            checked_only,
+        )?;
+        println!("{}", serde_json::to_string(&measurement)?);
+        return Ok(());
+    }
 
     let (job, baseline): (JobFn, BaselineFn) = match workload.as_str() {
         "W1" => (w1_job, w1_baseline),
@@ -41,7 +65,9 @@ fn main() -> anyhow::Result<()> {
         "W3-K100" => (|n, p| w3_job(n, p, 100), |n| w3_baseline(n, 100)),
         "W3-K100K" => (|n, p| w3_job(n, p, 100_000), |n| w3_baseline(n, 100_000)),
         "JOIN" => (join_job, join_baseline),
-        other => bail!("unknown workload {other}: expected W1, W2, W3, W3-K100, W3-K100K or JOIN"),
+        other => bail!(
+            "unknown workload {other}: expected W1, W2, W3, W3-K100, W3-K100K, JOIN, STATE-KEYED or STATE-STORED"
+        ),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));
     let (outcome, elapsed_s) = best_of(runs, || job(events, parallelism));
@@ -72,7 +98,91 @@ fn main() -> anyhow::Result<()> {
         p50_latency_us: p50,
         p99_latency_us: p99,
         peak_rss_bytes: peak_rss_bytes(),
+        state: None,
     };
     println!("{}", serde_json::to_string(&measurement)?);
     Ok(())
+}
+
+/// A state workload: the hand-written loop, the job without checkpoints,
+/// the job checkpointed every `interval` (the best of `runs`), then two
+/// restores of its final checkpoint, at the same parallelism and one more.
+/// `checked_only`: the checkpointed job alone, its result checked against
+/// a dense array of counts (for state larger than the memory allowed).
+#[allow(clippy::too_many_arguments)]
+fn state_workload(
+    workload: &str,
+    kind: StateKind,
+    parallelism: u32,
+    events: u64,
+    keys: u64,
+    interval: Duration,
+    runs: u32,
+    checked_only: bool,
+) -> anyhow::Result<Measurement> {
+    let dir = std::env::temp_dir().join(format!("streamwork-bench-state-{}", std::process::id()));
+    let (expected, baseline_s, unchecked_s) = if checked_only {
+        let (expected, reference_s) = best_of(1, || state_reference(events, keys));
+        (expected, reference_s, f64::INFINITY)
+    } else {
+        let (expected, baseline_s) = best_of(runs, || state_baseline(events, keys));
+        let (unchecked, unchecked_s) =
+            best_of(runs, || state_job(events, parallelism, keys, kind, None).0);
+        if unchecked != expected {
+            bail!("{workload} computed {unchecked:?}, the baseline {expected:?}");
+        }
+        (expected, baseline_s, unchecked_s)
+    };
+    let mut best: Option<(f64, streamwork::runtime::JobReport)> = None;
+    for _ in 0..runs.max(1) {
+        let _ = std::fs::remove_dir_all(&dir);
+        let started = Instant::now();
+        let (outcome, report) = state_job(events, parallelism, keys, kind, Some((&dir, interval)));
+        let elapsed = started.elapsed().as_secs_f64();
+        if outcome != expected {
+            bail!("{workload} checkpointed computed {outcome:?}, the baseline {expected:?}");
+        }
+        if best.as_ref().is_none_or(|(b, _)| elapsed < *b) {
+            best = Some((elapsed, report));
+        }
+    }
+    let Some((elapsed_s, report)) = best else {
+        bail!("no run")
+    };
+    // The directory now holds the last run's final checkpoint.
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (_, restored) = state_job(events, parallelism, keys, kind, Some((&dir, interval)));
+    let (_, rescaled) = state_job(events, parallelism + 1, keys, kind, Some((&dir, interval)));
+    let _ = std::fs::remove_dir_all(&dir);
+    let taken: Vec<_> = report.checkpoints.iter().filter(|c| !c.is_final).collect();
+    let state = StateFigures {
+        keys,
+        unchecked_events_per_sec: events as f64 / unchecked_s,
+        checkpoints: taken.len(),
+        longest_pause_ms: taken
+            .iter()
+            .map(|c| ms(c.longest_pause))
+            .fold(0.0, f64::max),
+        longest_checkpoint_ms: taken.iter().map(|c| ms(c.duration)).fold(0.0, f64::max),
+        bytes: taken.iter().map(|c| c.bytes).collect(),
+        restore_load_ms: ms(restored.recovery.load),
+        restore_instance_ms: ms(restored.recovery.longest_instance_restore),
+        rescale_load_ms: ms(rescaled.recovery.load),
+        rescale_instance_ms: ms(rescaled.recovery.longest_instance_restore),
+    };
+    Ok(Measurement {
+        workload: workload.to_string(),
+        parallelism,
+        events,
+        records: expected.records,
+        checksum: expected.checksum,
+        elapsed_s,
+        events_per_sec: events as f64 / elapsed_s,
+        ns_per_event: elapsed_s * 1e9 / events as f64,
+        baseline_events_per_sec: events as f64 / baseline_s,
+        p50_latency_us: None,
+        p99_latency_us: None,
+        peak_rss_bytes: peak_rss_bytes(),
+        state: Some(state),
+    })
 }

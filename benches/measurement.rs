@@ -17,6 +17,33 @@ pub(crate) struct Measurement {
     pub(crate) p50_latency_us: Option<f64>,
     pub(crate) p99_latency_us: Option<f64>,
     pub(crate) peak_rss_bytes: Option<u64>,
+    /// What a state workload measured of its checkpoints and restores.
+    #[serde(default)]
+    pub(crate) state: Option<StateFigures>,
+}
+
+/// What a state workload measured beside its throughput.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
+pub(crate) struct StateFigures {
+    /// Distinct keys.
+    pub(crate) keys: u64,
+    /// The same job without checkpoints, events per second.
+    pub(crate) unchecked_events_per_sec: f64,
+    /// Checkpoints taken (the final one excluded).
+    pub(crate) checkpoints: usize,
+    /// The longest a task thread waited for a checkpoint, ms.
+    pub(crate) longest_pause_ms: f64,
+    /// The longest checkpoint, trigger to durable commit, ms.
+    pub(crate) longest_checkpoint_ms: f64,
+    /// Bytes each checkpoint wrote, in order (the final one excluded).
+    pub(crate) bytes: Vec<u64>,
+    /// Restoring the final checkpoint at the same parallelism: loading it,
+    /// and the longest instance restore, ms.
+    pub(crate) restore_load_ms: f64,
+    pub(crate) restore_instance_ms: f64,
+    /// The same at one more instance.
+    pub(crate) rescale_load_ms: f64,
+    pub(crate) rescale_instance_ms: f64,
 }
 
 impl Measurement {

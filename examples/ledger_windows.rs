@@ -66,11 +66,13 @@ fn parse(index: u64, line: &[u8]) -> Result<Entry, String> {
 /// A balance after one entry: `(index, account, balance)`.
 type Balance = (u64, u64, i128);
 
-/// Each account's running balance: state the framework checkpoints by key
-/// group (`#[derive(State)]`), so that it is restored at any parallelism.
+/// Each account's running balance: state that lives in the checkpoint log
+/// (`StoredState`: what changed since the last checkpoint in memory, the
+/// rest read in place from the log), checkpointed by the framework
+/// (`#[derive(State)]`) and restored at any parallelism.
 #[derive(Clone, Default, State)]
 struct Balances {
-    balances: KeyedState<u64, i128>,
+    balances: StoredState<u64, i128>,
 }
 
 #[operator]

@@ -128,8 +128,8 @@ pub mod prelude {
         JobReport, RestartStrategy, RunOptions,
     };
     pub use streamwork_state::{
-        AggregatingState, InstanceState, ListState, MapState, ReducingState, StoredState,
-        ValueState,
+        AggregatingState, ExpiringState, InstanceState, ListState, MapState, ReducingState,
+        StoredState, Ttl, ValueState,
     };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,

@@ -14,7 +14,22 @@ use crate::{project_root, run as run_command};
 mod measurement;
 use measurement::Measurement;
 
-const WORKLOADS: &[&str] = &["W1", "W2", "W3", "W3-K100", "W3-K100K", "JOIN"];
+const WORKLOADS: &[&str] = &[
+    "W1",
+    "W2",
+    "W3",
+    "W3-K100",
+    "W3-K100K",
+    "JOIN",
+    "STATE-KEYED",
+    "STATE-STORED",
+];
+
+/// Whether `workload` is a state workload: its figures include checkpoints
+/// and restores, and a build from before them does not know it.
+fn is_state(workload: &str) -> bool {
+    workload.starts_with("STATE-")
+}
 const PARALLELISM: &[u32] = &[1, 2];
 
 /// What `cargo xtask bench` was asked.
@@ -79,6 +94,15 @@ fn measure(
         .args(["--runs", runs]);
     if latency {
         command.arg("--latency");
+    }
+    if is_state(workload) {
+        // A tenth of the events load every key; the rest update the hot 1%,
+        // with a checkpoint every 100 ms (the figures for 10 million keys
+        // and one second: `streamwork-bench --workload STATE-STORED --keys
+        // 10000000 --interval-ms 1000 --events 2500000000`).
+        command
+            .args(["--keys", &(events / 10).to_string()])
+            .args(["--interval-ms", "100"]);
     }
     let output = command
         .output()
@@ -153,7 +177,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                     let m = measure(&binary, workload, parallelism, events, runs, latency)?;
                     keep_best(&mut best[slot], m);
                 }
-                if let Some(against) = &options.against {
+                if let Some(against) = options.against.as_ref().filter(|_| !is_state(workload)) {
                     let m = measure(against, workload, parallelism, events, runs, latency)?;
                     keep_best(&mut best_against[slot], m);
                 }
@@ -188,7 +212,13 @@ fn print_comparison(this: &[Measurement], other: &[Measurement], against: &std::
         "{:<8} {:>3} {:>13} {:>13} {:>8} {:>10} {:>10}",
         "workload", "par", "this ev/s", "other ev/s", "ratio", "this RSS", "other RSS"
     );
-    for (a, b) in this.iter().zip(other) {
+    for a in this {
+        let Some(b) = other
+            .iter()
+            .find(|b| b.workload == a.workload && b.parallelism == a.parallelism)
+        else {
+            continue;
+        };
         println!(
             "{:<8} {:>3} {:>13.0} {:>13.0} {:>7.3}× {:>9.1}M {:>9.1}M",
             a.workload,
@@ -240,5 +270,52 @@ fn print_table(results: &[Measurement]) {
     }
     println!(
         "vs loop: the hand-written single-threaded loop's events/s divided by Streamwork's (1.00× = as fast as the loop)"
+    );
+    print_state_table(results);
+}
+
+/// The state workloads' checkpoints and restores.
+fn print_state_table(results: &[Measurement]) {
+    let state: Vec<_> = results
+        .iter()
+        .filter_map(|m| m.state.as_ref().map(|s| (m, s)))
+        .collect();
+    if state.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:<12} {:>3} {:>9} {:>9} {:>7} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10}",
+        "workload",
+        "par",
+        "keys",
+        "ckpt/none",
+        "ckpts",
+        "pause ms",
+        "ckpt ms",
+        "first B",
+        "later B",
+        "restore ms",
+        "rescale ms"
+    );
+    for (m, s) in state {
+        let later = s.bytes.iter().skip(1).sum::<u64>() / (s.bytes.len().max(2) as u64 - 1);
+        println!(
+            "{:<12} {:>3} {:>9} {:>8.2}× {:>7} {:>10.2} {:>10.1} {:>12} {:>12} {:>10.2} {:>10.2}",
+            m.workload,
+            m.parallelism,
+            s.keys,
+            m.events_per_sec / s.unchecked_events_per_sec,
+            s.checkpoints,
+            s.longest_pause_ms,
+            s.longest_checkpoint_ms,
+            s.bytes.first().copied().unwrap_or(0),
+            later,
+            s.restore_load_ms + s.restore_instance_ms,
+            s.rescale_load_ms + s.rescale_instance_ms,
+        );
+    }
+    println!(
+        "ckpt/none: events/s with a checkpoint every 100 ms over events/s without; pause: the longest a task thread waited for a checkpoint; first B: bytes of the first checkpoint; later B: mean bytes of the others; restore, rescale: loading the final checkpoint and the longest instance restore, at the same parallelism and one more"
     );
 }

@@ -72,5 +72,5 @@ pub use managed::{
     MANAGED_STATE_SCHEMA, OperatorState, StateField,
 };
 pub use snapshot::{Checkpoint, Snapshot, archive};
-pub use store::{StoreOptions, StoredState};
+pub use store::{Expiring, ExpiringState, StoreOptions, StoredState, Ttl, TtlTime};
 pub use version::{Migration, VersionedState, operator_id, side_operator_id};

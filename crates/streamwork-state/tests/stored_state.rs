@@ -16,10 +16,11 @@ use streamwork_core::checkpoint::{
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::CurrentKey;
+use streamwork_core::time::Timestamp;
 use streamwork_core::{CheckpointId, InstanceIdx};
 use streamwork_state::{
-    Checkpoint, CheckpointLog, FieldsReader, FieldsWriter, LogOptions, StateField, StoreOptions,
-    StoredState, load_latest, operator_id, side_operator_id,
+    Checkpoint, CheckpointLog, ExpiringState, FieldsReader, FieldsWriter, LogOptions, StateField,
+    StoreOptions, StoredState, Ttl, load_latest, operator_id, side_operator_id,
 };
 
 const GROUPS: KeyGroups = KeyGroups::DEFAULT;
@@ -85,11 +86,12 @@ impl RestoreSource for Source {
 }
 
 /// One job's instances of a stored field, and the log they checkpoint to.
-struct Job {
+struct Job<S> {
     dir: Dir,
     log: CheckpointLog,
     completed: CheckpointId,
-    instances: Vec<StoredState<u64, i64>>,
+    instances: Vec<S>,
+    fresh: fn() -> S,
     /// Bytes each checkpoint wrote.
     written: Vec<u64>,
 }
@@ -99,8 +101,12 @@ fn options() -> StoreOptions {
     StoreOptions { cache_entries: 4 }
 }
 
-impl Job {
-    fn new(parallelism: u32) -> Self {
+fn stored() -> StoredState<u64, i64> {
+    StoredState::with_options(options())
+}
+
+impl<S: StateField> Job<S> {
+    fn new(parallelism: u32, fresh: fn() -> S) -> Self {
         let dir = Dir::new("job");
         let log = CheckpointLog::open(
             &dir.0,
@@ -114,9 +120,8 @@ impl Job {
             dir,
             log,
             completed: CheckpointId::NONE,
-            instances: (0..parallelism)
-                .map(|_| StoredState::with_options(options()))
-                .collect(),
+            instances: (0..parallelism).map(|_| fresh()).collect(),
+            fresh,
             written: Vec::new(),
         }
     }
@@ -125,7 +130,7 @@ impl Job {
         self.instances.len() as u32
     }
 
-    fn owner(&mut self, key: u64) -> &mut StoredState<u64, i64> {
+    fn owner(&mut self, key: u64) -> &mut S {
         let p = self.parallelism();
         &mut self.instances[GROUPS.route(stable_hash(&key), p) as usize]
     }
@@ -193,7 +198,7 @@ impl Job {
     /// A crash, and a restore of the last complete checkpoint at
     /// `parallelism` (from nothing if there is none).
     fn crash_and_restore(&mut self, parallelism: u32) {
-        let fresh = || StoredState::with_options(options());
+        let fresh = self.fresh;
         if self.completed == CheckpointId::NONE {
             self.instances = (0..parallelism).map(|_| fresh()).collect();
             return;
@@ -250,7 +255,7 @@ proptest! {
 
     #[test]
     fn the_store_reads_what_the_model_holds(start in 1u32..4, ops in prop::collection::vec(op(), 1..160)) {
-        let mut job = Job::new(start);
+        let mut job = Job::new(start, stored);
         let mut model: BTreeMap<u64, i64> = BTreeMap::new();
         let mut committed = model.clone();
         for op in ops {
@@ -302,7 +307,7 @@ proptest! {
 #[test]
 fn checkpoints_write_what_changed_and_merges_stay_bounded() {
     let keys = 20_000u64;
-    let mut job = Job::new(1);
+    let mut job = Job::new(1, stored);
     for k in 0..keys {
         job.owner(k).insert(CurrentKey::for_testing(&k), k as i64);
     }
@@ -331,4 +336,136 @@ fn checkpoints_write_what_changed_and_merges_stay_bounded() {
     let state = &mut job.instances[0];
     assert_eq!(state.in_memory(), 0, "a restore reads the log in place");
     assert_eq!(state.entries().unwrap().len(), keys as usize);
+}
+
+#[derive(Clone, Debug)]
+enum TtlOp {
+    Add(u64, i64),
+    Remove(u64),
+    Get(u64),
+    Advance(i64),
+    Checkpoint,
+    Crash(u32),
+}
+
+fn ttl_op() -> impl Strategy<Value = TtlOp> {
+    let key = 0u64..24;
+    prop_oneof![
+        5 => (key.clone(), -100i64..100).prop_map(|(k, d)| TtlOp::Add(k, d)),
+        1 => key.clone().prop_map(TtlOp::Remove),
+        4 => key.prop_map(TtlOp::Get),
+        3 => (0i64..40).prop_map(TtlOp::Advance),
+        2 => Just(TtlOp::Checkpoint),
+        1 => (1u32..4).prop_map(TtlOp::Crash),
+    ]
+}
+
+const TTL_MS: i64 = 50;
+
+/// The model's value of `k` at `now`, unless expired.
+fn live(model: &BTreeMap<u64, (i64, i64)>, k: u64, now: i64) -> Option<i64> {
+    model
+        .get(&k)
+        .filter(|(written, _)| *written >= now - TTL_MS)
+        .map(|(_, v)| *v)
+}
+
+fn expiring() -> ExpiringState<u64, i64> {
+    ExpiringState::with_options(
+        Ttl::event(std::time::Duration::from_millis(TTL_MS as u64)),
+        options(),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// With a time-to-live in event time: a value read more than the TTL
+    /// after its last write is gone, before and after checkpoints, crashes
+    /// and rescales, as in a model that drops it.
+    #[test]
+    fn expired_values_are_gone_as_in_the_model(start in 1u32..4, ops in prop::collection::vec(ttl_op(), 1..160)) {
+        let mut job = Job::new(start, expiring);
+        let mut now = 0i64;
+        // Key → (last written, value).
+        let mut model: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+        let mut committed = (model.clone(), now);
+        let advance = |job: &mut Job<ExpiringState<u64, i64>>, now: i64| {
+            for state in &mut job.instances {
+                state.advance(Timestamp::from_millis(now));
+            }
+        };
+        advance(&mut job, now);
+        for op in ops {
+            match op {
+                TtlOp::Add(k, d) => {
+                    *job.owner(k).get_or_default(CurrentKey::for_testing(&k)) += d;
+                    let base = live(&model, k, now).unwrap_or_default();
+                    model.insert(k, (now, base + d));
+                }
+                TtlOp::Remove(k) => {
+                    job.owner(k).remove(CurrentKey::for_testing(&k));
+                    model.remove(&k);
+                }
+                TtlOp::Get(k) => {
+                    let got = job.owner(k).get(CurrentKey::for_testing(&k)).copied();
+                    prop_assert_eq!(got, live(&model, k, now), "key {} at {}", k, now);
+                }
+                TtlOp::Advance(dt) => {
+                    now += dt;
+                    advance(&mut job, now);
+                }
+                TtlOp::Checkpoint => {
+                    job.checkpoint();
+                    committed = (model.clone(), now);
+                }
+                TtlOp::Crash(p) => {
+                    job.crash_and_restore(p);
+                    (model, now) = committed.clone();
+                    // Event time comes back with the replayed records.
+                    advance(&mut job, now);
+                }
+            }
+        }
+        let p = job.parallelism();
+        let mut all = BTreeMap::new();
+        for (i, state) in job.instances.iter_mut().enumerate() {
+            for (k, v) in state.entries().unwrap() {
+                prop_assert_eq!(GROUPS.route(stable_hash(&k), p), i as u32);
+                all.insert(k, v);
+            }
+        }
+        let expected: BTreeMap<u64, i64> = model
+            .keys()
+            .filter_map(|&k| live(&model, k, now).map(|v| (k, v)))
+            .collect();
+        prop_assert_eq!(all, expected);
+    }
+}
+
+/// Expired values are left out of the runs written after they expired.
+#[test]
+fn expired_values_leave_the_checkpoints() {
+    let mut job = Job::new(1, expiring);
+    job.instances[0].advance(Timestamp::from_millis(0));
+    for k in 0..1_000u64 {
+        job.owner(k).insert(CurrentKey::for_testing(&k), 1);
+    }
+    job.checkpoint();
+    let full = job.written[0];
+    // Everything expires; one key is written again.
+    job.instances[0].advance(Timestamp::from_millis(10 * TTL_MS));
+    let k = 5u64;
+    job.owner(k).insert(CurrentKey::for_testing(&k), 2);
+    // Two checkpoints: the second merges the first run away.
+    job.checkpoint();
+    job.checkpoint();
+    job.crash_and_restore(1);
+    job.instances[0].advance(Timestamp::from_millis(10 * TTL_MS));
+    assert_eq!(job.instances[0].entries().unwrap(), vec![(5, 2)]);
+    let last = *job.written.last().unwrap();
+    assert!(
+        last < full / 10,
+        "the last checkpoint wrote {last} bytes, the first {full}: the expired values are still in it"
+    );
 }

@@ -10,5 +10,7 @@
 
 mod run;
 mod stored;
+mod ttl;
 
 pub use stored::{StoreOptions, StoredState};
+pub use ttl::{Expiring, ExpiringState, Ttl, TtlTime};

@@ -70,6 +70,9 @@ struct Frozen<K, V> {
 /// groups that instance owned are current in it).
 type ListedBy = Option<(u32, u32)>;
 
+/// Which values a run keeps, `keep(value, bound)`, and the bound.
+type Retain<V> = (fn(&V, i64) -> bool, i64);
+
 /// A layer's entries of one key group: hash, key, value.
 type GroupEntries<'a, K, V> = Vec<(u64, &'a K, &'a Option<V>)>;
 
@@ -116,15 +119,29 @@ struct Durable {
 /// in memory: operators are cloned into their instances before they run.
 #[derive(Clone)]
 pub struct StoredState<K, V> {
-    options: StoreOptions,
     /// Written since the last checkpoint (`None`: removed).
     dirty: Layer<K, V>,
+    /// Everything below: apart, so that a write can probe `dirty` once.
+    lower: Lower<K, V>,
+}
+
+/// What lies below a [`StoredState`]'s writes.
+#[derive(Clone)]
+struct Lower<K, V> {
+    options: StoreOptions,
     /// Read from below and unchanged.
     clean: HashTable<(K, V)>,
     /// Frozen by checkpoints whose runs are not yet durable, oldest first.
     frozen: Vec<Frozen<K, V>>,
     /// Durable runs, oldest first.
     runs: Vec<Durable>,
+    /// Which values the next run keeps (a time-to-live leaves out what
+    /// expired), with the bound it is given.
+    retain: Option<Retain<V>>,
+    /// Frozen layers whose runs became durable: freed by the coordinator
+    /// with the next run it writes, not on the task thread (freeing a
+    /// large table takes milliseconds).
+    retired: Vec<Arc<Layer<K, V>>>,
     key_groups: KeyGroups,
     /// This instance and its component's parallelism.
     instance: InstanceIdx,
@@ -145,9 +162,9 @@ impl<K, V> std::fmt::Debug for StoredState<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoredState")
             .field("dirty", &self.dirty.len())
-            .field("cached", &self.clean.len())
-            .field("frozen", &self.frozen.len())
-            .field("runs", &self.runs.len())
+            .field("cached", &self.lower.clean.len())
+            .field("frozen", &self.lower.frozen.len())
+            .field("runs", &self.lower.runs.len())
             .finish()
     }
 }
@@ -160,15 +177,19 @@ impl<K: Key, V> StoredState<K, V> {
     /// Empty state with `options`.
     pub fn with_options(options: StoreOptions) -> Self {
         StoredState {
-            options,
             dirty: HashTable::new(),
-            clean: HashTable::new(),
-            frozen: Vec::new(),
-            runs: Vec::new(),
-            key_groups: KeyGroups::DEFAULT,
-            instance: InstanceIdx(0),
-            parallelism: 1,
-            broken: None,
+            lower: Lower {
+                options,
+                clean: HashTable::new(),
+                frozen: Vec::new(),
+                runs: Vec::new(),
+                retired: Vec::new(),
+                retain: None,
+                key_groups: KeyGroups::DEFAULT,
+                instance: InstanceIdx(0),
+                parallelism: 1,
+                broken: None,
+            },
         }
     }
 
@@ -176,13 +197,26 @@ impl<K: Key, V> StoredState<K, V> {
     /// and frozen by checkpoints not yet durable.
     pub fn in_memory(&self) -> usize {
         self.dirty.len()
-            + self.clean.len()
-            + self.frozen.iter().map(|f| f.layer.len()).sum::<usize>()
+            + self.lower.clean.len()
+            + self
+                .lower
+                .frozen
+                .iter()
+                .map(|f| f.layer.len())
+                .sum::<usize>()
+    }
+
+    /// The runs written from now on keep only the values `keep(value,
+    /// bound)` accepts (a time-to-live: see
+    /// [`ExpiringState`](crate::ExpiringState)); a value left out must be one
+    /// whose every older value would be left out too, so that none resurfaces.
+    pub(crate) fn retain_when(&mut self, keep: fn(&V, i64) -> bool, bound: i64) {
+        self.lower.retain = Some((keep, bound));
     }
 
     /// Runs this instance reads from the log.
     pub fn runs(&self) -> usize {
-        self.runs.len()
+        self.lower.runs.len()
     }
 }
 
@@ -202,20 +236,24 @@ where
                 .find(hash, |(d, _)| d == k)
                 .and_then(|(_, value)| value.as_ref());
         }
-        if self.clean.find(hash, |(c, _)| c == k).is_none() {
-            let value = self.below(k, hash)?;
-            self.cache(k.clone(), hash, value);
+        if self.lower.clean.find(hash, |(c, _)| c == k).is_none() {
+            let value = self.lower.below(k, hash)?;
+            self.lower.cache(k.clone(), hash, value);
         }
-        self.clean.find(hash, |(c, _)| c == k).map(|(_, v)| v)
+        self.lower.clean.find(hash, |(c, _)| c == k).map(|(_, v)| v)
     }
 
     /// The current key's value, mutably (it is written at the next
     /// checkpoint).
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
-        self.promote(key)?;
-        self.dirty
-            .find_mut(key.hash(), |(d, _)| d == key.get())
-            .and_then(|(_, v)| v.as_mut())
+        let (k, hash) = (key.get(), key.hash());
+        match self.dirty.entry(hash, |(d, _)| d == k, rehash) {
+            Entry::Occupied(entry) => entry.into_mut().1.as_mut(),
+            Entry::Vacant(entry) => {
+                let value = self.lower.take_below(k, hash)?;
+                entry.insert((k.clone(), Some(value))).into_mut().1.as_mut()
+            }
+        }
     }
 
     /// The current key's value, `V::default()` if it has none.
@@ -224,14 +262,13 @@ where
         V: Default,
     {
         let (k, hash) = (key.get(), key.hash());
-        let found = self.dirty.find(hash, |(d, _)| d == k).is_some();
-        if !found {
-            let value = self.take_below(k, hash).unwrap_or_default();
-            self.dirty
-                .insert_unique(hash, (k.clone(), Some(value)), rehash);
-        }
-        let Some((_, slot)) = self.dirty.find_mut(hash, |(d, _)| d == k) else {
-            unreachable!("the key was just made dirty")
+        // One probe when the key was written since the last checkpoint.
+        let slot = match self.dirty.entry(hash, |(d, _)| d == k, rehash) {
+            Entry::Occupied(entry) => &mut entry.into_mut().1,
+            Entry::Vacant(entry) => {
+                let value = self.lower.take_below(k, hash).unwrap_or_default();
+                &mut entry.insert((k.clone(), Some(value))).into_mut().1
+            }
         };
         slot.get_or_insert_with(V::default)
     }
@@ -248,7 +285,7 @@ where
 
     fn write(&mut self, key: CurrentKey<'_, K>, value: Option<V>) {
         let (k, hash) = (key.get(), key.hash());
-        if let Ok(cached) = self.clean.find_entry(hash, |(c, _)| c == k) {
+        if let Ok(cached) = self.lower.clean.find_entry(hash, |(c, _)| c == k) {
             cached.remove();
         }
         match self.dirty.entry(hash, |(d, _)| d == k, rehash) {
@@ -259,19 +296,229 @@ where
         }
     }
 
-    /// Makes the key's entry dirty (moving it from the cache or reading it
-    /// from below); `None` if it has no value.
-    fn promote(&mut self, key: CurrentKey<'_, K>) -> Option<()> {
-        let (k, hash) = (key.get(), key.hash());
-        if let Some((_, value)) = self.dirty.find(hash, |(d, _)| d == k) {
-            return value.as_ref().map(|_| ());
+    /// Every key and value this instance owns, in no order (reads every
+    /// run: for tests, and for output at the end of a bounded input).
+    pub fn entries(&mut self) -> Result<Vec<(K, V)>, StateError> {
+        let mut all: HashMap<K, Option<V>> = HashMap::new();
+        for durable in &self.lower.runs {
+            for group in 0..self.lower.key_groups.count() {
+                let owned = self
+                    .lower
+                    .key_groups
+                    .instance_of(group, self.lower.parallelism)
+                    == self.lower.instance.0;
+                if !owned || !self.lower.reads(durable, group) {
+                    continue;
+                }
+                for_each_in(&durable.run, group, |_, k, v| {
+                    all.insert(k, v);
+                })
+                .map_err(|e| self.bad(e))?;
+            }
         }
-        let value = self.take_below(k, hash)?;
-        self.dirty
-            .insert_unique(hash, (k.clone(), Some(value)), rehash);
-        Some(())
+        for frozen in &self.lower.frozen {
+            for (k, v) in frozen.layer.iter() {
+                all.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in self.dirty.iter() {
+            all.insert(k.clone(), v.clone());
+        }
+        Ok(all.into_iter().filter_map(|(k, v)| Some((k, v?))).collect())
     }
 
+    fn bad(&self, e: BadRun) -> StateError {
+        StateError::FieldRefused {
+            component: String::new(),
+            field: String::new(),
+            reason: format!("a run of stored state cannot be read: {}", e.0),
+        }
+    }
+
+    /// The frozen layer of the newest complete checkpoint becomes a run read
+    /// from the log, replacing the runs it merged and every older layer.
+    fn settle(&mut self, completed: CheckpointId) -> Result<(), StateError> {
+        let Some(at) = self.lower.frozen.iter().rposition(|f| {
+            !f.checkpoint.is_final() && f.checkpoint <= completed && f.written.get().is_some()
+        }) else {
+            return Ok(());
+        };
+        let frozen = &self.lower.frozen[at];
+        let Some(bytes) = frozen.written.get().cloned() else {
+            unreachable!("checked above")
+        };
+        let run = Run::open(bytes, self.lower.key_groups).map_err(|e| self.bad(e))?;
+        let entries = run.entries();
+        self.lower
+            .runs
+            .truncate(frozen.replaces_from.min(self.lower.runs.len()));
+        if frozen.materializes {
+            self.lower.runs.retain(|d| d.listed_by.is_none());
+        }
+        self.lower.runs.push(Durable {
+            run: Arc::new(run),
+            reference: (frozen.checkpoint.get(), self.lower.instance.0, entries),
+            listed_by: None,
+        });
+        let settled: Vec<_> = self.lower.frozen.drain(..=at).map(|f| f.layer).collect();
+        self.lower.retired.extend(settled);
+        Ok(())
+    }
+
+    /// Where the merge of the next run starts: the runs from that index on
+    /// are merged with what changed (size-tiered).
+    fn merge_from(&self, changed: u64) -> usize {
+        if self.lower.runs.iter().any(|d| d.listed_by.is_some()) {
+            return 0;
+        }
+        let mut from = self.lower.runs.len();
+        let mut newer = changed;
+        while from > 0 {
+            let size = self.lower.runs[from - 1].reference.2;
+            if size > newer && self.lower.runs.len() - from < MAX_RUNS {
+                break;
+            }
+            newer += size;
+            from -= 1;
+        }
+        from
+    }
+
+    fn take_snapshot(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        if let Some(reason) = self.lower.broken.take() {
+            return Err(StateError::FieldRefused {
+                component: String::new(),
+                field: String::new(),
+                reason: format!("a run of stored state could not be read: {reason}"),
+            });
+        }
+        self.lower.key_groups = ctx.key_groups;
+        self.lower.instance = ctx.instance;
+        self.lower.parallelism = ctx.parallelism;
+        self.settle(ctx.completed)?;
+        let changed = self.dirty.len() as u64
+            + self
+                .lower
+                .frozen
+                .iter()
+                .map(|f| f.layer.len() as u64)
+                .sum::<u64>();
+        let from = self.merge_from(changed);
+        let mut manifest: Vec<RunRef> = self.lower.runs[..from]
+            .iter()
+            .map(|d| d.reference)
+            .collect();
+        let builds_on: Vec<CheckpointId> = manifest
+            .iter()
+            .map(|r| CheckpointId::new(r.0))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut side = None;
+        if changed > 0 || from < self.lower.runs.len() {
+            let layer = Arc::new(std::mem::take(&mut self.dirty));
+            let mut layers: Vec<Arc<Layer<K, V>>> =
+                self.lower.frozen.iter().map(|f| f.layer.clone()).collect();
+            layers.push(layer.clone());
+            let merged = self.lower.runs[from..]
+                .iter()
+                .map(|d| (d.run.clone(), d.listed_by))
+                .collect();
+            let payload = Arc::new(RunPayload {
+                layers,
+                merged,
+                key_groups: self.lower.key_groups,
+                keep: (self.lower.instance.0, self.lower.parallelism),
+                drop_removed: from == 0,
+                _retired: std::mem::take(&mut self.lower.retired),
+                retain: self.lower.retain,
+            });
+            let written = Arc::new(OnceLock::new());
+            let materializes = from == 0 && self.lower.runs.iter().any(|d| d.listed_by.is_some());
+            self.lower.frozen.push(Frozen {
+                checkpoint: ctx.checkpoint,
+                layer,
+                written: written.clone(),
+                replaces_from: from,
+                materializes,
+            });
+            manifest.push((THIS_CHECKPOINT, self.lower.instance.0, changed));
+            side = Some(SideRecord {
+                stream: 0,
+                schema: RUN_SCHEMA,
+                payload,
+                written,
+            });
+        }
+        Ok(FieldSnapshot {
+            kind: FieldKind::Stored,
+            schema: MANIFEST_SCHEMA,
+            bytes: crate::archive(&manifest)?,
+            side,
+            builds_on,
+        })
+    }
+
+    fn restore_from(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
+        field.expect(FieldKind::Stored, MANIFEST_SCHEMA)?;
+        let restore = field.restore;
+        self.lower.key_groups = restore.key_groups;
+        self.lower.instance = restore.instance;
+        self.lower.parallelism = restore.parallelism;
+        self.dirty = HashTable::new();
+        self.lower.clean = HashTable::new();
+        self.lower.frozen.clear();
+        self.lower.runs.clear();
+        let old_parallelism = field.parts.len() as u32;
+        let rescaled = old_parallelism != restore.parallelism;
+        let stream = field.stream();
+        for &(part, _, _, bytes) in &field.parts {
+            if !rescaled && part != restore.instance {
+                continue;
+            }
+            let manifest: Vec<RunRef> = rkyv::from_bytes::<Vec<RunRef>, rancor::Error>(bytes)
+                .map_err(|e| field.refused(format!("its manifest does not read: {e}")))?;
+            for (checkpoint, writer, entries) in manifest {
+                let checkpoint = if checkpoint == THIS_CHECKPOINT {
+                    restore.checkpoint
+                } else {
+                    CheckpointId::new(checkpoint)
+                };
+                if restore.records.is_none() {
+                    return Err(field.refused(
+                        "its runs are in the checkpoint log, and this restore has none (a test harness): test stored state with the runtime".to_string(),
+                    ));
+                }
+                let bytes = restore
+                    .side_record(checkpoint, stream, InstanceIdx(writer))
+                    .ok_or_else(|| {
+                        field.refused(format!(
+                            "the run instance {writer} wrote in checkpoint {checkpoint} is not in the checkpoint log"
+                        ))
+                    })?;
+                let run = Run::open(bytes, self.lower.key_groups).map_err(|e| {
+                    field.refused(format!(
+                        "the run instance {writer} wrote in checkpoint {checkpoint}: {}",
+                        e.0
+                    ))
+                })?;
+                self.lower.runs.push(Durable {
+                    run: Arc::new(run),
+                    reference: (checkpoint.get(), writer, entries),
+                    listed_by: rescaled.then_some((old_parallelism, part.0)),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<K, V> Lower<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+    Vec<RunEntry<K, V>>: StateData,
+{
     /// The key's value from the cache (removed from it) or below.
     fn take_below(&mut self, k: &K, hash: u64) -> Option<V> {
         match self.clean.find_entry(hash, |(c, _)| c == k) {
@@ -320,210 +567,6 @@ where
                 self.key_groups.instance_of(group, old_parallelism) == old_instance
             }
         }
-    }
-
-    /// Every key and value this instance owns, in no order (reads every
-    /// run: for tests, and for output at the end of a bounded input).
-    pub fn entries(&mut self) -> Result<Vec<(K, V)>, StateError> {
-        let mut all: HashMap<K, Option<V>> = HashMap::new();
-        for durable in &self.runs {
-            for group in 0..self.key_groups.count() {
-                let owned = self.key_groups.instance_of(group, self.parallelism) == self.instance.0;
-                if !owned || !self.reads(durable, group) {
-                    continue;
-                }
-                for_each_in(&durable.run, group, |_, k, v| {
-                    all.insert(k, v);
-                })
-                .map_err(|e| self.bad(e))?;
-            }
-        }
-        for frozen in &self.frozen {
-            for (k, v) in frozen.layer.iter() {
-                all.insert(k.clone(), v.clone());
-            }
-        }
-        for (k, v) in self.dirty.iter() {
-            all.insert(k.clone(), v.clone());
-        }
-        Ok(all.into_iter().filter_map(|(k, v)| Some((k, v?))).collect())
-    }
-
-    fn bad(&self, e: BadRun) -> StateError {
-        StateError::FieldRefused {
-            component: String::new(),
-            field: String::new(),
-            reason: format!("a run of stored state cannot be read: {}", e.0),
-        }
-    }
-
-    /// The frozen layer of the newest complete checkpoint becomes a run read
-    /// from the log, replacing the runs it merged and every older layer.
-    fn settle(&mut self, completed: CheckpointId) -> Result<(), StateError> {
-        let Some(at) = self.frozen.iter().rposition(|f| {
-            !f.checkpoint.is_final() && f.checkpoint <= completed && f.written.get().is_some()
-        }) else {
-            return Ok(());
-        };
-        let frozen = &self.frozen[at];
-        let Some(bytes) = frozen.written.get().cloned() else {
-            unreachable!("checked above")
-        };
-        let run = Run::open(bytes, self.key_groups).map_err(|e| self.bad(e))?;
-        let entries = run.entries();
-        self.runs
-            .truncate(frozen.replaces_from.min(self.runs.len()));
-        if frozen.materializes {
-            self.runs.retain(|d| d.listed_by.is_none());
-        }
-        self.runs.push(Durable {
-            run: Arc::new(run),
-            reference: (frozen.checkpoint.get(), self.instance.0, entries),
-            listed_by: None,
-        });
-        self.frozen.drain(..=at);
-        Ok(())
-    }
-
-    /// Where the merge of the next run starts: the runs from that index on
-    /// are merged with what changed (size-tiered).
-    fn merge_from(&self, changed: u64) -> usize {
-        if self.runs.iter().any(|d| d.listed_by.is_some()) {
-            return 0;
-        }
-        let mut from = self.runs.len();
-        let mut newer = changed;
-        while from > 0 {
-            let size = self.runs[from - 1].reference.2;
-            if size > newer && self.runs.len() - from < MAX_RUNS {
-                break;
-            }
-            newer += size;
-            from -= 1;
-        }
-        from
-    }
-
-    fn take_snapshot(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        if let Some(reason) = self.broken.take() {
-            return Err(StateError::FieldRefused {
-                component: String::new(),
-                field: String::new(),
-                reason: format!("a run of stored state could not be read: {reason}"),
-            });
-        }
-        self.key_groups = ctx.key_groups;
-        self.instance = ctx.instance;
-        self.parallelism = ctx.parallelism;
-        self.settle(ctx.completed)?;
-        let changed = self.dirty.len() as u64
-            + self
-                .frozen
-                .iter()
-                .map(|f| f.layer.len() as u64)
-                .sum::<u64>();
-        let from = self.merge_from(changed);
-        let mut manifest: Vec<RunRef> = self.runs[..from].iter().map(|d| d.reference).collect();
-        let builds_on: Vec<CheckpointId> = manifest
-            .iter()
-            .map(|r| CheckpointId::new(r.0))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let mut side = None;
-        if changed > 0 || from < self.runs.len() {
-            let layer = Arc::new(std::mem::take(&mut self.dirty));
-            let mut layers: Vec<Arc<Layer<K, V>>> =
-                self.frozen.iter().map(|f| f.layer.clone()).collect();
-            layers.push(layer.clone());
-            let merged = self.runs[from..]
-                .iter()
-                .map(|d| (d.run.clone(), d.listed_by))
-                .collect();
-            let payload = Arc::new(RunPayload {
-                layers,
-                merged,
-                key_groups: self.key_groups,
-                keep: (self.instance.0, self.parallelism),
-                drop_removed: from == 0,
-            });
-            let written = Arc::new(OnceLock::new());
-            let materializes = from == 0 && self.runs.iter().any(|d| d.listed_by.is_some());
-            self.frozen.push(Frozen {
-                checkpoint: ctx.checkpoint,
-                layer,
-                written: written.clone(),
-                replaces_from: from,
-                materializes,
-            });
-            manifest.push((THIS_CHECKPOINT, self.instance.0, changed));
-            side = Some(SideRecord {
-                stream: 0,
-                schema: RUN_SCHEMA,
-                payload,
-                written,
-            });
-        }
-        Ok(FieldSnapshot {
-            kind: FieldKind::Stored,
-            schema: MANIFEST_SCHEMA,
-            bytes: crate::archive(&manifest)?,
-            side,
-            builds_on,
-        })
-    }
-
-    fn restore_from(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
-        field.expect(FieldKind::Stored, MANIFEST_SCHEMA)?;
-        let restore = field.restore;
-        self.key_groups = restore.key_groups;
-        self.instance = restore.instance;
-        self.parallelism = restore.parallelism;
-        self.dirty = HashTable::new();
-        self.clean = HashTable::new();
-        self.frozen.clear();
-        self.runs.clear();
-        let old_parallelism = field.parts.len() as u32;
-        let rescaled = old_parallelism != restore.parallelism;
-        let stream = field.stream();
-        for &(part, _, _, bytes) in &field.parts {
-            if !rescaled && part != restore.instance {
-                continue;
-            }
-            let manifest: Vec<RunRef> = rkyv::from_bytes::<Vec<RunRef>, rancor::Error>(bytes)
-                .map_err(|e| field.refused(format!("its manifest does not read: {e}")))?;
-            for (checkpoint, writer, entries) in manifest {
-                let checkpoint = if checkpoint == THIS_CHECKPOINT {
-                    restore.checkpoint
-                } else {
-                    CheckpointId::new(checkpoint)
-                };
-                if restore.records.is_none() {
-                    return Err(field.refused(
-                        "its runs are in the checkpoint log, and this restore has none (a test harness): test stored state with the runtime".to_string(),
-                    ));
-                }
-                let bytes = restore
-                    .side_record(checkpoint, stream, InstanceIdx(writer))
-                    .ok_or_else(|| {
-                        field.refused(format!(
-                            "the run instance {writer} wrote in checkpoint {checkpoint} is not in the checkpoint log"
-                        ))
-                    })?;
-                let run = Run::open(bytes, self.key_groups).map_err(|e| {
-                    field.refused(format!(
-                        "the run instance {writer} wrote in checkpoint {checkpoint}: {}",
-                        e.0
-                    ))
-                })?;
-                self.runs.push(Durable {
-                    run: Arc::new(run),
-                    reference: (checkpoint.get(), writer, entries),
-                    listed_by: rescaled.then_some((old_parallelism, part.0)),
-                });
-            }
-        }
-        Ok(())
     }
 }
 
@@ -582,6 +625,10 @@ struct RunPayload<K, V> {
     keep: (u32, u32),
     /// A merge down to the first run: removed keys need no tombstone.
     drop_removed: bool,
+    /// Layers the instance no longer reads, freed with the payload.
+    _retired: Vec<Arc<Layer<K, V>>>,
+    /// Values the run keeps (the others are left out, without a trace).
+    retain: Option<Retain<V>>,
 }
 
 impl<K, V> std::fmt::Debug for RunPayload<K, V> {
@@ -612,34 +659,56 @@ where
         }
         let (instance, parallelism) = self.keep;
         let mut writer = RunWriter::new(self.key_groups);
-        let mut group_entries: HashMap<K, (u64, Option<V>)> = HashMap::new();
         for group in 0..groups {
             if self.key_groups.instance_of(group, parallelism) != instance {
                 continue;
             }
-            group_entries.clear();
+            // Every source's entries of the group, ranked oldest first;
+            // sorted by hash with the newest first, the first of each key
+            // is kept.
+            let mut ranked: Vec<(u64, u32, K, Option<V>)> = Vec::new();
+            let mut rank = 0u32;
             for (run, listed_by) in &self.merged {
+                rank += 1;
                 if let Some((old_parallelism, old_instance)) = *listed_by
                     && self.key_groups.instance_of(group, old_parallelism) != old_instance
                 {
                     continue;
                 }
-                for_each_in::<K, V>(run, group, |hash, k, v| {
-                    group_entries.insert(k, (hash, v));
-                })
-                .map_err(|e| e.0)?;
+                for_each_in::<K, V>(run, group, |hash, k, v| ranked.push((hash, rank, k, v)))
+                    .map_err(|e| e.0)?;
             }
             for layer in &by_group[group as usize] {
-                for &(hash, k, v) in layer {
-                    group_entries.insert(k.clone(), (hash, v.clone()));
-                }
+                rank += 1;
+                ranked.extend(
+                    layer
+                        .iter()
+                        .map(|&(hash, k, v)| (hash, rank, k.clone(), v.clone())),
+                );
             }
-            let mut entries: Vec<RunEntry<K, V>> = group_entries
-                .drain()
-                .filter(|(_, (_, v))| !(self.drop_removed && v.is_none()))
-                .map(|(k, (hash, v))| (hash, k, v))
-                .collect();
-            entries.sort_unstable_by_key(|e| e.0);
+            ranked.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            let mut entries: Vec<RunEntry<K, V>> = Vec::with_capacity(ranked.len());
+            let mut block_start = 0;
+            for (hash, _, k, v) in ranked {
+                if entries.last().is_some_and(|e| e.0 != hash) {
+                    block_start = entries.len();
+                }
+                // A newer entry of the same key came first: this one is
+                // superseded (equal hashes are rare, so is this scan).
+                if entries[block_start..]
+                    .iter()
+                    .any(|e| e.0 == hash && e.1 == k)
+                {
+                    continue;
+                }
+                entries.push((hash, k, v));
+            }
+            if self.drop_removed {
+                entries.retain(|e| e.2.is_some());
+            }
+            if let Some((keep, bound)) = self.retain {
+                entries.retain(|e| e.2.as_ref().is_none_or(|v| keep(v, bound)));
+            }
             writer.group(group, &entries).map_err(|e| e.to_string())?;
         }
         Ok(writer.finish())
