@@ -93,10 +93,9 @@ impl StoredCount {
     fn on_end(&mut self, out: &mut Collector<(u64, u64)>) {
         // A run that cannot be read fails the job (the runtime turns the
         // panic into its error): the result must not silently lack keys.
-        let entries = self.counts.entries().expect("the stored counts read back");
-        for (key, count) in entries {
-            out.emit((key, count));
-        }
+        self.counts
+            .for_each(|key, count| out.emit((key, count)))
+            .expect("the stored counts read back");
     }
 }
 

@@ -163,11 +163,12 @@ impl StateBytes {
 }
 
 /// Bytes of a checkpoint that are produced off the task thread: the
-/// instance hands over what it froze, and the coordinator serialises it.
-/// May be asked more than once (the same bytes each time).
+/// instance hands over what it froze, and the coordinator serialises it,
+/// streaming it into the log (so that it need not fit in memory). May be
+/// asked more than once (the same bytes each time).
 pub trait DeferredBytes: Send + Sync + fmt::Debug {
-    /// The bytes to write.
-    fn produce(&self) -> Result<Vec<u8>, crate::TaskError>;
+    /// Writes the bytes to `out`.
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), crate::TaskError>;
 }
 
 /// A record written beside an instance's part of a checkpoint: stream

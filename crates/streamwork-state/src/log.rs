@@ -116,6 +116,18 @@ pub struct RecordAt {
     len: usize,
 }
 
+impl RecordAt {
+    /// The payload's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 impl CheckpointLog {
     /// Opens (creating it if need be) the checkpoint directory `dir`.
     pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Self, StateError> {
@@ -204,6 +216,91 @@ impl CheckpointLog {
             payload_crc: crc32fast::hash(payload),
         };
         self.append(header, payload)
+    }
+
+    /// Appends a snapshot whose payload `produce` streams into the segment
+    /// (a payload larger than memory: a run of the state store), framed
+    /// like any other: its header, with length and checksum, is written in
+    /// place once the payload is. If `produce` fails, nothing of the record
+    /// is left.
+    pub fn append_streamed(
+        &mut self,
+        checkpoint: CheckpointId,
+        operator: u64,
+        part: u32,
+        schema: u32,
+        produce: impl FnOnce(&mut dyn Write) -> Result<(), StateError>,
+    ) -> Result<RecordAt, StateError> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::FileExt;
+        let roll = self
+            .active
+            .as_ref()
+            .is_none_or(|a| a.len > 0 && a.len >= self.options.segment_bytes);
+        if roll {
+            self.sync()?;
+            self.start_segment()?;
+        }
+        let Some(active) = self.active.as_mut() else {
+            unreachable!("a segment was just started")
+        };
+        let start = active.len;
+        let path = active.path.clone();
+        let io = |e| StateError::io("write", &path, e);
+        let mut framed = Framed {
+            out: std::io::BufWriter::with_capacity(1 << 20, &mut active.file),
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        };
+        let streamed = framed
+            .out
+            .write_all(&[0u8; HEADER_LEN])
+            .map_err(io)
+            .and_then(|()| produce(&mut framed));
+        let (len, crc) = (framed.len, framed.crc.clone().finalize());
+        let flushed = streamed.and_then(|()| framed.out.flush().map_err(io));
+        drop(framed);
+        let header = Header {
+            kind: Kind::Snapshot,
+            checkpoint: checkpoint.get(),
+            operator,
+            part,
+            schema,
+            len,
+            payload_crc: crc,
+        };
+        let finished = flushed.and_then(|()| {
+            let record_len = header.record_len().ok_or(StateError::TooLarge {
+                len: usize::try_from(len).unwrap_or(usize::MAX),
+            })?;
+            let padding = (record_len - HEADER_LEN as u64 - len) as usize;
+            active
+                .file
+                .write_all(&[0u8; ALIGN][..padding])
+                .and_then(|()| active.file.write_all_at(&header.encode(), start))
+                .map_err(io)?;
+            Ok(record_len)
+        });
+        let record_len = match finished {
+            Ok(record_len) => record_len,
+            Err(error) => {
+                // Leave no torn record for later ones to follow.
+                let _ = active.file.set_len(start);
+                let _ = active.file.seek(SeekFrom::Start(start));
+                return Err(error);
+            }
+        };
+        active.len += record_len;
+        let at = RecordAt {
+            path: active.path.clone(),
+            offset: start as usize + HEADER_LEN,
+            len: len as usize,
+        };
+        if let Some(segment) = self.segments.last_mut() {
+            segment.checkpoints.insert(checkpoint.get());
+        }
+        self.next_id = self.next_id.max(checkpoint.get() + 1);
+        Ok(at)
     }
 
     /// Records that `checkpoint` reads records of the earlier checkpoint
@@ -337,9 +434,11 @@ impl CheckpointLog {
             .dir
             .join(format!("{:020}.{SEGMENT_SUFFIX}", self.next_seq));
         self.next_seq += 1;
+        // Written at the end through the cursor (not `append`: a streamed
+        // record's header is patched in place once its payload is written).
         let file = OpenOptions::new()
             .create_new(true)
-            .append(true)
+            .write(true)
             .open(&path)
             .map_err(|e| StateError::io("create", &path, e))?;
         // The new name must survive a crash as much as its contents.
@@ -694,4 +793,24 @@ fn map(path: &Path) -> Result<Mmap, StateError> {
     // mapped, is a misuse of the directory that every mmap-based store
     // shares.
     unsafe { Mmap::map(&file) }.map_err(|e| StateError::io("map", path, e))
+}
+
+/// A payload on its way into a segment: its length and checksum as it goes.
+struct Framed<W> {
+    out: W,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl<W: Write> Write for Framed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }

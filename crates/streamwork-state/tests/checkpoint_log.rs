@@ -342,6 +342,47 @@ fn damage_to_a_record_built_on_makes_the_checkpoint_unusable() {
     assert_refused(load_latest(&dir.0), 4, None);
 }
 
+#[test]
+fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
+    let dir = TestDir::new("streamed");
+    let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+    let id = log.next_checkpoint_id().unwrap();
+    let payload: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    // A producer that fails halfway leaves no torn record behind.
+    let failed = log.append_streamed(id, OPERATOR, 9, 1, |out| {
+        out.write_all(&payload[..1000]).unwrap();
+        Err(StateError::Serialize {
+            type_name: "test",
+            reason: "failed halfway".into(),
+        })
+    });
+    assert!(failed.is_err());
+    let at = log
+        .append_streamed(id, OPERATOR, 0, 1, |out| {
+            for chunk in payload.chunks(7_777) {
+                out.write_all(chunk).unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(at.len(), payload.len());
+    log.append_snapshot(id, OPERATOR, 1, 1, b"after").unwrap();
+    log.commit(id, 2).unwrap();
+    assert_eq!(log.map_written(&at).unwrap().bytes(), &payload[..]);
+    drop(log);
+    let checkpoint = load_latest(&dir.0).unwrap();
+    assert_eq!(
+        checkpoint.snapshot(OPERATOR, 0).unwrap().bytes(),
+        &payload[..]
+    );
+    assert_eq!(checkpoint.snapshot(OPERATOR, 1).unwrap().bytes(), b"after");
+    assert!(
+        checkpoint.skipped().is_empty(),
+        "{:?}",
+        checkpoint.skipped()
+    );
+}
+
 /// A crash can cut the log at any byte; the marker then names the last
 /// checkpoint whose commit record was whole (it is replaced only after the
 /// record is durable). The same cut with the marker at 3 is damage done

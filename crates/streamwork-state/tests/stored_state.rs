@@ -165,18 +165,21 @@ impl<S: StateField> Job<S> {
                 .unwrap();
             records += 1;
             for side in &part.side {
-                let payload = side.payload.produce().unwrap();
-                bytes += payload.len() as u64;
                 let at = self
                     .log
-                    .append_snapshot(
+                    .append_streamed(
                         id,
                         side_operator_id(COMPONENT, side.stream),
                         i as u32,
                         side.schema,
-                        &payload,
+                        |out| {
+                            side.payload
+                                .produce(out)
+                                .map_err(|e| panic!("producing a run: {e}"))
+                        },
                     )
                     .unwrap();
+                bytes += at.len() as u64;
                 records += 1;
                 mapped.push((at, side.written.clone()));
             }

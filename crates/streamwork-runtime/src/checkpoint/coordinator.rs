@@ -237,22 +237,25 @@ impl Coordinator {
             snapshots += 1;
             bytes += state.bytes.len() as u64;
             for side in &state.side {
-                let payload = side.payload.produce().map_err(|e| StateError::Serialize {
-                    type_name: "a side record",
-                    reason: format!(
-                        "{}[{}] stream {}: {e}",
-                        part.component, part.instance, side.stream
-                    ),
-                })?;
-                let at = self.log.append_snapshot(
+                let at = self.log.append_streamed(
                     id,
                     side_operator_id(&part.component, side.stream),
                     part.instance.0,
                     side.schema,
-                    &payload,
+                    |out| {
+                        side.payload
+                            .produce(out)
+                            .map_err(|e| StateError::Serialize {
+                                type_name: "a side record",
+                                reason: format!(
+                                    "{}[{}] stream {}: {e}",
+                                    part.component, part.instance, side.stream
+                                ),
+                            })
+                    },
                 )?;
                 snapshots += 1;
-                bytes += payload.len() as u64;
+                bytes += at.len() as u64;
                 written.push((at, side.written.clone()));
             }
             builds_on.extend(state.builds_on.iter().copied().filter(|&on| on != id));

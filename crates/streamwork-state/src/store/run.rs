@@ -1,22 +1,25 @@
 //! A run: one immutable, sorted batch of a stored state's entries, as it
-//! lies in the checkpoint log, read in place.
+//! lies in the checkpoint log, read in place. It is written as a stream
+//! (it need not fit in memory): the key groups' archives first, then the
+//! table of where each lies, then a fixed trailer.
 //!
-//! | bytes            | field                                               |
-//! |------------------|-----------------------------------------------------|
-//! | 0..4             | magic `SWRN`                                        |
-//! | 4..8             | layout version (1)                                  |
-//! | 8..12            | key groups of the job                               |
-//! | 12..16           | reserved, zero                                      |
-//! | 16..24           | entries (tombstones included)                       |
-//! | 24..32           | reserved, zero                                      |
-//! | 32..32+16g       | each key group's archive: its offset and length     |
-//! | ...              | the archives, each 16-byte aligned                  |
+//! | bytes                | field                                           |
+//! |----------------------|-------------------------------------------------|
+//! | ...                  | each key group's archive, 16-byte aligned       |
+//! | table .. table+16g   | each key group's archive: its offset and length |
+//! | end-32 .. end-28     | magic `SWRN`                                    |
+//! | end-28 .. end-24     | layout version (1)                              |
+//! | end-24 .. end-20     | key groups of the job                           |
+//! | end-20 .. end-16     | reserved, zero                                  |
+//! | end-16 .. end-8      | entries (tombstones included)                   |
+//! | end-8 .. end         | the table's offset                              |
 //!
 //! A key group's archive is an rkyv `Vec<(hash, key, Option<value>)>`
 //! sorted by hash (`None`: the key was removed). A group is validated by
 //! rkyv the first time it is read, and then read without validation: a
 //! restored instance starts at once and pays for the groups it touches.
 
+use std::io::Write;
 use std::sync::OnceLock;
 
 use rkyv::Archived;
@@ -37,41 +40,38 @@ pub(crate) type ArchivedEntries<K, V> = ArchivedVec<Archived<RunEntry<K, V>>>;
 
 const MAGIC: &[u8; 4] = b"SWRN";
 const VERSION: u32 = 1;
-const HEADER: usize = 32;
+const TRAILER: usize = 32;
 const ALIGN: usize = 16;
 
 /// What a run's bytes failed to be.
 #[derive(Debug)]
 pub(crate) struct BadRun(pub(crate) String);
 
-/// Builds a run's bytes, one key group at a time in increasing order.
-pub(crate) struct RunWriter {
-    bytes: Vec<u8>,
-    groups: u32,
+/// Writes a run to a stream, one key group at a time in increasing order.
+pub(crate) struct RunWriter<'w> {
+    out: &'w mut dyn Write,
+    written: u64,
+    /// Per key group: offset and length of its archive (0, 0: none).
+    table: Vec<(u64, u64)>,
     next_group: u32,
     entries: u64,
 }
 
-impl RunWriter {
-    pub(crate) fn new(key_groups: KeyGroups) -> Self {
-        let groups = key_groups.count();
-        let table = 16 * groups as usize;
-        let mut bytes = vec![0u8; (HEADER + table).next_multiple_of(ALIGN)];
-        bytes[0..4].copy_from_slice(MAGIC);
-        bytes[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        bytes[8..12].copy_from_slice(&groups.to_le_bytes());
+impl<'w> RunWriter<'w> {
+    pub(crate) fn new(key_groups: KeyGroups, out: &'w mut dyn Write) -> Self {
         RunWriter {
-            bytes,
-            groups,
+            out,
+            written: 0,
+            table: vec![(0, 0); key_groups.count() as usize],
             next_group: 0,
             entries: 0,
         }
     }
 
-    fn set_place(&mut self, group: u32, offset: usize, len: usize) {
-        let at = HEADER + 16 * group as usize;
-        self.bytes[at..at + 8].copy_from_slice(&(offset as u64).to_le_bytes());
-        self.bytes[at + 8..at + 16].copy_from_slice(&(len as u64).to_le_bytes());
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.written += bytes.len() as u64;
+        Ok(())
     }
 
     /// Adds key group `group`'s entries, sorted by hash (groups in order).
@@ -79,39 +79,53 @@ impl RunWriter {
         &mut self,
         group: u32,
         entries: &Vec<RunEntry<K, V>>,
-    ) -> Result<(), rancor::Error>
+    ) -> Result<(), String>
     where
         Vec<RunEntry<K, V>>: StateData,
     {
-        debug_assert!(group >= self.next_group && group < self.groups);
+        if group < self.next_group || group as usize >= self.table.len() {
+            return Err(format!("key group {group} written out of order"));
+        }
         self.next_group = group + 1;
         if entries.is_empty() {
             return Ok(());
         }
-        // The archive's root is at its end: it is stored exactly, and
-        // padding goes before the next one.
-        let archive: AlignedVec = rkyv::to_bytes::<rancor::Error>(entries)?;
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(&archive);
-        self.set_place(group, start, archive.len());
-        let padded = self.bytes.len().next_multiple_of(ALIGN);
-        self.bytes.resize(padded, 0);
+        let archive: AlignedVec =
+            rkyv::to_bytes::<rancor::Error>(entries).map_err(|e| e.to_string())?;
+        let padding = (self.written.next_multiple_of(ALIGN as u64) - self.written) as usize;
+        self.put(&[0u8; ALIGN][..padding])
+            .map_err(|e| e.to_string())?;
+        self.table[group as usize] = (self.written, archive.len() as u64);
+        self.put(&archive).map_err(|e| e.to_string())?;
         self.entries += entries.len() as u64;
         Ok(())
     }
 
-    /// The run's bytes.
-    pub(crate) fn finish(mut self) -> Vec<u8> {
-        let entries = self.entries;
-        self.bytes[16..24].copy_from_slice(&entries.to_le_bytes());
-        self.bytes
+    /// Writes the table and the trailer.
+    pub(crate) fn finish(mut self) -> Result<(), String> {
+        let table_offset = self.written;
+        let mut table = Vec::with_capacity(16 * self.table.len());
+        for (offset, len) in &self.table {
+            table.extend_from_slice(&offset.to_le_bytes());
+            table.extend_from_slice(&len.to_le_bytes());
+        }
+        let mut trailer = [0u8; TRAILER];
+        trailer[0..4].copy_from_slice(MAGIC);
+        trailer[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        trailer[8..12].copy_from_slice(&(self.table.len() as u32).to_le_bytes());
+        trailer[16..24].copy_from_slice(&self.entries.to_le_bytes());
+        trailer[24..32].copy_from_slice(&table_offset.to_le_bytes());
+        self.put(&table)
+            .and_then(|()| self.put(&trailer))
+            .map_err(|e| e.to_string())
     }
 }
 
 /// A run read in place from shared (mapped) bytes.
 pub(crate) struct Run {
     bytes: SharedBytes,
-    groups: u32,
+    /// Where the table of key groups starts.
+    table: usize,
     entries: u64,
     /// Per key group: validated by rkyv (true), or found invalid (false).
     checked: Box<[OnceLock<bool>]>,
@@ -138,43 +152,43 @@ impl Run {
     /// Checks the framing of a run written for `key_groups`.
     pub(crate) fn open(bytes: SharedBytes, key_groups: KeyGroups) -> Result<Run, BadRun> {
         let b = bytes.bytes();
-        if b.len() < HEADER || &b[0..4] != MAGIC {
+        if b.len() < TRAILER || &b[b.len() - TRAILER..b.len() - TRAILER + 4] != MAGIC {
             return Err(BadRun("not a run of stored state".into()));
         }
-        let version = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let trailer = &b[b.len() - TRAILER..];
+        let version = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
         if version != VERSION {
             return Err(BadRun(format!(
                 "run layout {version}, this build reads {VERSION}"
             )));
         }
-        let groups = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+        let groups = u32::from_le_bytes([trailer[8], trailer[9], trailer[10], trailer[11]]);
         if groups != key_groups.count() {
             return Err(BadRun(format!(
                 "written for {groups} key groups, the job has {}",
                 key_groups.count()
             )));
         }
-        let table_end = HEADER + 16 * groups as usize;
-        if b.len() < table_end {
-            return Err(BadRun("its table of key groups is cut short".into()));
+        let entries = u64_at(trailer, 16);
+        let table = u64_at(trailer, 24);
+        if table.checked_add(16 * u64::from(groups)) != Some((b.len() - TRAILER) as u64) {
+            return Err(BadRun("its table of key groups is out of place".into()));
         }
+        let table = table as usize;
         for g in 0..groups as usize {
-            let offset = u64_at(b, HEADER + 16 * g);
-            let len = u64_at(b, HEADER + 16 * g + 8);
+            let offset = u64_at(b, table + 16 * g);
+            let len = u64_at(b, table + 16 * g + 8);
             let fits = offset
                 .checked_add(len)
-                .is_some_and(|end| end <= b.len() as u64);
-            if len > 0
-                && (!fits || offset < table_end as u64 || !offset.is_multiple_of(ALIGN as u64))
-            {
+                .is_some_and(|end| end <= table as u64);
+            if len > 0 && (!fits || !offset.is_multiple_of(ALIGN as u64)) {
                 return Err(BadRun(format!("key group {g} lies out of place")));
             }
         }
-        let entries = u64_at(b, 16);
         let checked = (0..groups).map(|_| OnceLock::new()).collect();
         Ok(Run {
             bytes,
-            groups,
+            table,
             entries,
             checked,
         })
@@ -187,7 +201,7 @@ impl Run {
 
     fn group_bytes(&self, group: u32) -> &[u8] {
         let b = self.bytes.bytes();
-        let at = HEADER + 16 * group as usize;
+        let at = self.table + 16 * group as usize;
         let (start, len) = (u64_at(b, at) as usize, u64_at(b, at + 8) as usize);
         &b[start..start + len]
     }
@@ -201,7 +215,7 @@ impl Run {
         V: StateData,
         Vec<RunEntry<K, V>>: StateData,
     {
-        if group >= self.groups {
+        if group as usize >= self.checked.len() {
             return Ok(None);
         }
         let bytes = self.group_bytes(group);
@@ -265,16 +279,28 @@ mod tests {
         SharedBytes::new(owner, 0..bytes.len()).unwrap()
     }
 
+    /// A run of `groups` written into memory by `write`.
+    fn written(groups: KeyGroups, write: impl FnOnce(&mut RunWriter<'_>)) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut writer = RunWriter::new(groups, &mut bytes);
+        write(&mut writer);
+        writer.finish().unwrap();
+        bytes
+    }
+
     #[test]
     fn a_run_reads_back_by_key_group_and_hash() {
         let groups = KeyGroups::DEFAULT;
-        let mut writer = RunWriter::new(groups);
         let entries: Vec<RunEntry<u64, i64>> =
             vec![(5, 1, Some(10)), (9, 2, None), (9, 3, Some(30))];
-        writer.group(3, &entries).unwrap();
         let seven: Vec<RunEntry<u64, i64>> = vec![(u64::MAX, 4, Some(40))];
-        writer.group(7, &seven).unwrap();
-        let run = Run::open(shared(&writer.finish()), groups).unwrap();
+        let bytes = written(groups, |w| {
+            w.group(3, &entries).unwrap();
+            w.group(7, &seven).unwrap();
+            // Groups go in order.
+            assert!(w.group(5, &seven).is_err());
+        });
+        let run = Run::open(shared(&bytes), groups).unwrap();
         assert_eq!(run.entries(), 4);
         let three = run
             .group::<u64, i64>(3)
@@ -291,30 +317,30 @@ mod tests {
         assert_eq!(value(9, 3), Some(Some(30)));
         assert_eq!(value(9, 4), None);
         assert!(run.group::<u64, i64>(4).unwrap().is_none());
-        // Read as another type, a group is refused rather than misread.
-        let other = Run::open(
-            shared(&{
-                let mut w = RunWriter::new(groups);
-                w.group(3, &entries).unwrap();
-                w.finish()
-            }),
-            groups,
-        )
-        .unwrap();
-        assert!(other.group::<u64, i32>(3).is_err());
         assert_eq!(run.group::<u64, i64>(7).unwrap().map(|g| g.len()), Some(1));
+        // Read as another type, a group is refused rather than misread.
+        let other = Run::open(shared(&bytes), groups).unwrap();
+        assert!(other.group::<u64, i32>(3).is_err());
     }
 
     #[test]
     fn damaged_framing_is_refused() {
         let groups = KeyGroups::DEFAULT;
-        let bytes = RunWriter::new(groups).finish();
+        let bytes = written(groups, |w| {
+            w.group(3, &vec![(5u64, 1u64, Some(10u64))]).unwrap();
+        });
         assert!(Run::open(shared(&bytes), groups).is_ok());
         assert!(Run::open(shared(&bytes[..20]), groups).is_err());
+        assert!(Run::open(shared(&bytes[1..]), groups).is_err());
         assert!(Run::open(shared(&bytes), KeyGroups::new(64).unwrap()).is_err());
+        // A table entry pointing past the table.
+        let table = bytes.len() - TRAILER - 16 * 128;
         let mut bad = bytes.clone();
-        bad[HEADER + 8] = 3;
-        bad[HEADER] = 200;
+        bad[table + 16 * 3..table + 16 * 3 + 8].copy_from_slice(&(table as u64).to_le_bytes());
+        assert!(Run::open(shared(&bad), groups).is_err());
+        // A misaligned one.
+        let mut bad = bytes;
+        bad[table + 16 * 3] += 1;
         assert!(Run::open(shared(&bad), groups).is_err());
     }
 }

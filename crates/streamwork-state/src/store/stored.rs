@@ -297,34 +297,54 @@ where
     }
 
     /// Every key and value this instance owns, in no order (reads every
-    /// run: for tests, and for output at the end of a bounded input).
+    /// run: for tests; at the end of a bounded input, prefer
+    /// [`for_each`](Self::for_each), which does not hold them all).
     pub fn entries(&mut self) -> Result<Vec<(K, V)>, StateError> {
-        let mut all: HashMap<K, Option<V>> = HashMap::new();
-        for durable in &self.lower.runs {
-            for group in 0..self.lower.key_groups.count() {
-                let owned = self
-                    .lower
-                    .key_groups
-                    .instance_of(group, self.lower.parallelism)
-                    == self.lower.instance.0;
-                if !owned || !self.lower.reads(durable, group) {
-                    continue;
-                }
+        let mut all = Vec::new();
+        self.for_each(|k, v| all.push((k, v)))?;
+        Ok(all)
+    }
+
+    /// Calls `f` with every key and value this instance owns, one key group
+    /// at a time: what it holds in memory at once is one group's entries,
+    /// so state larger than memory can be read out whole.
+    pub fn for_each(&mut self, mut f: impl FnMut(K, V)) -> Result<(), StateError> {
+        let lower = &self.lower;
+        let groups = lower.key_groups.count();
+        // The layers' entries by key group, newest layer last.
+        let mut layered: Vec<Vec<(&K, &Option<V>)>> = vec![Vec::new(); groups as usize];
+        let layers = lower
+            .frozen
+            .iter()
+            .map(|f| &*f.layer)
+            .chain(std::iter::once(&self.dirty));
+        for layer in layers {
+            for (k, v) in layer.iter() {
+                layered[lower.key_groups.key_group(stable_hash(k)) as usize].push((k, v));
+            }
+        }
+        let mut group_entries: HashMap<K, Option<V>> = HashMap::new();
+        for group in 0..groups {
+            if lower.key_groups.instance_of(group, lower.parallelism) != lower.instance.0 {
+                continue;
+            }
+            group_entries.clear();
+            for durable in lower.runs.iter().filter(|d| lower.reads(d, group)) {
                 for_each_in(&durable.run, group, |_, k, v| {
-                    all.insert(k, v);
+                    group_entries.insert(k, v);
                 })
                 .map_err(|e| self.bad(e))?;
             }
-        }
-        for frozen in &self.lower.frozen {
-            for (k, v) in frozen.layer.iter() {
-                all.insert(k.clone(), v.clone());
+            for &(k, v) in &layered[group as usize] {
+                group_entries.insert(k.clone(), v.clone());
+            }
+            for (k, v) in group_entries.drain() {
+                if let Some(v) = v {
+                    f(k, v);
+                }
             }
         }
-        for (k, v) in self.dirty.iter() {
-            all.insert(k.clone(), v.clone());
-        }
-        Ok(all.into_iter().filter_map(|(k, v)| Some((k, v?))).collect())
+        Ok(())
     }
 
     fn bad(&self, e: BadRun) -> StateError {
@@ -646,7 +666,7 @@ where
     V: StateData + Clone + Send + Sync + 'static,
     Vec<RunEntry<K, V>>: StateData,
 {
-    fn write(&self) -> Result<Vec<u8>, String> {
+    fn write(&self, out: &mut dyn std::io::Write) -> Result<(), String> {
         let groups = self.key_groups.count();
         // Each layer's entries by key group, once.
         let mut by_group: Vec<Vec<GroupEntries<'_, K, V>>> =
@@ -658,7 +678,7 @@ where
             }
         }
         let (instance, parallelism) = self.keep;
-        let mut writer = RunWriter::new(self.key_groups);
+        let mut writer = RunWriter::new(self.key_groups, out);
         for group in 0..groups {
             if self.key_groups.instance_of(group, parallelism) != instance {
                 continue;
@@ -709,9 +729,9 @@ where
             if let Some((keep, bound)) = self.retain {
                 entries.retain(|e| e.2.as_ref().is_none_or(|v| keep(v, bound)));
             }
-            writer.group(group, &entries).map_err(|e| e.to_string())?;
+            writer.group(group, &entries)?;
         }
-        Ok(writer.finish())
+        writer.finish()
     }
 }
 
@@ -721,8 +741,8 @@ where
     V: StateData + Clone + Send + Sync + 'static,
     Vec<RunEntry<K, V>>: StateData,
 {
-    fn produce(&self) -> Result<Vec<u8>, TaskError> {
-        self.write().map_err(|reason| {
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        self.write(out).map_err(|reason| {
             TaskError::Snapshot(format!("writing a run of stored state: {reason}"))
         })
     }

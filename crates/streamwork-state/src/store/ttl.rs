@@ -174,14 +174,20 @@ where
 
     /// Every unexpired key and value this instance owns, in no order.
     pub fn entries(&mut self) -> Result<Vec<(K, V)>, StateError> {
+        let mut all = Vec::new();
+        self.for_each(|k, v| all.push((k, v)))?;
+        Ok(all)
+    }
+
+    /// Calls `f` with every unexpired key and value this instance owns,
+    /// one key group at a time (see [`StoredState::for_each`]).
+    pub fn for_each(&mut self, mut f: impl FnMut(K, V)) -> Result<(), StateError> {
         let cutoff = self.cutoff();
-        Ok(self
-            .inner
-            .entries()?
-            .into_iter()
-            .filter(|(_, e)| !expired(e, cutoff))
-            .map(|(k, e)| (k, e.value))
-            .collect())
+        self.inner.for_each(|k, e| {
+            if !expired(&e, cutoff) {
+                f(k, e.value);
+            }
+        })
     }
 }
 
