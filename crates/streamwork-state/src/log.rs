@@ -251,6 +251,7 @@ impl CheckpointLog {
             out: std::io::BufWriter::with_capacity(1 << 20, &mut active.file),
             crc: crc32fast::Hasher::new(),
             len: 0,
+            unsynced: 0,
         };
         let streamed = framed
             .out
@@ -389,6 +390,9 @@ impl CheckpointLog {
                 .file
                 .sync_data()
                 .map_err(|e| StateError::io("flush", &active.path, e))?;
+            // Durable now: the log is read through its mappings, not the
+            // cache of its writes.
+            drop_cached(&active.file);
         }
         Ok(())
     }
@@ -795,18 +799,34 @@ fn map(path: &Path) -> Result<Mmap, StateError> {
     unsafe { Mmap::map(&file) }.map_err(|e| StateError::io("map", path, e))
 }
 
+/// Bytes of a streamed payload written between flushes to disk.
+const SYNC_EVERY: u64 = 32 << 20;
+
 /// A payload on its way into a segment: its length and checksum as it goes.
-struct Framed<W> {
-    out: W,
+/// Every [`SYNC_EVERY`] bytes it is flushed to disk and dropped from the
+/// page cache (as RocksDB's `bytes_per_sync` does): a payload larger than
+/// memory leaves neither dirty pages piling up nor clean ones crowding out
+/// the job's memory.
+struct Framed<'f> {
+    out: std::io::BufWriter<&'f mut File>,
     crc: crc32fast::Hasher,
     len: u64,
+    unsynced: u64,
 }
 
-impl<W: Write> Write for Framed<W> {
+impl Write for Framed<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.out.write(buf)?;
         self.crc.update(&buf[..n]);
         self.len += n as u64;
+        self.unsynced += n as u64;
+        if self.unsynced >= SYNC_EVERY {
+            self.unsynced = 0;
+            self.out.flush()?;
+            let file: &File = self.out.get_ref();
+            file.sync_data()?;
+            drop_cached(file);
+        }
         Ok(n)
     }
 
@@ -814,3 +834,14 @@ impl<W: Write> Write for Framed<W> {
         self.out.flush()
     }
 }
+
+/// Drops `file`'s clean pages from the page cache (those mapped stay).
+#[cfg(unix)]
+fn drop_cached(file: &File) {
+    use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    // Advice only: a failure leaves the pages cached, which is correct.
+    let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+}
+
+#[cfg(not(unix))]
+fn drop_cached(_: &File) {}

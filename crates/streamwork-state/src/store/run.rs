@@ -5,8 +5,8 @@
 //!
 //! | bytes                | field                                           |
 //! |----------------------|-------------------------------------------------|
-//! | ...                  | each key group's archive, 16-byte aligned       |
-//! | table .. table+16g   | each key group's archive: its offset and length |
+//! | ...                  | each key group's archive, 16-byte aligned, and its Bloom filter |
+//! | table .. table+32g   | each key group's archive and filter: offset and length of each |
 //! | end-32 .. end-28     | magic `SWRN`                                    |
 //! | end-28 .. end-24     | layout version (1)                              |
 //! | end-24 .. end-20     | key groups of the job                           |
@@ -15,7 +15,10 @@
 //! | end-8 .. end         | the table's offset                              |
 //!
 //! A key group's archive is an rkyv `Vec<(hash, key, Option<value>)>`
-//! sorted by hash (`None`: the key was removed). A group is validated by
+//! sorted by hash (`None`: the key was removed). Its Bloom filter (Bloom,
+//! 1970: 10 bits a key, 4 probes, about 1% false positives) answers most
+//! lookups of a key the run does not hold without touching the archive: in
+//! a log-structured store most lookups miss most runs. A group is validated by
 //! rkyv the first time it is read, and then read without validation: a
 //! restored instance starts at once and pays for the groups it touches.
 
@@ -42,6 +45,39 @@ const MAGIC: &[u8; 4] = b"SWRN";
 const VERSION: u32 = 1;
 const TRAILER: usize = 32;
 const ALIGN: usize = 16;
+/// Bytes of the table per key group: archive offset and length, filter
+/// offset and length.
+const SLOT: usize = 32;
+const FILTER_BITS_PER_KEY: u64 = 10;
+const FILTER_PROBES: u64 = 4;
+
+/// The bits a key of hash `hash` sets in a filter of `bits` bits.
+fn filter_bits(hash: u64, bits: u64) -> impl Iterator<Item = u64> {
+    let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let (h1, h2) = (mixed, mixed.rotate_left(32) | 1);
+    (0..FILTER_PROBES).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) % bits)
+}
+
+/// A Bloom filter of `hashes`.
+fn build_filter(hashes: impl ExactSizeIterator<Item = u64>) -> Vec<u8> {
+    let bits = (hashes.len() as u64 * FILTER_BITS_PER_KEY)
+        .max(64)
+        .next_multiple_of(8);
+    let mut filter = vec![0u8; (bits / 8) as usize];
+    for hash in hashes {
+        for bit in filter_bits(hash, bits) {
+            filter[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+    }
+    filter
+}
+
+/// Whether `filter` may hold `hash` (false: it certainly does not).
+fn filter_may_hold(filter: &[u8], hash: u64) -> bool {
+    let bits = filter.len() as u64 * 8;
+    bits == 0
+        || filter_bits(hash, bits).all(|bit| filter[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
+}
 
 /// What a run's bytes failed to be.
 #[derive(Debug)]
@@ -51,8 +87,9 @@ pub(crate) struct BadRun(pub(crate) String);
 pub(crate) struct RunWriter<'w> {
     out: &'w mut dyn Write,
     written: u64,
-    /// Per key group: offset and length of its archive (0, 0: none).
-    table: Vec<(u64, u64)>,
+    /// Per key group: offset and length of its archive and of its filter
+    /// (zeros: none).
+    table: Vec<[u64; 4]>,
     next_group: u32,
     entries: u64,
 }
@@ -62,7 +99,7 @@ impl<'w> RunWriter<'w> {
         RunWriter {
             out,
             written: 0,
-            table: vec![(0, 0); key_groups.count() as usize],
+            table: vec![[0; 4]; key_groups.count() as usize],
             next_group: 0,
             entries: 0,
         }
@@ -95,8 +132,12 @@ impl<'w> RunWriter<'w> {
         let padding = (self.written.next_multiple_of(ALIGN as u64) - self.written) as usize;
         self.put(&[0u8; ALIGN][..padding])
             .map_err(|e| e.to_string())?;
-        self.table[group as usize] = (self.written, archive.len() as u64);
+        let at = self.written;
         self.put(&archive).map_err(|e| e.to_string())?;
+        let filter = build_filter(entries.iter().map(|e| e.0));
+        let filter_at = self.written;
+        self.put(&filter).map_err(|e| e.to_string())?;
+        self.table[group as usize] = [at, archive.len() as u64, filter_at, filter.len() as u64];
         self.entries += entries.len() as u64;
         Ok(())
     }
@@ -104,10 +145,11 @@ impl<'w> RunWriter<'w> {
     /// Writes the table and the trailer.
     pub(crate) fn finish(mut self) -> Result<(), String> {
         let table_offset = self.written;
-        let mut table = Vec::with_capacity(16 * self.table.len());
-        for (offset, len) in &self.table {
-            table.extend_from_slice(&offset.to_le_bytes());
-            table.extend_from_slice(&len.to_le_bytes());
+        let mut table = Vec::with_capacity(SLOT * self.table.len());
+        for slot in &self.table {
+            for field in slot {
+                table.extend_from_slice(&field.to_le_bytes());
+            }
         }
         let mut trailer = [0u8; TRAILER];
         trailer[0..4].copy_from_slice(MAGIC);
@@ -171,18 +213,26 @@ impl Run {
         }
         let entries = u64_at(trailer, 16);
         let table = u64_at(trailer, 24);
-        if table.checked_add(16 * u64::from(groups)) != Some((b.len() - TRAILER) as u64) {
+        if table.checked_add(SLOT as u64 * u64::from(groups)) != Some((b.len() - TRAILER) as u64) {
             return Err(BadRun("its table of key groups is out of place".into()));
         }
         let table = table as usize;
-        for g in 0..groups as usize {
-            let offset = u64_at(b, table + 16 * g);
-            let len = u64_at(b, table + 16 * g + 8);
-            let fits = offset
+        let fits = |offset: u64, len: u64| {
+            offset
                 .checked_add(len)
-                .is_some_and(|end| end <= table as u64);
-            if len > 0 && (!fits || !offset.is_multiple_of(ALIGN as u64)) {
+                .is_some_and(|end| end <= table as u64)
+        };
+        for g in 0..groups as usize {
+            let slot = table + SLOT * g;
+            let (offset, len) = (u64_at(b, slot), u64_at(b, slot + 8));
+            let (filter, filter_len) = (u64_at(b, slot + 16), u64_at(b, slot + 24));
+            if len > 0 && (!fits(offset, len) || !offset.is_multiple_of(ALIGN as u64)) {
                 return Err(BadRun(format!("key group {g} lies out of place")));
+            }
+            if filter_len > 0 && !fits(filter, filter_len) {
+                return Err(BadRun(format!(
+                    "the filter of key group {g} lies out of place"
+                )));
             }
         }
         let checked = (0..groups).map(|_| OnceLock::new()).collect();
@@ -200,10 +250,28 @@ impl Run {
     }
 
     fn group_bytes(&self, group: u32) -> &[u8] {
+        self.slice(group, 0)
+    }
+
+    /// Field `field` (0: archive, 16: filter) of key group `group`'s slot.
+    fn slice(&self, group: u32, field: usize) -> &[u8] {
         let b = self.bytes.bytes();
-        let at = self.table + 16 * group as usize;
+        let at = self.table + SLOT * group as usize + field;
         let (start, len) = (u64_at(b, at) as usize, u64_at(b, at + 8) as usize);
         &b[start..start + len]
+    }
+
+    /// Whether key group `group` may hold a key of hash `hash` (false: it
+    /// certainly does not), by its Bloom filter.
+    pub(crate) fn may_hold(&self, group: u32, hash: u64) -> bool {
+        if group as usize >= self.checked.len() {
+            return false;
+        }
+        let archive_len = u64_at(self.bytes.bytes(), self.table + SLOT * group as usize + 8);
+        if archive_len == 0 {
+            return false;
+        }
+        filter_may_hold(self.slice(group, 16), hash)
     }
 
     /// Key group `group`'s entries (`None`: it has none), validated the
@@ -318,9 +386,34 @@ mod tests {
         assert_eq!(value(9, 4), None);
         assert!(run.group::<u64, i64>(4).unwrap().is_none());
         assert_eq!(run.group::<u64, i64>(7).unwrap().map(|g| g.len()), Some(1));
+        // The filters: what the run holds may be there, and most of what
+        // it does not hold is not.
+        assert!(run.may_hold(3, 5) && run.may_hold(3, 9) && run.may_hold(7, u64::MAX));
+        assert!(!run.may_hold(4, 5), "group 4 is empty");
         // Read as another type, a group is refused rather than misread.
         let other = Run::open(shared(&bytes), groups).unwrap();
         assert!(other.group::<u64, i32>(3).is_err());
+    }
+
+    #[test]
+    fn filters_answer_most_lookups_of_absent_keys() {
+        let groups = KeyGroups::DEFAULT;
+        let hashes =
+            |range: std::ops::Range<u64>| range.map(|i| i.wrapping_mul(0xA24B_AED4_963E_E407));
+        let mut entries: Vec<RunEntry<u64, u64>> =
+            hashes(0..10_000).map(|h| (h, h, Some(1))).collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        let bytes = written(groups, |w| w.group(0, &entries).unwrap());
+        let run = Run::open(shared(&bytes), groups).unwrap();
+        assert!(
+            hashes(0..10_000).all(|h| run.may_hold(0, h)),
+            "no false negative"
+        );
+        let false_positives = hashes(10_000..110_000)
+            .filter(|&h| run.may_hold(0, h))
+            .count();
+        // 10 bits a key and 4 probes: about 1.2%.
+        assert!(false_positives < 2_000, "{false_positives} of 100000");
     }
 
     #[test]
@@ -334,13 +427,17 @@ mod tests {
         assert!(Run::open(shared(&bytes[1..]), groups).is_err());
         assert!(Run::open(shared(&bytes), KeyGroups::new(64).unwrap()).is_err());
         // A table entry pointing past the table.
-        let table = bytes.len() - TRAILER - 16 * 128;
+        let table = bytes.len() - TRAILER - SLOT * 128;
         let mut bad = bytes.clone();
-        bad[table + 16 * 3..table + 16 * 3 + 8].copy_from_slice(&(table as u64).to_le_bytes());
+        bad[table + SLOT * 3..table + SLOT * 3 + 8].copy_from_slice(&(table as u64).to_le_bytes());
         assert!(Run::open(shared(&bad), groups).is_err());
         // A misaligned one.
+        let mut bad = bytes.clone();
+        bad[table + SLOT * 3] += 1;
+        assert!(Run::open(shared(&bad), groups).is_err());
+        // A filter out of place.
         let mut bad = bytes;
-        bad[table + 16 * 3] += 1;
+        bad[table + SLOT * 3 + 24] = 0xff;
         assert!(Run::open(shared(&bad), groups).is_err());
     }
 }

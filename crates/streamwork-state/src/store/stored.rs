@@ -598,6 +598,9 @@ where
     V: StateData,
     Vec<RunEntry<K, V>>: StateData,
 {
+    if !run.may_hold(group, hash) {
+        return Ok(None);
+    }
     let Some(entries) = run.group::<K, V>(group).map_err(|e| e.0)? else {
         return Ok(None);
     };
