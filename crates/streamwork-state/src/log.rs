@@ -252,6 +252,7 @@ impl CheckpointLog {
             crc: crc32fast::Hasher::new(),
             len: 0,
             unsynced: 0,
+            cached_from: start + HEADER_LEN as u64,
         };
         let streamed = framed
             .out
@@ -390,9 +391,6 @@ impl CheckpointLog {
                 .file
                 .sync_data()
                 .map_err(|e| StateError::io("flush", &active.path, e))?;
-            // Durable now: the log is read through its mappings, not the
-            // cache of its writes.
-            drop_cached(&active.file);
         }
         Ok(())
     }
@@ -795,8 +793,13 @@ fn map(path: &Path) -> Result<Mmap, StateError> {
     // readers only look at records whose framing they have validated. The
     // remaining hazard, another process truncating the file while it is
     // mapped, is a misuse of the directory that every mmap-based store
-    // shares.
-    unsafe { Mmap::map(&file) }.map_err(|e| StateError::io("map", path, e))
+    // shares. (A streamed record whose producer failed is cut off, but it
+    // lies past the end of every mapping made before it, and no mapping is
+    // made while it is written.)
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| StateError::io("map", path, e))?;
+    // Read by lookups here and there: no read-ahead around each.
+    let _ = map.advise(memmap2::Advice::Random);
+    Ok(map)
 }
 
 /// Bytes of a streamed payload written between flushes to disk.
@@ -812,6 +815,8 @@ struct Framed<'f> {
     crc: crc32fast::Hasher,
     len: u64,
     unsynced: u64,
+    /// Where in the file the bytes not yet dropped from the cache start.
+    cached_from: u64,
 }
 
 impl Write for Framed<'_> {
@@ -821,11 +826,12 @@ impl Write for Framed<'_> {
         self.len += n as u64;
         self.unsynced += n as u64;
         if self.unsynced >= SYNC_EVERY {
-            self.unsynced = 0;
             self.out.flush()?;
             let file: &File = self.out.get_ref();
             file.sync_data()?;
-            drop_cached(file);
+            drop_cached(file, self.cached_from, self.unsynced);
+            self.cached_from += self.unsynced;
+            self.unsynced = 0;
         }
         Ok(n)
     }
@@ -835,13 +841,17 @@ impl Write for Framed<'_> {
     }
 }
 
-/// Drops `file`'s clean pages from the page cache (those mapped stay).
+/// Drops `len` bytes of `file` from `offset` from the page cache (they are
+/// durable; a page mapped stays).
 #[cfg(unix)]
-fn drop_cached(file: &File) {
+fn drop_cached(file: &File, offset: u64, len: u64) {
     use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
     // Advice only: a failure leaves the pages cached, which is correct.
-    let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+    let _ = posix_fadvise(file, offset, len, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
 }
 
 #[cfg(not(unix))]
-fn drop_cached(_: &File) {}
+fn drop_cached(_: &File, _: u64, _: u64) {}

@@ -171,6 +171,9 @@ pub(crate) struct Run {
     entries: u64,
     /// Per key group: validated by rkyv (true), or found invalid (false).
     checked: Box<[OnceLock<bool>]>,
+    /// Per key group: its Bloom filter, copied into memory the first time
+    /// it is used (every lookup that reaches the run reads it).
+    filters: Box<[OnceLock<Box<[u8]>>]>,
 }
 
 impl std::fmt::Debug for Run {
@@ -236,11 +239,13 @@ impl Run {
             }
         }
         let checked = (0..groups).map(|_| OnceLock::new()).collect();
+        let filters = (0..groups).map(|_| OnceLock::new()).collect();
         Ok(Run {
             bytes,
             table,
             entries,
             checked,
+            filters,
         })
     }
 
@@ -271,7 +276,8 @@ impl Run {
         if archive_len == 0 {
             return false;
         }
-        filter_may_hold(self.slice(group, 16), hash)
+        let filter = self.filters[group as usize].get_or_init(|| self.slice(group, 16).into());
+        filter_may_hold(filter, hash)
     }
 
     /// Key group `group`'s entries (`None`: it has none), validated the

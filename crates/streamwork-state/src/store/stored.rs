@@ -135,6 +135,10 @@ struct Lower<K, V> {
     frozen: Vec<Frozen<K, V>>,
     /// Durable runs, oldest first.
     runs: Vec<Durable>,
+    /// The layer of the newest durable run, kept in memory until the next
+    /// one settles: the keys written in the last interval are the likeliest
+    /// to be read again (they are in the newest run too).
+    recent: Option<Arc<Layer<K, V>>>,
     /// Which values the next run keeps (a time-to-live leaves out what
     /// expired), with the bound it is given.
     retain: Option<Retain<V>>,
@@ -184,6 +188,7 @@ impl<K: Key, V> StoredState<K, V> {
                 frozen: Vec::new(),
                 runs: Vec::new(),
                 retired: Vec::new(),
+                recent: None,
                 retain: None,
                 key_groups: KeyGroups::DEFAULT,
                 instance: InstanceIdx(0),
@@ -198,6 +203,7 @@ impl<K: Key, V> StoredState<K, V> {
     pub fn in_memory(&self) -> usize {
         self.dirty.len()
             + self.lower.clean.len()
+            + self.lower.recent.as_ref().map_or(0, |r| r.len())
             + self
                 .lower
                 .frozen
@@ -380,8 +386,12 @@ where
             reference: (frozen.checkpoint.get(), self.lower.instance.0, entries),
             listed_by: None,
         });
-        let settled: Vec<_> = self.lower.frozen.drain(..=at).map(|f| f.layer).collect();
+        let mut settled: Vec<_> = self.lower.frozen.drain(..=at).map(|f| f.layer).collect();
+        let newest = settled.pop();
         self.lower.retired.extend(settled);
+        self.lower
+            .retired
+            .extend(std::mem::replace(&mut self.lower.recent, newest));
         Ok(())
     }
 
@@ -488,6 +498,7 @@ where
         self.dirty = HashTable::new();
         self.lower.clean = HashTable::new();
         self.lower.frozen.clear();
+        self.lower.recent = None;
         self.lower.runs.clear();
         let old_parallelism = field.parts.len() as u32;
         let rescaled = old_parallelism != restore.parallelism;
@@ -556,8 +567,14 @@ where
 
     /// The key's value in the frozen layers and the runs, newest first.
     fn below(&mut self, k: &K, hash: u64) -> Option<V> {
-        for frozen in self.frozen.iter().rev() {
-            if let Some((_, value)) = frozen.layer.find(hash, |(f, _)| f == k) {
+        let layers = self
+            .frozen
+            .iter()
+            .rev()
+            .map(|f| &f.layer)
+            .chain(self.recent.as_ref());
+        for layer in layers {
+            if let Some((_, value)) = layer.find(hash, |(f, _)| f == k) {
                 return value.clone();
             }
         }
