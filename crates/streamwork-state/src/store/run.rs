@@ -249,6 +249,16 @@ impl Run {
         })
     }
 
+    /// A run this instance wrote (its own serialiser's bytes, made durable
+    /// and mapped back): its key groups need no validation.
+    pub(crate) fn open_own(bytes: SharedBytes, key_groups: KeyGroups) -> Result<Run, BadRun> {
+        let run = Run::open(bytes, key_groups)?;
+        for checked in run.checked.iter() {
+            let _ = checked.set(true);
+        }
+        Ok(run)
+    }
+
     /// Entries in the run, tombstones included.
     pub(crate) fn entries(&self) -> u64 {
         self.entries
@@ -303,11 +313,14 @@ impl Run {
                 "key group {group} does not hold this state's entries"
             )));
         }
-        // SAFETY: these bytes were validated as `ArchivedEntries<K, V>` by
-        // `rkyv::access` just above (or on an earlier call: the flag is set
-        // once, for these very bytes). They are immutable and outlive the
-        // returned reference, which borrows `self` and so the
-        // `SharedBytes` that keeps them mapped.
+        // SAFETY: these bytes are a valid `ArchivedEntries<K, V>`: either
+        // `rkyv::access` validated them just above (or on an earlier call:
+        // the flag is set once, for these very bytes), or this process's
+        // own serialiser wrote them for these very types (`open_own`: a run
+        // this instance wrote, made durable and mapped back, with no other
+        // writer to the file). They are immutable and outlive the returned
+        // reference, which borrows `self` and so the `SharedBytes` that
+        // keeps them mapped.
         Ok(Some(unsafe {
             rkyv::access_unchecked::<ArchivedEntries<K, V>>(bytes)
         }))
