@@ -235,7 +235,7 @@ fn print_comparison(this: &[Measurement], other: &[Measurement], against: &std::
 
 fn print_table(results: &[Measurement]) {
     println!(
-        "{:<8} {:>3} {:>11} {:>9} {:>13} {:>9} {:>10} {:>8} {:>9} {:>9} {:>11} {:>20}",
+        "{:<12} {:>3} {:>11} {:>9} {:>13} {:>9} {:>10} {:>8} {:>9} {:>9} {:>11} {:>20}",
         "workload",
         "par",
         "events",
@@ -253,7 +253,7 @@ fn print_table(results: &[Measurement]) {
         let ratio = m.baseline_events_per_sec / m.events_per_sec;
         let latency = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<8} {:>3} {:>11} {:>8.3}s {:>13.0} {:>9.2} {:>9.1}M {:>7.2}× {:>9} {:>9} {:>11} {:>20}",
+            "{:<12} {:>3} {:>11} {:>8.3}s {:>13.0} {:>9.2} {:>9.1}M {:>7.2}× {:>9} {:>9} {:>11} {:>20}",
             m.workload,
             m.parallelism,
             m.events,

@@ -214,6 +214,7 @@ impl CheckpointLog {
             schema,
             len: payload.len() as u64,
             payload_crc: crc32fast::hash(payload),
+            checked_by_reader: false,
         };
         self.append(header, payload)
     }
@@ -270,6 +271,10 @@ impl CheckpointLog {
             schema,
             len,
             payload_crc: crc,
+            // A streamed payload may be larger than memory: checking it
+            // whole would make every load read it all. Its reader checks
+            // it a part at a time (a run: each key group on first touch).
+            checked_by_reader: true,
         };
         let finished = flushed.and_then(|()| {
             let record_len = header.record_len().ok_or(StateError::TooLarge {
@@ -321,6 +326,7 @@ impl CheckpointLog {
             schema: 0,
             len: 0,
             payload_crc: crc32fast::hash(&[]),
+            checked_by_reader: false,
         };
         self.append(header, &[])?;
         self.depends
@@ -371,6 +377,7 @@ impl CheckpointLog {
             schema: 0,
             len: 0,
             payload_crc: crc32fast::hash(&[]),
+            checked_by_reader: false,
         };
         self.append(header, &[])?;
         self.sync()?;
@@ -621,7 +628,7 @@ fn choose(dir: &Path, scan: Scan, wanted: impl Fn(u64) -> bool) -> Result<Checkp
         }
         let damaged = parts.values().find(|e| {
             let bytes = &scan.maps[e.segment][e.offset..e.offset + e.len];
-            crc32fast::hash(bytes) != e.crc
+            !e.checked_by_reader && crc32fast::hash(bytes) != e.crc
         });
         if let Some(e) = damaged {
             skipped.push(format!(
@@ -647,7 +654,7 @@ fn choose(dir: &Path, scan: Scan, wanted: impl Fn(u64) -> bool) -> Result<Checkp
         }
         let damaged = earlier.values().find(|e| {
             let bytes = &scan.maps[e.segment][e.offset..e.offset + e.len];
-            crc32fast::hash(bytes) != e.crc
+            !e.checked_by_reader && crc32fast::hash(bytes) != e.crc
         });
         if let Some(e) = damaged {
             missing = Some(format!(
@@ -761,6 +768,7 @@ fn scan(dir: &Path) -> Result<Scan, StateError> {
                     offset: offset + HEADER_LEN,
                     len: header.len as usize,
                     crc: header.payload_crc,
+                    checked_by_reader: header.checked_by_reader,
                 }),
                 Kind::Commit => {
                     scan.commits.insert(header.checkpoint, header.part);

@@ -9,7 +9,8 @@
 //! | 0..4   | magic `SWCL`                                           |
 //! | 4      | format version (1)                                     |
 //! | 5      | kind: 1 snapshot, 2 commit, 3 dependency               |
-//! | 6..8   | reserved, zero                                         |
+//! | 6      | flags: bit 0, the payload is checked by its reader, a part at a time (a run of the state store), not whole on load |
+//! | 7      | reserved, zero                                         |
 //! | 8..16  | checkpoint id                                          |
 //! | 16..24 | operator id (a snapshot) / zero (a commit) / the checkpoint depended on (a dependency) |
 //! | 24..28 | part: instance index or first key group (a snapshot); number of snapshots (a commit) |
@@ -50,6 +51,9 @@ pub(crate) struct Header {
     pub(crate) schema: u32,
     pub(crate) len: u64,
     pub(crate) payload_crc: u32,
+    /// The payload is checked by its reader, a part at a time, rather than
+    /// whole when the checkpoint is loaded.
+    pub(crate) checked_by_reader: bool,
 }
 
 /// Why bytes are not a record header.
@@ -71,6 +75,7 @@ impl Header {
             Kind::Commit => 2,
             Kind::Depends => 3,
         };
+        out[6] = u8::from(self.checked_by_reader);
         out[8..16].copy_from_slice(&self.checkpoint.to_le_bytes());
         out[16..24].copy_from_slice(&self.operator.to_le_bytes());
         out[24..28].copy_from_slice(&self.part.to_le_bytes());
@@ -111,6 +116,7 @@ impl Header {
             schema: u32_at(28),
             len: u64_at(32),
             payload_crc: u32_at(40),
+            checked_by_reader: bytes[6] & 1 != 0,
         })
     }
 
@@ -134,6 +140,7 @@ mod tests {
             schema: 2,
             len: 100,
             payload_crc: 0x1234_5678,
+            checked_by_reader: true,
         }
     }
 

@@ -26,6 +26,8 @@ pub(crate) struct Entry {
     pub(crate) offset: usize,
     pub(crate) len: usize,
     pub(crate) crc: u32,
+    /// Checked by its reader, a part at a time, not whole on load.
+    pub(crate) checked_by_reader: bool,
 }
 
 /// A complete checkpoint, its segments mapped: snapshots are read in place,

@@ -6,15 +6,18 @@
 //! | bytes                | field                                           |
 //! |----------------------|-------------------------------------------------|
 //! | ...                  | each key group's archive, 16-byte aligned, and its Bloom filter |
-//! | table .. table+32g   | each key group's archive and filter: offset and length of each |
+//! | table .. table+40g   | each key group's archive and filter: offset and length of each, and their CRC-32s |
 //! | end-32 .. end-28     | magic `SWRN`                                    |
 //! | end-28 .. end-24     | layout version (1)                              |
 //! | end-24 .. end-20     | key groups of the job                           |
-//! | end-20 .. end-16     | reserved, zero                                  |
+//! | end-20 .. end-16     | CRC-32 of the table                             |
 //! | end-16 .. end-8      | entries (tombstones included)                   |
 //! | end-8 .. end         | the table's offset                              |
 //!
-//! A key group's archive is an rkyv `Vec<(hash, key, Option<value>)>`
+//! The log does not check a run whole when a checkpoint loads (that would
+//! read all of it): the table is checked when the run is opened, a key
+//! group's filter and archive against their CRC-32s the first time each is
+//! read. A key group's archive is an rkyv `Vec<(hash, key, Option<value>)>`
 //! sorted by hash (`None`: the key was removed). Its Bloom filter (Bloom,
 //! 1970: 10 bits a key, 4 probes, about 1% false positives) answers most
 //! lookups of a key the run does not hold without touching the archive: in
@@ -46,8 +49,8 @@ const VERSION: u32 = 1;
 const TRAILER: usize = 32;
 const ALIGN: usize = 16;
 /// Bytes of the table per key group: archive offset and length, filter
-/// offset and length.
-const SLOT: usize = 32;
+/// offset and length, their CRC-32s.
+const SLOT: usize = 40;
 const FILTER_BITS_PER_KEY: u64 = 10;
 const FILTER_PROBES: u64 = 4;
 
@@ -87,9 +90,9 @@ pub(crate) struct BadRun(pub(crate) String);
 pub(crate) struct RunWriter<'w> {
     out: &'w mut dyn Write,
     written: u64,
-    /// Per key group: offset and length of its archive and of its filter
-    /// (zeros: none).
-    table: Vec<[u64; 4]>,
+    /// Per key group: offset and length of its archive and of its filter,
+    /// and their CRC-32s (zeros: none).
+    table: Vec<[u64; 5]>,
     next_group: u32,
     entries: u64,
 }
@@ -99,7 +102,7 @@ impl<'w> RunWriter<'w> {
         RunWriter {
             out,
             written: 0,
-            table: vec![[0; 4]; key_groups.count() as usize],
+            table: vec![[0; 5]; key_groups.count() as usize],
             next_group: 0,
             entries: 0,
         }
@@ -137,7 +140,15 @@ impl<'w> RunWriter<'w> {
         let filter = build_filter(entries.iter().map(|e| e.0));
         let filter_at = self.written;
         self.put(&filter).map_err(|e| e.to_string())?;
-        self.table[group as usize] = [at, archive.len() as u64, filter_at, filter.len() as u64];
+        let crcs =
+            u64::from(crc32fast::hash(&archive)) | (u64::from(crc32fast::hash(&filter)) << 32);
+        self.table[group as usize] = [
+            at,
+            archive.len() as u64,
+            filter_at,
+            filter.len() as u64,
+            crcs,
+        ];
         self.entries += entries.len() as u64;
         Ok(())
     }
@@ -155,6 +166,7 @@ impl<'w> RunWriter<'w> {
         trailer[0..4].copy_from_slice(MAGIC);
         trailer[4..8].copy_from_slice(&VERSION.to_le_bytes());
         trailer[8..12].copy_from_slice(&(self.table.len() as u32).to_le_bytes());
+        trailer[12..16].copy_from_slice(&crc32fast::hash(&table).to_le_bytes());
         trailer[16..24].copy_from_slice(&self.entries.to_le_bytes());
         trailer[24..32].copy_from_slice(&table_offset.to_le_bytes());
         self.put(&table)
@@ -220,6 +232,10 @@ impl Run {
             return Err(BadRun("its table of key groups is out of place".into()));
         }
         let table = table as usize;
+        let table_crc = u32::from_le_bytes([trailer[12], trailer[13], trailer[14], trailer[15]]);
+        if crc32fast::hash(&b[table..b.len() - TRAILER]) != table_crc {
+            return Err(BadRun("its table of key groups fails its checksum".into()));
+        }
         let fits = |offset: u64, len: u64| {
             offset
                 .checked_add(len)
@@ -276,18 +292,39 @@ impl Run {
         &b[start..start + len]
     }
 
+    /// CRC-32 `which` (0: the archive's, 1: the filter's) of key group
+    /// `group`.
+    fn crc(&self, group: u32, which: u32) -> u32 {
+        let crcs = u64_at(self.bytes.bytes(), self.table + SLOT * group as usize + 32);
+        (crcs >> (32 * which)) as u32
+    }
+
     /// Whether key group `group` may hold a key of hash `hash` (false: it
-    /// certainly does not), by its Bloom filter.
-    pub(crate) fn may_hold(&self, group: u32, hash: u64) -> bool {
+    /// certainly does not), by its Bloom filter, checked and copied into
+    /// memory the first time.
+    pub(crate) fn may_hold(&self, group: u32, hash: u64) -> Result<bool, BadRun> {
         if group as usize >= self.checked.len() {
-            return false;
+            return Ok(false);
         }
         let archive_len = u64_at(self.bytes.bytes(), self.table + SLOT * group as usize + 8);
         if archive_len == 0 {
-            return false;
+            return Ok(false);
         }
-        let filter = self.filters[group as usize].get_or_init(|| self.slice(group, 16).into());
-        filter_may_hold(filter, hash)
+        let filter = self.filters[group as usize].get_or_init(|| {
+            let filter = self.slice(group, 16);
+            if crc32fast::hash(filter) == self.crc(group, 1) {
+                filter.into()
+            } else {
+                // Damaged: an empty filter, refused below and every time.
+                Box::default()
+            }
+        });
+        if filter.is_empty() {
+            return Err(BadRun(format!(
+                "the filter of key group {group} fails its checksum"
+            )));
+        }
+        Ok(filter_may_hold(filter, hash))
     }
 
     /// Key group `group`'s entries (`None`: it has none), validated the
@@ -306,15 +343,18 @@ impl Run {
         if bytes.is_empty() {
             return Ok(None);
         }
-        let valid = *self.checked[group as usize]
-            .get_or_init(|| rkyv::access::<ArchivedEntries<K, V>, rancor::Error>(bytes).is_ok());
+        let valid = *self.checked[group as usize].get_or_init(|| {
+            crc32fast::hash(bytes) == self.crc(group, 0)
+                && rkyv::access::<ArchivedEntries<K, V>, rancor::Error>(bytes).is_ok()
+        });
         if !valid {
             return Err(BadRun(format!(
-                "key group {group} does not hold this state's entries"
+                "key group {group} fails its checksum or does not hold this state's entries"
             )));
         }
         // SAFETY: these bytes are a valid `ArchivedEntries<K, V>`: either
-        // `rkyv::access` validated them just above (or on an earlier call:
+        // they passed their checksum and `rkyv::access` validated them just
+        // above (or on an earlier call:
         // the flag is set once, for these very bytes), or this process's
         // own serialiser wrote them for these very types (`open_own`: a run
         // this instance wrote, made durable and mapped back, with no other
@@ -407,8 +447,9 @@ mod tests {
         assert_eq!(run.group::<u64, i64>(7).unwrap().map(|g| g.len()), Some(1));
         // The filters: what the run holds may be there, and most of what
         // it does not hold is not.
-        assert!(run.may_hold(3, 5) && run.may_hold(3, 9) && run.may_hold(7, u64::MAX));
-        assert!(!run.may_hold(4, 5), "group 4 is empty");
+        let may = |g, h| run.may_hold(g, h).unwrap();
+        assert!(may(3, 5) && may(3, 9) && may(7, u64::MAX));
+        assert!(!may(4, 5), "group 4 is empty");
         // Read as another type, a group is refused rather than misread.
         let other = Run::open(shared(&bytes), groups).unwrap();
         assert!(other.group::<u64, i32>(3).is_err());
@@ -425,11 +466,11 @@ mod tests {
         let bytes = written(groups, |w| w.group(0, &entries).unwrap());
         let run = Run::open(shared(&bytes), groups).unwrap();
         assert!(
-            hashes(0..10_000).all(|h| run.may_hold(0, h)),
+            hashes(0..10_000).all(|h| run.may_hold(0, h).unwrap()),
             "no false negative"
         );
         let false_positives = hashes(10_000..110_000)
-            .filter(|&h| run.may_hold(0, h))
+            .filter(|&h| run.may_hold(0, h).unwrap())
             .count();
         // 10 bits a key and 4 probes: about 1.2%.
         assert!(false_positives < 2_000, "{false_positives} of 100000");
@@ -454,9 +495,22 @@ mod tests {
         let mut bad = bytes.clone();
         bad[table + SLOT * 3] += 1;
         assert!(Run::open(shared(&bad), groups).is_err());
-        // A filter out of place.
-        let mut bad = bytes;
+        // A damaged table.
+        let mut bad = bytes.clone();
         bad[table + SLOT * 3 + 24] = 0xff;
         assert!(Run::open(shared(&bad), groups).is_err());
+        // A damaged archive or filter opens, and is refused when read.
+        let slot = table + SLOT * 3;
+        let archive_at = u64::from_le_bytes(bytes[slot..slot + 8].try_into().unwrap()) as usize;
+        let filter_at =
+            u64::from_le_bytes(bytes[slot + 16..slot + 24].try_into().unwrap()) as usize;
+        let mut bad = bytes.clone();
+        bad[archive_at + 2] ^= 1;
+        let run = Run::open(shared(&bad), groups).unwrap();
+        assert!(run.group::<u64, u64>(3).is_err());
+        let mut bad = bytes;
+        bad[filter_at] ^= 1;
+        let run = Run::open(shared(&bad), groups).unwrap();
+        assert!(run.may_hold(3, 5).is_err());
     }
 }

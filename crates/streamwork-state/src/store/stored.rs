@@ -616,7 +616,7 @@ where
     V: StateData,
     Vec<RunEntry<K, V>>: StateData,
 {
-    if !run.may_hold(group, hash) {
+    if !run.may_hold(group, hash).map_err(|e| e.0)? {
         return Ok(None);
     }
     let Some(entries) = run.group::<K, V>(group).map_err(|e| e.0)? else {
