@@ -55,23 +55,25 @@ struct Turn {
     held: bool,
 }
 
+// Not boxed: the input task's state is stepped in the hot loop, and a
+// worker holds a handful of these.
+#[allow(clippy::large_enum_variant)]
 enum Run {
     Source(SourceRun),
-    /// Boxed: a task's input state is several times a source's.
-    Input(Box<InputRun>),
+    Input(InputRun),
 }
 
 impl Turn {
     fn new(task: Task, flags: &Flags) -> Turn {
         let run = match &task.body {
             TaskBody::Source { .. } => Run::Source(SourceRun::new()),
-            TaskBody::Input { ports, pause, .. } => Run::Input(Box::new(InputRun::new(
+            TaskBody::Input { ports, pause, .. } => Run::Input(InputRun::new(
                 task.component.clone(),
                 task.instance,
                 ports,
                 pause.clone(),
                 flags,
-            ))),
+            )),
         };
         Turn {
             task,

@@ -247,11 +247,19 @@ impl<K: Kind> Instance<K> {
     }
 
     /// Restores and opens this instance, then starts what is fused into its
-    /// outputs. Done once.
+    /// outputs. Done once: the check is inlined into every step, the work
+    /// is not.
+    #[inline]
     pub(crate) fn start(&mut self) -> Result<(), Failed> {
         if self.started {
             return Ok(());
         }
+        self.start_once()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start_once(&mut self) -> Result<(), Failed> {
         self.started = true;
         let Instance {
             kind,
