@@ -420,3 +420,50 @@ fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_stag
     assert_eq!(read_values(&brokers, &output), expected);
     let _ = std::fs::remove_dir_all(&staging);
 }
+
+/// A run that takes checkpoints and fails before its first one completes
+/// leaves the group's offsets where they were: the next run, starting
+/// fresh, reads again everything the failed one read (its sinks committed
+/// none of it). Committing the read positions on close lost them.
+#[test]
+fn a_run_failing_before_its_first_checkpoint_does_not_move_the_group() {
+    let Some(brokers) = brokers() else { return };
+    let input = topic("first-ckpt-in");
+    create_topic(&brokers, &input, 3).unwrap();
+    produce(&brokers, &input, 3_000);
+    let group = format!("{input}-group");
+    let root = std::env::temp_dir().join(topic("streamwork-kafka-first-ckpt"));
+    let run = |fault: Option<InjectFault<KafkaRecord>>, dir: &Path, interval: Duration| {
+        let seen = CollectSink::new();
+        let source = KafkaSource::new(&brokers, &input, &group).idle_exit(Duration::from_secs(2));
+        let fault = fault.unwrap_or_else(|| InjectFault::new(0, Fault::BeforeRecord(usize::MAX)));
+        let options = RunOptions {
+            checkpoints: Some(CheckpointConfig::new(dir, interval).delivery(Delivery::AtLeastOnce)),
+            ..RunOptions::default()
+        };
+        // Three instances: the fault fails one, and the others are stopped
+        // (and closed) while their reads are ahead of any checkpoint.
+        let result = job! {
+            source records[3] = source;
+            operator checked[3] = fault <- records;
+            sink out[2] = seen.clone() <- checked;
+        }
+        .unwrap()
+        .run_with(options);
+        (result, seen)
+    };
+    // Every record is read before the first checkpoint starts (the sources
+    // idle for two seconds before they end), and that checkpoint fails.
+    let (failed, _) = run(
+        Some(InjectFault::new(1, Fault::InCheckpoint(1))),
+        &root.join("a"),
+        Duration::from_millis(1_500),
+    );
+    assert!(failed.is_err(), "the fault fails the first run");
+    let (result, seen) = run(None, &root.join("b"), Duration::from_secs(3600));
+    result.unwrap();
+    let mut values: Vec<u64> = seen.values().iter().map(value).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..3_000).collect::<Vec<_>>());
+    let _ = std::fs::remove_dir_all(&root);
+}

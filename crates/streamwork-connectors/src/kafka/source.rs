@@ -146,7 +146,11 @@ impl BusySpan {
 ///
 /// Positions are Streamwork's: a restored source resumes from its
 /// checkpoint. Without one, a partition starts at the group's committed
-/// offset, or at the beginning.
+/// offset, or at the beginning. A source closing commits to the group what
+/// it read, or, in a run that takes checkpoints, only what a completed
+/// checkpoint covers: a run that fails before its first checkpoint
+/// completes leaves the group where it was, so that the next run reads
+/// again what the failed one's sinks never committed.
 pub struct KafkaSource {
     brokers: String,
     topic: String,
@@ -159,8 +163,14 @@ pub struct KafkaSource {
     dead_letter: Option<String>,
     malformed: Malformed,
     progress: Option<Arc<SourceProgress>>,
-    /// Snapshots not known complete yet, by checkpoint (with `progress`).
+    /// Snapshots not known complete yet, by checkpoint.
     pending: Vec<(CheckpointId, BTreeMap<i32, i64>)>,
+    /// The positions of the latest completed checkpoint (a checkpointed
+    /// run): all that the group's offsets may be moved to.
+    last_completed: Option<BTreeMap<i32, i64>>,
+    /// The final snapshot's positions, and the last complete checkpoint
+    /// when it was taken: any checkpoint completed since holds them.
+    final_taken: Option<(BTreeMap<i32, i64>, CheckpointId)>,
     hooks: Option<CheckpointView>,
     commit_on_close: bool,
     consumer: Option<BaseConsumer>,
@@ -186,6 +196,8 @@ impl Clone for KafkaSource {
             malformed: self.malformed.clone(),
             progress: self.progress.clone(),
             pending: Vec::new(),
+            last_completed: None,
+            final_taken: None,
             hooks: None,
             commit_on_close: self.commit_on_close,
             consumer: None,
@@ -226,6 +238,8 @@ impl KafkaSource {
             malformed: Malformed::default(),
             progress: None,
             pending: Vec::new(),
+            last_completed: None,
+            final_taken: None,
             hooks: None,
             commit_on_close: true,
             consumer: None,
@@ -369,7 +383,7 @@ impl KafkaSource {
     /// Tells the runner the positions of the latest snapshot whose
     /// checkpoint has completed.
     fn publish_completed(&mut self) {
-        let (Some(progress), Some(hooks)) = (&self.progress, &self.hooks) else {
+        let Some(hooks) = &self.hooks else {
             return;
         };
         let completed = hooks.completed();
@@ -379,7 +393,26 @@ impl KafkaSource {
             .take_while(|(id, _)| *id <= completed && !id.is_final())
             .count();
         if let Some((_, positions)) = self.pending.drain(..done).next_back() {
-            *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = positions;
+            if let Some(progress) = &self.progress {
+                *progress.positions.lock().unwrap_or_else(|p| p.into_inner()) = positions.clone();
+            }
+            self.last_completed = Some(positions);
+        }
+    }
+
+    /// The offsets the group may be moved to when the source closes: in a
+    /// run without checkpoints, what was read; in a checkpointed run, only
+    /// what a completed checkpoint covers (a run that fails before its
+    /// sinks commit must not move the group past their output: a fresh
+    /// start reads from the group's offsets).
+    fn closing_positions(&mut self) -> Option<BTreeMap<i32, i64>> {
+        self.publish_completed();
+        let Some(hooks) = &self.hooks else {
+            return Some(self.positions.clone());
+        };
+        match &self.final_taken {
+            Some((positions, then)) if hooks.completed() > *then => Some(positions.clone()),
+            _ => self.last_completed.clone(),
         }
     }
 
@@ -490,16 +523,23 @@ impl Source for KafkaSource {
     /// Keeps the snapshot's positions until its checkpoint completes (for
     /// a scale-out runner, which commits only completed positions).
     fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
+        // What completed since the last snapshot is settled first, so that
+        // `pending` holds only checkpoints in flight.
+        self.publish_completed();
         // Called right after `snapshot`: the positions have not moved.
-        let Some(progress) = &self.progress else {
-            return;
-        };
         let positions = self.positions.clone();
         if checkpoint.is_final() {
-            *progress
-                .final_positions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(positions);
+            if let Some(progress) = &self.progress {
+                *progress
+                    .final_positions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(positions.clone());
+            }
+            let then = self
+                .hooks
+                .as_ref()
+                .map_or(CheckpointId::NONE, CheckpointView::completed);
+            self.final_taken = Some((positions, then));
         } else {
             self.pending.push((checkpoint, positions));
         }
@@ -544,16 +584,16 @@ impl Source for KafkaSource {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
-        self.publish_completed();
+        let closing = self.closing_positions();
         // Offsets are Streamwork's to keep; the group's committed offsets are
         // advanced too, for tools that watch the group's lag (a scale-out
         // runner commits them itself, as the group's member).
         if let Some(consumer) = self.consumer.take()
             && self.commit_on_close
-            && !self.positions.is_empty()
+            && let Some(positions) = closing.filter(|p| !p.is_empty())
         {
             let mut committed = TopicPartitionList::new();
-            for (&partition, &next) in &self.positions {
+            for (&partition, &next) in &positions {
                 committed
                     .add_partition_offset(&self.topic, partition, Offset::Offset(next))
                     .map_err(|e| kafka_error("committing offsets", e))?;
