@@ -332,7 +332,9 @@ impl<K: Kind> Instance<K> {
     /// The barrier of `checkpoint` has reached this instance (from every
     /// input, aligned if need be, which took `alignment`): its part, then
     /// the barrier goes on. The time the snapshot holds the task thread is
-    /// reported with the part.
+    /// reported with the part. Out of line: once a checkpoint, never on the
+    /// path of a record.
+    #[inline(never)]
     pub(crate) fn barrier(
         &mut self,
         checkpoint: CheckpointId,
