@@ -111,6 +111,17 @@ pub enum StateError {
         /// Why, and what to do.
         reason: String,
     },
+    /// A run of a stored state (`StoredState`) in the checkpoint log cannot
+    /// be read: it fails its checksum or does not hold the state's type. The
+    /// log's damage, found when the run was first read rather than when the
+    /// checkpoint loaded.
+    #[error(
+        "a run of stored state in the checkpoint log cannot be read ({reason}): the checkpoint directory is damaged; restore it from a copy, or remove it to start over"
+    )]
+    RunUnreadable {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A snapshot larger than a record can describe.
     #[error("a snapshot of {len} bytes does not fit in a checkpoint log record")]
     TooLarge {

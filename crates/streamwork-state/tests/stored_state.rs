@@ -19,8 +19,8 @@ use streamwork_core::state::CurrentKey;
 use streamwork_core::time::Timestamp;
 use streamwork_core::{CheckpointId, InstanceIdx};
 use streamwork_state::{
-    Checkpoint, CheckpointLog, ExpiringState, FieldsReader, FieldsWriter, LogOptions, StateField,
-    StoreOptions, StoredState, Ttl, load_latest, operator_id, side_operator_id,
+    Checkpoint, CheckpointLog, ExpiringState, FieldsReader, FieldsWriter, LogOptions, StateError,
+    StateField, StoreOptions, StoredState, Ttl, load_latest, operator_id, side_operator_id,
 };
 
 const GROUPS: KeyGroups = KeyGroups::DEFAULT;
@@ -48,19 +48,23 @@ impl Drop for Dir {
     }
 }
 
-/// A loaded checkpoint offered as the runtime offers it.
-struct Source(Checkpoint);
+/// A loaded checkpoint offered as the runtime offers it; `flip`: a byte of
+/// every side record to damage (a copy is handed out).
+struct Source {
+    checkpoint: Checkpoint,
+    flip: Option<usize>,
+}
 
 impl RestoreSource for Source {
     fn checkpoint(&self) -> CheckpointId {
-        self.0.id()
+        self.checkpoint.id()
     }
     fn is_final(&self) -> bool {
         false
     }
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {
         let id = operator_id(component);
-        self.0
+        self.checkpoint
             .snapshots()
             .filter(|s| s.operator() == id)
             .map(|s| RestoredPart {
@@ -80,8 +84,17 @@ impl RestoreSource for Source {
         stream: u32,
         part: InstanceIdx,
     ) -> Option<SharedBytes> {
-        self.0
-            .shared(checkpoint, side_operator_id(component, stream), part.0)
+        let shared =
+            self.checkpoint
+                .shared(checkpoint, side_operator_id(component, stream), part.0)?;
+        let Some(at) = self.flip else {
+            return Some(shared);
+        };
+        let mut damaged = rkyv::util::AlignedVec::<16>::new();
+        damaged.extend_from_slice(shared.bytes());
+        damaged[at] ^= 0x40;
+        let len = damaged.len();
+        SharedBytes::new(std::sync::Arc::new(damaged), 0..len)
     }
 }
 
@@ -206,29 +219,39 @@ impl<S: StateField> Job<S> {
             self.instances = (0..parallelism).map(|_| fresh()).collect();
             return;
         }
-        let source = Source(load_latest(&self.dir.0).unwrap());
+        let source = Source {
+            checkpoint: load_latest(&self.dir.0).unwrap(),
+            flip: None,
+        };
         assert_eq!(source.checkpoint(), self.completed);
         self.instances = (0..parallelism)
-            .map(|i| {
-                let restore = Restore {
-                    component: COMPONENT,
-                    checkpoint: source.checkpoint(),
-                    is_final: false,
-                    ended: Vec::new(),
-                    instance: InstanceIdx(i),
-                    parallelism,
-                    key_groups: GROUPS,
-                    parts: source.parts(COMPONENT),
-                    records: Some(&source),
-                };
-                let mut state = fresh();
-                let fields = FieldsReader::read(&restore).unwrap();
-                let field = fields.field(FIELD).expect("the field was checkpointed");
-                state.restore_field(&field).unwrap();
-                state
-            })
+            .map(|i| restored(&source, InstanceIdx(i), parallelism, fresh()))
             .collect();
     }
+}
+
+/// `state` restored from `source` as instance `instance` of `parallelism`.
+fn restored<S: StateField>(
+    source: &Source,
+    instance: InstanceIdx,
+    parallelism: u32,
+    mut state: S,
+) -> S {
+    let restore = Restore {
+        component: COMPONENT,
+        checkpoint: source.checkpoint(),
+        is_final: false,
+        ended: Vec::new(),
+        instance,
+        parallelism,
+        key_groups: GROUPS,
+        parts: source.parts(COMPONENT),
+        records: Some(source),
+    };
+    let fields = FieldsReader::read(&restore).unwrap();
+    let field = fields.field(FIELD).expect("the field was checkpointed");
+    state.restore_field(&field).unwrap();
+    state
 }
 
 #[derive(Clone, Debug)]
@@ -471,4 +494,38 @@ fn expired_values_leave_the_checkpoints() {
         last < full / 10,
         "the last checkpoint wrote {last} bytes, the first {full}: the expired values are still in it"
     );
+}
+
+/// A run damaged in the log is never misread: the key it holds reads as
+/// absent until the next checkpoint, which fails naming the damage, so no
+/// checkpoint records a value computed from the damage.
+#[test]
+fn a_damaged_run_fails_the_next_checkpoint_rather_than_being_misread() {
+    let mut job = Job::new(1, stored);
+    for k in 0..2_000u64 {
+        job.owner(k).insert(CurrentKey::for_testing(&k), k as i64);
+    }
+    job.checkpoint();
+    // The run's first bytes are the archive of key group 0.
+    let source = Source {
+        checkpoint: load_latest(&job.dir.0).unwrap(),
+        flip: Some(2),
+    };
+    let mut state = restored(&source, InstanceIdx(0), 1, stored());
+    let k = (0..2_000u64)
+        .find(|k| GROUPS.key_group(stable_hash(k)) == 0)
+        .expect("a key of group 0");
+    assert_eq!(state.get(CurrentKey::for_testing(&k)), None);
+    let ctx = SnapshotContext {
+        checkpoint: CheckpointId::new(99),
+        key_groups: GROUPS,
+        instance: InstanceIdx(0),
+        parallelism: 1,
+        completed: job.completed,
+    };
+    let error = state
+        .snapshot_field(&ctx)
+        .expect_err("the damage is reported");
+    assert!(matches!(error, StateError::RunUnreadable { .. }), "{error}");
+    assert!(error.to_string().contains("checksum"), "{error}");
 }

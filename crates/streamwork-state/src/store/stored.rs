@@ -339,7 +339,7 @@ where
                 for_each_in(&durable.run, group, |_, k, v| {
                     group_entries.insert(k, v);
                 })
-                .map_err(|e| self.bad(e))?;
+                .map_err(StateError::from)?;
             }
             for &(k, v) in &layered[group as usize] {
                 group_entries.insert(k.clone(), v.clone());
@@ -351,14 +351,6 @@ where
             }
         }
         Ok(())
-    }
-
-    fn bad(&self, e: BadRun) -> StateError {
-        StateError::FieldRefused {
-            component: String::new(),
-            field: String::new(),
-            reason: format!("a run of stored state cannot be read: {}", e.0),
-        }
     }
 
     /// The frozen layer of the newest complete checkpoint becomes a run read
@@ -374,7 +366,7 @@ where
             unreachable!("checked above")
         };
         // Written by this instance's own serialiser: not validated again.
-        let run = Run::open_own(bytes, self.lower.key_groups).map_err(|e| self.bad(e))?;
+        let run = Run::open_own(bytes, self.lower.key_groups).map_err(StateError::from)?;
         let entries = run.entries();
         self.lower
             .runs
@@ -416,12 +408,10 @@ where
     }
 
     fn take_snapshot(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        // A read that found a run unreadable read as absent: the job fails
+        // here, before a checkpoint could record the difference.
         if let Some(reason) = self.lower.broken.take() {
-            return Err(StateError::FieldRefused {
-                component: String::new(),
-                field: String::new(),
-                reason: format!("a run of stored state could not be read: {reason}"),
-            });
+            return Err(StateError::RunUnreadable { reason });
         }
         self.lower.key_groups = ctx.key_groups;
         self.lower.instance = ctx.instance;
@@ -605,6 +595,12 @@ where
                 self.key_groups.instance_of(group, old_parallelism) == old_instance
             }
         }
+    }
+}
+
+impl From<BadRun> for StateError {
+    fn from(e: BadRun) -> Self {
+        StateError::RunUnreadable { reason: e.0 }
     }
 }
 
