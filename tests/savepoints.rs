@@ -320,3 +320,71 @@ fn a_changed_job_resumes_from_a_savepoint_by_name() {
     }
     renamed(&CollectSink::new()).run_with(options).unwrap();
 }
+
+/// A running sum per key in the state store.
+#[derive(Clone, Default, State)]
+struct StoredSums {
+    sums: StoredState<u64, u64>,
+}
+
+#[operator]
+impl StoredSums {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        (_, i): (u64, u64),
+        out: &mut Collector<(u64, u64, u64)>,
+    ) {
+        let sum = self.sums.get_or_default(key);
+        *sum += i;
+        out.emit((*key, i, *sum));
+    }
+}
+
+fn stored_job(events: Events, p: u32, sink: &CollectSink<(u64, u64, u64)>) -> JobGraph {
+    job! {
+        delivery exactly_once;
+        source events = events;
+        operator sums[p] = StoredSums::default() <- events.key(|e: &(u64, u64)| e.0);
+        sink out = sink.transactional() <- sums;
+    }
+    .unwrap()
+}
+
+/// Stored state stopped at a savepoint and resumed, at the same
+/// parallelism and at another, commits what an uninterrupted run does.
+#[test]
+fn stored_state_resumes_from_a_savepoint_at_any_parallelism() {
+    let n = 5_000;
+    let expected = {
+        let sink = CollectSink::new();
+        let (source, _) = events(n, None);
+        stored_job(source, 2, &sink)
+            .run_with(exactly_once(&dir("stored-savepoint-uninterrupted"), 0))
+            .unwrap();
+        sink.values()
+    };
+    assert_eq!(expected.len(), n as usize);
+    for (p_before, p_after) in [(2, 2), (2, 3), (3, 1)] {
+        let checkpoints = dir(&format!("stored-savepoint-{p_before}-{p_after}"));
+        let sink = CollectSink::new();
+        let (source, stop) = events(n, Some(n / 2));
+        let handle = stored_job(source, p_before, &sink)
+            .start_with(exactly_once(&checkpoints, 0))
+            .unwrap();
+        *stop.lock().unwrap() = Some(handle.stop_handle());
+        let report = handle.join().unwrap();
+        let savepoint = report.savepoint.expect("the stop took a savepoint");
+        assert!(sink.values().len() < expected.len());
+        let (source, _) = events(n, None);
+        let report = stored_job(source, p_after, &sink)
+            .run_with(exactly_once(&checkpoints, 0))
+            .unwrap();
+        assert_eq!(report.recovery.restored_from, Some(savepoint));
+        assert_same(
+            &sink.values(),
+            &expected,
+            &format!("stored, stopped at p={p_before}, resumed at p={p_after}"),
+        );
+    }
+}
