@@ -40,7 +40,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::checkpoint::{Restore, RestoredPart, SnapshotContext, StateBytes};
+use crate::checkpoint::{
+    Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext, StateBytes,
+};
 use crate::collector::Collector;
 use crate::component::{AnyTime, CoOperator, Context, KeyKind, NoKey, Operator, Statefulness};
 use crate::error::TaskError;
@@ -63,31 +65,91 @@ fn context(name: &str) -> InstanceContext {
     InstanceContext::new(name, InstanceIdx(0), 1, KeyGroups::DEFAULT)
 }
 
-/// What a restarted instance `0 of 1` is offered: `state`, taken at `checkpoint`.
-fn restore_of<'a>(
-    ctx: &'a InstanceContext,
+/// The checkpoint a harness restores from: one snapshot (of instance 0 of
+/// 1), with its side records produced as the runtime's coordinator produces
+/// them, off the operator.
+struct HarnessCheckpoint {
     checkpoint: CheckpointId,
-    state: Option<&'a StateBytes>,
-) -> Restore<'a> {
-    Restore {
-        component: ctx.component(),
-        checkpoint,
-        is_final: false,
-        ended: Vec::new(),
-        instance: InstanceIdx(0),
-        parallelism: 1,
-        key_groups: ctx.key_groups(),
-        parts: state
-            .map(|s| RestoredPart {
-                part: InstanceIdx(0),
-                schema: s.schema,
-                bytes: &s.bytes,
-            })
-            .into_iter()
-            .collect(),
-        // A harness has no log: state kept in side records is restored by
-        // the runtime only.
-        records: None,
+    state: Option<StateBytes>,
+    side: Vec<(u32, SharedBytes)>,
+}
+
+impl HarnessCheckpoint {
+    fn of(checkpoint: CheckpointId, state: Option<&StateBytes>) -> Result<Self, TaskError> {
+        let mut side = Vec::new();
+        for record in state.iter().flat_map(|s| s.side.iter()) {
+            let mut bytes = Vec::new();
+            record.payload.produce(&mut bytes)?;
+            let len = bytes.len();
+            let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(bytes);
+            if let Some(shared) = SharedBytes::new(owner, 0..len) {
+                side.push((record.stream, shared));
+            }
+        }
+        Ok(HarnessCheckpoint {
+            checkpoint,
+            state: state.cloned(),
+            side,
+        })
+    }
+
+    fn part(&self) -> Option<RestoredPart<'_>> {
+        self.state.as_ref().map(|s| RestoredPart {
+            part: InstanceIdx(0),
+            schema: s.schema,
+            bytes: &s.bytes,
+        })
+    }
+
+    /// What a restarted instance `0 of 1` is offered.
+    fn restore<'a>(&'a self, ctx: &'a InstanceContext) -> Restore<'a> {
+        Restore {
+            component: ctx.component(),
+            checkpoint: self.checkpoint,
+            is_final: false,
+            ended: Vec::new(),
+            instance: InstanceIdx(0),
+            parallelism: 1,
+            key_groups: ctx.key_groups(),
+            parts: self.part().into_iter().collect(),
+            records: Some(self),
+        }
+    }
+}
+
+impl RestoreSource for HarnessCheckpoint {
+    fn checkpoint(&self) -> CheckpointId {
+        self.checkpoint
+    }
+
+    fn is_final(&self) -> bool {
+        false
+    }
+
+    fn parts(&self, _: &str) -> Vec<RestoredPart<'_>> {
+        self.part().into_iter().collect()
+    }
+
+    fn ended(&self, _: &str) -> Vec<InstanceIdx> {
+        Vec::new()
+    }
+
+    /// The snapshot's own side records; a harness keeps no earlier
+    /// checkpoint.
+    fn side_record(
+        &self,
+        checkpoint: CheckpointId,
+        _: &str,
+        stream: u32,
+        part: InstanceIdx,
+    ) -> Option<SharedBytes> {
+        if checkpoint != self.checkpoint || part != InstanceIdx(0) {
+            return None;
+        }
+        self.side
+            .iter()
+            .find(|(s, _)| *s == stream)
+            .map(|(_, bytes)| bytes.clone())
     }
 }
 
@@ -121,7 +183,8 @@ impl<O: Operator> Harness<O> {
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
         // Restored before it opens, as the runtime does.
-        operator.restore(&restore_of(&context("harness"), checkpoint, state))?;
+        let ctx = context("harness");
+        operator.restore(&HarnessCheckpoint::of(checkpoint, state)?.restore(&ctx))?;
         Ok(Self::new(operator))
     }
 
@@ -210,7 +273,8 @@ impl<C: CoOperator> CoHarness<C> {
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
         // Restored before it opens, as the runtime does.
-        operator.restore(&restore_of(&context("harness"), checkpoint, state))?;
+        let ctx = context("harness");
+        operator.restore(&HarnessCheckpoint::of(checkpoint, state)?.restore(&ctx))?;
         Ok(Self::new(operator))
     }
 

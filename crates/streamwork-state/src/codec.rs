@@ -46,7 +46,8 @@ use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::state::Key;
 use streamwork_core::{
-    InstanceContext, Restore, SnapshotContext, StateBytes, Statefulness, TaskError,
+    DeferredBytes, InstanceContext, InstanceIdx, Restore, SharedBytes, SideRecord, SnapshotContext,
+    StateBytes, Statefulness, TaskError,
 };
 
 use crate::error::StateError;
@@ -101,7 +102,8 @@ pub struct RestoredEntries<M, K, V> {
 }
 
 type SaveFn<M, K, V> = fn(M, Vec<(K, V)>, KeyGroups) -> Result<AlignedVec, StateError>;
-type LoadFn<M, K, V> = fn(&Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError>;
+type LoadFn<M, K, V> =
+    fn(&Restore<'_>, &[(InstanceIdx, &[u8])]) -> Result<RestoredEntries<M, K, V>, StateError>;
 
 /// Snapshots and restores keyed entries `(K, V)` with metadata `M`, by key
 /// group (see the [module docs](self)). Copy: two function pointers.
@@ -136,9 +138,69 @@ impl<M, K, V> fmt::Debug for KeyedCodec<M, K, V> {
 /// schema 1, as before layouts were versioned).
 pub const KEYED_PARTS_SCHEMA: u32 = 1;
 
+/// The container of a snapshot whose [`KeyedParts`] are archived off the
+/// task thread ([`KeyedCodec::snapshot_beside`]): the snapshot's own bytes
+/// are empty, and the parts are its side record [`BESIDE_STREAM`].
+pub const KEYED_PARTS_BESIDE_SCHEMA: u32 = 2;
+
+/// The side stream that holds the parts of a snapshot taken beside.
+pub const BESIDE_STREAM: u32 = 0;
+
 /// The schema of a keyed snapshot with entry layout `layout`.
 fn keyed_schema(layout: u32) -> u32 {
     KEYED_PARTS_SCHEMA + (layout.max(1) - 1) * 256
+}
+
+/// The schema of a keyed snapshot taken beside, with entry layout `layout`.
+fn beside_schema(layout: u32) -> u32 {
+    KEYED_PARTS_BESIDE_SCHEMA + (layout.max(1) - 1) * 256
+}
+
+/// The bytes of one restored part: in the snapshot, in a side record mapped
+/// from the log, or copied where the record is not aligned for rkyv.
+enum PartBytes<'a> {
+    Inline(&'a [u8]),
+    Shared(SharedBytes),
+    Copied(AlignedVec),
+}
+
+impl PartBytes<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            PartBytes::Inline(bytes) => bytes,
+            PartBytes::Shared(shared) => shared.bytes(),
+            PartBytes::Copied(copy) => copy,
+        }
+    }
+}
+
+/// Entries frozen on the task thread, archived when the coordinator asks.
+struct BesideEntries<M, K, V, F> {
+    save: SaveFn<M, K, V>,
+    meta: M,
+    entries: F,
+    key_groups: KeyGroups,
+}
+
+impl<M, K, V, F> fmt::Debug for BesideEntries<M, K, V, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BesideEntries")
+            .field("type", &std::any::type_name::<KeyedParts<M, K, V>>())
+            .finish()
+    }
+}
+
+impl<M, K, V, F> DeferredBytes for BesideEntries<M, K, V, F>
+where
+    M: Clone + Send + Sync,
+    F: Fn() -> Vec<(K, V)> + Send + Sync,
+{
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        let bytes = (self.save)(self.meta.clone(), (self.entries)(), self.key_groups)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        out.write_all(&bytes)
+            .map_err(|e| TaskError::Snapshot(format!("writing the archived entries: {e}")))
+    }
 }
 
 impl<M, K, V> KeyedCodec<M, K, V>
@@ -185,21 +247,58 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         Ok(StateBytes::new(keyed_schema(self.layout), bytes.into_vec()))
     }
 
+    /// A snapshot whose entries are archived off the task thread: `entries`
+    /// is called when the checkpoint is written (it reads state the
+    /// operator froze, copy-on-write, so that the task thread only pauses to
+    /// freeze it), and the archive is written beside the snapshot, as its
+    /// side record [`BESIDE_STREAM`]. [`restore`](Self::restore) reads both
+    /// kinds.
+    pub fn snapshot_beside<F>(&self, meta: M, entries: F, key_groups: KeyGroups) -> StateBytes
+    where
+        M: Clone + Send + Sync + 'static,
+        K: 'static,
+        V: 'static,
+        F: Fn() -> Vec<(K, V)> + Send + Sync + 'static,
+    {
+        let payload = BesideEntries {
+            save: self.save,
+            meta,
+            entries,
+            key_groups,
+        };
+        StateBytes {
+            schema: beside_schema(self.layout),
+            bytes: Vec::new(),
+            side: vec![SideRecord {
+                stream: BESIDE_STREAM,
+                schema: keyed_schema(self.layout),
+                payload: std::sync::Arc::new(payload),
+                written: Default::default(),
+            }],
+            builds_on: Vec::new(),
+        }
+    }
+
     /// Every old instance's metadata, and the entries of the key groups the
     /// restoring instance now owns. A snapshot of another entry layout is
     /// refused, naming both.
     pub fn restore(&self, restore: &Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError> {
-        let expected = keyed_schema(self.layout);
-        if let Some(part) = restore.parts.iter().find(|p| p.schema != expected) {
-            let operator = operator_id(restore.component);
-            let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
-            if part.schema % 256 != KEYED_PARTS_SCHEMA {
+        let (inline, beside) = (keyed_schema(self.layout), beside_schema(self.layout));
+        let operator = operator_id(restore.component);
+        let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
+        if let Some(part) = restore
+            .parts
+            .iter()
+            .find(|p| p.schema != inline && p.schema != beside)
+        {
+            let container = part.schema % 256;
+            if container != KEYED_PARTS_SCHEMA && container != KEYED_PARTS_BESIDE_SCHEMA {
                 return Err(StateError::IncompatibleSchema {
                     operator,
                     part: part.part.0,
                     type_name,
                     found: part.schema,
-                    supported: expected,
+                    supported: inline,
                     reason: "the snapshot was not written by this operator's codec",
                 });
             }
@@ -217,7 +316,33 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                 },
             });
         }
-        (self.load)(restore)
+        let mut held = Vec::with_capacity(restore.parts.len());
+        for part in &restore.parts {
+            if part.schema == inline {
+                held.push((part.part, PartBytes::Inline(part.bytes)));
+                continue;
+            }
+            let Some(record) = restore.side_record(restore.checkpoint, BESIDE_STREAM, part.part)
+            else {
+                return Err(StateError::InvalidArchive {
+                    checkpoint: restore.checkpoint,
+                    operator,
+                    part: part.part.0,
+                    type_name,
+                    reason: "its entries, archived in a record beside the snapshot, are not in the checkpoint: restore from an earlier checkpoint".into(),
+                });
+            };
+            let bytes = if (record.bytes().as_ptr() as usize).is_multiple_of(16) {
+                PartBytes::Shared(record)
+            } else {
+                let mut copy = AlignedVec::with_capacity(record.bytes().len());
+                copy.extend_from_slice(record.bytes());
+                PartBytes::Copied(copy)
+            };
+            held.push((part.part, bytes));
+        }
+        let parts: Vec<(InstanceIdx, &[u8])> = held.iter().map(|(i, b)| (*i, b.bytes())).collect();
+        (self.load)(restore, &parts)
     }
 }
 
@@ -242,7 +367,10 @@ where
     })
 }
 
-fn load<M, K, V>(restore: &Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError>
+fn load<M, K, V>(
+    restore: &Restore<'_>,
+    parts: &[(InstanceIdx, &[u8])],
+) -> Result<RestoredEntries<M, K, V>, StateError>
 where
     M: StateData,
     K: Key + StateData,
@@ -254,18 +382,18 @@ where
         metas: Vec::with_capacity(restore.parts.len()),
         entries: Vec::new(),
     };
-    let mut parts = restore.parts.clone();
-    parts.sort_by_key(|p| p.part);
-    for part in parts {
+    let mut parts = parts.to_vec();
+    parts.sort_by_key(|(part, _)| *part);
+    for (part, bytes) in parts {
         let invalid = |e: rancor::Error| StateError::InvalidArchive {
             checkpoint: restore.checkpoint,
             operator,
-            part: part.part.0,
+            part: part.0,
             type_name,
             reason: e.to_string(),
         };
-        let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(part.bytes)
-            .map_err(invalid)?;
+        let archived =
+            rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(bytes).map_err(invalid)?;
         let written_with = archived.key_groups.to_native();
         if written_with != restore.key_groups.count() {
             return Err(StateError::KeyGroupsChanged {
@@ -390,6 +518,26 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
             .snapshot(meta, entries(), ctx.key_groups)
             .map(Some)
             .map_err(|e| TaskError::Snapshot(format!("{what}: {e}")))
+    }
+
+    /// Like [`snapshot`](Self::snapshot), but the entries are gathered and
+    /// archived off the task thread, when the checkpoint is written:
+    /// `entries` reads state the operator froze (shared copy-on-write), so
+    /// that taking the snapshot costs the task thread only the freeze.
+    pub fn snapshot_beside<F>(
+        &self,
+        ctx: &SnapshotContext,
+        meta: M,
+        entries: F,
+    ) -> Option<StateBytes>
+    where
+        M: Clone + Send + Sync + 'static,
+        K: 'static,
+        V: 'static,
+        F: Fn() -> Vec<(K, V)> + Send + Sync + 'static,
+    {
+        let codec = self.codec?;
+        Some(codec.snapshot_beside(meta, entries, ctx.key_groups))
     }
 
     /// What the operator's `restore` restores from: every old instance's

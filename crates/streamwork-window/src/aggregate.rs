@@ -15,8 +15,10 @@ use crate::window::WindowContents;
 /// each event, `merge` partial accumulators (slices, merged sessions), and
 /// take the `result`.
 pub trait Aggregate<T>: Clone + Send + 'static {
-    /// The accumulator.
-    type Acc: Clone + Send + 'static;
+    /// The accumulator. `Sync`, because a checkpoint reads the window's
+    /// accumulators from the thread that writes it while the operator goes
+    /// on (copy-on-write).
+    type Acc: Clone + Send + Sync + 'static;
     /// The result.
     type Out: Data;
 
@@ -103,8 +105,11 @@ impl<T, F: Fn(&T) -> u64 + Clone + Send + 'static> Aggregate<T> for Sum<F> {
 #[derive(Clone)]
 pub struct MaxBy<F>(pub F);
 
-impl<T: Data, V: Ord + Clone + Send + 'static, F: Fn(&T) -> V + Clone + Send + 'static> Aggregate<T>
-    for MaxBy<F>
+impl<
+    T: Data + Sync,
+    V: Ord + Clone + Send + Sync + 'static,
+    F: Fn(&T) -> V + Clone + Send + 'static,
+> Aggregate<T> for MaxBy<F>
 {
     type Acc = Option<(V, T)>;
     type Out = Option<T>;
@@ -155,8 +160,8 @@ impl<T, F> Apply<T, F> {
     }
 }
 
-impl<T: Data, R: Data, F: Fn(WindowContents<'_, T>) -> R + Clone + Send + 'static> Aggregate<T>
-    for Apply<T, F>
+impl<T: Data + Sync, R: Data, F: Fn(WindowContents<'_, T>) -> R + Clone + Send + 'static>
+    Aggregate<T> for Apply<T, F>
 {
     type Acc = Vec<T>;
     type Out = R;

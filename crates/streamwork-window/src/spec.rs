@@ -230,20 +230,20 @@ macro_rules! window_functions {
     ) => {
         impl<$($d: $dbound)?> $spec {
             window_functions!(@aggregate $mode, [$($kgen)?], $key, $op, $make);
-            window_functions!(@fn $mode, count, [$($kgen)?], $key, $op, [], (), Count, Count, []);
+            window_functions!(@fn $mode, count, [$($kgen)?], $key, $op, [], (), Count, Count, [], []);
             window_functions!(
                 @fn $mode, sum, [$($kgen)?], $key, $op,
-                [F: Fn(&T) -> u64 + Clone + Send + 'static], (f: F), Sum<F>, Sum(f), []
+                [F: Fn(&T) -> u64 + Clone + Send + 'static], (f: F), Sum<F>, Sum(f), [], []
             );
             window_functions!(
                 @fn $mode, max_by, [$($kgen)?], $key, $op,
-                [V: Ord + Clone + Send + 'static, F: Fn(&T) -> V + Clone + Send + 'static],
-                (f: F), MaxBy<F>, MaxBy(f), [T: StateData, V: StateData]
+                [V: Ord + Clone + Send + Sync + 'static, F: Fn(&T) -> V + Clone + Send + 'static],
+                (f: F), MaxBy<F>, MaxBy(f), [T: StateData, V: StateData], [T: Sync,]
             );
             window_functions!(
                 @fn $mode, apply, [$($kgen)?], $key, $op,
                 [R: Data, F: Fn(WindowContents<'_, T>) -> R + Clone + Send + 'static],
-                (f: F), Apply<T, F>, Apply::new(f), [T: StateData]
+                (f: F), Apply<T, F>, Apply::new(f), [T: StateData], [T: Sync,]
             );
         }
     };
@@ -256,23 +256,26 @@ macro_rules! window_functions {
     (@doc apply) => { "A full-window function over each window's buffered events." };
     (
         @fn durable, $name:ident, [$($kgen:ident)?], $key:ty, $op:ident,
-        [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*]
+        [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*], [$($s:tt)*]
     ) => {
         #[doc = window_functions!(@doc $name)]
         #[allow(clippy::multiple_bound_locations)] // what checkpointing adds, apart
         pub fn $name<T: Data $(, $kgen: Key + StateData)?, $($g)*>(self $(, $arg: $argty)?) -> window_functions!(@op $op, T, $key, $agg)
         where
-            $($b)*
+            $($s)* $($b)*
         {
             self.aggregate($make)
         }
     };
     (
         @fn transient, $name:ident, [$($kgen:ident)?], $key:ty, $op:ident,
-        [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*]
+        [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*], [$($s:tt)*]
     ) => {
         #[doc = window_functions!(@doc $name)]
-        pub fn $name<T: Data $(, $kgen: Key)?, $($g)*>(self $(, $arg: $argty)?) -> window_functions!(@op $op, T, $key, $agg) {
+        pub fn $name<T: Data $(, $kgen: Key)?, $($g)*>(self $(, $arg: $argty)?) -> window_functions!(@op $op, T, $key, $agg)
+        where
+            $($s)*
+        {
             self.aggregate($make)
         }
     };
