@@ -684,10 +684,12 @@ pub struct CheckpointedRun {
     pub largest_bytes: u64,
     /// The longest, trigger to durable commit.
     pub longest: Duration,
+    /// The longest a task thread paused for a checkpoint (its snapshot).
+    pub longest_pause: Duration,
 }
 
 /// The keyed count over `keys` keys, checkpointed every `interval` into
-/// `dir` (exactly-once: aligned barriers), or not at all.
+/// `dir`, or not at all.
 pub fn checkpointed_count(
     events: u64,
     parallelism: u32,
@@ -709,18 +711,35 @@ pub fn checkpointed_count(
         sink checksum[parallelism] = sink <- counts;
     }
     .expect("CKPT is well formed");
+    run_checkpointed(graph, interval, dir, &totals)
+}
+
+/// Runs `graph` checkpointed every `interval` into `dir` (or not at all)
+/// and gathers what its checkpoints measured.
+fn run_checkpointed(
+    graph: streamwork::runtime::JobGraph,
+    interval: Option<Duration>,
+    dir: &std::path::Path,
+    totals: &Totals,
+) -> CheckpointedRun {
     let _ = std::fs::remove_dir_all(dir);
     let options = RunOptions {
         checkpoints: interval.map(|interval| {
-            let mut config = CheckpointConfig::new(dir, interval);
+            // At least once: the checksum sinks are not transactional. The
+            // snapshots, what this measures, are the same.
+            let mut config = CheckpointConfig::new(dir, interval)
+                .delivery(streamwork::prelude::Delivery::AtLeastOnce);
             config.restore = false;
             config.retain = 1;
             config
         }),
         ..RunOptions::default()
     };
-    let report = graph.run_with(options).expect("CKPT runs");
+    let report = graph.run_with(options).expect("the checkpointed job runs");
     let _ = std::fs::remove_dir_all(dir);
+    let longest = |f: fn(&streamwork::runtime::CheckpointStats) -> Duration| {
+        report.checkpoints.iter().map(f).max().unwrap_or_default()
+    };
     CheckpointedRun {
         outcome: totals.outcome(),
         checkpoints: report.checkpoints.len(),
@@ -730,11 +749,36 @@ pub fn checkpointed_count(
             .map(|c| c.bytes)
             .max()
             .unwrap_or(0),
-        longest: report
-            .checkpoints
-            .iter()
-            .map(|c| c.duration)
-            .max()
-            .unwrap_or_default(),
+        longest: longest(|c| c.duration),
+        longest_pause: longest(|c| c.longest_pause),
     }
+}
+
+/// A tumbling count over 10 s of event time, `keys` keys, a million events
+/// per second of event time (so that a window's slice holds every key),
+/// checkpointed every `interval` into `dir`, or not at all.
+pub fn checkpointed_windows(
+    events: u64,
+    parallelism: u32,
+    keys: u64,
+    interval: Option<Duration>,
+    dir: &std::path::Path,
+) -> CheckpointedRun {
+    let totals = Totals::default();
+    let sink = WindowChecksum {
+        totals: totals.clone(),
+        local: Outcome::default(),
+    };
+    let graph = job! {
+        name "CKPT-WINDOWS";
+        source events[parallelism] = GeneratorSource::new(move |i| (key(i, keys), i / 1000)).take(events);
+        operator timed[parallelism] = Watermarks::monotonic().timestamps(event_time) <- events;
+        operator counts[parallelism] { results, late } =
+            Windows::tumbling(Duration::from_secs(10)).count()
+            <- timed.key(|(key, _): &(u64, u64)| *key);
+        sink checksum[parallelism] = sink <- counts.results;
+        drop counts.late;
+    }
+    .expect("CKPT-WINDOWS is well formed");
+    run_checkpointed(graph, interval, dir, &totals)
 }
