@@ -44,6 +44,7 @@
 #![warn(missing_docs)]
 
 mod codec;
+mod cow;
 mod error;
 mod keyed;
 mod log;
@@ -61,6 +62,7 @@ pub use codec::{
     KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, RestoredEntries, StateData,
     TimerCodec,
 };
+pub use cow::{CowMap, FrozenMap, SHARDS};
 pub use error::StateError;
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,

@@ -1,0 +1,93 @@
+//! `CowMap` against a plain `HashMap`: any sequence of writes, removals,
+//! retains and freezes leaves the map equal to the model, and every frozen
+//! view equal to the model as it was when frozen, however the map changed
+//! after.
+
+use std::collections::{BTreeMap, HashMap};
+
+use proptest::prelude::*;
+use streamwork_core::hash::stable_hash;
+use streamwork_state::{CowMap, FrozenMap};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u16, u32),
+    Add(u16, u32),
+    Remove(u16),
+    RetainBelow(u32),
+    Freeze,
+    DropOldestFrozen,
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u16..300, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        4 => (0u16..300, 0u32..1000).prop_map(|(k, v)| Op::Add(k, v)),
+        2 => (0u16..300).prop_map(Op::Remove),
+        1 => any::<u32>().prop_map(Op::RetainBelow),
+        2 => Just(Op::Freeze),
+        1 => Just(Op::DropOldestFrozen),
+        1 => Just(Op::Clear),
+    ]
+}
+
+fn sorted<'a>(entries: impl Iterator<Item = (&'a u16, &'a u32)>) -> BTreeMap<u16, u32> {
+    entries.map(|(k, v)| (*k, *v)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_cow_map_behaves_as_a_map_and_its_frozen_views_never_change(
+        ops in proptest::collection::vec(op(), 0..300),
+    ) {
+        let mut map: CowMap<u16, u32> = CowMap::new();
+        let mut model: HashMap<u16, u32> = HashMap::new();
+        let mut frozen: Vec<(FrozenMap<u16, u32>, BTreeMap<u16, u32>)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert(k, v) => {
+                    prop_assert_eq!(map.insert(stable_hash(&k), k, v), model.insert(k, v));
+                }
+                Op::Add(k, v) => {
+                    *map.get_or_insert_with(stable_hash(&k), &k, || 0) += v;
+                    *model.entry(k).or_insert(0) += v;
+                }
+                Op::Remove(k) => {
+                    prop_assert_eq!(map.remove(stable_hash(&k), &k), model.remove(&k));
+                }
+                Op::RetainBelow(limit) => {
+                    map.retain(|_, v| *v < limit);
+                    model.retain(|_, v| *v < limit);
+                }
+                Op::Freeze => {
+                    let view = map.freeze();
+                    prop_assert_eq!(view.len(), model.len());
+                    frozen.push((view, sorted(model.iter())));
+                }
+                Op::DropOldestFrozen => {
+                    if !frozen.is_empty() {
+                        frozen.remove(0);
+                    }
+                }
+                Op::Clear => {
+                    map.clear();
+                    model.clear();
+                }
+            }
+            prop_assert_eq!(map.len(), model.len());
+        }
+        prop_assert_eq!(sorted(map.iter()), sorted(model.iter()));
+        for k in 0..300u16 {
+            prop_assert_eq!(map.get(stable_hash(&k), &k), model.get(&k));
+        }
+        for (view, then) in &frozen {
+            prop_assert_eq!(&sorted(view.iter()), then);
+        }
+        let drained: BTreeMap<u16, u32> = map.drain().collect();
+        prop_assert_eq!(drained, sorted(model.iter()));
+        prop_assert!(map.is_empty());
+    }
+}
