@@ -7,21 +7,18 @@
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 
-use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::{
     AnyTime, Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError,
 };
 use streamwork_core::{SnapshotContext, Statefulness};
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
 use crate::aggregate::Aggregate;
 use crate::outputs::WindowOutputs;
 use crate::window::{CountWindow, Firing, WindowResult};
 
 #[derive(Clone)]
-struct KeyCounts<K, Acc> {
-    key: K,
-    hash: u64,
+struct KeyCounts<Acc> {
     seen: u64,
     chunks: VecDeque<Acc>,
     current: Acc,
@@ -37,7 +34,8 @@ pub struct CountWindows<T, KK: KeyKind, A: Aggregate<T>> {
     size: u64,
     slide: u64,
     aggregate: A,
-    keys: HashTable<KeyCounts<KK::Value, A::Acc>>,
+    /// Each key's chunks; frozen (copy-on-write) for a checkpoint.
+    keys: CowMap<KK::Value, KeyCounts<A::Acc>>,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: CountCheckpoint<KK::Value, A::Acc>,
     _types: PhantomData<fn(T)>,
@@ -62,7 +60,7 @@ impl<T, KK: KeyKind, A: Aggregate<T>> CountWindows<T, KK, A> {
             size,
             slide,
             aggregate,
-            keys: HashTable::new(),
+            keys: CowMap::new(),
             checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
@@ -95,19 +93,12 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
         let key = ctx.key_ref();
         let (hash, key_value) = (KK::hash(key), KK::value(key));
         let aggregate = &self.aggregate;
-        let state = match self.keys.entry(hash, |k| k.key == *key_value, |k| k.hash) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e
-                .insert(KeyCounts {
-                    key: key_value.clone(),
-                    hash,
-                    seen: 0,
-                    chunks: VecDeque::new(),
-                    current: aggregate.create(),
-                    in_current: 0,
-                })
-                .into_mut(),
-        };
+        let state = self.keys.get_or_insert_with(hash, key_value, || KeyCounts {
+            seen: 0,
+            chunks: VecDeque::new(),
+            current: aggregate.create(),
+            in_current: 0,
+        });
         aggregate.add(&mut state.current, &value);
         state.in_current += 1;
         state.seen += 1;
@@ -129,7 +120,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
                 end: state.seen,
             };
             let result = WindowResult {
-                key: state.key.clone(),
+                key: key_value.clone(),
                 window,
                 value,
                 firing: Firing::Final,
@@ -143,18 +134,24 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        self.checkpoint.snapshot(ctx, "count windows", (), || {
-            self.keys
+        if !self.checkpoint.is_enabled() {
+            return Ok(None);
+        }
+        // The pause: the keys' chunks are frozen; they are gathered and
+        // archived off this thread, when the checkpoint is written.
+        let frozen = self.keys.freeze();
+        Ok(self.checkpoint.snapshot_beside(ctx, (), move || {
+            frozen
                 .iter()
-                .map(|k| {
+                .map(|(key, k)| {
                     let chunks = k.chunks.iter().cloned().collect();
                     (
-                        k.key.clone(),
+                        key.clone(),
                         (k.seen, chunks, k.current.clone(), k.in_current),
                     )
                 })
                 .collect()
-        })
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -163,18 +160,13 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
         };
         for (key, (seen, chunks, current, in_current)) in restored.entries {
             let hash = KK::hash_value(&key);
-            self.keys.insert_unique(
-                hash,
-                KeyCounts {
-                    key,
-                    hash,
-                    seen,
-                    chunks: chunks.into(),
-                    current,
-                    in_current,
-                },
-                |k| k.hash,
-            );
+            let counts = KeyCounts {
+                seen,
+                chunks: chunks.into(),
+                current,
+                in_current,
+            };
+            self.keys.insert(hash, key, counts);
         }
         Ok(())
     }

@@ -5,13 +5,12 @@
 
 use std::marker::PhantomData;
 
-use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::timer::Timers;
 use streamwork_core::{
     Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
 use streamwork_core::{SnapshotContext, Statefulness};
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -28,13 +27,6 @@ struct Session<Acc> {
     fired: bool,
 }
 
-#[derive(Clone)]
-struct KeySessions<K, Acc> {
-    key: K,
-    hash: u64,
-    sessions: Vec<Session<Acc>>,
-}
-
 /// How session windows checkpoint: the time reached, and per key its
 /// sessions as `(start, end, accumulator, fired)`.
 pub type SessionCheckpoint<K, Acc> = KeyedCheckpoint<i64, K, Vec<(i64, i64, Acc, bool)>>;
@@ -45,7 +37,9 @@ pub struct SessionWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     lateness: i64,
     aggregate: A,
     late: LateCounter,
-    keys: HashTable<KeySessions<KK::Value, A::Acc>>,
+    /// Each key's sessions, by start; frozen (copy-on-write) for a
+    /// checkpoint.
+    keys: CowMap<KK::Value, Vec<Session<A::Acc>>>,
     timers: Timers<(u64, KK::Value)>,
     now: i64,
     /// Its checkpointing: on, unless built `.transient()`.
@@ -79,7 +73,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
             lateness: lateness.max(0),
             aggregate,
             late,
-            keys: HashTable::new(),
+            keys: CowMap::new(),
             timers: Timers::new(),
             now: i64::MIN,
             checkpoint: KeyedCheckpoint::default(),
@@ -140,24 +134,18 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
             .map(|(_, key)| key)
             .collect();
         for (hash, key) in due {
-            let Ok(mut entry) = self.keys.find_entry(hash, |k| k.key == key) else {
+            let Some(sessions) = self.keys.get_mut(hash, &key) else {
                 continue;
             };
-            let state = entry.get_mut();
-            for session in state
-                .sessions
-                .iter_mut()
-                .filter(|s| !s.fired && s.end <= now)
-            {
+            for session in sessions.iter_mut().filter(|s| !s.fired && s.end <= now) {
                 session.fired = true;
-                Self::emit(&self.aggregate, &state.key, session, Firing::Final, out);
+                Self::emit(&self.aggregate, &key, session, Firing::Final, out);
             }
             let horizon = now.saturating_sub(self.lateness);
-            state.sessions.retain(|s| !(s.fired && s.end <= horizon));
-            let wakes: Vec<(i64, bool)> = state.sessions.iter().map(|s| (s.end, s.fired)).collect();
-            let key = state.key.clone();
+            sessions.retain(|s| !(s.fired && s.end <= horizon));
+            let wakes: Vec<(i64, bool)> = sessions.iter().map(|s| (s.end, s.fired)).collect();
             if wakes.is_empty() {
-                entry.remove();
+                self.keys.remove(hash, &key);
             }
             for (end, fired) in wakes {
                 self.wake(hash, &key, end, fired);
@@ -180,46 +168,40 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         let t = D::record_time(ctx.timestamp(), &mut self.now);
         let key = ctx.key_ref();
         let (hash, key_value) = (KK::hash(key), KK::value(key));
-        let state = match self.keys.entry(hash, |k| k.key == *key_value, |k| k.hash) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e
-                .insert(KeySessions {
-                    key: key_value.clone(),
-                    hash,
-                    sessions: Vec::new(),
-                })
-                .into_mut(),
-        };
+        let sessions = self.keys.get_or_insert_with(hash, key_value, Vec::new);
         // The new event's session, merged with every session it overlaps.
         let (mut start, mut end) = (t, t.saturating_add(self.gap));
         let mut acc = self.aggregate.create();
         self.aggregate.add(&mut acc, &value);
         let mut fired = false;
-        let overlapping: Vec<usize> = (0..state.sessions.len())
+        let overlapping: Vec<usize> = (0..sessions.len())
             .filter(|&i| {
                 // Half-open intervals overlap; one clipped at the end of
                 // time includes that instant.
-                let s = &state.sessions[i];
+                let s = &sessions[i];
                 s.start <= last_instant(end) && start <= last_instant(s.end)
             })
             .collect();
         for &i in &overlapping {
-            let s = &state.sessions[i];
+            let s = &sessions[i];
             start = start.min(s.start);
             end = end.max(s.end);
             fired |= s.fired;
         }
         if D::EVENT_TIME && end <= self.now && end.saturating_add(self.lateness) <= self.now {
             // Its session closed longer ago than the allowed lateness.
+            if sessions.is_empty() {
+                self.keys.remove(hash, key_value);
+            }
             self.late.add(1);
             ctx.out().late.emit(value);
             return;
         }
         for &i in overlapping.iter().rev() {
-            let s = state.sessions.remove(i);
+            let s = sessions.remove(i);
             self.aggregate.merge(&mut acc, &s.acc);
             self.timers
-                .delete_event(Timestamp::from_millis(s.end), &(hash, state.key.clone()));
+                .delete_event(Timestamp::from_millis(s.end), &(hash, key_value.clone()));
         }
         let mut session = Session {
             start,
@@ -235,16 +217,16 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
                 Firing::Final
             };
             session.fired = true;
-            Self::emit(&self.aggregate, &state.key, &session, firing, ctx.out());
+            Self::emit(&self.aggregate, key_value, &session, firing, ctx.out());
             let cleanup = end.saturating_add(self.lateness);
             self.timers
-                .register_event(Timestamp::from_millis(cleanup), (hash, state.key.clone()));
+                .register_event(Timestamp::from_millis(cleanup), (hash, key_value.clone()));
         } else {
             self.timers
-                .register_event(Timestamp::from_millis(end), (hash, state.key.clone()));
+                .register_event(Timestamp::from_millis(end), (hash, key_value.clone()));
         }
-        let position = state.sessions.partition_point(|s| s.start < session.start);
-        state.sessions.insert(position, session);
+        let position = sessions.partition_point(|s| s.start < session.start);
+        sessions.insert(position, session);
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
@@ -270,20 +252,24 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        self.checkpoint
-            .snapshot(ctx, "session windows", self.now, || {
-                self.keys
-                    .iter()
-                    .map(|k| {
-                        let sessions = k
-                            .sessions
-                            .iter()
-                            .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
-                            .collect();
-                        (k.key.clone(), sessions)
-                    })
-                    .collect()
-            })
+        if !self.checkpoint.is_enabled() {
+            return Ok(None);
+        }
+        // The pause: the sessions are frozen; they are gathered and
+        // archived off this thread, when the checkpoint is written.
+        let frozen = self.keys.freeze();
+        Ok(self.checkpoint.snapshot_beside(ctx, self.now, move || {
+            frozen
+                .iter()
+                .map(|(key, sessions)| {
+                    let sessions = sessions
+                        .iter()
+                        .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
+                        .collect();
+                    (key.clone(), sessions)
+                })
+                .collect()
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -307,15 +293,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
                     fired,
                 })
                 .collect();
-            self.keys.insert_unique(
-                hash,
-                KeySessions {
-                    key,
-                    hash,
-                    sessions,
-                },
-                |k| k.hash,
-            );
+            self.keys.insert(hash, key, sessions);
         }
         Ok(())
     }

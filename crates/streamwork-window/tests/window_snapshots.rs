@@ -1,5 +1,5 @@
-//! Sliced windows snapshot copy-on-write: taking a snapshot only freezes
-//! the slices (the task thread's pause), the entries are gathered and
+//! Windows snapshot copy-on-write: taking a snapshot only freezes their
+//! state (slices, sessions, chunks: the task thread's pause), the entries are gathered and
 //! archived later, when the checkpoint is written, and whatever the
 //! operator does in between (records into the frozen slices, early
 //! firings, slices purged) never reaches the snapshot. Snapshots written
@@ -74,43 +74,79 @@ where
     all
 }
 
+/// Takes a snapshot of `windows` after `steps[..cut]`, lets the original
+/// run on to the end, and only then archives the snapshot and restores it:
+/// the restored run must emit what the original emitted after the cut.
+fn assert_snapshot_holds<O, R>(windows: O, steps: &[Step], cut: usize) -> Result<(), TestCaseError>
+where
+    O: Operator<In = u64, Key = streamwork_core::ByKey<u32>, Out = WindowOutputs<R, u64>>,
+    R: streamwork_core::Data + std::fmt::Debug,
+{
+    let cut = cut.min(steps.len());
+    let mut original = Harness::new(windows.clone());
+    drive(&mut original, &steps[..cut]);
+    original.take(drained);
+    let snapshot = original
+        .snapshot()
+        .expect("checkpointed windows take a snapshot");
+    // The task thread only froze its state: the entries are a side
+    // record, archived when the checkpoint is written.
+    prop_assert!(snapshot.bytes.is_empty());
+    prop_assert_eq!(snapshot.side.len(), 1);
+    drive(&mut original, &steps[cut..]);
+    original.end();
+    let after = original.take(drained);
+
+    // Archived only now, after the original changed its state.
+    let mut restored = Harness::restored(windows, CheckpointId::new(1), Some(&snapshot)).unwrap();
+    drive(&mut restored, &steps[cut..]);
+    restored.end();
+    prop_assert_eq!(restored.take(drained), after);
+    Ok(())
+}
+
+fn raw_steps() -> impl Strategy<Value = Vec<(u8, u32, i64)>> {
+    proptest::collection::vec((0u8..10, 0u32..4, 0i64..400), 1..150)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// A snapshot archived after the operator went on (into the same
-    /// slices, firing early by count, purging) restores the windows as they were at
-    /// the snapshot: the restored run emits what the original emitted after
-    /// it.
+    /// Sliding windows: records into the frozen slices, early firings by
+    /// count, slices purged, none of it reaches the snapshot.
     #[test]
-    fn a_snapshot_holds_the_windows_as_they_were_when_it_was_taken(
-        raw in proptest::collection::vec((0u8..10, 0u32..4, 0i64..400), 1..150),
+    fn a_sliced_snapshot_holds_the_windows_as_they_were_when_it_was_taken(
+        raw in raw_steps(),
         cut in 0usize..150,
     ) {
-        let steps = steps_of(raw);
-        let cut = cut.min(steps.len());
         let windows = Windows::sliding(Duration::from_millis(60), Duration::from_millis(20))
             .allowed_lateness(Duration::from_millis(30))
             .early_every(3)
             .sum::<u64, u32, _>(|v: &u64| *v);
+        assert_snapshot_holds(windows, &steps_of(raw), cut)?;
+    }
 
-        let mut original = Harness::new(windows.clone());
-        drive(&mut original, &steps[..cut]);
-        original.take(drained);
-        let snapshot = original.snapshot().expect("checkpointed windows take a snapshot");
-        // The task thread only froze the slices: the entries are a side
-        // record, archived when the checkpoint is written.
-        prop_assert!(snapshot.bytes.is_empty());
-        prop_assert_eq!(snapshot.side.len(), 1);
-        drive(&mut original, &steps[cut..]);
-        original.end();
-        let after = original.take(drained);
+    /// Session windows: sessions merged, fired and forgotten after the
+    /// snapshot, none of it reaches it.
+    #[test]
+    fn a_session_snapshot_holds_the_sessions_as_they_were_when_it_was_taken(
+        raw in raw_steps(),
+        cut in 0usize..150,
+    ) {
+        let windows = Windows::session(Duration::from_millis(25))
+            .allowed_lateness(Duration::from_millis(30))
+            .sum::<u64, u32, _>(|v: &u64| *v);
+        assert_snapshot_holds(windows, &steps_of(raw), cut)?;
+    }
 
-        // Archived only now, after the original changed its slices.
-        let mut restored =
-            Harness::restored(windows, CheckpointId::new(1), Some(&snapshot)).unwrap();
-        drive(&mut restored, &steps[cut..]);
-        restored.end();
-        prop_assert_eq!(restored.take(drained), after);
+    /// Count windows: chunks filled and dropped after the snapshot.
+    #[test]
+    fn a_count_snapshot_holds_the_chunks_as_they_were_when_it_was_taken(
+        raw in raw_steps(),
+        cut in 0usize..150,
+    ) {
+        let windows = Windows::sliding_count(4, 2).sum::<u64, u32, _>(|v: &u64| *v);
+        assert_snapshot_holds(windows, &steps_of(raw), cut)?;
     }
 }
 
