@@ -9,7 +9,6 @@
 
 use std::marker::PhantomData;
 
-use streamwork_core::hash::FastHashMap;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
@@ -19,7 +18,7 @@ use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
-use crate::rows::{Rows, restore_rows, rows_of, snapshot_rows};
+use crate::rows::{RowMap, Rows, restore_rows, snapshot_rows};
 use crate::{JoinKind, JoinRow};
 
 /// A buffered row and whether it has matched.
@@ -31,7 +30,7 @@ pub struct IntervalJoin<L, R, K> {
     lower: i64,
     upper: i64,
     late: LateCounter,
-    rows: FastHashMap<K, Rows<Flagged<L>, Flagged<R>>>,
+    rows: RowMap<K, Flagged<L>, Flagged<R>>,
     /// When a key's buffers may shrink.
     cleanup: Timers<K>,
     watermark: i64,
@@ -56,7 +55,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
     }
 }
 
-impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> IntervalJoin<L, R, K> {
     /// Puts the buffered rows and the watermark (their cleanup timers are registered again on restore) in the job's checkpoints, by key group, so that a
     /// restored job (at any parallelism) joins as if it had not failed.
     /// Needed in a job that promises at-least-once or exactly-once delivery.
@@ -78,7 +77,7 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
             lower: lower.min(upper),
             upper: upper.max(lower),
             late: LateCounter::new(),
-            rows: FastHashMap::default(),
+            rows: RowMap::new(),
             cleanup: Timers::new(),
             watermark: i64::MIN,
             checkpoint: KeyedCheckpoint::default(),
@@ -98,11 +97,11 @@ impl<L: Data, R: Data, K: Key> IntervalJoin<L, R, K> {
     }
 
     fn entry(&mut self, key: &K) -> &mut Rows<Flagged<L>, Flagged<R>> {
-        rows_of(&mut self.rows, key)
+        self.rows.rows_of(key)
     }
 }
 
-impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for IntervalJoin<L, R, K> {
     type Left = L;
     type Right = R;
     type Key = ByKey<K>;
@@ -120,13 +119,12 @@ impl<L: Data, R: Data, K: Key> CoOperator for IntervalJoin<L, R, K> {
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        snapshot_rows(
+        Ok(snapshot_rows(
             ctx,
             &self.checkpoint,
-            "interval join",
             self.watermark,
-            &self.rows,
-        )
+            &mut self.rows,
+        ))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -3,47 +3,81 @@
 //! cleanup timers registered again on restore.
 
 use streamwork_core::SnapshotContext;
-use streamwork_core::hash::FastHashMap;
+use streamwork_core::hash::stable_hash;
 use streamwork_core::{Key, Restore, StateBytes, TaskError};
-use streamwork_state::KeyedCheckpoint;
+use streamwork_state::{CowMap, KeyedCheckpoint};
 
 /// Both sides' rows of one key, with their times.
 pub(crate) type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
 
-/// The rows of `key`, created empty if it has none.
-pub(crate) fn rows_of<'a, K: Key, L, R>(
-    rows: &'a mut FastHashMap<K, Rows<L, R>>,
-    key: &K,
-) -> &'a mut Rows<L, R> {
-    if !rows.contains_key(key) {
-        rows.insert(key.clone(), (Vec::new(), Vec::new()));
+/// Every key's rows, in a [`CowMap`]: a snapshot freezes them, and the
+/// coordinator archives them off the task thread.
+pub(crate) struct RowMap<K, L, R>(CowMap<K, Rows<L, R>>);
+
+impl<K: Clone, L: Clone, R: Clone> Clone for RowMap<K, L, R> {
+    fn clone(&self) -> Self {
+        RowMap(self.0.clone())
     }
-    rows.get_mut(key)
-        .unwrap_or_else(|| unreachable!("inserted above"))
 }
 
-/// The snapshot of every key's rows and the watermark (`None` unless the
-/// join was built `.transient()`).
-pub(crate) fn snapshot_rows<K: Key, L: Clone, R: Clone>(
+impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
+    pub(crate) fn new() -> Self {
+        RowMap(CowMap::new())
+    }
+
+    /// Every key's rows.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Rows<L, R>> {
+        self.0.iter().map(|(_, rows)| rows)
+    }
+
+    /// The rows of `key`, created empty if it has none.
+    pub(crate) fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
+        self.0
+            .get_or_insert_with(stable_hash(key), key, || (Vec::new(), Vec::new()))
+    }
+
+    /// The rows of `key`, if it has any.
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut Rows<L, R>> {
+        self.0.get_mut(stable_hash(key), key)
+    }
+
+    /// Forgets `key`'s rows.
+    pub(crate) fn remove(&mut self, key: &K) {
+        self.0.remove(stable_hash(key), key);
+    }
+}
+
+/// The snapshot of every key's rows and the watermark (`None` if the join
+/// was built `.transient()`): the rows are frozen, and archived beside the
+/// snapshot off the task thread.
+pub(crate) fn snapshot_rows<K, L, R>(
     ctx: &SnapshotContext,
     checkpoint: &KeyedCheckpoint<i64, K, Rows<L, R>>,
-    what: &str,
     watermark: i64,
-    rows: &FastHashMap<K, Rows<L, R>>,
-) -> Result<Option<StateBytes>, TaskError> {
-    checkpoint.snapshot(ctx, what, watermark, || {
-        rows.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    rows: &mut RowMap<K, L, R>,
+) -> Option<StateBytes>
+where
+    K: Key,
+    L: Clone + Send + Sync + 'static,
+    R: Clone + Send + Sync + 'static,
+{
+    if !checkpoint.is_enabled() {
+        return None;
+    }
+    let frozen = rows.0.freeze();
+    checkpoint.snapshot_beside(ctx, watermark, move || {
+        frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     })
 }
 
 /// Restores the rows of the keys this instance owns and the watermark;
 /// `timer(key, is_left, time)` is called for every row, to register its
 /// cleanup again.
-pub(crate) fn restore_rows<K: Key, L, R>(
+pub(crate) fn restore_rows<K: Key, L: Clone, R: Clone>(
     checkpoint: &mut KeyedCheckpoint<i64, K, Rows<L, R>>,
     restore: &Restore<'_>,
     watermark: &mut i64,
-    rows: &mut FastHashMap<K, Rows<L, R>>,
+    rows: &mut RowMap<K, L, R>,
     mut timer: impl FnMut(&K, bool, i64),
 ) -> Result<(), TaskError> {
     let Some(restored) = checkpoint.restore(restore)? else {
@@ -59,7 +93,7 @@ pub(crate) fn restore_rows<K: Key, L, R>(
         for &(t, _) in &key_rows.1 {
             timer(&key, false, t);
         }
-        rows.insert(key, key_rows);
+        rows.0.insert(stable_hash(&key), key, key_rows);
     }
     Ok(())
 }

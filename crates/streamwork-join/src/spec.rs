@@ -175,7 +175,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
 
     /// Per tumbling window of `size`, in event time; unmatched rows of an
     /// outer join are emitted when the window closes.
-    pub fn tumbling<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+    pub fn tumbling<L: StateData + Data + Sync, R: StateData + Data + Sync, K: StateData + Key>(
         self,
         size: Duration,
     ) -> WindowJoin<L, R, K> {
@@ -183,7 +183,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
     }
 
     /// Per sliding window of `size` every `slide`, in event time.
-    pub fn sliding<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+    pub fn sliding<L: StateData + Data + Sync, R: StateData + Data + Sync, K: StateData + Key>(
         self,
         size: Duration,
         slide: Duration,
@@ -195,7 +195,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
     /// (milliseconds, bounds included). An outer join emits a row that
     /// matched nothing once no row can match it any more (event time past
     /// its interval); a semi join emits each left row at its first match.
-    pub fn interval<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+    pub fn interval<L: StateData + Data + Sync, R: StateData + Data + Sync, K: StateData + Key>(
         self,
         lower: i64,
         upper: i64,
@@ -206,7 +206,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
     /// Unwindowed: every pair, as soon as both sides are known (inner
     /// only). Keeps every row until [`StreamStreamJoin::retention`] bounds
     /// it.
-    pub fn unwindowed<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+    pub fn unwindowed<L: StateData + Data + Sync, R: StateData + Data + Sync, K: StateData + Key>(
         self,
     ) -> StreamStreamJoin<L, R, K>
     where
@@ -217,7 +217,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
 
     /// Two tables (changelogs of [`Change`](crate::Change)s) into a changelog of
     /// [`Delta`](crate::Delta)s (inner only).
-    pub fn tables<L: StateData + Data, R: StateData + Data, K: StateData + Key>(
+    pub fn tables<L: StateData + Data + Sync, R: StateData + Data + Sync, K: StateData + Key>(
         self,
     ) -> TableTableJoin<L, R, K>
     where
@@ -229,7 +229,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
     /// A stream (left) enriched with a table (right, a changelog of
     /// [`Change`](crate::Change)s): inner, or left outer (a stream row
     /// without a table row is emitted with none).
-    pub fn stream_table<S: Data, V: StateData + Data, K: StateData + Key>(
+    pub fn stream_table<S: Data + Sync, V: StateData + Data + Sync, K: StateData + Key>(
         self,
     ) -> StreamTableJoin<S, V, K>
     where
@@ -242,12 +242,15 @@ impl<Kd: kind::Kind> JoinOf<Kd, Durable> {
 impl<Kd: kind::Kind> JoinOf<Kd, Transient> {
     /// Per tumbling window of `size`, in event time; unmatched rows of an
     /// outer join are emitted when the window closes.
-    pub fn tumbling<L: Data, R: Data, K: Key>(self, size: Duration) -> WindowJoin<L, R, K> {
+    pub fn tumbling<L: Data + Sync, R: Data + Sync, K: Key>(
+        self,
+        size: Duration,
+    ) -> WindowJoin<L, R, K> {
         WindowJoin::new(Kd::KIND, millis(size), millis(size))
     }
 
     /// Per sliding window of `size` every `slide`, in event time.
-    pub fn sliding<L: Data, R: Data, K: Key>(
+    pub fn sliding<L: Data + Sync, R: Data + Sync, K: Key>(
         self,
         size: Duration,
         slide: Duration,
@@ -259,7 +262,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Transient> {
     /// (milliseconds, bounds included). An outer join emits a row that
     /// matched nothing once no row can match it any more (event time past
     /// its interval); a semi join emits each left row at its first match.
-    pub fn interval<L: Data, R: Data, K: Key>(
+    pub fn interval<L: Data + Sync, R: Data + Sync, K: Key>(
         self,
         lower: i64,
         upper: i64,
@@ -270,7 +273,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Transient> {
     /// Unwindowed: every pair, as soon as both sides are known (inner
     /// only). Keeps every row until [`StreamStreamJoin::retention`] bounds
     /// it.
-    pub fn unwindowed<L: Data, R: Data, K: Key>(self) -> StreamStreamJoin<L, R, K>
+    pub fn unwindowed<L: Data + Sync, R: Data + Sync, K: Key>(self) -> StreamStreamJoin<L, R, K>
     where
         Kd: kind::InnerOnly,
     {
@@ -279,7 +282,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Transient> {
 
     /// Two tables (changelogs of [`Change`](crate::Change)s) into a changelog of
     /// [`Delta`](crate::Delta)s (inner only).
-    pub fn tables<L: Data, R: Data, K: Key>(self) -> TableTableJoin<L, R, K>
+    pub fn tables<L: Data + Sync, R: Data + Sync, K: Key>(self) -> TableTableJoin<L, R, K>
     where
         Kd: kind::InnerOnly,
     {
@@ -289,7 +292,7 @@ impl<Kd: kind::Kind> JoinOf<Kd, Transient> {
     /// A stream (left) enriched with a table (right, a changelog of
     /// [`Change`](crate::Change)s): inner, or left outer (a stream row
     /// without a table row is emitted with none).
-    pub fn stream_table<S: Data, V: Data, K: Key>(self) -> StreamTableJoin<S, V, K>
+    pub fn stream_table<S: Data + Sync, V: Data + Sync, K: Key>(self) -> StreamTableJoin<S, V, K>
     where
         Kd: kind::StreamTable,
     {

@@ -11,21 +11,23 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
-use streamwork_core::hash::FastHashMap;
+use streamwork_core::hash::{FastHashMap, stable_hash};
 use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
     StateBytes, TaskError, Timestamp,
 };
 use streamwork_core::{SnapshotContext, Statefulness};
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::{CowCell, CowMap, KeyedCheckpoint, StateData};
 
 use crate::{Change, JoinKind, JoinRow};
 
 /// A stream of `S` enriched with a table of `V`, both keyed by `K`.
 pub struct StreamTableJoin<S, V, K> {
     kind: JoinKind,
-    table: FastHashMap<K, V>,
+    /// The table, frozen (copy-on-write) for a checkpoint.
+    table: CowMap<K, V>,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<(), K, V>,
     _types: PhantomData<fn(S)>,
@@ -42,7 +44,7 @@ impl<S, V: Clone, K: Clone> Clone for StreamTableJoin<S, V, K> {
     }
 }
 
-impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
+impl<S: Data + Sync, V: Data + Sync, K: Key> StreamTableJoin<S, V, K> {
     /// Puts the table in the job's checkpoints, by key group, so that a
     /// restored job (at any parallelism) joins as if it had not failed.
     /// Needed in a job that promises at-least-once or exactly-once delivery.
@@ -58,7 +60,7 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
     pub(crate) fn new(kind: JoinKind) -> Self {
         StreamTableJoin {
             kind,
-            table: FastHashMap::default(),
+            table: CowMap::new(),
             checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
@@ -88,7 +90,7 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
     pub fn temporal_transient(self) -> TemporalTableJoin<S, V, K> {
         TemporalTableJoin {
             kind: self.kind,
-            versions: FastHashMap::default(),
+            versions: CowMap::new(),
             waiting: BTreeMap::new(),
             watermark: i64::MIN,
             checkpoint: KeyedCheckpoint::default(),
@@ -102,18 +104,18 @@ impl<S: Data, V: Data, K: Key> StreamTableJoin<S, V, K> {
     }
 }
 
-fn apply<K: Key, V>(table: &mut FastHashMap<K, V>, change: Change<K, V>) {
+fn apply<K: Key, V: Clone>(table: &mut CowMap<K, V>, change: Change<K, V>) {
     match change {
         Change::Upsert { key, value } => {
-            table.insert(key, value);
+            table.insert(stable_hash(&key), key, value);
         }
         Change::Delete { key } => {
-            table.remove(&key);
+            table.remove(stable_hash(&key), &key);
         }
     }
 }
 
-impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
+impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V, K> {
     type Left = S;
     type Right = Change<K, V>;
     type Key = ByKey<K>;
@@ -131,25 +133,32 @@ impl<S: Data, V: Data, K: Key> CoOperator for StreamTableJoin<S, V, K> {
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        self.checkpoint.snapshot(ctx, "stream-table join", (), || {
-            self.table
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
+        if !self.checkpoint.is_enabled() {
+            return Ok(None);
+        }
+        // The pause: the table is frozen, and archived off this thread.
+        let frozen = self.table.freeze();
+        Ok(self.checkpoint.snapshot_beside(ctx, (), move || {
+            frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
         let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        self.table.extend(restored.entries);
+        self.table.extend(
+            restored
+                .entries
+                .into_iter()
+                .map(|(key, value)| (stable_hash(&key), key, value)),
+        );
         Ok(())
     }
 
     fn on_left(&mut self, value: S, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         let key = ctx.key();
-        let row = self.table.get(key.get()).cloned();
+        let row = self.table.get(key.hash(), key.get()).cloned();
         if row.is_some() || self.kind.keeps_left() {
             ctx.emit(JoinRow {
                 key: key.get().clone(),
@@ -174,10 +183,12 @@ type TemporalCheckpoint<K, S, V> = KeyedCheckpoint<i64, K, TemporalKeyState<S, V
 /// A stream of `S` joined with a table of `V` as of each event's time.
 pub struct TemporalTableJoin<S, V, K> {
     kind: JoinKind,
-    /// Per key, the table's row from each update time on (`None`: deleted).
-    versions: FastHashMap<K, BTreeMap<i64, Option<V>>>,
-    /// Stream events waiting for event time to reach them.
-    waiting: BTreeMap<i64, Vec<(K, S)>>,
+    /// Per key, the table's row from each update time on (`None`: deleted);
+    /// frozen (copy-on-write) for a checkpoint.
+    versions: CowMap<K, BTreeMap<i64, Option<V>>>,
+    /// Stream events waiting for event time to reach them, by time; each
+    /// time's frozen (copy-on-write) for a checkpoint.
+    waiting: BTreeMap<i64, CowCell<Vec<(K, S)>>>,
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: TemporalCheckpoint<K, S, V>,
@@ -197,7 +208,7 @@ impl<S: Clone, V: Clone, K: Clone> Clone for TemporalTableJoin<S, V, K> {
     }
 }
 
-impl<S: Data, V: Data, K: Key> TemporalTableJoin<S, V, K> {
+impl<S: Data + Sync, V: Data + Sync, K: Key> TemporalTableJoin<S, V, K> {
     /// Puts the table versions and the events waiting for event time in the job's checkpoints, by key group, so that a
     /// restored job (at any parallelism) joins as if it had not failed.
     /// Needed in a job that promises at-least-once or exactly-once delivery.
@@ -213,15 +224,20 @@ impl<S: Data, V: Data, K: Key> TemporalTableJoin<S, V, K> {
 
     /// Table versions kept, all keys (for tests of state release).
     pub fn versions(&self) -> usize {
-        self.versions.values().map(BTreeMap::len).sum()
+        self.versions.iter().map(|(_, v)| v.len()).sum()
     }
 
     fn row_at(&self, key: &K, t: i64) -> Option<V> {
-        self.versions.get(key)?.range(..=t).next_back()?.1.clone()
+        self.versions
+            .get(stable_hash(key), key)?
+            .range(..=t)
+            .next_back()?
+            .1
+            .clone()
     }
 }
 
-impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
+impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     type Left = S;
     type Right = Change<K, V>;
     type Key = ByKey<K>;
@@ -239,15 +255,27 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        self.checkpoint
-            .snapshot(ctx, "temporal join", self.watermark, || {
+        if !self.checkpoint.is_enabled() {
+            return Ok(None);
+        }
+        // The pause: the versions and the waiting events are frozen; they
+        // are gathered and archived off this thread.
+        let versions = self.versions.freeze();
+        let waiting: Vec<(i64, Arc<Vec<(K, S)>>)> = self
+            .waiting
+            .iter_mut()
+            .map(|(&t, events)| (t, events.freeze()))
+            .collect();
+        Ok(self
+            .checkpoint
+            .snapshot_beside(ctx, self.watermark, move || {
                 let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
-                for (key, versions) in &self.versions {
+                for (key, versions) in versions.iter() {
                     per_key.entry(key.clone()).or_default().0 =
                         versions.iter().map(|(t, v)| (*t, v.clone())).collect();
                 }
-                for (t, events) in &self.waiting {
-                    for (key, event) in events {
+                for (t, events) in &waiting {
+                    for (key, event) in events.iter() {
                         per_key
                             .entry(key.clone())
                             .or_default()
@@ -256,7 +284,7 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
                     }
                 }
                 per_key.into_iter().collect()
-            })
+            }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -271,10 +299,12 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
                 self.waiting
                     .entry(t)
                     .or_default()
+                    .get_mut()
                     .push((key.clone(), event));
             }
             if !versions.is_empty() {
-                self.versions.insert(key, versions.into_iter().collect());
+                let versions = versions.into_iter().collect();
+                self.versions.insert(stable_hash(&key), key, versions);
             }
         }
         Ok(())
@@ -285,6 +315,7 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
         self.waiting
             .entry(t)
             .or_default()
+            .get_mut()
             .push((ctx.key().get().clone(), value));
     }
 
@@ -294,7 +325,10 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
             Change::Upsert { key, value } => (key, Some(value)),
             Change::Delete { key } => (key, None),
         };
-        self.versions.entry(key).or_default().insert(t, row);
+        let hash = ctx.key().hash();
+        self.versions
+            .get_or_insert_with(hash, &key, BTreeMap::new)
+            .insert(t, row);
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
@@ -310,7 +344,7 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
             if t >= self.watermark && watermark < Timestamp::MAX {
                 break;
             }
-            for (key, value) in entry.remove() {
+            for (key, value) in entry.remove().into_inner() {
                 let row = self.row_at(&key, t);
                 if row.is_some() || self.kind.keeps_left() {
                     out.emit_at(
@@ -326,18 +360,24 @@ impl<S: Data, V: Data, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
         }
         // Versions superseded before the watermark can no longer be read.
         let now = self.watermark;
-        self.versions.retain(|_, versions| {
-            while versions.len() > 1 {
-                let mut times = versions.keys();
-                let (_, second) = (times.next(), times.next().copied());
-                match second {
-                    Some(second) if second <= now => {
-                        versions.pop_first();
-                    }
-                    _ => break,
+        let superseded = |versions: &BTreeMap<i64, Option<V>>| {
+            let mut times = versions.keys();
+            times.next();
+            times.next().is_some_and(|&second| second <= now)
+        };
+        let deleted = |versions: &BTreeMap<i64, Option<V>>| {
+            versions.len() == 1 && versions.values().next().is_some_and(Option::is_none)
+        };
+        // Only the keys that change are touched (and their shards copied,
+        // if a checkpoint still reads them).
+        self.versions.update_where(
+            |_, versions| superseded(versions) || deleted(versions),
+            |_, versions| {
+                while superseded(versions) {
+                    versions.pop_first();
                 }
-            }
-            !(versions.len() == 1 && versions.values().next().is_some_and(Option::is_none))
-        });
+                !deleted(versions)
+            },
+        );
     }
 }

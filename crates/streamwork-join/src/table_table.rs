@@ -5,13 +5,13 @@
 
 use std::marker::PhantomData;
 
-use streamwork_core::hash::FastHashMap;
+use streamwork_core::hash::stable_hash;
 use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
     StateBytes, TaskError,
 };
 use streamwork_core::{SnapshotContext, Statefulness};
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
 use crate::{Change, Delta, JoinRow};
 
@@ -20,7 +20,8 @@ type Sides<L, R> = (Option<L>, Option<R>);
 
 /// An inner join of a table of `L` and a table of `R`, keyed by `K`.
 pub struct TableTableJoin<L, R, K> {
-    rows: FastHashMap<K, Sides<L, R>>,
+    /// Both tables by key, frozen (copy-on-write) for a checkpoint.
+    rows: CowMap<K, Sides<L, R>>,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<(), K, Sides<L, R>>,
     _types: PhantomData<fn(L, R)>,
@@ -36,13 +37,13 @@ impl<L: Clone, R: Clone, K: Clone> Clone for TableTableJoin<L, R, K> {
     }
 }
 
-impl<L: Data, R: Data, K: Key> Default for TableTableJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> Default for TableTableJoin<L, R, K> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<L: Data, R: Data, K: Key> TableTableJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> TableTableJoin<L, R, K> {
     /// Puts both tables in the job's checkpoints, by key group, so that a
     /// restored job (at any parallelism) joins as if it had not failed.
     /// Needed in a job that promises at-least-once or exactly-once delivery.
@@ -59,19 +60,15 @@ impl<L: Data, R: Data, K: Key> TableTableJoin<L, R, K> {
     /// Empty tables.
     pub fn new() -> Self {
         TableTableJoin {
-            rows: FastHashMap::default(),
+            rows: CowMap::new(),
             checkpoint: KeyedCheckpoint::default(),
             _types: PhantomData,
         }
     }
 
     fn sides(&mut self, key: &K) -> &mut Sides<L, R> {
-        if !self.rows.contains_key(key) {
-            self.rows.insert(key.clone(), (None, None));
-        }
         self.rows
-            .get_mut(key)
-            .unwrap_or_else(|| unreachable!("inserted above"))
+            .get_or_insert_with(stable_hash(key), key, || (None, None))
     }
 }
 
@@ -85,7 +82,7 @@ fn row<K: Clone, L, R>(key: &K, left: L, right: R) -> JoinRow<K, L, R> {
     }
 }
 
-impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for TableTableJoin<L, R, K> {
     type Left = Change<K, L>;
     type Right = Change<K, R>;
     type Key = ByKey<K>;
@@ -103,19 +100,26 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        self.checkpoint.snapshot(ctx, "table-table join", (), || {
-            self.rows
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
+        if !self.checkpoint.is_enabled() {
+            return Ok(None);
+        }
+        // The pause: both tables are frozen, and archived off this thread.
+        let frozen = self.rows.freeze();
+        Ok(self.checkpoint.snapshot_beside(ctx, (), move || {
+            frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
         let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        self.rows.extend(restored.entries);
+        self.rows.extend(
+            restored
+                .entries
+                .into_iter()
+                .map(|(key, sides)| (stable_hash(&key), key, sides)),
+        );
         Ok(())
     }
 
@@ -136,10 +140,10 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
         self.sides(&key).0 = new;
         if self
             .rows
-            .get(&key)
+            .get(stable_hash(&key), &key)
             .is_some_and(|(l, r)| l.is_none() && r.is_none())
         {
-            self.rows.remove(&key);
+            self.rows.remove(stable_hash(&key), &key);
         }
     }
 
@@ -160,10 +164,10 @@ impl<L: Data, R: Data, K: Key> CoOperator for TableTableJoin<L, R, K> {
         self.sides(&key).1 = new;
         if self
             .rows
-            .get(&key)
+            .get(stable_hash(&key), &key)
             .is_some_and(|(l, r)| l.is_none() && r.is_none())
         {
-            self.rows.remove(&key);
+            self.rows.remove(stable_hash(&key), &key);
         }
     }
 }

@@ -8,7 +8,6 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use streamwork_core::hash::FastHashMap;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
@@ -19,13 +18,13 @@ use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
 use crate::JoinRow;
-use crate::rows::{Rows, restore_rows, rows_of, snapshot_rows};
+use crate::rows::{RowMap, Rows, restore_rows, snapshot_rows};
 
 /// An unwindowed join of `L` and `R` keyed by `K`; see the module docs.
 pub struct StreamStreamJoin<L, R, K> {
     retention: Option<i64>,
     late: LateCounter,
-    rows: FastHashMap<K, Rows<L, R>>,
+    rows: RowMap<K, L, R>,
     expiry: Timers<K>,
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
@@ -47,13 +46,13 @@ impl<L: Clone, R: Clone, K: Clone> Clone for StreamStreamJoin<L, R, K> {
     }
 }
 
-impl<L: Data, R: Data, K: Key> Default for StreamStreamJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> Default for StreamStreamJoin<L, R, K> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> StreamStreamJoin<L, R, K> {
     /// Puts the rows kept and the watermark (their expiry timers are registered again on restore) in the job's checkpoints, by key group, so that a
     /// restored job (at any parallelism) joins as if it had not failed.
     /// Needed in a job that promises at-least-once or exactly-once delivery.
@@ -72,7 +71,7 @@ impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
         StreamStreamJoin {
             retention: None,
             late: LateCounter::new(),
-            rows: FastHashMap::default(),
+            rows: RowMap::new(),
             expiry: Timers::new(),
             watermark: i64::MIN,
             checkpoint: KeyedCheckpoint::default(),
@@ -107,11 +106,11 @@ impl<L: Data, R: Data, K: Key> StreamStreamJoin<L, R, K> {
     }
 
     fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
-        rows_of(&mut self.rows, key)
+        self.rows.rows_of(key)
     }
 }
 
-impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
     type Left = L;
     type Right = R;
     type Key = ByKey<K>;
@@ -129,13 +128,12 @@ impl<L: Data, R: Data, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        snapshot_rows(
+        Ok(snapshot_rows(
             ctx,
             &self.checkpoint,
-            "stream-stream join",
             self.watermark,
-            &self.rows,
-        )
+            &mut self.rows,
+        ))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

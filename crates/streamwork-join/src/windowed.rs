@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
@@ -11,7 +12,7 @@ use streamwork_core::{
     StateBytes, TaskError, Timestamp,
 };
 use streamwork_core::{SnapshotContext, Statefulness};
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::{CowCell, KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 use streamwork_window::ends::{ends, first_end_containing, last_end_containing, last_instant};
 
@@ -30,8 +31,9 @@ pub struct WindowJoin<L, R, K> {
     size: i64,
     slide: i64,
     late: LateCounter,
-    /// Open windows by end, then by key.
-    windows: BTreeMap<i64, FastHashMap<K, Buffers<L, R>>>,
+    /// Open windows by end, then by key; each frozen (copy-on-write) for
+    /// a checkpoint.
+    windows: BTreeMap<i64, CowCell<FastHashMap<K, Buffers<L, R>>>>,
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, KeyWindows<L, R>>,
@@ -53,7 +55,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
     }
 }
 
-impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
     /// Puts the rows buffered in open windows and the watermark in the job's checkpoints, by key group, so that a
     /// restored job (at any parallelism) joins as if it had not failed.
     /// Needed in a job that promises at-least-once or exactly-once delivery.
@@ -102,7 +104,7 @@ impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
             return;
         }
         for end in ends {
-            let buffers = self.windows.entry(end).or_default();
+            let buffers = self.windows.entry(end).or_default().get_mut();
             match buffers.get_mut(key) {
                 Some(b) => side(b),
                 None => {
@@ -115,7 +117,7 @@ impl<L: Data, R: Data, K: Key> WindowJoin<L, R, K> {
     }
 }
 
-impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
+impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> {
     type Left = L;
     type Right = R;
     type Key = ByKey<K>;
@@ -133,20 +135,31 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        self.checkpoint
-            .snapshot(ctx, "window join", self.watermark, || {
+        if !self.checkpoint.is_enabled() {
+            return Ok(None);
+        }
+        // The pause: the open windows are frozen; their rows are gathered
+        // and archived off this thread, when the checkpoint is written.
+        let frozen: Vec<(i64, Arc<FastHashMap<K, Buffers<L, R>>>)> = self
+            .windows
+            .iter_mut()
+            .map(|(&end, window)| (end, window.freeze()))
+            .collect();
+        Ok(self
+            .checkpoint
+            .snapshot_beside(ctx, self.watermark, move || {
                 let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
-                for (&end, keys) in &self.windows {
-                    for (key, (lefts, rights)) in keys {
+                for (end, keys) in &frozen {
+                    for (key, (lefts, rights)) in keys.iter() {
                         per_key.entry(key.clone()).or_default().push((
-                            end,
+                            *end,
                             lefts.clone(),
                             rights.clone(),
                         ));
                     }
                 }
                 per_key.into_iter().collect()
-            })
+            }))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -161,6 +174,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
                 self.windows
                     .entry(end)
                     .or_default()
+                    .get_mut()
                     .insert(key.clone(), (lefts, rights));
             }
         }
@@ -187,7 +201,7 @@ impl<L: Data, R: Data, K: Key> CoOperator for WindowJoin<L, R, K> {
                 break;
             }
             let time = Timestamp::from_millis(last_instant(end));
-            for (key, (lefts, rights)) in entry.remove() {
+            for (key, (lefts, rights)) in entry.remove().into_inner() {
                 let row = |left: Option<L>, right: Option<R>| JoinRow {
                     key: key.clone(),
                     left,

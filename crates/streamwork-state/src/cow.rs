@@ -56,31 +56,107 @@ struct Slot<K, V> {
 
 type Table<K, V> = HashTable<Slot<K, V>>;
 
-/// One shard: owned by the map (written in place), or shared with a
-/// checkpoint that still reads it (copied before it is written).
-enum Shard<K, V> {
-    Own(Table<K, V>),
-    Shared(Arc<Table<K, V>>),
+/// A value owned in place, or shared with a checkpoint that still reads it
+/// (and copied before it is written): one shard of a [`CowMap`], one
+/// window of a join.
+///
+/// ```
+/// use streamwork_state::CowCell;
+/// let mut rows = CowCell::new(vec![1, 2]);
+/// let frozen = rows.freeze();
+/// rows.get_mut().push(3);
+/// assert_eq!(*frozen, vec![1, 2]);
+/// assert_eq!(*rows.get(), vec![1, 2, 3]);
+/// ```
+pub enum CowCell<T> {
+    /// Owned: written in place.
+    Own(T),
+    /// Shared with a checkpoint: copied before it is written.
+    Shared(Arc<T>),
 }
 
-impl<K: Clone, V: Clone> Clone for Shard<K, V> {
+impl<T: Default> Default for CowCell<T> {
+    fn default() -> Self {
+        CowCell::Own(T::default())
+    }
+}
+
+impl<T: Clone> Clone for CowCell<T> {
     fn clone(&self) -> Self {
         match self {
-            Shard::Own(table) => Shard::Own(table.clone()),
-            Shard::Shared(table) => Shard::Shared(table.clone()),
+            CowCell::Own(value) => CowCell::Own(value.clone()),
+            CowCell::Shared(value) => CowCell::Shared(value.clone()),
         }
     }
 }
 
-impl<K, V> Shard<K, V> {
+impl<T> CowCell<T> {
+    /// `value`, owned.
+    pub fn new(value: T) -> Self {
+        CowCell::Own(value)
+    }
+
+    /// The value.
     #[inline]
-    fn table(&self) -> &Table<K, V> {
+    pub fn get(&self) -> &T {
         match self {
-            Shard::Own(table) => table,
-            Shard::Shared(table) => table,
+            CowCell::Own(value) => value,
+            CowCell::Shared(value) => value,
+        }
+    }
+
+    /// Shares the value with a checkpoint: what it reads for as long as it
+    /// keeps the returned reference, however the cell changes.
+    pub fn freeze(&mut self) -> Arc<T>
+    where
+        T: Default,
+    {
+        if let CowCell::Own(value) = self {
+            *self = CowCell::Shared(Arc::new(std::mem::take(value)));
+        }
+        match self {
+            CowCell::Shared(value) => value.clone(),
+            CowCell::Own(_) => unreachable!("the value was just shared"),
+        }
+    }
+
+    /// The value, owned again (taken back without a copy if no checkpoint
+    /// still reads it).
+    pub fn into_inner(self) -> T
+    where
+        T: Clone,
+    {
+        match self {
+            CowCell::Own(value) => value,
+            CowCell::Shared(value) => Arc::unwrap_or_clone(value),
         }
     }
 }
+
+impl<T: Clone + Default> CowCell<T> {
+    /// The value, to change it: copied first if a checkpoint shares it
+    /// (taken back without a copy if the checkpoint is done with it).
+    #[inline]
+    pub fn get_mut(&mut self) -> &mut T {
+        if let CowCell::Shared(_) = self {
+            self.own();
+        }
+        match self {
+            CowCell::Own(value) => value,
+            CowCell::Shared(_) => unreachable!("`own` made the value owned"),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn own(&mut self) {
+        if let CowCell::Shared(value) = self {
+            *self = CowCell::Own(Arc::unwrap_or_clone(std::mem::take(value)));
+        }
+    }
+}
+
+type Shard<K, V> = CowCell<Table<K, V>>;
 
 /// A map from keys to values, cut into shards that a checkpoint freezes
 /// and shares instead of copying; see the [module docs](self).
@@ -109,7 +185,7 @@ impl<K, V> fmt::Debug for CowMap<K, V> {
         let shared = self
             .shards
             .iter()
-            .filter(|s| matches!(s, Shard::Shared(_)))
+            .filter(|s| matches!(s, CowCell::Shared(_)))
             .count();
         f.debug_struct("CowMap")
             .field("len", &self.len)
@@ -122,7 +198,9 @@ impl<K, V> CowMap<K, V> {
     /// An empty map (it allocates nothing until a key is inserted).
     pub fn new() -> Self {
         CowMap {
-            shards: (0..SHARDS).map(|_| Shard::Own(HashTable::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| CowCell::new(HashTable::new()))
+                .collect(),
             len: 0,
         }
     }
@@ -144,7 +222,7 @@ impl<K, V> CowMap<K, V> {
         K: Eq,
     {
         self.shards[shard_of(hash)]
-            .table()
+            .get()
             .find(hash, |s| s.key == *key)
             .map(|s| &s.value)
     }
@@ -153,26 +231,14 @@ impl<K, V> CowMap<K, V> {
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.shards
             .iter()
-            .flat_map(|s| s.table().iter().map(|s| (&s.key, &s.value)))
+            .flat_map(|s| s.get().iter().map(|s| (&s.key, &s.value)))
     }
 
     /// Freezes the map for a checkpoint: every shard is shared with the
     /// returned view, which reads the map as it is now for as long as it
     /// lives, from any thread. Costs a reference per shard.
     pub fn freeze(&mut self) -> FrozenMap<K, V> {
-        let shards = self
-            .shards
-            .iter_mut()
-            .map(|shard| {
-                if let Shard::Own(table) = shard {
-                    *shard = Shard::Shared(Arc::new(std::mem::take(table)));
-                }
-                match shard {
-                    Shard::Shared(table) => table.clone(),
-                    Shard::Own(_) => unreachable!("every shard was just shared"),
-                }
-            })
-            .collect();
+        let shards = self.shards.iter_mut().map(CowCell::freeze).collect();
         FrozenMap {
             shards,
             len: self.len,
@@ -181,28 +247,10 @@ impl<K, V> CowMap<K, V> {
 }
 
 impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
-    /// Copies the shard of `hash` out of the checkpoint that shares it
-    /// (taking it back without a copy if the checkpoint is done with it).
-    #[cold]
-    #[inline(never)]
-    fn own(&mut self, hash: u64) {
-        let shard = &mut self.shards[shard_of(hash)];
-        if let Shard::Shared(table) = shard {
-            let table = Arc::unwrap_or_clone(std::mem::take(table));
-            *shard = Shard::Own(table);
-        }
-    }
-
     /// The shard of `hash`, owned: copied first if a checkpoint shares it.
     #[inline]
     fn table_mut(&mut self, hash: u64) -> &mut Table<K, V> {
-        if matches!(self.shards[shard_of(hash)], Shard::Shared(_)) {
-            self.own(hash);
-        }
-        match &mut self.shards[shard_of(hash)] {
-            Shard::Own(table) => table,
-            Shard::Shared(_) => unreachable!("`own` made the shard owned"),
-        }
+        self.shards[shard_of(hash)].get_mut()
     }
 
     /// The value of `key`, to change it.
@@ -218,12 +266,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     /// The value of `key`, inserting `make()` first if it has none.
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &K, make: impl FnOnce() -> V) -> &mut V {
-        if matches!(self.shards[shard_of(hash)], Shard::Shared(_)) {
-            self.own(hash);
-        }
-        let Shard::Own(table) = &mut self.shards[shard_of(hash)] else {
-            unreachable!("`own` made the shard owned")
-        };
+        let table = self.shards[shard_of(hash)].get_mut();
         match table.entry(hash, |s| s.key == *key, |s| s.hash) {
             Entry::Occupied(e) => &mut e.into_mut().value,
             Entry::Vacant(e) => {
@@ -269,12 +312,12 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
         for i in 0..SHARDS {
             match &mut self.shards[i] {
-                Shard::Own(table) => {
+                CowCell::Own(table) => {
                     let before = table.len();
                     table.retain(|s| keep(&s.key, &s.value));
                     self.len -= before - table.len();
                 }
-                Shard::Shared(table) => {
+                CowCell::Shared(table) => {
                     let gone: Vec<(u64, K)> = table
                         .iter()
                         .filter(|s| !keep(&s.key, &s.value))
@@ -288,12 +331,36 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
         }
     }
 
+    /// Changes the entries `select` picks (read-only, so that a shard
+    /// nothing is picked from is not copied): `update` changes each, and
+    /// the entry is removed if it returns false.
+    pub fn update_where(
+        &mut self,
+        mut select: impl FnMut(&K, &V) -> bool,
+        mut update: impl FnMut(&K, &mut V) -> bool,
+    ) {
+        for i in 0..SHARDS {
+            let picked: Vec<(u64, K)> = self.shards[i]
+                .get()
+                .iter()
+                .filter(|s| select(&s.key, &s.value))
+                .map(|s| (s.hash, s.key.clone()))
+                .collect();
+            for (hash, key) in picked {
+                let keep = self.get_mut(hash, &key).is_some_and(|v| update(&key, v));
+                if !keep {
+                    self.remove(hash, &key);
+                }
+            }
+        }
+    }
+
     /// Removes every entry.
     pub fn clear(&mut self) {
         for shard in self.shards.iter_mut() {
             match shard {
-                Shard::Own(table) => table.clear(),
-                Shard::Shared(_) => *shard = Shard::Own(HashTable::new()),
+                CowCell::Own(table) => table.clear(),
+                CowCell::Shared(_) => *shard = CowCell::new(HashTable::new()),
             }
         }
         self.len = 0;
@@ -302,13 +369,9 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     /// Takes every entry out, leaving the map empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + use<K, V> {
         let shards = std::mem::replace(self, CowMap::new()).shards;
-        shards.into_iter().flat_map(|shard| {
-            let table = match shard {
-                Shard::Own(table) => table,
-                Shard::Shared(table) => Arc::unwrap_or_clone(table),
-            };
-            table.into_iter().map(|s| (s.key, s.value))
-        })
+        shards
+            .into_iter()
+            .flat_map(|shard| shard.into_inner().into_iter().map(|s| (s.key, s.value)))
     }
 }
 
@@ -377,7 +440,7 @@ mod tests {
         let owned = map
             .shards
             .iter()
-            .filter(|s| matches!(s, Shard::Own(_)))
+            .filter(|s| matches!(s, CowCell::Own(_)))
             .count();
         assert_eq!(owned, 1, "only the written shard is copied");
         assert_eq!(frozen.iter().find(|(k, _)| **k == 7).unwrap().1, &7);

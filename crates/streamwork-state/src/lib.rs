@@ -62,7 +62,7 @@ pub use codec::{
     KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, RestoredEntries, StateData,
     TimerCodec,
 };
-pub use cow::{CowMap, FrozenMap, SHARDS};
+pub use cow::{CowCell, CowMap, FrozenMap, SHARDS};
 pub use error::StateError;
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,

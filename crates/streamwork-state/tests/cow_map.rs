@@ -1,5 +1,5 @@
 //! `CowMap` against a plain `HashMap`: any sequence of writes, removals,
-//! retains and freezes leaves the map equal to the model, and every frozen
+//! retains, selective updates and freezes leaves the map equal to the model, and every frozen
 //! view equal to the model as it was when frozen, however the map changed
 //! after.
 
@@ -15,6 +15,7 @@ enum Op {
     Add(u16, u32),
     Remove(u16),
     RetainBelow(u32),
+    HalveAbove(u32),
     Freeze,
     DropOldestFrozen,
     Clear,
@@ -26,6 +27,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0u16..300, 0u32..1000).prop_map(|(k, v)| Op::Add(k, v)),
         2 => (0u16..300).prop_map(Op::Remove),
         1 => any::<u32>().prop_map(Op::RetainBelow),
+        1 => (0u32..2000).prop_map(Op::HalveAbove),
         2 => Just(Op::Freeze),
         1 => Just(Op::DropOldestFrozen),
         1 => Just(Op::Clear),
@@ -61,6 +63,21 @@ proptest! {
                 Op::RetainBelow(limit) => {
                     map.retain(|_, v| *v < limit);
                     model.retain(|_, v| *v < limit);
+                }
+                Op::HalveAbove(limit) => {
+                    // Halved, and removed once zero.
+                    map.update_where(|_, v| *v > limit, |_, v| {
+                        *v /= 2;
+                        *v != 0
+                    });
+                    model.retain(|_, v| {
+                        if *v > limit {
+                            *v /= 2;
+                            *v != 0
+                        } else {
+                            true
+                        }
+                    });
                 }
                 Op::Freeze => {
                     let view = map.freeze();
