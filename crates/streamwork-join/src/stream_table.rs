@@ -177,6 +177,9 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V
 /// events waiting for event time, both with their times.
 type TemporalKeyState<S, V> = (Vec<(i64, Option<V>)>, Vec<(i64, S)>);
 
+/// Stream events waiting for event time to reach one time, with their keys.
+type Waiting<K, S> = Vec<(K, S)>;
+
 /// How a temporal join checkpoints: the watermark, and per key its state.
 type TemporalCheckpoint<K, S, V> = KeyedCheckpoint<i64, K, TemporalKeyState<S, V>>;
 
@@ -188,7 +191,7 @@ pub struct TemporalTableJoin<S, V, K> {
     versions: CowMap<K, BTreeMap<i64, Option<V>>>,
     /// Stream events waiting for event time to reach them, by time; each
     /// time's frozen (copy-on-write) for a checkpoint.
-    waiting: BTreeMap<i64, CowCell<Vec<(K, S)>>>,
+    waiting: BTreeMap<i64, CowCell<Waiting<K, S>>>,
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: TemporalCheckpoint<K, S, V>,
@@ -261,7 +264,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
         // The pause: the versions and the waiting events are frozen; they
         // are gathered and archived off this thread.
         let versions = self.versions.freeze();
-        let waiting: Vec<(i64, Arc<Vec<(K, S)>>)> = self
+        let waiting: Vec<(i64, Arc<Waiting<K, S>>)> = self
             .waiting
             .iter_mut()
             .map(|(&t, events)| (t, events.freeze()))

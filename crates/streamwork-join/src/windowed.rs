@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
@@ -21,6 +20,9 @@ use crate::{JoinKind, JoinRow};
 /// Both sides' rows of one key in one window.
 type Buffers<L, R> = (Vec<L>, Vec<R>);
 
+/// Every key's rows in one window.
+type WindowRows<K, L, R> = FastHashMap<K, Buffers<L, R>>;
+
 /// One key's open windows in a snapshot: `(window end, lefts, rights)`.
 type KeyWindows<L, R> = Vec<(i64, Vec<L>, Vec<R>)>;
 
@@ -33,7 +35,7 @@ pub struct WindowJoin<L, R, K> {
     late: LateCounter,
     /// Open windows by end, then by key; each frozen (copy-on-write) for
     /// a checkpoint.
-    windows: BTreeMap<i64, CowCell<FastHashMap<K, Buffers<L, R>>>>,
+    windows: BTreeMap<i64, CowCell<WindowRows<K, L, R>>>,
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, KeyWindows<L, R>>,
@@ -140,7 +142,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
         }
         // The pause: the open windows are frozen; their rows are gathered
         // and archived off this thread, when the checkpoint is written.
-        let frozen: Vec<(i64, Arc<FastHashMap<K, Buffers<L, R>>>)> = self
+        let frozen: Vec<_> = self
             .windows
             .iter_mut()
             .map(|(&end, window)| (end, window.freeze()))

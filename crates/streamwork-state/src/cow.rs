@@ -368,7 +368,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
 
     /// Takes every entry out, leaving the map empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + use<K, V> {
-        let shards = std::mem::replace(self, CowMap::new()).shards;
+        let shards = std::mem::take(self).shards;
         shards
             .into_iter()
             .flat_map(|shard| shard.into_inner().into_iter().map(|s| (s.key, s.value)))

@@ -112,9 +112,13 @@ impl HotBounds {
 /// as `(slice index, accumulator, events)`.
 pub type SlicedCheckpoint<K, Acc> = KeyedCheckpoint<i64, K, Vec<(i64, Acc, u64)>>;
 
-/// One key's partials gathered for a snapshot: its hash, the key, and
-/// `(slice index, accumulator, events)` per slice.
-type KeyParts<K, Acc> = (u64, K, Vec<(i64, Acc, u64)>);
+/// One key's partials in a snapshot: `(slice index, accumulator, events)`
+/// per slice.
+type SliceParts<Acc> = Vec<(i64, Acc, u64)>;
+
+/// One key's partials gathered for a snapshot: its hash, the key, and its
+/// parts.
+type KeyParts<K, Acc> = (u64, K, SliceParts<Acc>);
 
 /// Slices frozen for a checkpoint: shared with the operator, which copies a
 /// slice before it changes it while a checkpoint still reads it.
@@ -129,7 +133,7 @@ type BesideFn<K, Acc> =
 /// Every key's partials in `slices`, by key, for a snapshot.
 fn entries_of<K: Clone + Eq, Acc: Clone>(
     slices: &[(i64, Arc<Slice<K, Acc>>)],
-) -> Vec<(K, Vec<(i64, Acc, u64)>)> {
+) -> Vec<(K, SliceParts<Acc>)> {
     let mut by_key: HashTable<KeyParts<K, Acc>> = HashTable::new();
     for (index, slice) in slices {
         for p in slice.partials.iter() {
@@ -179,7 +183,7 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     /// Slices by index (slice `i` covers `[i * slice, (i + 1) * slice)`),
     /// shared with the checkpoint being written, if any: a slice is copied
     /// before it changes while a checkpoint still reads it.
-    slices: BTreeMap<i64, Arc<Slice<KK::Value, A::Acc>>>,
+    slices: BTreeMap<i64, Arc<SliceOf<T, KK, A>>>,
     /// The most recently used slice, kept out of the map with its bounds: an
     /// in-order record reaches it without walking the tree or dividing.
     hot: Option<(i64, SliceOf<T, KK, A>)>,

@@ -272,6 +272,7 @@ macro_rules! window_functions {
         [$($g:tt)*], ($($arg:ident: $argty:ty)?), $agg:ty, $make:expr, [$($b:tt)*], [$($s:tt)*]
     ) => {
         #[doc = window_functions!(@doc $name)]
+        #[allow(clippy::multiple_bound_locations)] // what sharing with a checkpoint adds, apart
         pub fn $name<T: Data $(, $kgen: Key)?, $($g)*>(self $(, $arg: $argty)?) -> window_functions!(@op $op, T, $key, $agg)
         where
             $($s)*
