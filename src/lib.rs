@@ -71,7 +71,7 @@ pub trait Run {
 }
 
 /// Why a job with its page could not start.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum UiError {
     /// The job could not start.
@@ -81,6 +81,8 @@ pub enum UiError {
     #[error(transparent)]
     Web(#[from] web::WebError),
 }
+
+streamwork_core::debug_as_display!(UiError);
 
 impl Run for JobGraph {
     fn run(self) -> Result<JobReport, JobError> {

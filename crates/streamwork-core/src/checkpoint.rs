@@ -41,9 +41,11 @@ impl fmt::Display for Delivery {
 }
 
 /// A delivery name that is none of the three.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown delivery `{0}`: expected at-most-once, at-least-once or exactly-once")]
 pub struct UnknownDelivery(pub String);
+
+crate::debug_as_display!(UnknownDelivery);
 
 impl std::str::FromStr for Delivery {
     type Err = UnknownDelivery;

@@ -5,6 +5,21 @@ use std::fmt;
 
 use crate::control::Disconnected;
 
+/// Implements `Debug` as `Display` for an error type: what `main` prints
+/// when it returns the error (`fn main() -> Result<(), Box<dyn Error>>`)
+/// is then the readable message, not the variant's fields.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! debug_as_display {
+    ($($error:ty),+ $(,)?) => {
+        $(impl ::std::fmt::Debug for $error {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                ::std::fmt::Display::fmt(self, f)
+            }
+        })+
+    };
+}
+
 /// Whose fault a connector error is, which tells a restart policy what to do.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ErrorDomain {
@@ -27,17 +42,45 @@ impl fmt::Display for ErrorDomain {
 }
 
 /// A source or sink failed.
-#[derive(Debug, thiserror::Error)]
-#[error("{domain}: {message}")]
+///
+/// Its `Display` is complete (the message, and the underlying error unless
+/// the message already says it), so `source()` adds nothing to it: an
+/// error chain printer shows the cause once. Code that inspects the cause
+/// reads the [`source`](Self::source) field. `Debug` prints the same as
+/// `Display`.
+///
+/// ```
+/// use streamwork_core::ConnectorError;
+/// let error = ConnectorError::io("reading `in.csv`", std::io::Error::other("disk gone"));
+/// assert_eq!(error.to_string(), "external error: reading `in.csv`: disk gone");
+/// assert_eq!(format!("{error:?}"), error.to_string());
+/// assert!(std::error::Error::source(&error).is_none());
+/// ```
 pub struct ConnectorError {
     /// Whose fault it is.
     pub domain: ErrorDomain,
     /// What went wrong and, where possible, what to do about it.
     pub message: String,
     /// The underlying error.
-    #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
+
+impl fmt::Display for ConnectorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.domain, self.message)?;
+        if let Some(source) = &self.source {
+            let cause = source.to_string();
+            if !self.message.contains(&cause) {
+                write!(f, ": {cause}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConnectorError {}
+
+debug_as_display!(ConnectorError);
 
 impl ConnectorError {
     /// A user error (bad configuration or input).
@@ -65,7 +108,7 @@ impl ConnectorError {
 }
 
 /// Why a task stopped before its input ended.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum TaskError {
     /// A downstream task is gone; the job is already failing elsewhere.
@@ -85,6 +128,8 @@ pub enum TaskError {
     #[error("cannot take a snapshot of the state: {0}")]
     Snapshot(String),
 }
+
+debug_as_display!(TaskError);
 
 impl TaskError {
     /// Whose fault it is: a connector's error says; a restore that fails is

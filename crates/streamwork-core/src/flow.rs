@@ -26,9 +26,11 @@ impl Overflow {
 }
 
 /// An overflow policy name that is none of the known ones.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown overflow policy `{0}`: expected block, drop-newest, drop-oldest or sample")]
 pub struct UnknownOverflow(pub String);
+
+crate::debug_as_display!(UnknownOverflow);
 
 impl std::str::FromStr for Overflow {
     type Err = UnknownOverflow;

@@ -8,7 +8,11 @@ use crate::builder::GraphError;
 /// A job stopped with an error. The variants name the component and instance
 /// where the failure started; failures that merely followed from it (a
 /// downstream task losing its input) are not reported in its place.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Display` is complete, causes included (so `source()` adds nothing
+/// and an error chain printer shows each cause once), and `Debug` prints
+/// the same: `fn main() -> Result<(), Box<dyn Error>>` shows the message.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum JobError {
     /// User code panicked.
@@ -22,28 +26,26 @@ pub enum JobError {
         message: String,
     },
     /// A source, sink or the runtime itself reported an error.
-    #[error("component `{component}` instance {instance} failed: {source}")]
+    #[error("component `{component}` instance {instance} failed: {error}")]
     Failed {
         /// The failing component.
         component: String,
         /// Its instance index.
         instance: InstanceIdx,
         /// What happened.
-        #[source]
-        source: TaskError,
+        error: TaskError,
     },
     /// The graph cannot run.
     #[error("invalid job graph: {0}")]
-    Graph(#[from] GraphError),
+    Graph(GraphError),
     /// The operating system refused a thread.
-    #[error("could not start a thread for `{component}`: {source}")]
+    #[error("could not start a thread for `{component}`: {error}")]
     Spawn {
         /// The component (or the engine's own thread, such as the
         /// checkpoint coordinator).
         component: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The job promises a delivery its run options do not provide.
     #[error(
@@ -71,7 +73,7 @@ pub enum JobError {
     },
     /// The checkpoint log could not be read or written.
     #[error("checkpoints: {0}")]
-    Checkpoint(#[from] streamwork_state::StateError),
+    Checkpoint(streamwork_state::StateError),
     /// The checkpoint to restore holds state of components the job no
     /// longer has.
     #[error(
@@ -87,7 +89,21 @@ pub enum JobError {
     },
     /// Ctrl-C handling could not be installed.
     #[error("could not install the Ctrl-C handler: {0}")]
-    CtrlC(#[source] std::sync::Arc<ctrlc::Error>),
+    CtrlC(std::sync::Arc<ctrlc::Error>),
+}
+
+streamwork_core::debug_as_display!(JobError);
+
+impl From<GraphError> for JobError {
+    fn from(error: GraphError) -> Self {
+        JobError::Graph(error)
+    }
+}
+
+impl From<streamwork_state::StateError> for JobError {
+    fn from(error: streamwork_state::StateError) -> Self {
+        JobError::Checkpoint(error)
+    }
 }
 
 impl JobError {
@@ -96,7 +112,7 @@ impl JobError {
         matches!(
             self,
             JobError::Failed {
-                source: TaskError::Disconnected | TaskError::UpstreamFailed,
+                error: TaskError::Disconnected | TaskError::UpstreamFailed,
                 ..
             }
         )
@@ -106,7 +122,7 @@ impl JobError {
     /// code that returned an error), an external system's, or Streamwork's.
     pub fn domain(&self) -> ErrorDomain {
         match self {
-            JobError::Failed { source, .. } => source.domain(),
+            JobError::Failed { error, .. } => error.domain(),
             // A panic is a bug in the code that panicked: the user's, unless
             // it was Streamwork's own, which we cannot tell apart here.
             JobError::Panicked { .. } => ErrorDomain::User,
@@ -133,7 +149,7 @@ impl JobError {
     pub fn is_retryable(&self) -> bool {
         match self {
             JobError::Panicked { .. } => true,
-            JobError::Failed { source, .. } => source.is_retryable(),
+            JobError::Failed { error, .. } => error.is_retryable(),
             JobError::Spawn { .. } => true,
             JobError::Graph(_)
             | JobError::WeakerDelivery { .. }

@@ -56,7 +56,7 @@ impl Failure {
         self.record(JobError::Failed {
             component: component.to_string(),
             instance,
-            source: error,
+            error,
         })
     }
 

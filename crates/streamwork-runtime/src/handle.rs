@@ -258,7 +258,7 @@ impl JobHandle {
             return Err(JobError::Failed {
                 component: self.job.clone(),
                 instance: InstanceIdx(0),
-                source: TaskError::UpstreamFailed,
+                error: TaskError::UpstreamFailed,
             });
         }
         let mut report = self.snapshot();

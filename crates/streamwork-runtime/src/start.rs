@@ -271,7 +271,10 @@ fn spawn_tasks(
                 for handle in threads {
                     let _ = handle.join();
                 }
-                return Err(JobError::Spawn { component, source });
+                return Err(JobError::Spawn {
+                    component,
+                    error: source,
+                });
             }
         }
     }
@@ -293,7 +296,7 @@ fn spawn_coordinator(
         })
         .map_err(|source| JobError::Spawn {
             component: "the checkpoint coordinator".to_string(),
-            source,
+            error: source,
         })
 }
 

@@ -56,13 +56,13 @@ const TICK: Duration = Duration::from_millis(100);
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
 /// Why a scale-out runner stopped.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum GroupError {
     /// The Kafka client failed (joining the group, committing, reading
     /// metadata).
     #[error("kafka consumer group: {0}")]
-    Kafka(#[from] KafkaError),
+    Kafka(KafkaError),
     /// Finding where the partitions end failed.
     #[error(transparent)]
     Connector(#[from] ConnectorError),
@@ -74,7 +74,6 @@ pub enum GroupError {
         /// The partition.
         partition: i32,
         /// What was wrong with the job.
-        #[source]
         error: GraphError,
     },
     /// The job of a partition failed, and its restarts were used up.
@@ -87,7 +86,6 @@ pub enum GroupError {
         /// The partition.
         partition: i32,
         /// How it failed.
-        #[source]
         error: JobError,
     },
     /// The thread running a partition's job panicked (a bug in the runner:
@@ -109,9 +107,16 @@ pub enum GroupError {
         /// The lease file's directory.
         dir: PathBuf,
         /// What the file system said.
-        #[source]
         error: std::io::Error,
     },
+}
+
+streamwork_core::debug_as_display!(GroupError);
+
+impl From<KafkaError> for GroupError {
+    fn from(error: KafkaError) -> Self {
+        GroupError::Kafka(error)
+    }
 }
 
 /// One partition this process owns: what its job is built from.

@@ -3,18 +3,18 @@
 use std::path::PathBuf;
 
 /// A checkpoint could not be written or read.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum StateError {
     /// The file system refused an operation.
-    #[error("checkpoint log: cannot {action} {path}: {source}")]
+    #[error("checkpoint log: cannot {action} {path}: {error}")]
     Io {
         /// What was being done ("create", "write", "map", ...).
         action: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The operating system's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The directory holds no complete, intact checkpoint.
     #[error(
@@ -130,6 +130,8 @@ pub enum StateError {
     },
 }
 
+streamwork_core::debug_as_display!(StateError);
+
 impl StateError {
     pub(crate) fn io(
         action: &'static str,
@@ -139,7 +141,7 @@ impl StateError {
         StateError::Io {
             action,
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

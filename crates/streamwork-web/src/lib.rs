@@ -44,7 +44,7 @@ const TEXT: &str = "text/plain";
 const LONG_POLL_LIMIT: Duration = Duration::from_secs(2);
 
 /// The web view could not start.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum WebError {
     /// The address could not be bound.
@@ -55,6 +55,13 @@ pub enum WebError {
         /// Why.
         reason: String,
     },
+}
+
+/// The same as `Display`: what `main` prints when it returns the error.
+impl std::fmt::Debug for WebError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// A running job page; dropping it stops the server.

@@ -3,7 +3,7 @@
 use streamwork_core::checkpoint::Delivery;
 
 /// A job graph that cannot run, found when it is built.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
     /// The job has no source.
@@ -115,3 +115,5 @@ pub enum GraphError {
         component: String,
     },
 }
+
+streamwork_core::debug_as_display!(GraphError);
