@@ -1,6 +1,6 @@
 //! The Nexmark benchmark on Streamwork: the event model and its JSON-lines
 //! form, a deterministic generator, the queries as jobs, and the runner behind
-//! the `streamwork-nexmark` CLI (the contract is `shared/NEXMARK.md`).
+//! the `streamwork-nexmark` CLI (the contract is the crate's `NEXMARK.md`).
 //!
 //! ```
 //! use streamwork_nexmark::{Input, Query, RunOptions, run};

@@ -10,7 +10,7 @@ use streamwork_nexmark::{Input, Query, RunOptions, run};
 #[derive(Parser, Debug)]
 #[command(name = "streamwork-nexmark")]
 struct Args {
-    /// The query: q0, q1, q2, q5, q7, or `events` to write the input events themselves.
+    /// The query: q0, q1, q2, q3, q4, q5, q7, q8, or `events` to write the input events themselves.
     #[arg(long)]
     query: Query,
     /// JSON-lines input file, `-` for stdin.

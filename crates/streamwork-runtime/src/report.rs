@@ -78,6 +78,11 @@ impl JobReport {
     pub fn component(&self, name: &str) -> Option<&ComponentReport> {
         self.components.iter().find(|c| c.name == name)
     }
+
+    /// The report in Prometheus text exposition (what `/metrics` serves).
+    pub fn prometheus(&self) -> String {
+        prometheus(self)
+    }
 }
 
 impl fmt::Display for JobReport {
@@ -102,13 +107,37 @@ impl fmt::Display for JobReport {
                 .collect();
             writeln!(
                 f,
-                "  {:<24} {:>8} {:>12} {:>12}  [{}]",
+                "  {:<24} {:>8} {:>12} {:>12}  [{}]{}",
                 c.name,
                 c.kind.to_string(),
                 c.records_in(),
                 c.records_out(),
-                per.join(", ")
+                per.join(", "),
+                if c.dropped_in > 0 {
+                    format!(", {} dropped on the way in", c.dropped_in)
+                } else {
+                    String::new()
+                }
             )?;
+        }
+        if let Some(bottleneck) = &self.bottleneck {
+            writeln!(f, "  bottleneck: `{bottleneck}`")?;
+        }
+        if self.source_pauses > 0 {
+            writeln!(
+                f,
+                "  sources paused {} times by backpressure",
+                self.source_pauses
+            )?;
+        }
+        if let Some(thrashing) = &self.thrashing {
+            writeln!(f, "  thrashing: {thrashing}")?;
+        }
+        if self.restarts > 0 {
+            writeln!(f, "  restarted {} times after a failure", self.restarts)?;
+        }
+        for skipped in &self.recovery.skipped {
+            writeln!(f, "  skipped on restore: {skipped}")?;
         }
         if let Some(id) = self.recovery.restored_from {
             writeln!(
@@ -138,6 +167,12 @@ impl fmt::Display for JobReport {
                 ms(longest),
                 ms(pause),
                 ms(alignment)
+            )?;
+        }
+        if let Some(id) = self.savepoint {
+            writeln!(
+                f,
+                "  stopped at savepoint {id}: the next run on the same directory resumes from it"
             )?;
         }
         Ok(())
@@ -419,5 +454,37 @@ mod tests {
         let printed = report.to_string();
         assert!(printed.contains("restored from checkpoint 5"), "{printed}");
         assert!(printed.contains("1 checkpoints: 4096 bytes"), "{printed}");
+    }
+
+    #[test]
+    fn the_printed_report_names_drops_the_bottleneck_thrashing_and_restarts() {
+        let mut report = report("slow");
+        let quiet = report.to_string();
+        assert!(
+            !quiet.contains("dropped") && !quiet.contains("bottleneck"),
+            "{quiet}"
+        );
+        report.components[0].dropped_in = 17;
+        report.bottleneck = Some("slow".into());
+        report.source_pauses = 3;
+        report.thrashing = Some("paused 3 times in 10 s: `slow` cannot keep up".into());
+        report.restarts = 2;
+        report.recovery.skipped = vec!["segment 4: torn record at byte 96".into()];
+        report.savepoint = Some(CheckpointId::new(9));
+        let printed = report.to_string();
+        for expected in [
+            "17 dropped on the way in",
+            "bottleneck: `slow`",
+            "sources paused 3 times",
+            "thrashing: paused 3 times",
+            "restarted 2 times",
+            "skipped on restore: segment 4",
+            "stopped at savepoint 9",
+        ] {
+            assert!(
+                printed.contains(expected),
+                "`{expected}` missing from:\n{printed}"
+            );
+        }
     }
 }
