@@ -47,6 +47,8 @@ pub use streamwork_connectors as connectors;
 pub use streamwork_core as core;
 pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, State, job, operator};
+#[cfg(feature = "logging")]
+pub mod logging;
 pub use streamwork_runtime as runtime;
 pub use streamwork_scaleout as scaleout;
 pub use streamwork_state as state;
@@ -84,24 +86,35 @@ pub enum UiError {
 
 streamwork_core::debug_as_display!(UiError);
 
+/// Logging with no set-up, unless the application has its own.
+fn install_logging() {
+    #[cfg(feature = "logging")]
+    logging::install_default();
+}
+
 impl Run for JobGraph {
     fn run(self) -> Result<JobReport, JobError> {
+        install_logging();
         streamwork_runtime::run(self)
     }
 
     fn start(self) -> Result<JobHandle, JobError> {
+        install_logging();
         streamwork_runtime::start(self)
     }
 
     fn run_with(self, options: runtime::RunOptions) -> Result<JobReport, JobError> {
+        install_logging();
         streamwork_runtime::run_with(self, options)
     }
 
     fn start_with(self, options: runtime::RunOptions) -> Result<JobHandle, JobError> {
+        install_logging();
         streamwork_runtime::start_with(self, options)
     }
 
     fn start_with_ui(self, address: &str) -> Result<(JobHandle, web::WebView), UiError> {
+        install_logging();
         let plan = self.plan();
         let handle = streamwork_runtime::start(self)?;
         let view = web::serve(address, plan, handle.live_metrics())?;

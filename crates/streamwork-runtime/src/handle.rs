@@ -267,6 +267,23 @@ impl JobHandle {
         {
             report.savepoint = Some(CheckpointId::new(record.savepoint.load(Ordering::Acquire)));
         }
+        match report.savepoint {
+            Some(id) => tracing::info!(
+                "job `{}` stopped at savepoint {id} after {:.3} s: the next run on the same directory resumes from it",
+                report.job,
+                report.elapsed.as_secs_f64()
+            ),
+            None => tracing::info!(
+                "job `{}` {} in {:.3} s",
+                report.job,
+                if report.stopped {
+                    "stopped"
+                } else {
+                    "finished"
+                },
+                report.elapsed.as_secs_f64()
+            ),
+        }
         Ok(report)
     }
 }

@@ -29,6 +29,22 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
     let failure = Failure::default();
     let stop = Arc::new(AtomicBool::new(false));
     let config = checked_delivery(graph, &options)?;
+    let instances: u32 = graph.nodes().iter().map(|n| n.parallelism()).sum();
+    match &config {
+        Some(config) => tracing::info!(
+            "job `{}` starting: {} components, {instances} instances, {:?} checkpoints every {:?} into {}",
+            graph.name(),
+            graph.nodes().len(),
+            config.delivery,
+            config.interval,
+            config.dir.display()
+        ),
+        None => tracing::info!(
+            "job `{}` starting: {} components, {instances} instances, no checkpoints",
+            graph.name(),
+            graph.nodes().len()
+        ),
+    }
     let checkpointing = match &config {
         Some(config) => Some(open_checkpoints(graph, config, &failure, &stop)?),
         None => None,

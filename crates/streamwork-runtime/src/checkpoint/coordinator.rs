@@ -287,7 +287,14 @@ impl Coordinator {
             paused_most: timing.paused_most,
             longest_alignment: timing.longest_alignment,
         };
-        tracing::debug!(?stats, "checkpoint complete");
+        tracing::info!(
+            "checkpoint {id} complete{}: {} bytes in {:.1} ms, longest task pause {:.2} ms, longest alignment {:.1} ms",
+            if is_final { " (final)" } else { "" },
+            stats.bytes,
+            stats.duration.as_secs_f64() * 1e3,
+            stats.longest_pause.as_secs_f64() * 1e3,
+            stats.longest_alignment.as_secs_f64() * 1e3
+        );
         self.stats
             .lock()
             .unwrap_or_else(|p| p.into_inner())

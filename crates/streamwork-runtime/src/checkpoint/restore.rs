@@ -116,6 +116,10 @@ impl Restored {
 /// [`load_latest`](streamwork_state::load_latest)).
 pub(crate) fn load(dir: &std::path::Path) -> Result<(Option<Restored>, Recovery), StateError> {
     if !dir.exists() {
+        tracing::info!(
+            "no checkpoint directory at {} yet: starting from the beginning",
+            dir.display()
+        );
         return Ok((None, Recovery::default()));
     }
     let loading = Instant::now();
@@ -141,5 +145,16 @@ pub(crate) fn load(dir: &std::path::Path) -> Result<(Option<Restored>, Recovery)
         load: loading.elapsed(),
         longest_instance_restore: Duration::ZERO,
     };
+    match recovery.restored_from {
+        Some(id) => tracing::info!(
+            "restoring from checkpoint {id} of {} (loaded in {:.1} ms)",
+            dir.display(),
+            recovery.load.as_secs_f64() * 1e3
+        ),
+        None => tracing::info!(
+            "no complete checkpoint in {}: starting from the beginning",
+            dir.display()
+        ),
+    }
     Ok((restored, recovery))
 }
