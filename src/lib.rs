@@ -122,8 +122,20 @@ impl Run for JobGraph {
     }
 }
 
+/// Operators from closures: stateless steps (`map`, `filter`,
+/// `filter_map`, `flat_map`, `inspect`) and keyed aggregations (`reduce`,
+/// `fold`), for `job!` and the builder alike; [`runtime::Flow`] chains them
+/// on a stream.
+pub mod ops {
+    pub use streamwork_core::ops::{
+        Filter, FilterMap, FlatMap, Inspect, Map, filter, filter_map, flat_map, inspect, map,
+    };
+    pub use streamwork_state::{Fold, Reduce, fold, reduce};
+}
+
 /// Everything a job needs, in one import.
 pub mod prelude {
+    pub use crate::ops::{filter, filter_map, flat_map, fold, inspect, map, reduce};
     pub use crate::{Outputs, State, job, operator};
     pub use crate::{Run, UiError};
     pub use streamwork_connectors::{
@@ -156,6 +168,7 @@ pub mod prelude {
 pub mod __private {
     pub use streamwork_core::checkpoint::{Delivery, replayable, transactional};
     pub use streamwork_core::control::{Control, Disconnected};
+    pub use streamwork_core::ops::map;
     pub use streamwork_core::outputs::{
         AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, OutputParts, Outputs,
         Unconnected, all_channels_handled,

@@ -205,6 +205,12 @@ impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
 ///     }
 /// }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an operator",
+    label = "an operator is expected here",
+    note = "a closure is an operator once it says what it does: `map(|x: T| ...)`, `filter(|x: &T| ...)`, `filter_map(...)`, `flat_map(...)` or `inspect(...)` (in the prelude; in `job!`, a bare closure is a `map`), and per key `reduce(...)` or `fold(...)`",
+    note = "other code becomes an operator with `#[operator]` on a function or an impl block"
+)]
 pub trait Operator: Clone + Send + 'static {
     /// Input record type.
     type In: Data;

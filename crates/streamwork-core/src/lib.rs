@@ -46,6 +46,7 @@ pub mod id;
 pub mod instance;
 pub mod key;
 pub mod lineage;
+pub mod ops;
 pub mod outputs;
 pub mod record;
 pub mod state;

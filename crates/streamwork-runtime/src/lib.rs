@@ -79,8 +79,8 @@ mod wiring;
 mod worker;
 
 pub use builder::{
-    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, GraphError, JobBuilder, JobConfig, JobGraph,
-    JobPlan, NodeDef, PortInfo,
+    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, JobBuilder, JobConfig,
+    JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo,
 };
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery};
 pub use error::JobError;

@@ -46,6 +46,7 @@
 mod codec;
 mod cow;
 mod error;
+mod fold;
 mod keyed;
 mod log;
 mod managed;
@@ -64,6 +65,7 @@ pub use codec::{
 };
 pub use cow::{CowCell, CowMap, FrozenMap, SHARDS};
 pub use error::StateError;
+pub use fold::{Fold, Reduce, fold, reduce};
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
     MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,

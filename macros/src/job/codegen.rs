@@ -177,6 +177,10 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
             Kind::Sink if transactional_sinks => {
                 quote_spanned!(expr_span=> #p::transactional(#raw_expr))
             }
+            // A bare closure is a `map`: each record becomes its result.
+            Kind::Operator if is_closure(raw_expr) => {
+                quote_spanned!(expr_span=> #p::map(#raw_expr))
+            }
             _ => quote!(#raw_expr),
         };
         let parallelism = component
@@ -252,4 +256,17 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         #body
         __sw_job.build()
     })
+}
+
+/// Whether an operator expression is a closure (`|x| ...`, `move |x| ...`).
+fn is_closure(expr: &proc_macro2::TokenStream) -> bool {
+    let mut tokens = expr.clone().into_iter();
+    match tokens.next() {
+        Some(proc_macro2::TokenTree::Punct(p)) => p.as_char() == '|',
+        Some(proc_macro2::TokenTree::Ident(i)) if i == "move" => matches!(
+            tokens.next(),
+            Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '|'
+        ),
+        _ => false,
+    }
 }

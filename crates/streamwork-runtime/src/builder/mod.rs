@@ -38,6 +38,7 @@
 mod check;
 mod error;
 pub(crate) mod factory;
+mod flow;
 mod graph;
 mod plan;
 
@@ -45,6 +46,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use error::GraphError;
+pub use flow::{Flow, KeyedFlow};
 pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef, PortInfo};
 pub use plan::{ComponentPlan, EdgePlan, JobPlan};
 use streamwork_core::checkpoint::Delivery;

@@ -1,0 +1,206 @@
+//! Keyed aggregations from closures: [`reduce`] and [`fold`], operators on a
+//! keyed stream that keep one value per key (a `KeyedState`, checkpointed
+//! by key group, so restorable at any parallelism) and emit `(key, value)`
+//! after each record, as Flink's `KeyedStream::reduce` does.
+//!
+//! ```
+//! use streamwork_core::testkit::Harness;
+//! use streamwork_state::fold;
+//!
+//! // Words per key, counted.
+//! let mut counts = Harness::new(fold(0u64, |count: &mut u64, _word: String| *count += 1));
+//! counts.record("to".to_string(), "to".to_string(), None);
+//! counts.record("to".to_string(), "to".to_string(), None);
+//! let out = counts.take(|out| out.take_buffered());
+//! assert_eq!(out.last().unwrap().value, ("to".to_string(), 2));
+//! ```
+
+use streamwork_core::state::{Key, KeyedState};
+use streamwork_core::{
+    AnyTime, ByKey, Collector, Context, Data, Operator, Restore, SnapshotContext, StateBytes,
+    Statefulness, TaskError,
+};
+
+use crate::codec::StateData;
+use crate::managed::{FieldsReader, FieldsWriter, StateField};
+
+/// The name of the one field these operators checkpoint.
+const FIELD: &str = "values";
+
+fn snapshot<K, V>(
+    values: &mut KeyedState<K, V>,
+    ctx: &SnapshotContext,
+) -> Result<Option<StateBytes>, TaskError>
+where
+    K: Key + StateData,
+    V: StateData + Clone,
+{
+    let mut fields = FieldsWriter::new();
+    let field = values
+        .snapshot_field(ctx)
+        .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+    fields.field(FIELD, field);
+    Ok(Some(fields.finish()))
+}
+
+fn restore_fields<K, V>(
+    values: &mut KeyedState<K, V>,
+    restore: &Restore<'_>,
+) -> Result<(), TaskError>
+where
+    K: Key + StateData,
+    V: StateData + Clone,
+{
+    let refused = |e: crate::StateError| TaskError::Restore(e.to_string());
+    let fields = FieldsReader::read(restore).map_err(refused)?;
+    fields.only(&[FIELD], &[]).map_err(refused)?;
+    if let Some(field) = fields.field(FIELD) {
+        values.restore_field(&field).map_err(refused)?;
+    }
+    Ok(())
+}
+
+/// Folds each key's records into one value with `f(&mut value, record)`,
+/// starting from the first record; see [`reduce`].
+pub struct Reduce<K, V, F> {
+    values: KeyedState<K, V>,
+    f: F,
+}
+
+impl<K: Key, V: Clone, F: Clone> Clone for Reduce<K, V, F> {
+    fn clone(&self) -> Self {
+        Reduce {
+            values: self.values.clone(),
+            f: self.f.clone(),
+        }
+    }
+}
+
+/// Each key's records folded into one value (the first record, then
+/// `f(&mut value, record)` for each next one), emitted as `(key, value)`
+/// after every record: a running sum per key is `reduce(|sum, x| *sum += x)`.
+pub fn reduce<K, V, F>(f: F) -> Reduce<K, V, F>
+where
+    K: Key,
+    F: Fn(&mut V, V) + Clone + Send + 'static,
+{
+    Reduce {
+        values: KeyedState::new(),
+        f,
+    }
+}
+
+impl<K, V, F> Operator for Reduce<K, V, F>
+where
+    K: Key + StateData,
+    V: Data + StateData,
+    F: Fn(&mut V, V) + Clone + Send + 'static,
+{
+    type In = V;
+    type Key = ByKey<K>;
+    type Out = Collector<(K, V)>;
+    type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
+    #[inline]
+    fn on_record(&mut self, value: V, ctx: &mut Context<'_, ByKey<K>, Collector<(K, V)>>) {
+        let key = ctx.key();
+        let current = match self.values.get_mut(key) {
+            Some(current) => {
+                (self.f)(current, value);
+                current.clone()
+            }
+            None => {
+                self.values.insert(key, value.clone());
+                value
+            }
+        };
+        ctx.emit((key.get().clone(), current));
+    }
+
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        snapshot(&mut self.values, ctx)
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        restore_fields(&mut self.values, restore)
+    }
+}
+
+/// Folds each key's records into an accumulator that starts at `init`;
+/// see [`fold`].
+pub struct Fold<K, A, F, T> {
+    init: A,
+    values: KeyedState<K, A>,
+    f: F,
+    _in: std::marker::PhantomData<fn(T)>,
+}
+
+impl<K: Key, A: Clone, F: Clone, T> Clone for Fold<K, A, F, T> {
+    fn clone(&self) -> Self {
+        Fold {
+            init: self.init.clone(),
+            values: self.values.clone(),
+            f: self.f.clone(),
+            _in: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Each key's records folded into an accumulator that starts at `init`
+/// (`f(&mut acc, record)`), emitted as `(key, acc)` after every record: a
+/// count per key is `fold(0u64, |n, _| *n += 1)`.
+pub fn fold<K, T, A, F>(init: A, f: F) -> Fold<K, A, F, T>
+where
+    K: Key,
+    F: Fn(&mut A, T) + Clone + Send + 'static,
+{
+    Fold {
+        init,
+        values: KeyedState::new(),
+        f,
+        _in: std::marker::PhantomData,
+    }
+}
+
+impl<K, T, A, F> Operator for Fold<K, A, F, T>
+where
+    K: Key + StateData,
+    T: Data,
+    A: Data + StateData,
+    F: Fn(&mut A, T) + Clone + Send + 'static,
+{
+    type In = T;
+    type Key = ByKey<K>;
+    type Out = Collector<(K, A)>;
+    type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
+    #[inline]
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, ByKey<K>, Collector<(K, A)>>) {
+        let key = ctx.key();
+        if self.values.get(key).is_none() {
+            self.values.insert(key, self.init.clone());
+        }
+        let Some(acc) = self.values.get_mut(key) else {
+            return;
+        };
+        (self.f)(acc, value);
+        let acc = acc.clone();
+        ctx.emit((key.get().clone(), acc));
+    }
+
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        snapshot(&mut self.values, ctx)
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        restore_fields(&mut self.values, restore)
+    }
+}
