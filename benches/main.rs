@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use streamwork_benches::{
     Outcome, StateKind, best_of, join_baseline, join_job, peak_rss_bytes, state_baseline,
-    state_job, state_reference, w1_baseline, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
+    state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
     w3_job,
 };
 
@@ -60,13 +60,15 @@ fn main() -> anyhow::Result<()> {
 
     let (job, baseline): (JobFn, BaselineFn) = match workload.as_str() {
         "W1" => (w1_job, w1_baseline),
+        "W1-CLOSURE" => (w1_closure_job, w1_baseline),
+        "W1-FLOW" => (w1_flow_job, w1_baseline),
         "W2" => (w2_job, w2_baseline),
         "W3" => (|n, p| w3_job(n, p, 10_000), |n| w3_baseline(n, 10_000)),
         "W3-K100" => (|n, p| w3_job(n, p, 100), |n| w3_baseline(n, 100)),
         "W3-K100K" => (|n, p| w3_job(n, p, 100_000), |n| w3_baseline(n, 100_000)),
         "JOIN" => (join_job, join_baseline),
         other => bail!(
-            "unknown workload {other}: expected W1, W2, W3, W3-K100, W3-K100K, JOIN, STATE-KEYED or STATE-STORED"
+            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, JOIN, STATE-KEYED or STATE-STORED"
         ),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));

@@ -16,6 +16,8 @@ use measurement::Measurement;
 
 const WORKLOADS: &[&str] = &[
     "W1",
+    "W1-CLOSURE",
+    "W1-FLOW",
     "W2",
     "W3",
     "W3-K100",
@@ -29,6 +31,12 @@ const WORKLOADS: &[&str] = &[
 /// and restores, and a build from before them does not know it.
 fn is_state(workload: &str) -> bool {
     workload.starts_with("STATE-")
+}
+
+/// Whether a build from before closures (W1 written with them) may not
+/// know `workload`: it is not run against another build.
+fn is_recent(workload: &str) -> bool {
+    is_state(workload) || workload.starts_with("W1-")
 }
 const PARALLELISM: &[u32] = &[1, 2];
 
@@ -177,7 +185,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                     let m = measure(&binary, workload, parallelism, events, runs, latency)?;
                     keep_best(&mut best[slot], m);
                 }
-                if let Some(against) = options.against.as_ref().filter(|_| !is_state(workload)) {
+                if let Some(against) = options.against.as_ref().filter(|_| !is_recent(workload)) {
                     let m = measure(against, workload, parallelism, events, runs, latency)?;
                     keep_best(&mut best_against[slot], m);
                 }
