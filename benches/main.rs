@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use streamwork_benches::{
     Outcome, StateKind, best_of, join_baseline, join_job, peak_rss_bytes, state_baseline,
-    state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
-    w3_job,
+    state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job, w2_baseline,
+    w2_job, w2_latency, w3_baseline, w3_job,
 };
 
 #[path = "measurement.rs"]

@@ -127,3 +127,37 @@ fn a_fold_is_restored_after_a_failure_and_commits_exactly_once() {
         let _ = std::fs::remove_dir_all(&checkpoints);
     }
 }
+
+#[test]
+fn a_job_wide_parallelism_is_the_default_of_every_component() {
+    let out = CollectSink::new();
+    let graph = job! {
+        name "wide";
+        parallelism 3;
+        source numbers = VecSource::new((0..100u64).collect());
+        operator doubled = |n: u64| n * 2 <- numbers;
+        operator narrow[1] = filter(|n: &u64| n % 4 == 0) <- doubled;
+        sink out = out.clone() <- narrow;
+    }
+    .unwrap();
+    let parallelism: Vec<(String, u32)> = graph
+        .nodes()
+        .iter()
+        .map(|n| (n.name().to_string(), n.parallelism()))
+        .collect();
+    assert_eq!(
+        parallelism,
+        vec![
+            ("numbers".to_string(), 3),
+            ("doubled".to_string(), 3),
+            ("narrow".to_string(), 1),
+            ("out".to_string(), 3),
+        ]
+    );
+    graph.run().unwrap();
+    let mut values = out.values();
+    values.sort_unstable();
+    // VecSource gives each instance its share of the items.
+    let expected: Vec<u64> = (0..100u64).map(|n| n * 2).filter(|n| n % 4 == 0).collect();
+    assert_eq!(values, expected);
+}

@@ -187,7 +187,8 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
             .parallelism
             .as_ref()
             .map(|p| quote!((#p) as u32))
-            .unwrap_or_else(|| quote!(1u32));
+            // The job's `parallelism N;`, 1 without it.
+            .unwrap_or_else(|| quote!(__sw_job.default_parallelism()));
         let out = format_ident!("__sw_out_{}", component.name);
         let span = component.kind_span;
         let call = match (component.kind, &component.ports) {

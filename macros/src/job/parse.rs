@@ -4,7 +4,7 @@
 //! job       := item*
 //! item      := "name" STRING ";"
 //!            | "delivery" ("at_most_once" | "at_least_once" | "exactly_once") ";"
-//!            | ("batch_size" | "channel_capacity" | "key_groups") EXPR ";"
+//!            | ("parallelism" | "batch_size" | "channel_capacity" | "key_groups" | "workers") EXPR ";"
 //!            | "source" NAME par? channels? "=" EXPR ";"
 //!            | ("operator" | "sink") NAME par? channels? "=" EXPR "<-" ports ";"
 //!            | "drop" NAME ("." CHANNEL)? ";"
@@ -30,7 +30,13 @@ use super::{
     StreamRef,
 };
 
-const SETTINGS: &[&str] = &["batch_size", "channel_capacity", "key_groups", "workers"];
+const SETTINGS: &[&str] = &[
+    "parallelism",
+    "batch_size",
+    "channel_capacity",
+    "key_groups",
+    "workers",
+];
 const DELIVERIES: &[&str] = &["at_most_once", "at_least_once", "exactly_once"];
 
 impl Parse for JobSpec {
@@ -94,7 +100,7 @@ impl Parse for JobSpec {
                     return Err(syn::Error::new(
                         keyword.span(),
                         format!(
-                            "unknown statement `{other}`{hint}: expected `source`, `operator`, `sink`, `drop`, `name`, `batch_size`, `channel_capacity`, `key_groups` or `workers`"
+                            "unknown statement `{other}`{hint}: expected `source`, `operator`, `sink`, `drop`, `name`, `delivery`, `parallelism`, `batch_size`, `channel_capacity`, `key_groups` or `workers`"
                         ),
                     ));
                 }

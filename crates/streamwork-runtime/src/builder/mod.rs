@@ -103,6 +103,8 @@ pub struct JobBuilder<D = promise::AtMostOnce> {
     /// `(node, channel)` left unread on purpose.
     discarded: Vec<(NodeId, u32)>,
     config: JobConfig,
+    /// The parallelism of a component `job!` declares without one.
+    default_parallelism: u32,
     _promise: std::marker::PhantomData<D>,
 }
 
@@ -170,6 +172,7 @@ impl JobBuilder {
             edges: Vec::new(),
             discarded: Vec::new(),
             config: JobConfig::default(),
+            default_parallelism: 1,
             _promise: std::marker::PhantomData,
         }
     }
@@ -207,6 +210,7 @@ impl JobBuilder {
             edges: self.edges,
             discarded: self.discarded,
             config: self.config,
+            default_parallelism: self.default_parallelism,
             _promise: std::marker::PhantomData,
         }
     }
@@ -268,6 +272,28 @@ impl<D> JobBuilder<D> {
     pub fn workers(&mut self, workers: u32) -> &mut Self {
         self.config.workers = (workers > 0).then_some(workers);
         self
+    }
+
+    /// The parallelism of every component `job!` declares without one
+    /// (`parallelism N;`), and of what [`default_parallelism`] reads;
+    /// 1 unless set.
+    ///
+    /// [`default_parallelism`]: Self::default_parallelism
+    ///
+    /// ```
+    /// use streamwork_runtime::JobBuilder;
+    /// let mut job = JobBuilder::new("wide");
+    /// job.parallelism(4);
+    /// assert_eq!(job.default_parallelism(), 4);
+    /// ```
+    pub fn parallelism(&mut self, parallelism: u32) -> &mut Self {
+        self.default_parallelism = parallelism.max(1);
+        self
+    }
+
+    /// The job-wide parallelism ([`parallelism`](Self::parallelism)).
+    pub fn default_parallelism(&self) -> u32 {
+        self.default_parallelism
     }
 
     /// Sets the number of key groups (default 128); it bounds the parallelism
