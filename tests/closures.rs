@@ -136,7 +136,7 @@ fn a_job_wide_parallelism_is_the_default_of_every_component() {
         parallelism 3;
         source numbers = VecSource::new((0..100u64).collect());
         operator doubled = |n: u64| n * 2 <- numbers;
-        operator narrow[1] = filter(|n: &u64| n % 4 == 0) <- doubled;
+        operator narrow[1] = filter(|n: &u64| n.is_multiple_of(4)) <- doubled;
         sink out = out.clone() <- narrow;
     }
     .unwrap();
@@ -158,6 +158,6 @@ fn a_job_wide_parallelism_is_the_default_of_every_component() {
     let mut values = out.values();
     values.sort_unstable();
     // VecSource gives each instance its share of the items.
-    let expected: Vec<u64> = (0..100u64).map(|n| n * 2).filter(|n| n % 4 == 0).collect();
+    let expected: Vec<u64> = (0..100u64).map(|n| n * 2).filter(|n| n.is_multiple_of(4)).collect();
     assert_eq!(values, expected);
 }

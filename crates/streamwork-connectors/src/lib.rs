@@ -38,6 +38,7 @@
 mod collect;
 mod errors;
 pub mod file;
+pub mod formats;
 mod generator;
 #[cfg(feature = "kafka")]
 pub mod kafka;

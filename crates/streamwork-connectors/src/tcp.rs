@@ -46,6 +46,20 @@ impl TcpLineSource<String> {
     }
 }
 
+impl<T: Data + serde::de::DeserializeOwned> TcpLineSource<T> {
+    /// Each line read from `addr` a JSON value; see
+    /// [`Lines::json`](crate::file::Lines::json).
+    pub fn json(addr: impl Into<String>) -> Self {
+        TcpLineSource::with_lines(addr, crate::file::Lines::json())
+    }
+
+    /// Each line read from `addr` a CSV record; see
+    /// [`Lines::csv`](crate::file::Lines::csv).
+    pub fn csv(addr: impl Into<String>) -> Self {
+        TcpLineSource::with_lines(addr, crate::file::Lines::csv())
+    }
+}
+
 impl<T: Data> TcpLineSource<T> {
     /// Lines decoded as `lines` says.
     pub fn with_lines(addr: impl Into<String>, lines: Lines<T>) -> Self {

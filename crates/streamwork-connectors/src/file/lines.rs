@@ -53,6 +53,23 @@ impl Lines<String> {
     }
 }
 
+impl<T: serde::de::DeserializeOwned + 'static> Lines<T> {
+    /// Each line a JSON value (JSON lines); blank lines are skipped, and a
+    /// line that is not a `T` is malformed input (counted with its
+    /// position and reason, and skipped unless the policy is
+    /// [`BadInput::Fail`]).
+    pub fn json() -> Self {
+        Lines::parsed(crate::formats::from_json_line).skip_blank(true)
+    }
+
+    /// Each line a CSV record, its fields by position (no header line);
+    /// blank lines are skipped, and a line that is not a `T` is malformed
+    /// input, as for [`json`](Self::json).
+    pub fn csv() -> Self {
+        Lines::parsed(crate::formats::from_csv_line).skip_blank(true)
+    }
+}
+
 impl Lines<(u64, Vec<u8>)> {
     /// Each line as its 0-based index in the input and its raw bytes (no
     /// UTF-8 check, nothing skipped): for jobs that handle malformed lines

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use streamwork_core::checkpoint::CheckpointId;
 use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
 
-type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
+/// Appends a record's line (without its newline), or says why it cannot.
+type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
 
 /// Writes each record as one line into `DIR/part-INSTANCE` (or into `PATH`
 /// itself when the sink has parallelism 1 and [`single_file`](Self::single_file)
@@ -53,6 +54,27 @@ impl<T> Clone for FileSink<T> {
     }
 }
 
+impl<T: Data + serde::Serialize> FileSink<T> {
+    /// Writes each record into directory `dir` as one JSON line.
+    ///
+    /// ```
+    /// use streamwork_connectors::FileSink;
+    /// #[derive(Clone, serde::Serialize)]
+    /// struct Count { word: String, count: u64 }
+    /// let out = FileSink::<Count>::json("counts").transactional();
+    /// # let _ = out;
+    /// ```
+    pub fn json(dir: impl AsRef<Path>) -> Self {
+        FileSink::encoded(dir, crate::formats::json_line)
+    }
+
+    /// Writes each record into directory `dir` as one CSV record (no
+    /// header line).
+    pub fn csv(dir: impl AsRef<Path>) -> Self {
+        FileSink::encoded(dir, crate::formats::csv_line)
+    }
+}
+
 impl<T: Data> FileSink<T> {
     /// Writes into directory `dir`, formatting each record with `format`.
     pub fn new(
@@ -63,7 +85,28 @@ impl<T: Data> FileSink<T> {
             path: dir.as_ref().to_path_buf(),
             single: false,
             transactional: false,
-            format: Arc::new(format),
+            format: Arc::new(move |value: &T, line: &mut Vec<u8>| {
+                format(value, line);
+                Ok(())
+            }),
+            writer: None,
+            line: Vec::new(),
+            files: None,
+        }
+    }
+
+    /// Writes into directory `dir`, encoding each record with `encode`; a
+    /// record it cannot encode fails the write with its reason (a user
+    /// error), never a panic.
+    pub fn encoded(
+        dir: impl AsRef<Path>,
+        encode: impl Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        FileSink {
+            path: dir.as_ref().to_path_buf(),
+            single: false,
+            transactional: false,
+            format: Arc::new(encode),
             writer: None,
             line: Vec::new(),
             files: None,
@@ -135,7 +178,12 @@ impl<T: Data> Sink for FileSink<T> {
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         self.line.clear();
-        (self.format)(&record.value, &mut self.line);
+        (self.format)(&record.value, &mut self.line).map_err(|reason| {
+            ConnectorError::user(format!(
+                "{}: cannot encode a record: {reason}",
+                self.path.display()
+            ))
+        })?;
         self.line.push(b'\n');
         if self.writer.is_none()
             && let Some(files) = self.files.as_ref()

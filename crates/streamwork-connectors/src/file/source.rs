@@ -143,6 +143,28 @@ impl FileSource<String> {
     }
 }
 
+impl<T: Data + serde::de::DeserializeOwned> FileSource<T> {
+    /// Each line of `path` (a file or a directory of them) a JSON value; see
+    /// [`Lines::json`].
+    ///
+    /// ```no_run
+    /// use streamwork_connectors::FileSource;
+    /// #[derive(Clone, serde::Deserialize)]
+    /// struct Bid { auction: u64, price: f64 }
+    /// let bids = FileSource::<Bid>::json("bids.jsonl");
+    /// # let _ = bids;
+    /// ```
+    pub fn json(path: impl AsRef<Path>) -> Self {
+        FileSource::with_lines(path, Lines::json())
+    }
+
+    /// Each line of `path` a CSV record (no header line); see
+    /// [`Lines::csv`].
+    pub fn csv(path: impl AsRef<Path>) -> Self {
+        FileSource::with_lines(path, Lines::csv())
+    }
+}
+
 impl<T: Data> FileSource<T> {
     /// Each line of `path` through `parse`.
     pub fn parsed(
