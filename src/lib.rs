@@ -49,6 +49,8 @@ pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, State, job, operator};
 #[cfg(feature = "logging")]
 pub mod logging;
+#[cfg(feature = "progress")]
+pub mod progress;
 pub use streamwork_runtime as runtime;
 pub use streamwork_scaleout as scaleout;
 pub use streamwork_state as state;

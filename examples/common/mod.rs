@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use streamwork::connectors::file::Lines;
 use streamwork::prelude::*;
-use streamwork::runtime::ComponentKind;
 
 /// Where a job's input lines come from.
 #[derive(clap::Args, Debug, Clone)]
@@ -140,50 +139,16 @@ pub fn vehicle_type(seq: u64) -> &'static str {
     VEHICLE_TYPES[0].0
 }
 
-/// Waits for the job to end, showing a progress bar on a terminal while a
-/// bounded input is read (events so far, events/s, and the share done when the
-/// number of events is known); then returns its report.
+/// Waits for the job to end, showing the library's progress display on a
+/// terminal while a bounded input is read (towards the number of events
+/// when it is known); then returns its report.
 pub fn join_with_progress(handle: JobHandle, args: &InputArgs) -> Result<JobReport, JobError> {
-    use indicatif::{ProgressBar, ProgressStyle};
     // A live (TCP) input has no end to make progress towards.
-    if LineSource::is_live(args) || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+    if LineSource::is_live(args) {
         return handle.join();
     }
-    let bar = match &args.input {
-        Some(_) => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {human_pos} events read  {msg}  {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        ),
-        None => ProgressBar::new(args.events).with_style(
-            ProgressStyle::with_template(
-                "[{bar:30}] {human_pos}/{human_len} events  {msg}  eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        ),
-    };
-    let metrics = handle.live_metrics();
-    let mut last = (std::time::Instant::now(), 0u64);
-    while !handle.is_finished() {
-        let read = metrics
-            .snapshot()
-            .components
-            .iter()
-            .filter(|c| c.kind == ComponentKind::Source)
-            .map(|source| source.records_out())
-            .sum();
-        bar.set_position(read);
-        let now = std::time::Instant::now();
-        let seconds = now.duration_since(last.0).as_secs_f64();
-        if seconds >= 0.5 {
-            let rate = read.saturating_sub(last.1) as f64 / seconds;
-            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
-            last = (now, read);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    bar.finish_and_clear();
-    handle.join()
+    let events = args.input.is_none().then_some(args.events);
+    streamwork::progress::join(handle, events)
 }
 
 /// Prints the job's report and the malformed input count on stderr.
