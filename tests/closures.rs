@@ -158,6 +158,9 @@ fn a_job_wide_parallelism_is_the_default_of_every_component() {
     let mut values = out.values();
     values.sort_unstable();
     // VecSource gives each instance its share of the items.
-    let expected: Vec<u64> = (0..100u64).map(|n| n * 2).filter(|n| n.is_multiple_of(4)).collect();
+    let expected: Vec<u64> = (0..100u64)
+        .map(|n| n * 2)
+        .filter(|n| n.is_multiple_of(4))
+        .collect();
     assert_eq!(values, expected);
 }

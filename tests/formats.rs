@@ -88,3 +88,59 @@ fn a_windowed_word_count_reads_json_lines_and_writes_csv() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn lines_that_do_not_decode_become_dead_letters_with_their_position_and_reason() {
+    use streamwork::connectors::formats::DeadLetter;
+    let dir = std::env::temp_dir().join(format!("streamwork-dead-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.jsonl");
+    std::fs::write(
+        &input,
+        b"{\"time\": 1, \"text\": \"a\"}\nnot json\n\n{\"time\": 2}\n\xff\n{\"time\": 3, \"text\": \"b\"}\n",
+    )
+    .unwrap();
+    let (records, dead) = (CollectSink::new(), CollectSink::new());
+    let graph = job! {
+        source lines = FileSource::<Result<Event, DeadLetter>>::json_with_dead_letters(&input);
+        operator good = filter_map(|r: Result<Event, DeadLetter>| r.ok()) <- lines;
+        operator bad = filter_map(|r: Result<Event, DeadLetter>| r.err()) <- lines;
+        operator texts = |e: Event| e.text <- good;
+        sink kept = records.clone() <- texts;
+        sink letters = dead.clone() <- bad;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    assert_eq!(records.values(), vec!["a".to_string(), "b".to_string()]);
+    let letters = dead.values();
+    let summary: Vec<(String, String)> = letters
+        .iter()
+        .map(|d| {
+            (
+                d.position.rsplit(':').next().unwrap().to_string(),
+                d.line.clone(),
+            )
+        })
+        .collect();
+    // Line 3, blank, is skipped; line 4 lacks a field; line 5 is not UTF-8.
+    assert_eq!(
+        summary,
+        vec![
+            ("2".to_string(), "not json".to_string()),
+            ("4".to_string(), "{\"time\": 2}".to_string()),
+            ("5".to_string(), "\u{fffd}".to_string()),
+        ]
+    );
+    assert!(
+        letters[1].reason.contains("missing field `text`"),
+        "{:?}",
+        letters[1]
+    );
+    assert!(
+        letters[2].reason.contains("invalid UTF-8"),
+        "{:?}",
+        letters[2]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,7 +5,9 @@
 //! A line that does not decode is malformed input: counted in the source's
 //! [`InputErrors`](crate::InputErrors) with its position (file and line)
 //! and the decoder's reason, and skipped, or the job fails naming it
-//! ([`BadInput`](crate::BadInput)); never a panic. A record the sink cannot
+//! ([`BadInput`](crate::BadInput)); or, read `..._with_dead_letters`, it
+//! becomes a [`DeadLetter`] in the stream for the job to keep. Never a
+//! panic. A record the sink cannot
 //! encode fails the write with the encoder's reason.
 //!
 //! ```
@@ -29,6 +31,19 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+/// A line that could not be read as a record: where it was, why, and the
+/// line itself (invalid UTF-8 replaced), for a dead-letter output. It is
+/// serializable, so that a `FileSink::json` can keep it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DeadLetter {
+    /// The input and line (`events.jsonl:12`).
+    pub position: String,
+    /// Why it could not be read.
+    pub reason: String,
+    /// The line.
+    pub line: String,
+}
 
 /// One JSON value from `line`.
 pub fn from_json_line<T: DeserializeOwned>(line: &str) -> Result<T, String> {

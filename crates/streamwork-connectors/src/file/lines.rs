@@ -13,9 +13,15 @@ pub type LineParser<T> = Arc<dyn Fn(&str) -> Result<T, String> + Send + Sync>;
 /// Makes a record of a line's 0-based index and its raw bytes.
 pub type RawLineParser<T> = Arc<dyn Fn(u64, &[u8]) -> Result<T, String> + Send + Sync>;
 
+/// Makes a record of every line, good or bad: its text (or why it is not
+/// text), its raw bytes and its position (file and line).
+type LenientParser<T> =
+    Arc<dyn Fn(Result<&str, std::str::Utf8Error>, &[u8], String) -> T + Send + Sync>;
+
 enum Parser<T> {
     Text(LineParser<T>),
     Raw(RawLineParser<T>),
+    Lenient(LenientParser<T>),
 }
 
 impl<T> Clone for Parser<T> {
@@ -23,6 +29,7 @@ impl<T> Clone for Parser<T> {
         match self {
             Parser::Text(parse) => Parser::Text(parse.clone()),
             Parser::Raw(parse) => Parser::Raw(parse.clone()),
+            Parser::Lenient(parse) => Parser::Lenient(parse.clone()),
         }
     }
 }
@@ -67,6 +74,42 @@ impl<T: serde::de::DeserializeOwned + 'static> Lines<T> {
     /// input, as for [`json`](Self::json).
     pub fn csv() -> Self {
         Lines::parsed(crate::formats::from_csv_line).skip_blank(true)
+    }
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> Lines<Result<T, crate::formats::DeadLetter>> {
+    /// Each line a JSON value, or, if it is not one, a
+    /// [`DeadLetter`](crate::formats::DeadLetter) with its position, the
+    /// reason and the line: for a job that keeps what it could not read
+    /// (split the stream with `filter_map(Result::ok)` and
+    /// `filter_map(Result::err)`). Blank lines are skipped.
+    pub fn json_with_dead_letters() -> Self {
+        Lines::lenient(crate::formats::from_json_line)
+    }
+
+    /// The same for CSV records.
+    pub fn csv_with_dead_letters() -> Self {
+        Lines::lenient(crate::formats::from_csv_line)
+    }
+
+    fn lenient(parse: fn(&str) -> Result<T, String>) -> Self {
+        Lines {
+            parse: Parser::Lenient(Arc::new(move |text, raw, position| {
+                let reason = match text.map(parse) {
+                    Ok(Ok(record)) => return Ok(record),
+                    Ok(Err(reason)) => reason,
+                    Err(e) => format!("invalid UTF-8 ({e})"),
+                };
+                Err(crate::formats::DeadLetter {
+                    position,
+                    reason,
+                    line: String::from_utf8_lossy(raw).into_owned(),
+                })
+            })),
+            skip_blank: true,
+            policy: BadInput::Skip,
+            errors: InputErrors::new(),
+        }
     }
 }
 
@@ -136,6 +179,14 @@ impl<T> Lines<T> {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let parse = match &self.parse {
             Parser::Text(parse) => parse,
+            Parser::Lenient(parse) => {
+                let text = std::str::from_utf8(raw);
+                if self.skip_blank && text.is_ok_and(|t| t.trim().is_empty()) {
+                    return Ok(None);
+                }
+                let record = parse(text, raw, where_());
+                return Ok(Some(record));
+            }
             Parser::Raw(parse) => {
                 return match parse(index, raw) {
                     Ok(record) => Ok(Some(record)),

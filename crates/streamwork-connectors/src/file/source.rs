@@ -165,6 +165,20 @@ impl<T: Data + serde::de::DeserializeOwned> FileSource<T> {
     }
 }
 
+impl<T: Data + serde::de::DeserializeOwned> FileSource<Result<T, crate::formats::DeadLetter>> {
+    /// Each line of `path` a JSON value, or a dead letter; see
+    /// [`Lines::json_with_dead_letters`].
+    pub fn json_with_dead_letters(path: impl AsRef<Path>) -> Self {
+        FileSource::with_lines(path, Lines::json_with_dead_letters())
+    }
+
+    /// Each line of `path` a CSV record, or a dead letter; see
+    /// [`Lines::csv_with_dead_letters`].
+    pub fn csv_with_dead_letters(path: impl AsRef<Path>) -> Self {
+        FileSource::with_lines(path, Lines::csv_with_dead_letters())
+    }
+}
+
 impl<T: Data> FileSource<T> {
     /// Each line of `path` through `parse`.
     pub fn parsed(
