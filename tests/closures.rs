@@ -164,3 +164,60 @@ fn a_job_wide_parallelism_is_the_default_of_every_component() {
         .collect();
     assert_eq!(values, expected);
 }
+
+#[test]
+fn rolled_csv_output_is_committed_exactly_once_after_a_failure() {
+    let n = 3_000u64;
+    for p in [1u32, 2] {
+        let checkpoints = dir(&format!("closures-rolling-{p}"));
+        let out = checkpoints.join("out");
+        // Instance 0 of two sees about half the records.
+        let fault = InjectFault::new(0, Fault::BeforeRecord(1_000));
+        let graph = job! {
+            delivery exactly_once;
+            source numbers = Numbers::new(n);
+            operator faulty[p] = fault <- numbers.shuffle();
+            sink rows[p] = FileSink::csv(&out)
+                .rolling(4_096, std::time::Duration::from_secs(3_600))
+                .transactional() <- faulty;
+        }
+        .unwrap();
+        let report = graph
+            .run_with(exactly_once(&checkpoints.join("ckpt"), 1))
+            .unwrap();
+        assert_eq!(report.restarts, 1, "the fault fired");
+        let mut rows: Vec<(u64, i64)> = Vec::new();
+        let mut files = 0;
+        for entry in std::fs::read_dir(&out).unwrap() {
+            let name = entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name.starts_with('.') {
+                // Only the record of what was published stays hidden.
+                assert!(name.ends_with(".published"), "left behind: {name}");
+                continue;
+            }
+            files += 1;
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            // Closed by size, but for each instance's last, closed by the end.
+            assert!(
+                name.ends_with("-final") || text.len() >= 4_096,
+                "{name} closed at {} bytes",
+                text.len()
+            );
+            for line in text.lines() {
+                rows.push(streamwork::connectors::formats::from_csv_line(line).unwrap());
+            }
+        }
+        let expected: Vec<(u64, i64)> = (0..n).map(|i| (i % 10, i as i64 - 500)).collect();
+        assert_same(&rows, &expected, &format!("p={p}"));
+        assert!(
+            files >= p as usize,
+            "every instance closes its last file: {files}"
+        );
+        let _ = std::fs::remove_dir_all(&checkpoints);
+    }
+}

@@ -32,6 +32,7 @@ pub struct FileSink<T> {
     path: PathBuf,
     single: bool,
     transactional: bool,
+    roll: Option<Roll>,
     format: Format<T>,
     writer: Option<BufWriter<File>>,
     line: Vec<u8>,
@@ -46,6 +47,7 @@ impl<T> Clone for FileSink<T> {
             path: self.path.clone(),
             single: self.single,
             transactional: self.transactional,
+            roll: self.roll,
             format: self.format.clone(),
             writer: None,
             line: Vec::new(),
@@ -85,6 +87,7 @@ impl<T: Data> FileSink<T> {
             path: dir.as_ref().to_path_buf(),
             single: false,
             transactional: false,
+            roll: None,
             format: Arc::new(move |value: &T, line: &mut Vec<u8>| {
                 format(value, line);
                 Ok(())
@@ -106,11 +109,41 @@ impl<T: Data> FileSink<T> {
             path: dir.as_ref().to_path_buf(),
             single: false,
             transactional: false,
+            roll: None,
             format: Arc::new(encode),
             writer: None,
             line: Vec::new(),
             files: None,
         }
+    }
+
+    /// Rolls each instance's output into files of about `max_bytes` (a
+    /// file is closed at the first commit that takes it past `max_bytes`,
+    /// or that comes `max_age` after it was started): `part-I-CHECKPOINT`,
+    /// named after the checkpoint whose commit closed it, and visible only
+    /// once whole. Until then committed output is kept in the hidden
+    /// `.part-I.open`; the end of the input closes it. Commits append to it
+    /// as a single file's do (undone and redone if a crash cuts them
+    /// short), so the output is exactly once, in files of a useful size
+    /// rather than one per checkpoint. Makes the sink commit at checkpoints
+    /// (or, without them, at the end), as [`transactional`](Self::transactional).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use streamwork_connectors::FileSink;
+    /// let out = FileSink::<u64>::csv("out")
+    ///     .rolling(64 << 20, Duration::from_secs(600))
+    ///     .transactional();
+    /// # let _ = out;
+    /// ```
+    pub fn rolling(mut self, max_bytes: u64, max_age: std::time::Duration) -> Self {
+        self.roll = Some(Roll {
+            max_bytes: max_bytes.max(1),
+            max_age,
+        });
+        self.transactional = true;
+        self.single = false;
+        self
     }
 
     /// Writes into the file at the sink's path itself (parallelism 1 only).
@@ -152,7 +185,7 @@ impl<T: Data> FileSink<T> {
     fn staging(&mut self, ctx: &InstanceContext) -> Result<&mut Staging, ConnectorError> {
         if self.files.is_none() {
             let target = self.target(ctx)?;
-            self.files = Some(Staging::new(target, self.single));
+            self.files = Some(Staging::new(target, self.single).rolling(self.roll));
         }
         Ok(self
             .files
@@ -258,9 +291,11 @@ impl<T: Data> Sink for FileSink<T> {
         for old in orphaned_instances(&self.path, restore.parallelism)? {
             if old % restore.parallelism == restore.instance.0 {
                 let target = self.path.join(format!("part-{old}"));
-                let orphan = Staging::new(target, false);
+                let orphan = Staging::new(target, false).rolling(self.roll);
                 orphan.refuse_published_after(restore)?;
                 orphan.recover(restore.checkpoint, ended(restore, old))?;
+                // No instance appends to its open file any more: close it.
+                orphan.roll(Staged::At(restore.checkpoint), true)?;
             }
         }
         Ok(())
@@ -277,7 +312,7 @@ fn orphaned_instances(dir: &Path, parallelism: u32) -> Result<Vec<u32>, Connecto
             let name = entry.file_name().to_string_lossy().into_owned();
             let rest = name.strip_prefix(".part-")?;
             let (index, kind) = rest.split_once('.')?;
-            let hidden = kind.starts_with("staged-") || kind == "inprogress";
+            let hidden = kind.starts_with("staged-") || kind == "inprogress" || kind == "open";
             hidden.then(|| index.parse::<u32>().ok()).flatten()
         })
         .filter(|&index| index >= parallelism)
@@ -343,6 +378,16 @@ struct Staging {
     dir: PathBuf,
     name: String,
     single: bool,
+    /// Rolling: commits append to `.NAME.open`, closed into a visible file
+    /// by size or age.
+    roll: Option<Roll>,
+}
+
+/// When a rolling sink closes its open file.
+#[derive(Copy, Clone, Debug)]
+struct Roll {
+    max_bytes: u64,
+    max_age: std::time::Duration,
 }
 
 /// A staged file's checkpoint: its id, or the final one.
@@ -368,7 +413,53 @@ impl Staging {
             dir,
             name,
             single,
+            roll: None,
         }
+    }
+
+    fn rolling(mut self, roll: Option<Roll>) -> Self {
+        self.roll = roll;
+        self
+    }
+
+    /// Whether commits append to one file (the target, or the open file of
+    /// a rolling sink) rather than publish a file each.
+    fn appends(&self) -> bool {
+        self.single || self.roll.is_some()
+    }
+
+    /// The file commits append to.
+    fn append_target(&self) -> PathBuf {
+        match self.roll {
+            Some(_) => self.hidden("open"),
+            None => self.target.clone(),
+        }
+    }
+
+    /// Closes a rolling sink's open file into the visible file named after
+    /// `staged`, if it is due (`force`: the end of its input, or an
+    /// instance that is gone).
+    fn roll(&self, staged: Staged, force: bool) -> Result<(), ConnectorError> {
+        let Some(roll) = self.roll else {
+            return Ok(());
+        };
+        let open = self.hidden("open");
+        let Ok(meta) = std::fs::metadata(&open) else {
+            return Ok(());
+        };
+        let since = std::fs::read_to_string(self.hidden("open-since"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let age = std::time::Duration::from_millis(unix_millis().saturating_sub(since));
+        if force || meta.len() >= roll.max_bytes || age >= roll.max_age {
+            let visible = self.committed_path(staged);
+            std::fs::rename(&open, &visible).map_err(|e| io("closing", &visible, e))?;
+            // Stale after a crash here: the next open file writes it anew.
+            let _ = std::fs::remove_file(self.hidden("open-since"));
+            self.sync_dir()?;
+        }
+        Ok(())
     }
 
     fn hidden(&self, suffix: &str) -> PathBuf {
@@ -461,7 +552,7 @@ impl Staging {
 
     fn commit(&self, staged: Staged) -> Result<(), ConnectorError> {
         let path = self.staged_path(staged);
-        if !self.single {
+        if !self.appends() {
             let committed = self.committed_path(staged);
             std::fs::rename(&path, &committed).map_err(|e| io("committing", &committed, e))?;
             return self.sync_dir();
@@ -469,11 +560,16 @@ impl Staging {
         // One file: append, remembering its length before so that an append
         // a crash cut short is undone before it is redone.
         let marker = self.hidden(&format!("commit-{}", staged_name(staged)));
-        let before = std::fs::metadata(&self.target)
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let target = self.append_target();
+        let before = std::fs::metadata(&target).map(|m| m.len()).unwrap_or(0);
+        if before == 0 && self.roll.is_some() {
+            // A new open file: its age counts from now.
+            let since = self.hidden("open-since");
+            std::fs::write(&since, unix_millis().to_string())
+                .map_err(|e| io("writing", &since, e))?;
+        }
         std::fs::write(&marker, before.to_string()).map_err(|e| io("writing", &marker, e))?;
-        self.append(&path, before)?;
+        self.append(&target, &path, before)?;
         // Published before the staged file goes: a crash in between leaves
         // the record ahead of the file, never behind it.
         let published = self.hidden("published");
@@ -481,33 +577,38 @@ impl Staging {
             .map_err(|e| io("writing", &published, e))?;
         std::fs::remove_file(&path).map_err(|e| io("removing", &path, e))?;
         self.sync_dir()?;
-        std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))
+        std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))?;
+        self.roll(staged, staged == Staged::Final)
     }
 
-    fn append(&self, staged: &Path, length_before: u64) -> Result<(), ConnectorError> {
+    fn append(
+        &self,
+        target: &Path,
+        staged: &Path,
+        length_before: u64,
+    ) -> Result<(), ConnectorError> {
         let bytes = std::fs::read(staged).map_err(|e| io("reading", staged, e))?;
         let mut file = OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(false)
-            .open(&self.target)
-            .map_err(|e| io("opening", &self.target, e))?;
+            .open(target)
+            .map_err(|e| io("opening", target, e))?;
         file.set_len(length_before)
-            .map_err(|e| io("truncating", &self.target, e))?;
+            .map_err(|e| io("truncating", target, e))?;
         use std::io::Seek;
         file.seek(std::io::SeekFrom::Start(length_before))
-            .map_err(|e| io("seeking", &self.target, e))?;
+            .map_err(|e| io("seeking", target, e))?;
         file.write_all(&bytes)
-            .map_err(|e| io("appending to", &self.target, e))?;
-        file.sync_data()
-            .map_err(|e| io("flushing", &self.target, e))
+            .map_err(|e| io("appending to", target, e))?;
+        file.sync_data().map_err(|e| io("flushing", target, e))
     }
 
     /// The newest checkpoint whose output this instance published: by the
     /// names of its committed files, or, for one file, by the record its
     /// commits keep.
     fn published(&self) -> Result<Option<Staged>, ConnectorError> {
-        if self.single {
+        if self.appends() {
             let path = self.hidden("published");
             return match std::fs::read_to_string(&path) {
                 Ok(text) => Ok(parse_staged(text.trim())),
@@ -561,7 +662,7 @@ impl Staging {
     /// up to it staged (the final one too if it is final), finishes a commit
     /// a crash interrupted, and discards what later checkpoints staged.
     fn recover(&self, restored: CheckpointId, is_final: bool) -> Result<(), ConnectorError> {
-        if self.single {
+        if self.appends() {
             self.finish_interrupted_appends()?;
         }
         for staged in self.staged()? {
@@ -579,6 +680,10 @@ impl Staging {
         let inprogress = self.hidden("inprogress");
         if inprogress.exists() {
             std::fs::remove_file(&inprogress).map_err(|e| io("discarding", &inprogress, e))?;
+        }
+        if is_final {
+            // A crash between the final commit and its roll.
+            self.roll(Staged::Final, true)?;
         }
         self.sync_dir()
     }
@@ -608,12 +713,15 @@ impl Staging {
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
                     .unwrap_or(0);
+                let target = self.append_target();
                 let file = OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
                     .write(true)
-                    .open(&self.target)
-                    .map_err(|e| io("opening", &self.target, e))?;
+                    .open(&target)
+                    .map_err(|e| io("opening", &target, e))?;
                 file.set_len(before)
-                    .map_err(|e| io("truncating", &self.target, e))?;
+                    .map_err(|e| io("truncating", &target, e))?;
             }
             std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))?;
         }
@@ -654,4 +762,11 @@ fn ended(restore: &Restore<'_>, old: u32) -> bool {
 
 fn io(action: &str, path: &Path, e: std::io::Error) -> ConnectorError {
     ConnectorError::io(format!("{action} {}", path.display()), e)
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
