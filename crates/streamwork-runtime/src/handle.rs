@@ -298,11 +298,6 @@ impl JobHandle {
             let _ = monitor.join();
         }
     }
-
-    /// The job's plan-independent measurements, for the web view and exporters.
-    pub fn prometheus(&self) -> String {
-        crate::report::prometheus(&self.snapshot())
-    }
 }
 
 impl Drop for JobHandle {

@@ -88,5 +88,5 @@ pub use handle::{JobHandle, LiveMetrics, StopHandle};
 pub use instance::InstanceCounters;
 pub use metrics::Capacity;
 pub use options::{RestartStrategy, RunOptions};
-pub use report::{ComponentReport, InstanceReport, JobReport, prometheus};
+pub use report::{ComponentReport, InstanceReport, JobReport};
 pub use run::{run, run_with, start, start_with};

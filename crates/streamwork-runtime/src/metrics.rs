@@ -109,6 +109,8 @@ impl PauseFlag {
 
 /// The shared, live state of a job's measurements.
 pub(crate) struct Registry {
+    /// The job's name, the `job` label of its job-wide series.
+    pub(crate) job: String,
     pub(crate) components: Vec<ComponentInfo>,
     /// Per edge: (from component, to component, dropped records).
     pub(crate) edges: Vec<(usize, usize, Arc<AtomicU64>)>,
@@ -357,26 +359,37 @@ impl Registry {
             let name = component.name.clone();
             let records_in: u64 = component.counters.iter().map(|c| c.records_in()).sum();
             let records_out: u64 = component.counters.iter().map(|c| c.records_out()).sum();
-            metrics::counter!("streamwork_records_in_total", "component" => name.clone())
+            metrics::counter!("streamwork_records_in_total", "job" => self.job.clone(), "component" => name.clone())
                 .absolute(records_in);
-            metrics::counter!("streamwork_records_out_total", "component" => name.clone())
+            metrics::counter!("streamwork_records_out_total", "job" => self.job.clone(), "component" => name.clone())
                 .absolute(records_out);
-            metrics::gauge!("streamwork_utilization", "component" => name.clone())
+            metrics::gauge!("streamwork_utilization", "job" => self.job.clone(), "component" => name.clone())
                 .set(capacity.utilization());
-            metrics::gauge!("streamwork_backpressure_ratio", "component" => name.clone())
+            metrics::gauge!("streamwork_backpressure_ratio", "job" => self.job.clone(), "component" => name.clone())
                 .set(capacity.backpressured);
-            metrics::gauge!("streamwork_idle_ratio", "component" => name.clone())
+            metrics::gauge!("streamwork_idle_ratio", "job" => self.job.clone(), "component" => name.clone())
                 .set(capacity.idle);
             if let Some(lag) = capacity.watermark_lag_ms {
-                metrics::gauge!("streamwork_watermark_lag_ms", "component" => name.clone())
+                metrics::gauge!("streamwork_watermark_lag_ms", "job" => self.job.clone(), "component" => name.clone())
                     .set(lag as f64);
             }
-            metrics::histogram!("streamwork_queue_occupancy", "component" => name)
-                .record(capacity.queue_occupancy);
+            metrics::gauge!("streamwork_records_in_per_second", "job" => self.job.clone(), "component" => name.clone())
+                .set(capacity.in_per_sec);
+            metrics::gauge!("streamwork_headroom", "job" => self.job.clone(), "component" => name.clone())
+                .set(capacity.headroom());
+            let bottleneck = state.bottleneck.as_deref() == Some(name.as_str());
+            metrics::gauge!("streamwork_bottleneck", "job" => self.job.clone(), "component" => name.clone())
+                .set(f64::from(u8::from(bottleneck)));
+            metrics::gauge!("streamwork_queue_occupancy", "job" => self.job.clone(), "component" => name)
+                .set(capacity.queue_occupancy);
         }
+        let pauses: u64 = self.pause_flags.iter().map(|(_, f)| f.episodes()).sum();
+        metrics::counter!("streamwork_source_pauses_total", "job" => self.job.clone())
+            .absolute(pauses);
         for (from, to, dropped) in &self.edges {
             metrics::counter!(
                 "streamwork_dropped_records_total",
+                "job" => self.job.clone(),
                 "from" => self.components[*from].name.clone(),
                 "to" => self.components[*to].name.clone()
             )

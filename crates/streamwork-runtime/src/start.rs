@@ -201,7 +201,15 @@ fn open_checkpoints(
         suspending: failure.suspending_flag().clone(),
         stats: Arc::new(Mutex::new(Vec::new())),
         components: graph.nodes().iter().map(|n| n.name_arc()).collect(),
+        job: graph.name().to_string(),
     };
+    if let Some(id) = recovery.restored_from {
+        let job = graph.name().to_string();
+        metrics::gauge!("streamwork_restored_checkpoint_id", "job" => job.clone())
+            .set(id.get() as f64);
+        metrics::gauge!("streamwork_restore_load_seconds", "job" => job)
+            .set(recovery.load.as_secs_f64());
+    }
     Ok(Checkpointing {
         coordinator,
         tasks,

@@ -459,6 +459,7 @@ impl<'g> TaskBuilder<'g> {
             })
             .collect();
         Registry {
+            job: graph.name().to_string(),
             components,
             edges: edges
                 .iter()

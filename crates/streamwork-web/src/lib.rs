@@ -22,6 +22,9 @@
 #![warn(missing_docs)]
 
 mod json;
+mod prometheus;
+
+pub use prometheus::{recorder, render, serve_metrics};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,7 +40,7 @@ const PAGE: &str = include_str!("page.html");
 
 const HTML: &str = "text/html; charset=utf-8";
 const JSON: &str = "application/json";
-const PROMETHEUS: &str = "text/plain; version=0.0.4";
+const TEXT_PROMETHEUS: &str = "text/plain; version=0.0.4";
 const TEXT: &str = "text/plain";
 
 /// The longest a `/metrics.json?after=N` request waits for a new look.
@@ -47,6 +50,15 @@ const LONG_POLL_LIMIT: Duration = Duration::from_secs(2);
 #[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum WebError {
+    /// Another `metrics` recorder was installed first: the runtime's
+    /// metrics go to it, and this crate cannot render them.
+    #[error(
+        "cannot serve Prometheus metrics: {reason} (the application installed its own `metrics` recorder first: export through it)"
+    )]
+    Recorder {
+        /// What `metrics-exporter-prometheus` said.
+        reason: String,
+    },
     /// The address could not be bound.
     #[error("cannot serve the job page on {address}: {reason} (is the port free?)")]
     Bind {
@@ -89,6 +101,7 @@ impl Drop for WebView {
 
 /// Serves the page of the job with `plan`, reading `metrics`, on `address`.
 pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebView, WebError> {
+    let exposition = recorder()?;
     let server = Server::http(address).map_err(|e| WebError::Bind {
         address: address.to_string(),
         reason: e.to_string(),
@@ -131,12 +144,7 @@ pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebVi
                                 respond(request, body, JSON, 200);
                             }
                         },
-                        "/metrics" => respond(
-                            request,
-                            streamwork_runtime::prometheus(&metrics.snapshot()),
-                            PROMETHEUS,
-                            200,
-                        ),
+                        "/metrics" => respond(request, exposition.render(), TEXT_PROMETHEUS, 200),
                         _ => respond(request, "not found".to_string(), TEXT, 404),
                     }
                 }

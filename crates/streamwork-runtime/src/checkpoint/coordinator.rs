@@ -78,6 +78,8 @@ pub(crate) struct Coordinator {
     /// The job's components, by name: every checkpoint records them, so a
     /// changed job can tell state it no longer has a component for.
     pub(crate) components: Vec<Arc<str>>,
+    /// The job's name, the `job` label of the checkpoint series.
+    pub(crate) job: String,
 }
 
 impl Coordinator {
@@ -295,6 +297,18 @@ impl Coordinator {
             stats.longest_pause.as_secs_f64() * 1e3,
             stats.longest_alignment.as_secs_f64() * 1e3
         );
+        let job = self.job.clone();
+        // Every checkpoint completed, the final one included.
+        metrics::counter!("streamwork_checkpoints_total", "job" => job.clone()).increment(1);
+        metrics::gauge!("streamwork_last_checkpoint_id", "job" => job.clone()).set(id.get() as f64);
+        metrics::gauge!("streamwork_last_checkpoint_duration_seconds", "job" => job.clone())
+            .set(stats.duration.as_secs_f64());
+        metrics::gauge!("streamwork_last_checkpoint_bytes", "job" => job.clone())
+            .set(stats.bytes as f64);
+        metrics::gauge!("streamwork_last_checkpoint_pause_seconds", "job" => job.clone())
+            .set(stats.longest_pause.as_secs_f64());
+        metrics::gauge!("streamwork_last_checkpoint_alignment_seconds", "job" => job)
+            .set(stats.longest_alignment.as_secs_f64());
         self.stats
             .lock()
             .unwrap_or_else(|p| p.into_inner())

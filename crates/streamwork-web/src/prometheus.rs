@@ -1,0 +1,79 @@
+//! Prometheus exposition of what the runtime reports through the `metrics`
+//! facade (records in and out, utilization, backpressure, idle time, queue
+//! fill, watermark lag and drops per component; checkpoints and restores),
+//! rendered by `metrics-exporter-prometheus`, which escapes label values
+//! (a component named with a quote, a backslash or a line break stays one
+//! valid sample). Served at `/metrics` by the job page, or alone by
+//! [`serve_metrics`], for a job that runs without the page.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tiny_http::Server;
+
+use crate::{TEXT_PROMETHEUS, WebError, WebView, respond};
+
+static RECORDER: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use as the global
+/// `metrics` recorder. Refused if the application installed another one
+/// first (its own exporter then has the runtime's metrics).
+pub fn recorder() -> Result<PrometheusHandle, WebError> {
+    RECORDER
+        .get_or_init(|| {
+            PrometheusBuilder::new()
+                .install_recorder()
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|reason| WebError::Recorder { reason })
+}
+
+/// Everything recorded so far, in the Prometheus text format.
+pub fn render() -> Result<String, WebError> {
+    Ok(recorder()?.render())
+}
+
+/// Serves `/metrics` (Prometheus text) on `address`, without the job page;
+/// dropping the returned view stops it. Jobs started after this call, and
+/// those running, report to it.
+///
+/// ```no_run
+/// let metrics = streamwork_web::serve_metrics("127.0.0.1:9184")?;
+/// println!("scrape http://{}/metrics", metrics.address());
+/// # Ok::<(), streamwork_web::WebError>(())
+/// ```
+pub fn serve_metrics(address: &str) -> Result<WebView, WebError> {
+    let handle = recorder()?;
+    let server = Server::http(address).map_err(|e| WebError::Bind {
+        address: address.to_string(),
+        reason: e.to_string(),
+    })?;
+    let bound: SocketAddr = server.server_addr().to_ip().ok_or_else(|| WebError::Bind {
+        address: address.to_string(),
+        reason: "not an IP address".to_string(),
+    })?;
+    let server = Arc::new(server);
+    let thread = {
+        let server = server.clone();
+        std::thread::Builder::new()
+            .name("streamwork-metrics".into())
+            .spawn(move || {
+                for request in server.incoming_requests() {
+                    let path = request.url().split('?').next().unwrap_or("").to_string();
+                    if path == "/metrics" {
+                        respond(request, handle.render(), TEXT_PROMETHEUS, 200);
+                    } else {
+                        respond(request, "not found: try /metrics".into(), "text/plain", 404);
+                    }
+                }
+            })
+            .ok()
+    };
+    Ok(WebView {
+        server,
+        address: bound,
+        thread,
+    })
+}
