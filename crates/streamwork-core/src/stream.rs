@@ -344,8 +344,9 @@ impl<T: 'static, KK: KeyKind, Tm> Inputs<T, KK, Tm> {
 
 /// Conversion into the inputs of a port partitioned as `KK`.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be connected to this input",
-    label = "the stream's record type, partitioning or time does not match this input",
+    message = "this input takes `{T}` records (key: `{KK}`), and `{Self}` does not give them",
+    label = "this stream's record type, key or time does not fit the input, which takes `{T}` (key: `{KK}`)",
+    note = "the record types must be the same: map the stream first (`map(|x: A| -> B ...)`), or change what the operator takes",
     note = "an operator with `type Key = ByKey<K>` (keyed state) needs a stream keyed by `K`: use `.key_by(|record| ...)` on the stream (`.key(...)` in `job!`)",
     note = "an event-time operator (event-time windows and timers) needs a `Watermarked` stream: read from a watermark strategy placed after the source, such as `Watermarks::bounded(Duration::from_secs(4)).timestamps(|record| ...)`",
     note = "several streams into one input (fan-in) are given as an array or a Vec, and must all carry watermarks or none"
