@@ -144,6 +144,7 @@ pub mod prelude {
         BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
         TcpLineSource, UpsertFileSink, VecSource,
     };
+    pub use streamwork_core::stream::GroupingChoice;
     pub use streamwork_core::{
         AnyTime, ByKey, CheckpointId, CoOperator, Collector, ConnectorError, Context, CurrentKey,
         Data, ErrorDomain, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups,

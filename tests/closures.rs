@@ -221,3 +221,35 @@ fn rolled_csv_output_is_committed_exactly_once_after_a_failure() {
         let _ = std::fs::remove_dir_all(&checkpoints);
     }
 }
+
+#[test]
+fn a_grouping_chosen_at_run_time_routes_as_its_fixed_form_does() {
+    let words: Vec<String> = (0..600).map(|i| format!("w{}", i % 7)).collect();
+    for fields in [true, false] {
+        let out = CollectSink::new();
+        let choice = if fields {
+            GroupingChoice::key(|w: &String| w.clone())
+        } else {
+            GroupingChoice::shuffle()
+        };
+        let graph = job! {
+            source words = VecSource::new(words.clone());
+            sink out[3] = out.clone() <- words.grouped(choice);
+        }
+        .unwrap();
+        graph.run().unwrap();
+        let per_instance: Vec<std::collections::BTreeSet<String>> = (0..3)
+            .map(|i| out.values_of_instance(i).into_iter().collect())
+            .collect();
+        let spread = (0..7)
+            .map(|k| format!("w{k}"))
+            .filter(|w| per_instance.iter().filter(|set| set.contains(w)).count() > 1)
+            .count();
+        if fields {
+            assert_eq!(spread, 0, "a key's records all go to one instance");
+        } else {
+            assert_eq!(spread, 7, "round-robin spreads every key");
+        }
+        assert_eq!(out.values().len(), 600);
+    }
+}

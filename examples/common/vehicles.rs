@@ -109,23 +109,18 @@ pub fn job(
 ) -> Result<JobGraph, streamwork::runtime::GraphError> {
     let totals = Totals::new(live);
     let print = StdoutSink::display::<String>();
-    match grouping {
-        Grouping::Fields => job! {
-            name "vehicle_count";
-            source lines = source;
-            operator counter[parallelism] = VehicleCounter::default() <- lines.key(|vehicle: &String| vehicle.clone());
-            operator totals { lines, spread } = totals <- counter.global();
-            sink print = print <- totals.lines;
-            sink spread_out = spread <- totals.spread;
-        },
-        Grouping::Shuffle => job! {
-            name "vehicle_count";
-            source lines = source;
-            operator counter[parallelism] = VehicleCounter::default() <- lines.shuffle();
-            operator totals { lines, spread } = totals <- counter.global();
-            sink print = print <- totals.lines;
-            sink spread_out = spread <- totals.spread;
-        },
+    // Chosen at run time: one job for both groupings.
+    let grouping = match grouping {
+        Grouping::Fields => GroupingChoice::key(|vehicle: &String| vehicle.clone()),
+        Grouping::Shuffle => GroupingChoice::shuffle(),
+    };
+    job! {
+        name "vehicle_count";
+        source lines = source;
+        operator counter[parallelism] = VehicleCounter::default() <- lines.grouped(grouping);
+        operator totals { lines, spread } = totals <- counter.global();
+        sink print = print <- totals.lines;
+        sink spread_out = spread <- totals.spread;
     }
 }
 

@@ -306,6 +306,31 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
         }
     }
 
+    /// The grouping `choice` names, chosen at run time (from a flag, say):
+    /// one job for every grouping, instead of one per grouping. For an
+    /// operator that does not need a keyed stream; one with keyed state
+    /// reads `.key_by(...)`, whose key type the compiler checks.
+    ///
+    /// ```
+    /// use streamwork_core::stream::GroupingChoice;
+    /// let fields = true; // --grouping fields
+    /// let choice = if fields {
+    ///     GroupingChoice::key(|line: &String| line.clone())
+    /// } else {
+    ///     GroupingChoice::shuffle()
+    /// };
+    /// # let _ = choice;
+    /// ```
+    pub fn grouped(self, choice: GroupingChoice<T>) -> Input<T, Tm> {
+        match choice.0 {
+            Choice::Shuffle => self.shuffle(),
+            Choice::Broadcast => self.broadcast(),
+            Choice::Global => self.global(),
+            Choice::Forward => self.forward(),
+            Choice::Key(hash) => self.key_by(move |value: &T| hash(value)).input,
+        }
+    }
+
     /// Custom grouping: `pick(record, n_instances)` chooses the instance
     /// (taken modulo `n_instances`).
     pub fn partition_by(
@@ -322,6 +347,59 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             flow: FlowControl::default(),
             _time: PhantomData,
         }
+    }
+}
+
+/// A grouping chosen at run time; see [`Stream::grouped`].
+pub struct GroupingChoice<T>(Choice<T>);
+
+enum Choice<T> {
+    Shuffle,
+    Broadcast,
+    Global,
+    Forward,
+    /// The stable hash of the record's key.
+    Key(Arc<dyn Fn(&T) -> u64 + Send + Sync>),
+}
+
+impl<T> Clone for GroupingChoice<T> {
+    fn clone(&self) -> Self {
+        GroupingChoice(match &self.0 {
+            Choice::Shuffle => Choice::Shuffle,
+            Choice::Broadcast => Choice::Broadcast,
+            Choice::Global => Choice::Global,
+            Choice::Forward => Choice::Forward,
+            Choice::Key(hash) => Choice::Key(hash.clone()),
+        })
+    }
+}
+
+impl<T> GroupingChoice<T> {
+    /// Round-robin.
+    pub fn shuffle() -> Self {
+        GroupingChoice(Choice::Shuffle)
+    }
+
+    /// Every record to every instance.
+    pub fn broadcast() -> Self {
+        GroupingChoice(Choice::Broadcast)
+    }
+
+    /// Every record to instance 0.
+    pub fn global() -> Self {
+        GroupingChoice(Choice::Global)
+    }
+
+    /// Instance `i` to instance `i` (equal parallelism).
+    pub fn forward() -> Self {
+        GroupingChoice(Choice::Forward)
+    }
+
+    /// Fields grouping by `key`: a key's records to one instance.
+    pub fn key<K: Key>(key: impl Fn(&T) -> K + Send + Sync + 'static) -> Self {
+        GroupingChoice(Choice::Key(Arc::new(move |value: &T| {
+            stable_hash(&key(value))
+        })))
     }
 }
 

@@ -78,10 +78,12 @@ pub(crate) enum GroupingName {
     Global,
     Forward,
     Custom,
+    /// `grouped(choice)`: a grouping chosen at run time.
+    Grouped,
 }
 
 impl GroupingName {
-    pub(crate) const ALL: [GroupingName; 7] = [
+    pub(crate) const ALL: [GroupingName; 8] = [
         GroupingName::Shuffle,
         GroupingName::Key,
         GroupingName::Fields,
@@ -89,6 +91,7 @@ impl GroupingName {
         GroupingName::Global,
         GroupingName::Forward,
         GroupingName::Custom,
+        GroupingName::Grouped,
     ];
 
     /// As written in `job!`.
@@ -101,6 +104,7 @@ impl GroupingName {
             GroupingName::Global => "global",
             GroupingName::Forward => "forward",
             GroupingName::Custom => "custom",
+            GroupingName::Grouped => "grouped",
         }
     }
 
@@ -114,7 +118,7 @@ impl GroupingName {
     pub(crate) fn takes_function(self) -> bool {
         matches!(
             self,
-            GroupingName::Key | GroupingName::Fields | GroupingName::Custom
+            GroupingName::Key | GroupingName::Fields | GroupingName::Custom | GroupingName::Grouped
         )
     }
 
