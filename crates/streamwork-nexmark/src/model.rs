@@ -109,8 +109,12 @@ pub struct Bid {
     pub extra: String,
 }
 
-/// One Nexmark event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One Nexmark event. Its serde form is the input's JSON object (with
+/// `event_type` and one of `person`, `auction`, `bid`), so that it reads
+/// and writes through the framework's formats (`FileSource::json`,
+/// `FileSink::json`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawEvent")]
 pub enum Event {
     /// A person.
     Person(Person),
@@ -133,18 +137,20 @@ impl Event {
     /// Parses one JSON line; `None` if it is not valid JSON or not one of the
     /// three kinds.
     pub fn from_json(line: &str) -> Option<Event> {
-        let raw: RawEvent = serde_json::from_str(line).ok()?;
-        match (raw.event_type, raw.person, raw.auction, raw.bid) {
-            (0, Some(person), None, None) => Some(Event::Person(person)),
-            (1, None, Some(auction), None) => Some(Event::Auction(auction)),
-            (2, None, None, Some(bid)) => Some(Event::Bid(bid)),
-            _ => None,
-        }
+        streamwork::connectors::formats::from_json_line(line).ok()
     }
 
     /// The event as one JSON line (without newline), in the input format.
     pub fn to_json(&self) -> String {
-        let raw = match self {
+        let mut line = Vec::new();
+        match streamwork::connectors::formats::json_line(self, &mut line) {
+            Ok(()) => String::from_utf8(line).unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    fn raw(&self) -> RawEventRef<'_> {
+        match self {
             Event::Person(p) => RawEventRef {
                 event_type: 0,
                 person: Some(p),
@@ -163,8 +169,28 @@ impl Event {
                 auction: None,
                 bid: Some(b),
             },
-        };
-        serde_json::to_string(&raw).unwrap_or_default()
+        }
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw().serialize(serializer)
+    }
+}
+
+impl TryFrom<RawEvent> for Event {
+    type Error = String;
+
+    fn try_from(raw: RawEvent) -> Result<Self, String> {
+        match (raw.event_type, raw.person, raw.auction, raw.bid) {
+            (0, Some(person), None, None) => Ok(Event::Person(person)),
+            (1, None, Some(auction), None) => Ok(Event::Auction(auction)),
+            (2, None, None, Some(bid)) => Ok(Event::Bid(bid)),
+            (kind, ..) => Err(format!(
+                "not a Nexmark event: event_type {kind} with its objects does not name one of person (0), auction (1) or bid (2)"
+            )),
+        }
     }
 }
 
