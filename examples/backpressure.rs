@@ -58,11 +58,6 @@ impl Sink for SleepySink {
     }
 }
 
-#[operator]
-fn checksum(value: u64, out: &mut Collector<u64>) {
-    out.emit(value.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let sink = SleepySink {
@@ -80,7 +75,7 @@ fn main() -> anyhow::Result<()> {
             name "backpressure";
             batch_size 256;
             source generator = GeneratorSource::new(|i| i);
-            operator stage = Checksum <- generator;
+            operator stage = |value: u64| value.wrapping_mul(0x9e37_79b9_7f4a_7c15) <- generator;
             sink slow_sink = sink <- stage.capacity(capacity).overflow(overflow).pause_sources_above(high, low);
         }?
     } else {
@@ -88,7 +83,7 @@ fn main() -> anyhow::Result<()> {
             name "backpressure";
             batch_size 256;
             source generator = GeneratorSource::new(|i| i);
-            operator stage = Checksum <- generator;
+            operator stage = |value: u64| value.wrapping_mul(0x9e37_79b9_7f4a_7c15) <- generator;
             sink slow_sink = sink <- stage.capacity(capacity).overflow(overflow);
         }?
     };

@@ -117,21 +117,6 @@ fn emission(kind: &str, celsius: Option<f64>) -> f64 {
     base_emission(kind) * (1.0 + cold / 100.0)
 }
 
-#[operator]
-fn to_table(reading: Temperature, out: &mut Collector<Change<u32, f64>>) {
-    out.emit(Change::Upsert {
-        key: reading.zone,
-        value: reading.celsius,
-    });
-}
-
-#[operator]
-fn resolve(row: JoinRow<u32, Vehicle, f64>, out: &mut Collector<(u32, f64)>) {
-    if let Some(vehicle) = row.left {
-        out.emit((vehicle.zone, emission(&vehicle.kind, row.right)));
-    }
-}
-
 /// The mean of a window's readings.
 #[derive(Clone, Copy, Default)]
 struct Mean;
@@ -152,19 +137,6 @@ impl Aggregate<Temperature> for Mean {
     }
     fn result(&self, acc: &(f64, u32)) -> f64 {
         acc.0 / f64::from(acc.1.max(1))
-    }
-}
-
-#[operator]
-fn resolve_windowed(
-    row: JoinRow<u32, Vehicle, WindowResult<u32, f64>>,
-    out: &mut Collector<(u32, f64)>,
-) {
-    if let Some(vehicle) = row.left {
-        out.emit((
-            vehicle.zone,
-            emission(&vehicle.kind, row.right.map(|w| w.value)),
-        ));
     }
 }
 
@@ -224,7 +196,10 @@ fn main() -> anyhow::Result<()> {
                 <- timed_readings.key(|t: &Temperature| t.zone);
             operator joined[2] = Join::left().transient().tumbling(Duration::from_secs(60))
                 <- left(timed_vehicles.key(|v: &Vehicle| v.zone)), right(averages.results.key(|w: &WindowResult<u32, f64>| w.key));
-            operator emissions[2] = ResolveWindowed <- joined;
+            operator emissions[2] = filter_map(|row: JoinRow<u32, Vehicle, WindowResult<u32, f64>>| {
+                let celsius = row.right.map(|w| w.value);
+                row.left.map(|vehicle| (vehicle.zone, emission(&vehicle.kind, celsius)))
+            }) <- joined;
             operator totals = Totals::default() <- emissions.global();
             sink print = StdoutSink::display::<String>() <- totals;
             drop averages.late;
@@ -236,10 +211,12 @@ fn main() -> anyhow::Result<()> {
             source temperature_lines = temperatures;
             operator vehicles = ParseVehicles(errors.clone()) <- vehicle_lines;
             operator readings = ParseTemperatures(errors.clone()) <- temperature_lines;
-            operator table = ToTable <- readings;
+            operator table = |t: Temperature| Change::Upsert { key: t.zone, value: t.celsius } <- readings;
             operator enriched[2] = Join::left().stream_table()
                 <- left(vehicles.key(|v: &Vehicle| v.zone)), right(table.key(|c: &Change<u32, f64>| *c.key()));
-            operator emissions[2] = Resolve <- enriched;
+            operator emissions[2] = filter_map(|row: JoinRow<u32, Vehicle, f64>| {
+                row.left.map(|vehicle| (vehicle.zone, emission(&vehicle.kind, row.right)))
+            }) <- enriched;
             operator totals = Totals::default() <- emissions.global();
             sink print = StdoutSink::display::<String>() <- totals;
         }?

@@ -173,11 +173,6 @@ fn count_scores(window: WindowContents<'_, Transaction>) -> Vec<Score> {
 }
 
 /// Turns a window's scores back into one record per transaction.
-#[operator]
-fn each_score(window: WindowResult<u32, Vec<Score>>, out: &mut Collector<Score>) {
-    out.extend(window.value);
-}
-
 /// The combined score of a transaction.
 #[derive(Clone, Debug)]
 struct FraudScore {
@@ -288,8 +283,8 @@ fn main() -> anyhow::Result<()> {
             <- timed.key(|t: &Transaction| t.card);
         operator count_windows[p] { results, late } = Windows::tumbling(window).transient().apply(count_scores)
             <- timed.key(|t: &Transaction| t.card);
-        operator proximity[p] = EachScore <- proximity_windows.results;
-        operator transaction_count[p] = EachScore <- count_windows.results;
+        operator proximity[p] = flat_map(|w: WindowResult<u32, Vec<Score>>| w.value) <- proximity_windows.results;
+        operator transaction_count[p] = flat_map(|w: WindowResult<u32, Vec<Score>>| w.value) <- count_windows.results;
         operator aggregator[p] = ScoreAggregator::default()
             <- (average_ticket, proximity, transaction_count).key(|s: &Score| s.transaction);
         sink store = ScoreStore { scores: HashMap::new(), flagged: 0 } <- aggregator;

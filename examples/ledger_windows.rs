@@ -96,11 +96,6 @@ type Sum = WindowResult<u64, u64>;
 /// A second's sum: `(account, window start, sum)`.
 type SecondSum = (u64, i64, i64);
 
-#[operator]
-fn flatten(sum: Sum, out: &mut Collector<SecondSum>) {
-    out.emit((sum.key, sum.window.start.millis(), sum.value as i64));
-}
-
 /// A transactional file sink of `part-*` files in `dir`, one line per row.
 fn lines_of<T: Data>(
     dir: PathBuf,
@@ -139,7 +134,7 @@ fn main() -> anyhow::Result<()> {
         operator balances[p] = Balances::default() <- timed.key(|e: &Entry| e.account);
         operator sums[p] { results, late } = Windows::tumbling(second)
             .sum(|e: &Entry| e.amount as u64) <- timed.key(|e: &Entry| e.account);
-        operator flat[p] = Flatten <- sums.results;
+        operator flat[p] = |sum: Sum| -> SecondSum { (sum.key, sum.window.start.millis(), sum.value as i64) } <- sums.results;
         operator joined[p] = Join::inner().tumbling(second)
             <- left(balances.key(|b: &Balance| b.1)), right(flat.key(|s: &SecondSum| s.0));
         sink balances_file[p] = balances_out <- balances;
