@@ -96,44 +96,55 @@ impl Sink for CountSum {
     }
 }
 
-/// W1 as a Streamwork job.
-pub fn w1_job(events: u64, parallelism: u32) -> Outcome {
+/// A W1 sink and the totals it adds to when it closes.
+fn count_sum() -> (Totals, CountSum) {
     let totals = Totals::default();
     let sink = CountSum {
         totals: totals.clone(),
         local: Outcome::default(),
     };
+    (totals, sink)
+}
+
+/// Runs a W1 variant and returns what its sinks counted.
+fn run_w1(graph: Result<JobGraph, GraphError>, totals: &Totals) -> Outcome {
+    graph
+        .expect("the W1 variant is well formed")
+        .run()
+        .expect("the W1 variant runs");
+    totals.outcome()
+}
+
+/// W1's step: triple, keep the even results.
+#[inline]
+fn triple_if_even(value: u64) -> Option<u64> {
+    let y = value.wrapping_mul(3);
+    y.is_multiple_of(2).then_some(y)
+}
+
+/// W1 as a Streamwork job.
+pub fn w1_job(events: u64, parallelism: u32) -> Outcome {
+    let (totals, sink) = count_sum();
     let graph = job! {
         name "W1";
         source events[parallelism] = GeneratorSource::new(|i| i).take(events);
         operator kept[parallelism] = TripleKeepEven <- events;
         sink count[parallelism] = sink <- kept;
-    }
-    .expect("W1 is well formed");
-    graph.run().expect("W1 runs");
-    totals.outcome()
+    };
+    run_w1(graph, &totals)
 }
 
 /// W1 with a closure in `job!` instead of the `#[operator]` function: the
 /// same work, to show that a closure costs what an operator costs.
 pub fn w1_closure_job(events: u64, parallelism: u32) -> Outcome {
-    let totals = Totals::default();
-    let sink = CountSum {
-        totals: totals.clone(),
-        local: Outcome::default(),
-    };
+    let (totals, sink) = count_sum();
     let graph = job! {
         name "W1-CLOSURE";
         source events[parallelism] = GeneratorSource::new(|i| i).take(events);
-        operator kept[parallelism] = filter_map(|value: u64| {
-            let y = value.wrapping_mul(3);
-            y.is_multiple_of(2).then_some(y)
-        }) <- events;
+        operator kept[parallelism] = filter_map(triple_if_even) <- events;
         sink count[parallelism] = sink <- kept;
-    }
-    .expect("W1-CLOSURE is well formed");
-    graph.run().expect("W1-CLOSURE runs");
-    totals.outcome()
+    };
+    run_w1(graph, &totals)
 }
 
 /// W1 chained on the builder: one `filter_map` step, fused into the
@@ -141,11 +152,7 @@ pub fn w1_closure_job(events: u64, parallelism: u32) -> Outcome {
 /// fused steps, it measured 0.64-0.69x of W1: each step is an operator
 /// instance in the chain.
 pub fn w1_flow_job(events: u64, parallelism: u32) -> Outcome {
-    let totals = Totals::default();
-    let sink = CountSum {
-        totals: totals.clone(),
-        local: Outcome::default(),
-    };
+    let (totals, sink) = count_sum();
     let mut job = JobBuilder::new("W1-FLOW");
     let numbers = job.source(
         "events",
@@ -153,14 +160,9 @@ pub fn w1_flow_job(events: u64, parallelism: u32) -> Outcome {
         GeneratorSource::new(|i| i).take(events),
     );
     job.flow(numbers)
-        .filter_map(|value: u64| {
-            let y = value.wrapping_mul(3);
-            y.is_multiple_of(2).then_some(y)
-        })
+        .filter_map(triple_if_even)
         .sink("count", sink);
-    let graph = job.build().expect("W1-FLOW is well formed");
-    graph.run().expect("W1-FLOW runs");
-    totals.outcome()
+    run_w1(job.build(), &totals)
 }
 
 /// W1 as a hand-written loop.

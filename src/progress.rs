@@ -7,11 +7,16 @@
 //!
 //! ```no_run
 //! use streamwork::prelude::*;
-//! # fn graph() -> JobGraph { unimplemented!() }
-//! let handle = graph().start()?;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let graph = job! {
+//!     source numbers = GeneratorSource::new(|i| i).take(10_000_000);
+//!     sink out = CollectSink::<u64>::new() <- numbers;
+//! }?;
 //! // 10 million events to read: a bar with the time left.
-//! let report = streamwork::progress::join(handle, Some(10_000_000))?;
-//! # Ok::<(), JobError>(())
+//! let report = streamwork::progress::join(graph.start()?, Some(10_000_000))?;
+//! # let _ = report;
+//! # Ok(())
+//! # }
 //! ```
 
 use std::io::IsTerminal;
