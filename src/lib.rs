@@ -43,18 +43,26 @@
 
 #![warn(missing_docs)]
 
+#[doc(inline)]
 pub use streamwork_connectors as connectors;
+#[doc(inline)]
 pub use streamwork_core as core;
+#[doc(inline)]
 pub use streamwork_join as join;
 pub use streamwork_macros::{Outputs, State, job, operator};
 #[cfg(feature = "logging")]
 pub mod logging;
 #[cfg(feature = "progress")]
 pub mod progress;
+#[doc(inline)]
 pub use streamwork_runtime as runtime;
+#[doc(inline)]
 pub use streamwork_scaleout as scaleout;
+#[doc(inline)]
 pub use streamwork_state as state;
+#[doc(inline)]
 pub use streamwork_web as web;
+#[doc(inline)]
 pub use streamwork_window as window;
 
 use streamwork_runtime::{JobError, JobGraph, JobHandle, JobReport};
