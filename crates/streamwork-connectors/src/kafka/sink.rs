@@ -39,7 +39,8 @@ impl ProducerContext for DeliveryContext {
     }
 }
 
-type Encode<T> = Arc<dyn Fn(&T) -> (Option<Vec<u8>>, Vec<u8>) + Send + Sync>;
+/// A record's key and value, or why it cannot be encoded.
+type Encode<T> = Arc<dyn Fn(&T) -> Result<(Option<Vec<u8>>, Vec<u8>), String> + Send + Sync>;
 type OriginOf<T> = Arc<dyn Fn(&T) -> Origin + Send + Sync>;
 type PartitionOf<T> = Arc<dyn Fn(&T) -> i32 + Send + Sync>;
 
@@ -121,7 +122,41 @@ impl<T> Clone for KafkaSink<T> {
     }
 }
 
+impl<T: Data + serde::Serialize> KafkaSink<T> {
+    /// Produces each record to `topic` on `brokers` as a JSON value (no
+    /// key); a record that cannot be written as JSON fails the write with
+    /// the reason.
+    pub fn json(brokers: &str, topic: &str) -> Self {
+        KafkaSink::encoded(brokers, topic, |value: &T| {
+            let mut bytes = Vec::new();
+            crate::formats::json_line(value, &mut bytes)?;
+            Ok((None, bytes))
+        })
+    }
+
+    /// Produces each record to `topic` as one CSV record (no key).
+    pub fn csv(brokers: &str, topic: &str) -> Self {
+        KafkaSink::encoded(brokers, topic, |value: &T| {
+            let mut bytes = Vec::new();
+            crate::formats::csv_line(value, &mut bytes)?;
+            Ok((None, bytes))
+        })
+    }
+}
+
 impl<T: Data> KafkaSink<T> {
+    /// Produces to `topic` on `brokers`; `encode` gives each record's key and
+    /// value, or says why it cannot (the write then fails with the reason).
+    pub fn encoded(
+        brokers: &str,
+        topic: &str,
+        encode: impl Fn(&T) -> Result<(Option<Vec<u8>>, Vec<u8>), String> + Send + Sync + 'static,
+    ) -> Self {
+        let mut sink = KafkaSink::new(brokers, topic, |_: &T| (None, Vec::new()));
+        sink.encode = Arc::new(encode);
+        sink
+    }
+
     /// Produces to `topic` on `brokers`; `encode` gives each record's key and
     /// value.
     pub fn new(
@@ -132,7 +167,7 @@ impl<T: Data> KafkaSink<T> {
         KafkaSink {
             brokers: brokers.to_string(),
             topic: topic.to_string(),
-            encode: Arc::new(encode),
+            encode: Arc::new(move |value: &T| Ok(encode(value))),
             origin: None,
             partition: None,
             extra: Vec::new(),
@@ -174,8 +209,15 @@ impl<T: Data> KafkaSink<T> {
         &self.extra
     }
 
-    pub(crate) fn encode(&self, value: &T) -> (Option<Vec<u8>>, Vec<u8>) {
-        (self.encode)(value)
+    /// The record's key and value; a record that cannot be encoded is the
+    /// user's error, naming the topic and the reason.
+    pub(crate) fn encode(&self, value: &T) -> Result<(Option<Vec<u8>>, Vec<u8>), ConnectorError> {
+        (self.encode)(value).map_err(|reason| {
+            ConnectorError::user(format!(
+                "kafka topic `{}`: cannot encode a record: {reason}",
+                self.topic
+            ))
+        })
     }
 
     pub(crate) fn origin_of(&self, value: &T) -> Option<[u8; 16]> {
@@ -236,7 +278,7 @@ impl<T: Data> Sink for KafkaSink<T> {
                 "kafka sink written before it was opened",
             ));
         };
-        let (key, value) = (self.encode)(&record.value);
+        let (key, value) = self.encode(&record.value)?;
         let mut send = BaseRecord::to(&self.topic).payload(&value);
         if let Some(key) = key.as_ref() {
             send = send.key(key);
@@ -264,5 +306,69 @@ impl<T: Data> Sink for KafkaSink<T> {
                 .map_err(|e| kafka_error(format!("flushing to `{}`", self.topic), e))?;
         }
         self.check_deliveries()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KafkaSink;
+    use crate::kafka::KafkaRecord;
+
+    #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Bid {
+        auction: u64,
+        price: f64,
+    }
+
+    fn record(value: &[u8]) -> KafkaRecord {
+        KafkaRecord {
+            partition: 0,
+            offset: 0,
+            key: None,
+            value: value.to_vec(),
+            timestamp: None,
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn json_and_csv_values_round_trip_through_the_sink_and_a_record() {
+        let bid = Bid {
+            auction: 7,
+            price: 2.5,
+        };
+        let (key, value) = KafkaSink::<Bid>::json("127.0.0.1:9", "bids")
+            .encode(&bid)
+            .unwrap();
+        assert_eq!(key, None);
+        assert_eq!(record(&value).json::<Bid>().unwrap(), bid);
+        let (_, value) = KafkaSink::<Bid>::csv("127.0.0.1:9", "bids")
+            .encode(&bid)
+            .unwrap();
+        assert_eq!(value, b"7,2.5");
+        assert_eq!(record(&value).csv::<Bid>().unwrap(), bid);
+    }
+
+    #[test]
+    fn a_payload_that_is_not_the_record_says_why() {
+        assert!(
+            record(b"{\"auction\": 1}")
+                .json::<Bid>()
+                .unwrap_err()
+                .contains("price")
+        );
+        assert!(record(b"\xff").json::<Bid>().unwrap_err().contains("UTF-8"));
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_encoded_fails_the_write_with_the_reason() {
+        // A map with non-string keys is not JSON.
+        let map: std::collections::BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
+        let sink = KafkaSink::json("127.0.0.1:9", "maps");
+        let error = sink.encode(&map).unwrap_err().to_string();
+        assert!(
+            error.contains("maps") && error.contains("cannot encode"),
+            "{error}"
+        );
     }
 }

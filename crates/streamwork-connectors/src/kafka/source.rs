@@ -221,7 +221,46 @@ impl std::fmt::Debug for KafkaSource {
     }
 }
 
+impl KafkaRecord {
+    /// Its value as a JSON value of type `T`.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+        let text = std::str::from_utf8(&self.value).map_err(|e| format!("invalid UTF-8 ({e})"))?;
+        crate::formats::from_json_line(text)
+    }
+
+    /// Its value as one CSV record of type `T`.
+    pub fn csv<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+        let text = std::str::from_utf8(&self.value).map_err(|e| format!("invalid UTF-8 ({e})"))?;
+        crate::formats::from_csv_line(text)
+    }
+}
+
 impl KafkaSource {
+    /// Refuses every payload that is not a JSON value of type `T` (see
+    /// [`check`](Self::check): counted, and with
+    /// [`dead_letter`](Self::dead_letter) produced to the dead-letter topic
+    /// with the reason), so that a step after it decodes with
+    /// [`KafkaRecord::json`] knowing it succeeds.
+    ///
+    /// ```no_run
+    /// use streamwork_connectors::kafka::{KafkaRecord, KafkaSource};
+    /// #[derive(Clone, serde::Deserialize)]
+    /// struct Bid { auction: u64, price: u64 }
+    /// let bids = KafkaSource::new("127.0.0.1:9092", "bids", "g")
+    ///     .json_checked::<Bid>()
+    ///     .dead_letter("bids-dead");
+    /// // downstream: filter_map(|r: KafkaRecord| r.json::<Bid>().ok())
+    /// # let _ = bids;
+    /// ```
+    pub fn json_checked<T: serde::de::DeserializeOwned>(self) -> Self {
+        self.check(|record| record.json::<T>().map(|_| ()))
+    }
+
+    /// The same for CSV records of type `T`.
+    pub fn csv_checked<T: serde::de::DeserializeOwned>(self) -> Self {
+        self.check(|record| record.csv::<T>().map(|_| ()))
+    }
+
     /// Reads `topic` from `brokers` (`host:port,...`) as consumer group
     /// `group` (whose committed offsets are the starting point when no
     /// checkpoint says otherwise).

@@ -563,7 +563,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
     }
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
-        let (key, value) = self.sink.encode(&record.value);
+        let (key, value) = self.sink.encode(&record.value)?;
         let origin = self.sink.origin_of(&record.value);
         let frame = Frame {
             key: key.as_deref(),
