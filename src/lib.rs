@@ -185,7 +185,7 @@ pub mod __private {
         Unconnected, all_channels_handled,
     };
     pub use streamwork_core::record::Data;
-    pub use streamwork_core::stream::{Input, IntoInputs, Stream};
+    pub use streamwork_core::stream::{Input, IntoInputs, Stream, fan_in};
     pub use streamwork_core::time::Timestamp;
     pub use streamwork_core::{
         AnyTime, ByKey, Collector, Context, CurrentKey, EventTime, InstanceContext, JobId,

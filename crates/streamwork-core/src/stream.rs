@@ -407,6 +407,37 @@ impl<T> GroupingChoice<T> {
 /// (`()` for an unkeyed port).
 pub type PortInput<T, KK, Tm> = (Input<T, Tm>, <KK as KeyKind>::Extractor<T>);
 
+/// Streams of one time (all watermarked, or none) that may feed one input
+/// together: what a fan-in in `job!` requires of each stream after the
+/// first.
+#[diagnostic::on_unimplemented(
+    message = "one input reads streams of two times, `{Other}` and `{Self}`: mixing watermarked and unwatermarked inputs",
+    label = "this stream's time is not the time of the input's first stream",
+    note = "add a watermark strategy after the unwatermarked source (`Watermarks::bounded(Duration::from_secs(4)).timestamps(|record| ...)`), so that every stream into the input carries watermarks, or read none of them in event time"
+)]
+pub trait SameTime<Other>: Sized {
+    /// The same inputs, of the same time.
+    fn cast<T: 'static, KK: KeyKind>(inputs: Vec<Inputs<T, KK, Self>>)
+    -> Vec<Inputs<T, KK, Other>>;
+}
+
+impl<Tm> SameTime<Tm> for Tm {
+    fn cast<T: 'static, KK: KeyKind>(inputs: Vec<Inputs<T, KK, Tm>>) -> Vec<Inputs<T, KK, Tm>> {
+        inputs
+    }
+}
+
+/// `first` and `more` into one input, if they are of one time (what `job!`
+/// generates for a fan-in, so that mixing times is a clear error).
+#[doc(hidden)]
+pub fn fan_in<T: 'static, KK: KeyKind, A, B: SameTime<A>>(
+    mut first: Vec<Inputs<T, KK, A>>,
+    more: Vec<Inputs<T, KK, B>>,
+) -> Vec<Inputs<T, KK, A>> {
+    first.extend(B::cast(more));
+    first
+}
+
 /// The streams feeding one input port, and for keyed ports the key extractor
 /// of each. `Tm` is the streams' common time marker.
 pub struct Inputs<T: 'static, KK: KeyKind, Tm = Unwatermarked> {

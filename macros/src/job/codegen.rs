@@ -94,6 +94,7 @@ fn port_inputs(inputs: &[InputSpec]) -> TokenStream {
         return grouped(input).remove(0);
     }
     let mut items = Vec::new();
+    let mut spans = Vec::new();
     let mut lets = Vec::new();
     for input in inputs {
         if input.refs.len() > 1
@@ -107,11 +108,23 @@ fn port_inputs(inputs: &[InputSpec]) -> TokenStream {
             .into_iter()
             .map(|e| quote_spanned!(span=> #p::IntoInputs::into_inputs(#e)));
         let group_let = lets.pop();
-        items.push(quote!({ #group_let ::std::vec![#(#converted),*] }));
+        items.push(quote_spanned!(span=> { #group_let ::std::vec![#(#converted),*] }));
+        spans.push(span);
     }
+    // Each input after the first joins through `fan_in`, which requires
+    // the same time of every one: mixing watermarked and unwatermarked
+    // streams is an error on the stream that differs.
+    let mut items = items.into_iter();
+    let first = items
+        .next()
+        .unwrap_or_else(|| quote!(::std::vec::Vec::new()));
+    let more = items.zip(spans.into_iter().skip(1)).map(|(item, span)| {
+        let fan_in = quote_spanned!(span=> ::streamwork::__private::fan_in);
+        quote_spanned!(span=> let __sw_inputs = #fan_in(__sw_inputs, #item);)
+    });
     quote!({
-        let mut __sw_inputs = ::std::vec::Vec::new();
-        #( __sw_inputs.extend(#items); )*
+        let __sw_inputs = #first;
+        #( #more )*
         __sw_inputs
     })
 }
