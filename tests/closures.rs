@@ -253,3 +253,40 @@ fn a_grouping_chosen_at_run_time_routes_as_its_fixed_form_does() {
         assert_eq!(out.values().len(), 600);
     }
 }
+
+#[test]
+fn a_windowed_word_count_chains_on_the_builder() {
+    use std::time::Duration;
+    // (time in ms, text): three one-minute windows.
+    let events: Vec<(i64, String)> = (0..180)
+        .map(|i| (i * 1_000, ["a b", "b c", "a"][(i % 3) as usize].to_string()))
+        .collect();
+    let mut expected: BTreeMap<(i64, String), u64> = BTreeMap::new();
+    for (time, text) in &events {
+        for word in text.split_whitespace() {
+            *expected
+                .entry((time / 60_000 * 60_000, word.to_string()))
+                .or_default() += 1;
+        }
+    }
+    let out = CollectSink::new();
+    let mut job = JobBuilder::new("windowed word count");
+    let lines = job.source("lines", 1, VecSource::new(events));
+    job.flow(lines)
+        .operator(
+            "timed",
+            Watermarks::monotonic().timestamps(|(t, _): &(i64, String)| Timestamp::from_millis(*t)),
+        )
+        .flat_map(|(_, text): (i64, String)| {
+            text.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .key_by(|word: &String| word.clone())
+        .window(Windows::tumbling(Duration::from_secs(60)).count())
+        .map(|r: WindowResult<String, u64>| ((r.window.start.millis(), r.key), r.value))
+        .sink("counts", out.clone());
+    job.build().unwrap().run().unwrap();
+    let counted: BTreeMap<(i64, String), u64> = out.values().into_iter().collect();
+    assert_eq!(counted, expected);
+}

@@ -318,3 +318,18 @@ pub struct Unconnected<Name, T, Tm: StreamTime>(
     pub Stream<T, Tm>,
     pub std::marker::PhantomData<Name>,
 );
+
+/// Output streams with one main channel, which a chained step continues
+/// with (a window's results): the stream, and the other channels, as
+/// `(node, channel)`, for the builder to discard (a window's late events,
+/// still counted by the window).
+pub trait MainChannel<R, Tm: StreamTime> {
+    /// The main stream, and the channels left unread on purpose.
+    fn main_channel(self) -> (Stream<R, Tm>, Vec<(crate::NodeId, u32)>);
+}
+
+impl<R: Data, Tm: StreamTime> MainChannel<R, Tm> for Stream<R, Tm> {
+    fn main_channel(self) -> (Stream<R, Tm>, Vec<(crate::NodeId, u32)>) {
+        (self, Vec::new())
+    }
+}

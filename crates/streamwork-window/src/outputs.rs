@@ -6,7 +6,8 @@
 use std::marker::PhantomData;
 
 use streamwork_core::outputs::{
-    AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, OutputParts, Unconnected,
+    AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, MainChannel, OutputParts,
+    Unconnected,
 };
 use streamwork_core::{Collector, Data, JobId, NodeId, Outputs, Stream, StreamTime, Timestamp};
 
@@ -123,5 +124,16 @@ impl<R: Data, T: Data> Outputs for WindowOutputs<R, T> {
     fn for_each_channel_ref(&self, visit: &mut dyn FnMut(&dyn Channel)) {
         visit(&self.results);
         visit(&self.late);
+    }
+}
+
+/// A window chained on a stream continues with its results; its late
+/// events (counted by the window's `LateCounter`) are left unread.
+impl<R: Data, T: Data, Tm: StreamTime> MainChannel<R, Tm>
+    for WindowStreams<Unconnected<channel::results, R, Tm>, Unconnected<channel::late, T, Tm>>
+{
+    fn main_channel(self) -> (Stream<R, Tm>, Vec<(NodeId, u32)>) {
+        let late = self.late.0;
+        (self.results.0, vec![(late.node(), late.channel())])
     }
 }

@@ -1,6 +1,6 @@
 //! Steps chained on a stream: [`JobBuilder::flow`] wraps a stream, and each
 //! step (`map`, `filter`, `filter_map`, `flat_map`, `inspect`, `key_by`
-//! then `reduce` or `fold`, any operator, a sink) adds one component
+//! then `reduce`, `fold` or `window`, any operator, a sink) adds one component
 //! reading the previous one, so that a job reads top to bottom. Each step
 //! is the operator of the same name (`streamwork_core::ops`,
 //! `streamwork_state::{reduce, fold}`), named after its place in the job
@@ -31,6 +31,7 @@
 //! ```
 
 use streamwork_core::ops::{self, Filter, FilterMap, FlatMap, Inspect, Map};
+use streamwork_core::outputs::MainChannel;
 use streamwork_core::stream_time::{Admits, StreamTime, TimeRequirement};
 use streamwork_core::{
     Collector, Data, IntoInputs, Key, KeyedStream, NoKey, Operator, Outputs, Stream,
@@ -257,6 +258,32 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
             >,
     {
         self.keyed_step("fold", streamwork_state::fold(init, f))
+    }
+
+    /// Windows (or any keyed operator with a main channel) over the keyed
+    /// stream, such as `Windows::tumbling(Duration::from_secs(60)).count()`:
+    /// continues with their results. Late events are counted by the
+    /// window and left unread; to keep them, use
+    /// [`operator`](Self::operator), which returns every channel.
+    pub fn window<O, R>(self, windows: O) -> Flow<'j, R, <O::Time as TimeRequirement>::Out<Tm>, D>
+    where
+        O: Operator<In = T, Key = streamwork_core::ByKey<K>>,
+        O::Time: Admits<Tm>,
+        R: Data,
+        <O::Time as TimeRequirement>::Out<Tm>: StreamTime,
+        <O::Out as Outputs>::Streams<<O::Time as TimeRequirement>::Out<Tm>>:
+            MainChannel<R, <O::Time as TimeRequirement>::Out<Tm>>,
+    {
+        let name = self.job.step_name("window");
+        let parallelism = self.parallelism;
+        let streams = self.job.operator(&name, parallelism, windows, self.stream);
+        let (stream, unread) = streams.main_channel();
+        self.job.discarded.extend(unread);
+        Flow {
+            job: self.job,
+            stream,
+            parallelism,
+        }
     }
 
     /// Adds a keyed `operator` (windows, say), named `name`, and returns
