@@ -4,8 +4,8 @@
 //! metrics.
 //!
 //! ```
-//! use streamwork_core::{Collector, ConnectorError, Record, Sink, Source, SourcePoll};
-//! use streamwork_runtime::JobBuilder;
+//! use streamwork::core::{Collector, ConnectorError, Record, Sink, Source, SourcePoll};
+//! use streamwork::runtime::JobBuilder;
 //! #[derive(Clone)]
 //! struct Count(u64);
 //! impl Source for Count {
@@ -26,7 +26,7 @@
 //! let mut job = JobBuilder::new("count");
 //! let numbers = job.source("numbers", 2, Count(100));
 //! job.sink("discard", 1, Discard, numbers);
-//! let report = streamwork_runtime::run(job.build()?)?;
+//! let report = streamwork::runtime::run(job.build()?)?;
 //! assert_eq!(report.component("discard").unwrap().records_in(), 200);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -6,7 +6,7 @@
 //! fires at the end of input.
 //!
 //! ```
-//! use streamwork_window::ends::{ends, first_end_containing, last_end_containing};
+//! use streamwork::window::ends::{ends, first_end_containing, last_end_containing};
 //! // Windows of 10 ms every 5 ms holding t = 12: [5, 15) and [10, 20).
 //! let (first, last) = (first_end_containing(10, 5, 12), last_end_containing(10, 5, 12));
 //! assert_eq!(ends(first, last, 5).collect::<Vec<_>>(), [15, 20]);

@@ -7,8 +7,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use streamwork_core::Timestamp;
-//! use streamwork_window::{Watermarks, Windows};
+//! use streamwork::core::Timestamp;
+//! use streamwork::window::{Watermarks, Windows};
 //! // The two operators of an event-time windowed count, as `job!` would
 //! // place them after a source of `(key, millis)` pairs:
 //! let timed = Watermarks::bounded(Duration::from_millis(500))

@@ -248,8 +248,8 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use streamwork_core::{Operator, Statefulness};
-    /// use streamwork_window::Windows;
+    /// use streamwork::core::{Operator, Statefulness};
+    /// use streamwork::window::Windows;
     /// let counts = Windows::tumbling(Duration::from_secs(1)).count::<u64, u32>();
     /// assert_eq!(counts.statefulness(), Statefulness::Checkpointed);
     /// let forgetful = Windows::tumbling(Duration::from_secs(1)).transient().count::<u64, u32>();

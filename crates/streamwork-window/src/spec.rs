@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use streamwork_window::Windows;
+//! use streamwork::window::Windows;
 //! // Count per key in tumbling 10 s event-time windows, accepting events up to
 //! // 5 s late (they re-fire their window as an update).
 //! let counts = Windows::tumbling(Duration::from_secs(10))

@@ -70,8 +70,8 @@ impl<T> Clone for Generator<T> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use streamwork_core::Timestamp;
-/// use streamwork_window::Watermarks;
+/// use streamwork::core::Timestamp;
+/// use streamwork::window::Watermarks;
 /// let strategy = Watermarks::bounded(Duration::from_secs(4))
 ///     .idle_after(Duration::from_secs(10))
 ///     .timestamps(|reading: &(u64, i64)| Timestamp::from_millis(reading.1));
@@ -87,7 +87,7 @@ pub struct Watermarks;
 ///
 /// ```
 /// use std::time::Duration;
-/// use streamwork_window::watermark::AlignmentGroup;
+/// use streamwork::window::watermark::AlignmentGroup;
 /// let group = AlignmentGroup::new(Duration::from_secs(30));
 /// # let _ = group;
 /// ```

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use streamwork_runtime::acking::AckTracker;
+//! use streamwork::runtime::acking::AckTracker;
 //!
 //! let mut tracker = AckTracker::new(Duration::from_secs(30), 7);
 //! let now = Instant::now();

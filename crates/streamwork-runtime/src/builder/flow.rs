@@ -2,8 +2,8 @@
 //! step (`map`, `filter`, `filter_map`, `flat_map`, `inspect`, `key_by`
 //! then `reduce`, `fold` or `window`, any operator, a sink) adds one component
 //! reading the previous one, so that a job reads top to bottom. Each step
-//! is the operator of the same name (`streamwork_core::ops`,
-//! `streamwork_state::{reduce, fold}`), named after its place in the job
+//! is the operator of the same name (`streamwork::core::ops`,
+//! `streamwork::state::{reduce, fold}`), named after its place in the job
 //! (`flat_map-2`, stable as long as the job is), at the parallelism of the
 //! step before unless [`Flow::parallelism`] changes it: a forward edge, so
 //! that the step is fused into the task before it. The type checks are the
@@ -11,12 +11,12 @@
 //! step on an unkeyed stream, does not compile.
 //!
 //! ```
-//! use streamwork_core::{Collector, Record, Sink, ConnectorError};
-//! use streamwork_runtime::JobBuilder;
+//! use streamwork::core::{Collector, Record, Sink, ConnectorError};
+//! use streamwork::runtime::JobBuilder;
 //! # #[derive(Clone)] struct Lines(Vec<String>);
-//! # impl streamwork_core::Source for Lines { type Out = Collector<String>;
-//! #   fn poll(&mut self, out: &mut Collector<String>) -> Result<streamwork_core::SourcePoll, ConnectorError> {
-//! #     match self.0.pop() { Some(l) => { out.emit(l); Ok(streamwork_core::SourcePoll::Emitted) } None => Ok(streamwork_core::SourcePoll::Finished) } } }
+//! # impl streamwork::core::Source for Lines { type Out = Collector<String>;
+//! #   fn poll(&mut self, out: &mut Collector<String>) -> Result<streamwork::core::SourcePoll, ConnectorError> {
+//! #     match self.0.pop() { Some(l) => { out.emit(l); Ok(streamwork::core::SourcePoll::Emitted) } None => Ok(streamwork::core::SourcePoll::Finished) } } }
 //! # #[derive(Clone)] struct Discard;
 //! # impl Sink for Discard { type In = (String, u64); fn write(&mut self, _: Record<(String, u64)>) -> Result<(), ConnectorError> { Ok(()) } }
 //! let mut job = JobBuilder::new("word count");
@@ -229,7 +229,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
     }
 
     /// Each key's records folded into one value, emitted as `(key, value)`
-    /// after each record; see `streamwork_state::reduce`.
+    /// after each record; see `streamwork::state::reduce`.
     pub fn reduce<F>(self, f: F) -> Flow<'j, (K, T), Tm, D>
     where
         F: Fn(&mut T, T) + Clone + Send + 'static,
@@ -244,7 +244,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
     }
 
     /// Each key's records folded into an accumulator from `init`, emitted
-    /// as `(key, acc)` after each record; see `streamwork_state::fold`.
+    /// as `(key, acc)` after each record; see `streamwork::state::fold`.
     pub fn fold<A, F>(self, init: A, f: F) -> Flow<'j, (K, A), Tm, D>
     where
         A: Data + StateData,

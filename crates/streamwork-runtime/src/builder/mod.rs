@@ -6,9 +6,9 @@
 //! graph and returns a [`JobGraph`], ready to run.
 //!
 //! ```
-//! use streamwork_core::{Collector, Context, NoKey, Operator, Statefulness};
-//! use streamwork_runtime::JobBuilder;
-//! # use streamwork_core::{Source, SourcePoll, ConnectorError, Sink, Record};
+//! use streamwork::core::{Collector, Context, NoKey, Operator, Statefulness};
+//! use streamwork::runtime::JobBuilder;
+//! # use streamwork::core::{Source, SourcePoll, ConnectorError, Sink, Record};
 //! # #[derive(Clone)] struct Numbers(u64);
 //! # impl Source for Numbers { type Out = Collector<u64>;
 //! #   fn poll(&mut self, out: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> {
@@ -21,7 +21,7 @@
 //!     type In = u64;
 //!     type Key = NoKey;
 //!     type Out = Collector<u64>;
-//!     type Time = streamwork_core::AnyTime;
+//!     type Time = streamwork::core::AnyTime;
 //!     fn statefulness(&self) -> Statefulness { Statefulness::Stateless }
 //!     fn on_record(&mut self, v: u64, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
 //!         ctx.emit(v * 2)
@@ -183,8 +183,8 @@ impl JobBuilder {
     /// must take exactly-once checkpoints.
     ///
     /// ```compile_fail
-    /// use streamwork_runtime::JobBuilder;
-    /// # use streamwork_core::*;
+    /// use streamwork::runtime::JobBuilder;
+    /// # use streamwork::core::*;
     /// # #[derive(Clone)] struct Once;
     /// # impl Source for Once { type Out = Collector<u64>;
     /// #   fn poll(&mut self, _: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> { Ok(SourcePoll::Finished) } }
@@ -264,7 +264,7 @@ impl<D> JobBuilder<D> {
     /// `0` means one thread per task, the default.
     ///
     /// ```
-    /// use streamwork_runtime::JobBuilder;
+    /// use streamwork::runtime::JobBuilder;
     /// let mut job = JobBuilder::new("on-two-cores");
     /// job.workers(2);
     /// # let _ = job;
@@ -281,7 +281,7 @@ impl<D> JobBuilder<D> {
     /// [`default_parallelism`]: Self::default_parallelism
     ///
     /// ```
-    /// use streamwork_runtime::JobBuilder;
+    /// use streamwork::runtime::JobBuilder;
     /// let mut job = JobBuilder::new("wide");
     /// job.parallelism(4);
     /// assert_eq!(job.default_parallelism(), 4);
