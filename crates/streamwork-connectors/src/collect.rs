@@ -14,7 +14,7 @@ type Received<T> = Arc<Mutex<Vec<(u32, Record<T>)>>>;
 /// appended once per flush, not per record.
 ///
 /// ```
-/// use streamwork_connectors::CollectSink;
+/// use streamwork::connectors::CollectSink;
 /// let sink = CollectSink::<u64>::new();
 /// assert!(sink.values().is_empty());
 /// ```
@@ -114,7 +114,7 @@ impl<T: Data> CollectSink<T> {
     /// restart in another process loses it.
     ///
     /// ```
-    /// use streamwork_connectors::CollectSink;
+    /// use streamwork::connectors::CollectSink;
     /// let sink = CollectSink::<u64>::new();
     /// let writer = sink.transactional();
     /// # let _ = writer;

@@ -17,7 +17,7 @@ pub enum BadInput {
 /// while and after the job runs.
 ///
 /// ```
-/// use streamwork_connectors::InputErrors;
+/// use streamwork::connectors::InputErrors;
 /// let errors = InputErrors::new();
 /// errors.record("input.txt:3: invalid UTF-8");
 /// assert_eq!(errors.count(), 1);

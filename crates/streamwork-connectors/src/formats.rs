@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
-//! use streamwork_connectors::formats;
+//! use streamwork::connectors::formats;
 //!
 //! #[derive(Debug, PartialEq, Serialize, Deserialize)]
 //! struct Bid { auction: u64, price: f64 }

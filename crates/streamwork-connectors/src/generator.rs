@@ -99,7 +99,7 @@ impl<T, G: Fn(u64, &T) -> Timestamp + Clone + Send + 'static> Stamp<T> for Stamp
 /// named (`GeneratorSource<T>`).
 ///
 /// ```
-/// use streamwork_connectors::GeneratorSource;
+/// use streamwork::connectors::GeneratorSource;
 /// let numbers = GeneratorSource::new(|seq| seq * 2).take(1_000);
 /// # let _ = numbers;
 /// ```

@@ -2,12 +2,12 @@
 //! files of lines, TCP lines (the book's `nc -lk 9990` readers), stdout, files,
 //! and a collecting sink for tests.
 //!
-//! A connector is an ordinary [`Source`](streamwork_core::Source) or
-//! [`Sink`](streamwork_core::Sink), which the engine drives; here, by hand:
+//! A connector is an ordinary [`Source`](streamwork::core::Source) or
+//! [`Sink`](streamwork::core::Sink), which the engine drives; here, by hand:
 //!
 //! ```
-//! use streamwork_connectors::{CollectSink, VecSource};
-//! use streamwork_core::{Collector, InstanceContext, InstanceIdx, KeyGroups, Sink, Source, SourcePoll};
+//! use streamwork::connectors::{CollectSink, VecSource};
+//! use streamwork::core::{Collector, InstanceContext, InstanceIdx, KeyGroups, Sink, Source, SourcePoll};
 //! let ctx = InstanceContext::new("copy", InstanceIdx(0), 1, KeyGroups::DEFAULT);
 //! let mut words = VecSource::new(vec!["a", "b"]);
 //! words.open(&ctx)?;
@@ -21,7 +21,7 @@
 //! }
 //! writer.close()?;
 //! assert_eq!(sink.values(), vec!["a", "b"]);
-//! # Ok::<(), streamwork_core::ConnectorError>(())
+//! # Ok::<(), streamwork::core::ConnectorError>(())
 //! ```
 //!
 //! Malformed input (invalid UTF-8, a line a parser rejects) is counted in an

@@ -8,7 +8,7 @@ use streamwork_core::{Collector, ConnectorError, Data, InstanceContext, Source, 
 /// elements at indices `i` with `i % P == w`, in order.
 ///
 /// ```
-/// use streamwork_connectors::VecSource;
+/// use streamwork::connectors::VecSource;
 /// let source = VecSource::new(vec![1, 2, 3]);
 /// # let _ = source;
 /// ```

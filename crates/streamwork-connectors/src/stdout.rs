@@ -12,7 +12,7 @@ type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 /// interleave mid-line.
 ///
 /// ```
-/// use streamwork_connectors::StdoutSink;
+/// use streamwork::connectors::StdoutSink;
 /// let sink = StdoutSink::display::<u64>();
 /// # let _ = sink;
 /// ```

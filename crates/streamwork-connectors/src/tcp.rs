@@ -13,7 +13,7 @@ use crate::file::Lines;
 /// the book. Only instance 0 connects; other instances end at once.
 ///
 /// ```no_run
-/// use streamwork_connectors::TcpLineSource;
+/// use streamwork::connectors::TcpLineSource;
 /// let lines = TcpLineSource::text("127.0.0.1:9990");
 /// # let _ = lines;
 /// ```

@@ -134,7 +134,7 @@ impl SnapshotContext {
 /// ([`builds_on`](Self::builds_on)).
 ///
 /// ```
-/// use streamwork_core::StateBytes;
+/// use streamwork::core::StateBytes;
 /// let state = StateBytes::new(1, 42u64.to_le_bytes().to_vec());
 /// assert!(state.side.is_empty() && state.builds_on.is_empty());
 /// ```

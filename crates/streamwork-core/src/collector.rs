@@ -20,7 +20,7 @@ const DETACHED: usize = usize::MAX;
 /// channel has several edges (fan-out), every edge receives every record.
 ///
 /// ```
-/// use streamwork_core::{Collector, Record};
+/// use streamwork::core::{Collector, Record};
 /// let mut out = Collector::<u32>::detached();
 /// out.emit(7);
 /// out.extend([8, 9]);

@@ -189,14 +189,14 @@ impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
 /// directly:
 ///
 /// ```
-/// use streamwork_core::{Collector, Context, NoKey, Operator, Statefulness};
+/// use streamwork::core::{Collector, Context, NoKey, Operator, Statefulness};
 /// #[derive(Clone)]
 /// struct Double;
 /// impl Operator for Double {
 ///     type In = u64;
 ///     type Key = NoKey;
 ///     type Out = Collector<u64>;
-///     type Time = streamwork_core::AnyTime;
+///     type Time = streamwork::core::AnyTime;
 ///     fn statefulness(&self) -> Statefulness {
 ///         Statefulness::Stateless
 ///     }

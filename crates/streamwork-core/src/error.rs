@@ -50,7 +50,7 @@ impl fmt::Display for ErrorDomain {
 /// `Display`.
 ///
 /// ```
-/// use streamwork_core::ConnectorError;
+/// use streamwork::core::ConnectorError;
 /// let error = ConnectorError::io("reading `in.csv`", std::io::Error::other("disk gone"));
 /// assert_eq!(error.to_string(), "external error: reading `in.csv`: disk gone");
 /// assert_eq!(format!("{error:?}"), error.to_string());

@@ -27,7 +27,7 @@ const MULTIPLIER: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 /// the exact algorithm.
 ///
 /// ```
-/// use streamwork_core::hash::stable_hash;
+/// use streamwork::core::hash::stable_hash;
 /// // Stable across runs and builds: this value is part of the contract.
 /// assert_eq!(stable_hash(&42u64), stable_hash(&42u64));
 /// assert_ne!(stable_hash(&"car"), stable_hash(&"truck"));

@@ -27,7 +27,7 @@ impl fmt::Display for InstanceIdx {
 /// the coordinator stores under a real id.
 ///
 /// ```
-/// use streamwork_core::CheckpointId;
+/// use streamwork::core::CheckpointId;
 /// assert!(CheckpointId::new(3) > CheckpointId::new(2));
 /// assert!(CheckpointId::NONE < CheckpointId::new(1));
 /// assert_eq!(CheckpointId::new(7).to_string(), "7");

@@ -9,7 +9,7 @@
 //! builder and everything that runs a job live in `streamwork-runtime`.
 //!
 //! ```
-//! use streamwork_core::{Collector, Record};
+//! use streamwork::core::{Collector, Record};
 //! let mut out = Collector::detached();
 //! out.emit("hello");
 //! assert_eq!(out.take_buffered(), vec![Record::new("hello")]);

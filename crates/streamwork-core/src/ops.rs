@@ -9,8 +9,8 @@
 //! (`reduce`, `fold`) keep state and live in the state crate.
 //!
 //! ```
-//! use streamwork_core::ops::{filter, flat_map, map};
-//! use streamwork_core::testkit::Harness;
+//! use streamwork::core::ops::{filter, flat_map, map};
+//! use streamwork::core::testkit::Harness;
 //!
 //! let mut words = Harness::new(flat_map(|line: String| {
 //!     line.split_whitespace().map(str::to_owned).collect::<Vec<_>>()

@@ -74,7 +74,7 @@ impl<K> Deref for CurrentKey<'_, K> {
 /// current key carries: one hash computation per record, one probe per access.
 ///
 /// ```
-/// use streamwork_core::state::KeyedState;
+/// use streamwork::core::state::KeyedState;
 /// let counts: KeyedState<String, u64> = KeyedState::new();
 /// assert!(counts.is_empty());
 /// ```

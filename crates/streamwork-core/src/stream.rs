@@ -312,7 +312,7 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
     /// reads `.key_by(...)`, whose key type the compiler checks.
     ///
     /// ```
-    /// use streamwork_core::stream::GroupingChoice;
+    /// use streamwork::core::stream::GroupingChoice;
     /// let fields = true; // --grouping fields
     /// let choice = if fields {
     ///     GroupingChoice::key(|line: &String| line.clone())

@@ -16,8 +16,8 @@
 //! commits.
 //!
 //! ```
-//! use streamwork_core::testkit::Harness;
-//! use streamwork_core::{AnyTime, Collector, Context, NoKey, Operator, Statefulness};
+//! use streamwork::core::testkit::Harness;
+//! use streamwork::core::{AnyTime, Collector, Context, NoKey, Operator, Statefulness};
 //! #[derive(Clone)]
 //! struct Double;
 //! impl Operator for Double {
@@ -379,9 +379,9 @@ pub struct Scripted<R> {
 /// failure, as a transactional sink discards what it staged.
 ///
 /// ```
-/// use streamwork_core::testkit::{Fault, Step, run_script};
-/// use streamwork_core::{AnyTime, Collector, Context, NoKey, Operator, Restore, StateBytes, TaskError};
-/// use streamwork_core::{SnapshotContext, Statefulness};
+/// use streamwork::core::testkit::{Fault, Step, run_script};
+/// use streamwork::core::{AnyTime, Collector, Context, NoKey, Operator, Restore, StateBytes, TaskError};
+/// use streamwork::core::{SnapshotContext, Statefulness};
 /// // A running sum that checkpoints its total.
 /// #[derive(Clone, Default)]
 /// struct Sum(u64);
@@ -711,7 +711,7 @@ fn compare_runs<R: PartialEq + std::fmt::Debug>(
 /// commits.
 ///
 /// ```
-/// use streamwork_core::testkit::{Fault, InjectFault};
+/// use streamwork::core::testkit::{Fault, InjectFault};
 /// let fault = InjectFault::<u64>::new(1, Fault::BeforeRecord(10_000));
 /// assert!(!fault.has_fired());
 /// ```

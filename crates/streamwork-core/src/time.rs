@@ -11,7 +11,7 @@ use std::num::NonZeroU64;
 /// 8 bytes, so a record's optional event time costs no more than a timestamp.
 ///
 /// ```
-/// use streamwork_core::Timestamp;
+/// use streamwork::core::Timestamp;
 /// let t = Timestamp::from_millis(-1_500);
 /// assert_eq!(t.millis(), -1_500);
 /// assert!(Timestamp::from_millis(-1) < Timestamp::from_millis(0));

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 /// Event-time and processing-time timers, each for a key `K` (`()` when unkeyed).
 ///
 /// ```
-/// use streamwork_core::timer::Timers;
-/// use streamwork_core::Timestamp;
+/// use streamwork::core::timer::Timers;
+/// use streamwork::core::Timestamp;
 /// let mut timers = Timers::new();
 /// timers.register_event(Timestamp::from_millis(20), "b");
 /// timers.register_event(Timestamp::from_millis(10), "a");

@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use streamwork_join::Join;
+//! use streamwork::join::Join;
 //! // Inner join of two streams keyed by u32, per tumbling 10 s window.
 //! let join = Join::inner().tumbling::<(u32, i64), (u32, String), u32>(Duration::from_secs(10));
 //! # let _ = join;

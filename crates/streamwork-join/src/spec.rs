@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use streamwork_join::Join;
+//! use streamwork::join::Join;
 //! let interval = Join::inner().interval::<(u32, i64), (u32, i64), u32>(-5_000, 5_000);
 //! let enrich = Join::left().stream_table::<(u32, i64), String, u32>();
 //! # let _ = (interval, enrich);

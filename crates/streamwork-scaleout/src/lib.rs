@@ -17,11 +17,11 @@
 //!
 //! ```no_run
 //! # #[cfg(feature = "kafka")]
-//! # fn main() -> Result<(), streamwork_scaleout::GroupError> {
+//! # fn main() -> Result<(), streamwork::scaleout::GroupError> {
 //! use std::time::Duration;
-//! use streamwork_connectors::CollectSink;
-//! use streamwork_runtime::JobBuilder;
-//! use streamwork_scaleout::GroupRunner;
+//! use streamwork::connectors::CollectSink;
+//! use streamwork::runtime::JobBuilder;
+//! use streamwork::scaleout::GroupRunner;
 //!
 //! let report = GroupRunner::new("127.0.0.1:9092", "my-job", &["input"], "/shared/checkpoints")
 //!     .checkpoint_interval(Duration::from_secs(1))

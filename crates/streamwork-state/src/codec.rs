@@ -10,9 +10,9 @@
 //! archived still runs in jobs without checkpoints.
 //!
 //! ```
-//! use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups};
-//! use streamwork_core::checkpoint::{Restore, RestoredPart};
-//! use streamwork_state::KeyedCodec;
+//! use streamwork::core::{CheckpointId, InstanceIdx, KeyGroups};
+//! use streamwork::core::checkpoint::{Restore, RestoredPart};
+//! use streamwork::state::KeyedCodec;
 //!
 //! let codec = KeyedCodec::<i64, String, u64>::new();
 //! let groups = KeyGroups::DEFAULT;
@@ -423,7 +423,7 @@ where
 /// to checkpoint them: the codec, once the operator is built to checkpoint
 /// (`.checkpointed()` on windows and joins), and the job's key groups.
 /// Disabled by default, when the operator answers
-/// [`checkpoints_state`](streamwork_core::Operator::checkpoints_state) with
+/// [`checkpoints_state`](streamwork::core::Operator::checkpoints_state) with
 /// [`is_enabled`](Self::is_enabled)'s `false`.
 pub struct KeyedCheckpoint<M, K, V> {
     codec: Option<KeyedCodec<M, K, V>>,
@@ -557,15 +557,15 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
     }
 }
 
-/// Checkpoints an operator's [`Timers`](streamwork_core::timer::Timers) by
+/// Checkpoints an operator's [`Timers`](streamwork::core::timer::Timers) by
 /// key group, so that a restored instance (at any parallelism) gets the
 /// timers of the keys it now owns.
 ///
 /// ```
-/// use streamwork_core::timer::Timers;
-/// use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups, Timestamp};
-/// use streamwork_core::checkpoint::{Restore, RestoredPart};
-/// use streamwork_state::TimerCodec;
+/// use streamwork::core::timer::Timers;
+/// use streamwork::core::{CheckpointId, InstanceIdx, KeyGroups, Timestamp};
+/// use streamwork::core::checkpoint::{Restore, RestoredPart};
+/// use streamwork::state::TimerCodec;
 ///
 /// let codec = TimerCodec::<u64>::new();
 /// let mut timers = Timers::new();

@@ -17,8 +17,8 @@
 //! that nothing is hashed twice.
 //!
 //! ```
-//! use streamwork_core::hash::stable_hash;
-//! use streamwork_state::CowMap;
+//! use streamwork::core::hash::stable_hash;
+//! use streamwork::state::CowMap;
 //!
 //! let mut counts: CowMap<String, u64> = CowMap::new();
 //! let key = "a".to_string();
@@ -61,7 +61,7 @@ type Table<K, V> = HashTable<Slot<K, V>>;
 /// window of a join.
 ///
 /// ```
-/// use streamwork_state::CowCell;
+/// use streamwork::state::CowCell;
 /// let mut rows = CowCell::new(vec![1, 2]);
 /// let frozen = rows.freeze();
 /// rows.get_mut().push(3);

@@ -4,8 +4,8 @@
 //! after each record, as Flink's `KeyedStream::reduce` does.
 //!
 //! ```
-//! use streamwork_core::testkit::Harness;
-//! use streamwork_state::fold;
+//! use streamwork::core::testkit::Harness;
+//! use streamwork::state::fold;
 //!
 //! // Words per key, counted.
 //! let mut counts = Harness::new(fold(0u64, |count: &mut u64, _word: String| *count += 1));

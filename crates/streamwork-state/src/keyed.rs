@@ -26,8 +26,8 @@ pub type ValueState<K, V> = KeyedState<K, V>;
 /// A list per key.
 ///
 /// ```
-/// use streamwork_core::state::CurrentKey;
-/// use streamwork_state::ListState;
+/// use streamwork::core::state::CurrentKey;
+/// use streamwork::state::ListState;
 /// let mut readings: ListState<String, f64> = ListState::default();
 /// let key = "sensor-1".to_string();
 /// readings.add(CurrentKey::for_testing(&key), 20.5);
@@ -120,8 +120,8 @@ impl<K: Key, MK: Hash + Eq, MV> MapState<K, MK, MV> {
 /// A value per key, folded with a reduce function as values are added.
 ///
 /// ```
-/// use streamwork_core::state::CurrentKey;
-/// use streamwork_state::ReducingState;
+/// use streamwork::core::state::CurrentKey;
+/// use streamwork::state::ReducingState;
 /// let mut max = ReducingState::new(|a: &mut u64, b: u64| *a = (*a).max(b));
 /// let key = 7u32;
 /// for v in [3, 9, 4] {
@@ -335,14 +335,14 @@ where
 }
 
 /// Restores an operator's keyed state inside
-/// [`Operator::restore`](streamwork_core::Operator::restore): the parts every
+/// [`Operator::restore`](streamwork::core::Operator::restore): the parts every
 /// old instance wrote with [`snapshot_keyed`], filtered to the key groups this
 /// instance now owns, read in place.
 ///
 /// ```
-/// use streamwork_core::{KeyedState, Restore, TaskError};
+/// use streamwork::core::{KeyedState, Restore, TaskError};
 /// fn restore(counts: &mut KeyedState<u64, u64>, restore: &Restore<'_>) -> Result<(), TaskError> {
-///     *counts = streamwork_state::restore_keyed_from(restore)
+///     *counts = streamwork::state::restore_keyed_from(restore)
 ///         .map_err(|e| TaskError::Restore(e.to_string()))?;
 ///     Ok(())
 /// }

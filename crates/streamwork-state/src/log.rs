@@ -58,8 +58,8 @@ impl Default for LogOptions {
 /// built upon.
 ///
 /// ```
-/// # fn main() -> Result<(), streamwork_state::StateError> {
-/// use streamwork_state::{CheckpointLog, LogOptions, archive, load_latest};
+/// # fn main() -> Result<(), streamwork::state::StateError> {
+/// use streamwork::state::{CheckpointLog, LogOptions, archive, load_latest};
 /// let dir = std::env::temp_dir().join(format!("swlog-doc-{}", std::process::id()));
 /// let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
 /// let id = log.next_checkpoint_id()?;

@@ -299,7 +299,7 @@ where
 /// state in a keyed kind to rescale it.
 ///
 /// ```
-/// use streamwork_state::InstanceState;
+/// use streamwork::state::InstanceState;
 /// let mut seen: InstanceState<u64> = InstanceState::default();
 /// *seen += 1;
 /// assert_eq!(*seen, 1);

@@ -133,8 +133,8 @@ impl<'a> Snapshot<'a> {
     /// ([`restore`](Self::restore)), from any operator's `restore`.
     ///
     /// ```
-    /// use streamwork_core::{Restore, TaskError};
-    /// use streamwork_state::{Snapshot, VersionedState};
+    /// use streamwork::core::{Restore, TaskError};
+    /// use streamwork::state::{Snapshot, VersionedState};
     /// # #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
     /// # struct Counts(Vec<(u64, u64)>);
     /// # impl VersionedState for Counts { const SCHEMA: u32 = 2; }

@@ -14,7 +14,7 @@ use crate::snapshot::Snapshot;
 ///
 /// ```
 /// use rkyv::{Archive, Deserialize, Serialize};
-/// use streamwork_state::{Migration, Snapshot, StateError, VersionedState};
+/// use streamwork::state::{Migration, Snapshot, StateError, VersionedState};
 ///
 /// /// Version 1 kept counts as u32.
 /// #[derive(Archive, Serialize, Deserialize)]

@@ -6,10 +6,10 @@
 //! is served by the job itself: the page works offline.
 //!
 //! ```no_run
-//! fn run_with_page(graph: streamwork_runtime::JobGraph) -> Result<(), Box<dyn std::error::Error>> {
+//! fn run_with_page(graph: streamwork::runtime::JobGraph) -> Result<(), Box<dyn std::error::Error>> {
 //!     let plan = graph.plan();
-//!     let job = streamwork_runtime::start(graph)?;
-//!     let page = streamwork_web::serve("127.0.0.1:7000", plan, job.live_metrics())?;
+//!     let job = streamwork::runtime::start(graph)?;
+//!     let page = streamwork::web::serve("127.0.0.1:7000", plan, job.live_metrics())?;
 //!     println!("job page at http://{}/", page.address());
 //!     job.join()?;
 //!     Ok(())

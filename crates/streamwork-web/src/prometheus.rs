@@ -40,9 +40,9 @@ pub fn render() -> Result<String, WebError> {
 /// those running, report to it.
 ///
 /// ```no_run
-/// let metrics = streamwork_web::serve_metrics("127.0.0.1:9184")?;
+/// let metrics = streamwork::web::serve_metrics("127.0.0.1:9184")?;
 /// println!("scrape http://{}/metrics", metrics.address());
-/// # Ok::<(), streamwork_web::WebError>(())
+/// # Ok::<(), streamwork::web::WebError>(())
 /// ```
 pub fn serve_metrics(address: &str) -> Result<WebView, WebError> {
     let handle = recorder()?;

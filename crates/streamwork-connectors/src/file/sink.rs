@@ -23,7 +23,7 @@ type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Syn
 /// commits what its last complete checkpoint staged and discards the rest.
 ///
 /// ```no_run
-/// use streamwork_connectors::FileSink;
+/// use streamwork::connectors::FileSink;
 /// let sink = FileSink::new("out", |n: &u64, line: &mut Vec<u8>| line.extend_from_slice(n.to_string().as_bytes()));
 /// let exactly_once = sink.clone().transactional();
 /// # let _ = (sink, exactly_once);
@@ -60,7 +60,7 @@ impl<T: Data + serde::Serialize> FileSink<T> {
     /// Writes each record into directory `dir` as one JSON line.
     ///
     /// ```
-    /// use streamwork_connectors::FileSink;
+    /// use streamwork::connectors::FileSink;
     /// #[derive(Clone, serde::Serialize)]
     /// struct Count { word: String, count: u64 }
     /// let out = FileSink::<Count>::json("counts").transactional();
@@ -130,7 +130,7 @@ impl<T: Data> FileSink<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use streamwork_connectors::FileSink;
+    /// use streamwork::connectors::FileSink;
     /// let out = FileSink::<u64>::csv("out")
     ///     .rolling(64 << 20, Duration::from_secs(600))
     ///     .transactional();

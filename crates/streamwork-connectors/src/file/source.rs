@@ -39,7 +39,7 @@ const DEFAULT_SPLIT_BYTES: u64 = 32 << 20;
 /// was taken.
 ///
 /// ```no_run
-/// use streamwork_connectors::FileSource;
+/// use streamwork::connectors::FileSource;
 /// let lines = FileSource::text("input.txt");
 /// let numbers = FileSource::parsed("numbers.txt", |l| l.parse::<u64>().map_err(|e| e.to_string()));
 /// # let _ = (lines, numbers);
@@ -148,7 +148,7 @@ impl<T: Data + serde::de::DeserializeOwned> FileSource<T> {
     /// [`Lines::json`].
     ///
     /// ```no_run
-    /// use streamwork_connectors::FileSource;
+    /// use streamwork::connectors::FileSource;
     /// #[derive(Clone, serde::Deserialize)]
     /// struct Bid { auction: u64, price: f64 }
     /// let bids = FileSource::<Bid>::json("bids.jsonl");

@@ -22,7 +22,7 @@ type FormatFn<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 /// sees a key's old value or its new one, never a mix.
 ///
 /// ```
-/// use streamwork_connectors::UpsertFileSink;
+/// use streamwork::connectors::UpsertFileSink;
 /// let sink = UpsertFileSink::new(
 ///     "target/word-counts",
 ///     |(word, _): &(String, u64)| word.clone(),

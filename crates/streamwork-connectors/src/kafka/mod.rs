@@ -25,7 +25,7 @@
 //!   what a source reports to a scale-out runner.
 //!
 //! ```no_run
-//! use streamwork_connectors::kafka::{KafkaSink, KafkaSource};
+//! use streamwork::connectors::kafka::{KafkaSink, KafkaSource};
 //! let lines = KafkaSource::new("127.0.0.1:9092", "lines", "word-count");
 //! let counts = KafkaSink::new("127.0.0.1:9092", "counts", |(word, count): &(String, u64)| {
 //!     (Some(word.as_bytes().to_vec()), count.to_string().into_bytes())

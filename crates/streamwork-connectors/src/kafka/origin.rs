@@ -62,7 +62,7 @@ impl Origin {
 /// duplicate. Part of the reader's checkpointed state.
 ///
 /// ```
-/// use streamwork_connectors::kafka::{Origin, OriginFilter};
+/// use streamwork::connectors::kafka::{Origin, OriginFilter};
 /// let mut filter = OriginFilter::default();
 /// let at = |offset, index| Origin { partition: 0, offset, index };
 /// assert!(filter.admit(at(7, 0)));

@@ -89,7 +89,7 @@ where
 /// [`origin`](Self::origin) stamps records for duplicate removal.
 ///
 /// ```no_run
-/// use streamwork_connectors::kafka::KafkaSink;
+/// use streamwork::connectors::kafka::KafkaSink;
 /// // (word, count) upserts keyed by word.
 /// let counts = KafkaSink::new("127.0.0.1:9092", "counts", |(word, count): &(String, u64)| {
 ///     (Some(word.clone().into_bytes()), count.to_string().into_bytes())

@@ -243,7 +243,7 @@ impl KafkaSource {
     /// [`KafkaRecord::json`] knowing it succeeds.
     ///
     /// ```no_run
-    /// use streamwork_connectors::kafka::{KafkaRecord, KafkaSource};
+    /// use streamwork::connectors::kafka::{KafkaRecord, KafkaSource};
     /// #[derive(Clone, serde::Deserialize)]
     /// struct Bid { auction: u64, price: u64 }
     /// let bids = KafkaSource::new("127.0.0.1:9092", "bids", "g")
@@ -309,7 +309,7 @@ impl KafkaSource {
     /// from and what was wrong with it.
     ///
     /// ```no_run
-    /// use streamwork_connectors::kafka::KafkaSource;
+    /// use streamwork::connectors::kafka::KafkaSource;
     /// let lines = KafkaSource::new("127.0.0.1:9092", "lines", "g")
     ///     .check(|r| std::str::from_utf8(&r.value).map(|_| ()).map_err(|e| e.to_string()))
     ///     .dead_letter("lines-dead");

@@ -113,7 +113,7 @@ impl Restored {
 /// Loads the last complete checkpoint of `dir`, if there is one. A newest
 /// complete checkpoint that cannot be read is an error, never a fall back
 /// to an older one or to a fresh start (see
-/// [`load_latest`](streamwork_state::load_latest)).
+/// [`load_latest`](streamwork::state::load_latest)).
 pub(crate) fn load(dir: &std::path::Path) -> Result<(Option<Restored>, Recovery), StateError> {
     if !dir.exists() {
         tracing::info!(

@@ -3,8 +3,8 @@
 //! own.
 //!
 //! An [`Instance<K>`] holds one component instance (`K` adapts the user's
-//! [`Source`](streamwork_core::Source), [`Operator`](streamwork_core::Operator),
-//! [`CoOperator`](streamwork_core::CoOperator) or [`Sink`](streamwork_core::Sink)
+//! [`Source`](streamwork::core::Source), [`Operator`](streamwork::core::Operator),
+//! [`CoOperator`](streamwork::core::CoOperator) or [`Sink`](streamwork::core::Sink)
 //! to the [`Kind`] trait), its outputs and its [`Env`]. Its steps, in order:
 //!
 //! 1. **start**: restore from the checkpoint the job restores from (if any)
@@ -31,7 +31,7 @@
 //! Every step that runs user code goes through [`Env::guard`]: an error or
 //! a panic is recorded as the job's failure, naming this instance, and the
 //! step returns [`Failed`]. An instance fused into another task answers its
-//! upstream's collector with [`Disconnected`](streamwork_core::Disconnected),
+//! upstream's collector with [`Disconnected`](streamwork::core::Disconnected),
 //! so that the upstream stops too; the failure reported is the instance's own.
 
 mod co_operator;

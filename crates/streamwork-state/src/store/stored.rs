@@ -105,8 +105,8 @@ struct Durable {
 /// Reads take `&mut self`: a value read from the log is cached in memory.
 ///
 /// ```
-/// use streamwork_core::state::CurrentKey;
-/// use streamwork_state::StoredState;
+/// use streamwork::core::state::CurrentKey;
+/// use streamwork::state::StoredState;
 /// let mut sums: StoredState<u64, i64> = StoredState::default();
 /// let key = 7u64;
 /// *sums.get_or_default(CurrentKey::for_testing(&key)) += 5;

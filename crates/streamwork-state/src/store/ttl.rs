@@ -66,9 +66,9 @@ pub struct Expiring<V> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use streamwork_core::state::CurrentKey;
-/// use streamwork_core::time::Timestamp;
-/// use streamwork_state::{ExpiringState, Ttl};
+/// use streamwork::core::state::CurrentKey;
+/// use streamwork::core::time::Timestamp;
+/// use streamwork::state::{ExpiringState, Ttl};
 /// let mut sessions: ExpiringState<u64, u32> = ExpiringState::new(Ttl::event(Duration::from_secs(60)));
 /// let user = 7u64;
 /// sessions.advance(Timestamp::from_millis(1_000));
