@@ -108,6 +108,8 @@ fn main() -> anyhow::Result<()> {
             line.extend_from_slice(format!("{},{},{}", row.0, row.1, row.2).as_bytes());
         },
     )
+    // Whole files of about 64 KiB (or a minute's output), not one per checkpoint.
+    .rolling(64 * 1024, std::time::Duration::from_secs(60))
     .transactional();
     let dead = FileSink::new(
         args.output.join("dead-letter"),
