@@ -290,3 +290,33 @@ fn a_windowed_word_count_chains_on_the_builder() {
     let counted: BTreeMap<(i64, String), u64> = out.values().into_iter().collect();
     assert_eq!(counted, expected);
 }
+
+#[test]
+fn a_join_chains_on_the_builder() {
+    use std::time::Duration;
+    let out = CollectSink::new();
+    let mut job = JobBuilder::new("chained join");
+    let clicks = job.source(
+        "clicks",
+        1,
+        VecSource::new(vec![(1u32, 10i64), (2, 20), (3, 30)]),
+    );
+    let views = job.source("views", 1, VecSource::new(vec![(1u32, 5i64), (3, 70_000)]));
+    let timed = |v: &(u32, i64)| Timestamp::from_millis(v.1);
+    let views = job
+        .flow(views)
+        .operator("timed views", Watermarks::monotonic().timestamps(timed))
+        .stream();
+    job.flow(clicks)
+        .operator("timed clicks", Watermarks::monotonic().timestamps(timed))
+        .key_by(|c: &(u32, i64)| c.0)
+        .join(
+            views.key_by(|v: &(u32, i64)| v.0),
+            Join::inner().tumbling(Duration::from_secs(60)),
+        )
+        .map(|row: JoinRow<u32, (u32, i64), (u32, i64)>| row.key)
+        .sink("pairs", out.clone());
+    job.build().unwrap().run().unwrap();
+    // Key 1 meets in the first minute; key 3's view is a minute later.
+    assert_eq!(out.values(), vec![1]);
+}

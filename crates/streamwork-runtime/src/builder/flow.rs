@@ -1,6 +1,6 @@
 //! Steps chained on a stream: [`JobBuilder::flow`] wraps a stream, and each
 //! step (`map`, `filter`, `filter_map`, `flat_map`, `inspect`, `key_by`
-//! then `reduce`, `fold` or `window`, any operator, a sink) adds one component
+//! then `reduce`, `fold`, `window` or `join`, any operator, a sink) adds one component
 //! reading the previous one, so that a job reads top to bottom. Each step
 //! is the operator of the same name (`streamwork::core::ops`,
 //! `streamwork::state::{reduce, fold}`), named after its place in the job
@@ -279,6 +279,62 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
         let streams = self.job.operator(&name, parallelism, windows, self.stream);
         let (stream, unread) = streams.main_channel();
         self.job.discarded.extend(unread);
+        Flow {
+            job: self.job,
+            stream,
+            parallelism,
+        }
+    }
+
+    /// Joins this keyed stream (the left side) with `right`, keyed by the
+    /// same type, through `join` (a `Join` spec's operator, such as
+    /// `Join::inner().tumbling(Duration::from_secs(60))`), and continues with
+    /// the joined rows. The key types must agree: a right side keyed by
+    /// another type does not compile.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use streamwork::prelude::*;
+    /// let mut job = JobBuilder::new("join");
+    /// let clicks = job.source("clicks", 1, VecSource::new(vec![(1u32, 10i64)]));
+    /// let views = job.source("views", 1, VecSource::new(vec![(1u32, 5i64)]));
+    /// let views = job
+    ///     .flow(views)
+    ///     .operator("timed views", Watermarks::monotonic().timestamps(|v: &(u32, i64)| Timestamp::from_millis(v.1)))
+    ///     .stream();
+    /// job.flow(clicks)
+    ///     .operator("timed clicks", Watermarks::monotonic().timestamps(|c: &(u32, i64)| Timestamp::from_millis(c.1)))
+    ///     .key_by(|c: &(u32, i64)| c.0)
+    ///     .join(views.key_by(|v: &(u32, i64)| v.0), Join::inner().tumbling(Duration::from_secs(60)))
+    ///     .sink("pairs", CollectSink::new());
+    /// assert_eq!(job.build().unwrap().nodes().len(), 6);
+    /// ```
+    pub fn join<C, U>(
+        self,
+        right: impl IntoInputs<C::Right, streamwork_core::ByKey<K>, Tm>,
+        join: C,
+    ) -> Flow<'j, U, <C::Time as TimeRequirement>::Out<Tm>, D>
+    where
+        C: streamwork_core::CoOperator<
+                Left = T,
+                Key = streamwork_core::ByKey<K>,
+                Out = Collector<U>,
+            >,
+        C::Time: Admits<Tm>,
+        U: Data,
+        <C::Time as TimeRequirement>::Out<Tm>: StreamTime,
+        Collector<U>: Outputs<
+            Streams<<C::Time as TimeRequirement>::Out<Tm>> = Stream<
+                U,
+                <C::Time as TimeRequirement>::Out<Tm>,
+            >,
+        >,
+    {
+        let name = self.job.step_name("join");
+        let parallelism = self.parallelism;
+        let stream = self
+            .job
+            .co_operator(&name, parallelism, join, self.stream, right);
         Flow {
             job: self.job,
             stream,
