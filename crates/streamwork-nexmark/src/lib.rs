@@ -9,6 +9,7 @@
 //!     input: Input::Generated { events: 10_000, seed: 42 },
 //!     output: None,
 //!     parallelism: 2,
+//!     workers: None,
 //! })?;
 //! assert_eq!(summary.events, 10_000);
 //! # Ok::<(), anyhow::Error>(())
@@ -65,6 +66,8 @@ pub struct RunOptions {
     pub output: Option<PathBuf>,
     /// Parallelism of the query's operators.
     pub parallelism: u32,
+    /// Worker threads that share the tasks (`None`: one thread per task).
+    pub workers: Option<u32>,
 }
 
 /// What a run did.
@@ -80,6 +83,9 @@ pub struct Summary {
     pub results: u64,
     /// Wall time.
     pub elapsed_s: f64,
+    /// CPU time the process used during the run (user and system, every
+    /// thread).
+    pub cpu_s: f64,
 }
 
 impl Summary {
@@ -87,6 +93,21 @@ impl Summary {
     pub fn events_per_sec(&self) -> f64 {
         self.events as f64 / self.elapsed_s.max(1e-9)
     }
+
+    /// Events read per second of CPU time: the throughput of one core, so
+    /// that a run that keeps two cores busy is not counted as one.
+    pub fn events_per_core_sec(&self) -> f64 {
+        self.events as f64 / self.cpu_s.max(1e-9)
+    }
+}
+
+/// CPU seconds (user and system) the process has used so far.
+fn cpu_seconds() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |usage| {
+        let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        seconds(usage.user_time()) + seconds(usage.system_time())
+    })
 }
 
 /// Runs a query to the end of its input.
@@ -130,7 +151,8 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         &late,
         sink.clone(),
     )?;
-    let started = Instant::now();
+    let graph = graph.with_workers(options.workers.unwrap_or(0));
+    let (started, cpu_before) = (Instant::now(), cpu_seconds());
     let report = graph.run()?;
     let events = report
         .component("events")
@@ -142,5 +164,6 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         malformed: malformed.count(),
         results: sink.rows(),
         elapsed_s: started.elapsed().as_secs_f64(),
+        cpu_s: cpu_seconds() - cpu_before,
     })
 }

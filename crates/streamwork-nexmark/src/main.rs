@@ -28,6 +28,9 @@ struct Args {
     /// Instances of the query's operators (default: the number of cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
     parallelism: Option<u32>,
+    /// Worker threads that share the tasks (default: one thread per task).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,16 +55,22 @@ fn main() -> anyhow::Result<()> {
         input,
         output: args.output,
         parallelism,
+        workers: args.threads,
     })?;
+    let threads = args
+        .threads
+        .map_or("a thread per task".to_string(), |t| format!("{t} threads"));
     eprintln!(
-        "{}: {} events read, {} late, {} malformed, {} results in {:.3} s ({:.0} events/s, parallelism {parallelism})",
+        "{}: {} events read, {} late, {} malformed, {} results in {:.3} s ({:.0} events/s, parallelism {parallelism}, {threads}); {:.3} CPU s, {:.0} events per core-second",
         args.query,
         summary.events,
         summary.late,
         summary.malformed,
         summary.results,
         summary.elapsed_s,
-        summary.events_per_sec()
+        summary.events_per_sec(),
+        summary.cpu_s,
+        summary.events_per_core_sec()
     );
     Ok(())
 }

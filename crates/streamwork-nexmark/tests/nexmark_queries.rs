@@ -293,6 +293,7 @@ fn queries_match_a_batch_computation_at_every_parallelism() {
                 input: Input::File(path.clone()),
                 output: Some(output.clone()),
                 parallelism,
+                workers: None,
             })
             .unwrap();
             assert_eq!(
@@ -325,8 +326,9 @@ fn generated_runs_are_identical_for_every_parallelism() {
     std::fs::create_dir_all(&dir).unwrap();
     for query in [Query::Q5, Query::Q7] {
         let mut outputs = Vec::new();
-        for parallelism in [1, 3, 8] {
-            let output = dir.join(format!("{query}-{parallelism}.jsonl"));
+        // Two worker threads for eight instances: the same results.
+        for (parallelism, workers) in [(1, None), (3, None), (8, None), (8, Some(2))] {
+            let output = dir.join(format!("{query}-{parallelism}-{workers:?}.jsonl"));
             let summary = run(&RunOptions {
                 query,
                 input: Input::Generated {
@@ -335,9 +337,11 @@ fn generated_runs_are_identical_for_every_parallelism() {
                 },
                 output: Some(output.clone()),
                 parallelism,
+                workers,
             })
             .unwrap();
             assert_eq!((summary.events, summary.late), (30_000, 0));
+            assert!(summary.cpu_s > 0.0, "the run used CPU time");
             let mut lines: Vec<String> = std::fs::read_to_string(&output)
                 .unwrap()
                 .lines()

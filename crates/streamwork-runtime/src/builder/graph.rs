@@ -216,6 +216,14 @@ pub struct JobGraph {
 }
 
 impl JobGraph {
+    /// The same job run on `workers` threads that take turns (`0`: one
+    /// thread per task); see [`JobBuilder::workers`](super::JobBuilder::workers).
+    /// For a runner that picks the threads at run time (a `--threads` flag).
+    pub fn with_workers(mut self, workers: u32) -> Self {
+        self.config.workers = (workers > 0).then_some(workers);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
