@@ -473,3 +473,57 @@ fn a_rolling_sink_writes_whole_files_of_its_size_exactly_once_across_any_crash()
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_rolling_sink_scaled_down_closes_the_open_files_of_the_removed_instances() {
+    let dir = std::env::temp_dir().join(format!("streamwork-rolling-down-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sink = || {
+        FileSink::new(&dir, |v: &u64, line: &mut Vec<u8>| {
+            line.extend_from_slice(format!("{v:04}").as_bytes())
+        })
+        .rolling(1 << 20, std::time::Duration::from_secs(3600))
+        .transactional()
+    };
+    let ctx = |i: u32, n: u32| InstanceContext::new("out", InstanceIdx(i), n, KeyGroups::DEFAULT);
+    // Three instances commit checkpoint 3 (kept in their open files, far
+    // below the size), stage checkpoint 4 (complete) and 5 (not).
+    for i in 0..3u32 {
+        let mut old = sink();
+        old.open(&ctx(i, 3)).unwrap();
+        old.write(record(u64::from(i))).unwrap();
+        old.pre_commit(CheckpointId::new(3)).unwrap();
+        old.commit(CheckpointId::new(3)).unwrap();
+        old.write(record(10 + u64::from(i))).unwrap();
+        old.pre_commit(CheckpointId::new(4)).unwrap();
+        old.write(record(100 + u64::from(i))).unwrap();
+        old.pre_commit(CheckpointId::new(5)).unwrap();
+    }
+    assert!(visible(&dir).is_empty(), "open files are not yet visible");
+    // Restored at parallelism 2 from checkpoint 4, then run to the end.
+    for i in 0..2u32 {
+        let mut new = sink();
+        new.open(&ctx(i, 2)).unwrap();
+        let mut restore = restore_at(4, false);
+        restore.instance = InstanceIdx(i);
+        restore.parallelism = 2;
+        new.restore(&restore).unwrap();
+        new.close().unwrap();
+    }
+    let mut committed: Vec<String> = Vec::new();
+    for name in visible(&dir) {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+        committed.extend(text.lines().map(String::from));
+    }
+    committed.sort();
+    // Every record of checkpoints 3 and 4 once, none of checkpoint 5.
+    assert_eq!(committed, ["0000", "0001", "0002", "0010", "0011", "0012"]);
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".open") || n.contains("staged") || n.contains("inprogress"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

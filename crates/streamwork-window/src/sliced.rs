@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use streamwork_state::CowCell;
+
 use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::{
     Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
@@ -120,16 +122,6 @@ type SliceParts<Acc> = Vec<(i64, Acc, u64)>;
 /// parts.
 type KeyParts<K, Acc> = (u64, K, SliceParts<Acc>);
 
-/// Slices frozen for a checkpoint: shared with the operator, which copies a
-/// slice before it changes it while a checkpoint still reads it.
-type Frozen<K, Acc> = Vec<(i64, Arc<Slice<K, Acc>>)>;
-
-/// Takes the snapshot of frozen slices, archived off the task thread: built
-/// by [`SlicedWindows::checkpointed`], where the accumulator is known to be
-/// shareable across threads.
-type BesideFn<K, Acc> =
-    fn(&SlicedCheckpoint<K, Acc>, &SnapshotContext, i64, Frozen<K, Acc>) -> Option<StateBytes>;
-
 /// Every key's partials in `slices`, by key, for a snapshot.
 fn entries_of<K: Clone + Eq, Acc: Clone>(
     slices: &[(i64, Arc<Slice<K, Acc>>)],
@@ -149,21 +141,6 @@ fn entries_of<K: Clone + Eq, Acc: Clone>(
     by_key.into_iter().map(|(_, k, parts)| (k, parts)).collect()
 }
 
-/// The snapshot of `frozen`, its entries gathered and archived when the
-/// checkpoint is written.
-fn snapshot_beside<K, Acc>(
-    checkpoint: &SlicedCheckpoint<K, Acc>,
-    ctx: &SnapshotContext,
-    now: i64,
-    frozen: Frozen<K, Acc>,
-) -> Option<StateBytes>
-where
-    K: streamwork_core::state::Key + StateData,
-    Acc: Clone + Send + Sync + 'static + StateData,
-{
-    checkpoint.snapshot_beside(ctx, now, move || entries_of(&frozen))
-}
-
 /// At most how many emptied slice tables to keep for reuse. Below it, as many
 /// are kept as slices were ever live at once: when watermarks from several
 /// upstream instances lag one another, that many slices are open together,
@@ -181,9 +158,9 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     aggregate: A,
     late: LateCounter,
     /// Slices by index (slice `i` covers `[i * slice, (i + 1) * slice)`),
-    /// shared with the checkpoint being written, if any: a slice is copied
-    /// before it changes while a checkpoint still reads it.
-    slices: BTreeMap<i64, Arc<SliceOf<T, KK, A>>>,
+    /// each shared with the checkpoint being written, if any: a slice is
+    /// copied before it changes while a checkpoint still reads it.
+    slices: BTreeMap<i64, CowCell<SliceOf<T, KK, A>>>,
     /// The most recently used slice, kept out of the map with its bounds: an
     /// in-order record reaches it without walking the tree or dividing.
     hot: Option<(i64, SliceOf<T, KK, A>)>,
@@ -203,8 +180,6 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     last_early: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: SlicedCheckpoint<KK::Value, A::Acc>,
-    /// How it snapshots frozen slices, once checkpointing is on.
-    beside: Option<BesideFn<KK::Value, A::Acc>>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -228,7 +203,6 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             next_end: self.next_end,
             last_early: self.last_early,
             checkpoint: self.checkpoint,
-            beside: self.beside,
             _types: PhantomData,
         }
     }
@@ -258,10 +232,9 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
     pub fn checkpointed(mut self) -> Self
     where
         KK::Value: StateData,
-        A::Acc: StateData + Sync,
+        A::Acc: StateData,
     {
         self.checkpoint = KeyedCheckpoint::enabled();
-        self.beside = Some(snapshot_beside::<KK::Value, A::Acc>);
         self
     }
 
@@ -306,7 +279,6 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             next_end: None,
             last_early: 0,
             checkpoint: KeyedCheckpoint::default(),
-            beside: None,
             _types: PhantomData,
         }
     }
@@ -328,11 +300,11 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         }
         let index = t.div_euclid(self.slice);
         if let Some((old, slice)) = self.hot.take() {
-            self.slices.insert(old, Arc::new(slice));
+            self.slices.insert(old, CowCell::new(slice));
         }
         let slice = match self.slices.remove(&index) {
             // Copied if a checkpoint still reads it.
-            Some(slice) => Arc::unwrap_or_clone(slice),
+            Some(slice) => slice.into_inner(),
             None => {
                 self.live_peak = self.live_peak.max(self.slices.len() + 1);
                 self.spare
@@ -355,7 +327,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
 
     fn settle_hot(&mut self) {
         if let Some((index, slice)) = self.hot.take() {
-            self.slices.insert(index, Arc::new(slice));
+            self.slices.insert(index, CowCell::new(slice));
         }
         self.hot_bounds = HotBounds::NONE;
     }
@@ -380,7 +352,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             .hot
             .as_ref()
             .filter(|(i, _)| (first..=last).contains(i));
-        let in_map = self.slices.range(first..=last).map(|(i, s)| (*i, &**s));
+        let in_map = self.slices.range(first..=last).map(|(i, s)| (*i, s.get()));
         let mut parts: Vec<(i64, &SliceOf<T, KK, A>)> =
             in_map.chain(hot.map(|(i, s)| (*i, s))).collect();
         parts.sort_by_key(|(i, _)| *i);
@@ -518,10 +490,10 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             let fired = self.next_end.is_none_or(|next| last_end < next);
             if fired && last_end <= horizon {
                 if let Some(slice) = self.slices.remove(&index) {
-                    self.typical_len = slice.partials.len();
+                    self.typical_len = slice.get().partials.len();
                     // Reused unless a checkpoint still reads it.
                     if self.spare.len() < self.live_peak.min(MAX_SPARE_SLICES)
-                        && let Some(mut slice) = Arc::into_inner(slice)
+                        && let CowCell::Own(mut slice) = slice
                     {
                         slice.partials.clear();
                         self.spare.push(slice);
@@ -542,11 +514,11 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         let mut todo: Vec<(i64, u64, KK::Value)> = Vec::new();
         let (size, slide, slice_len, now) = (self.size, self.slide, self.slice, self.now);
         for (&index, slice) in self.slices.iter_mut() {
-            if !slice.partials.iter().any(|p| p.dirty) {
+            if !slice.get().partials.iter().any(|p| p.dirty) {
                 continue;
             }
             // Copied if a checkpoint still reads it.
-            let slice = Arc::make_mut(slice);
+            let slice = slice.get_mut();
             for partial in slice.partials.iter_mut().filter(|p| p.dirty) {
                 partial.dirty = false;
                 let t = slice_start(index, slice_len);
@@ -672,14 +644,20 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        let Some(beside) = self.beside else {
+        if !self.checkpoint.is_enabled() {
             return Ok(None);
-        };
+        }
         // The pause: the hot slice joins the others, and the checkpoint
         // shares them all; they are gathered and archived off this thread.
         self.settle_hot();
-        let frozen = self.slices.iter().map(|(i, s)| (*i, s.clone())).collect();
-        Ok(beside(&self.checkpoint, ctx, self.now, frozen))
+        let frozen: Vec<_> = self
+            .slices
+            .iter_mut()
+            .map(|(&i, slice)| (i, slice.freeze()))
+            .collect();
+        Ok(self
+            .checkpoint
+            .snapshot_beside(ctx, self.now, move || entries_of(&frozen)))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -694,7 +672,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             let hash = KK::hash_value(&key);
             for (index, acc, count) in parts {
                 let slice = self.slices.entry(index).or_default();
-                Arc::make_mut(slice).partials.insert_unique(
+                slice.get_mut().partials.insert_unique(
                     hash,
                     Partial {
                         key: key.clone(),

@@ -547,6 +547,12 @@ impl Staging {
                 self.commit(staged)?;
             }
         }
+        if final_too {
+            // The end of the input closes a rolling sink's open file, even
+            // when nothing was staged since the last commit (a run restored
+            // at its end, say): committed output never stays hidden.
+            self.roll(Staged::Final, true)?;
+        }
         Ok(())
     }
 

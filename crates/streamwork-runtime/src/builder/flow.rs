@@ -55,15 +55,24 @@ pub struct KeyedFlow<'j, T, K, Tm, D> {
     parallelism: u32,
 }
 
+/// The flow that goes on from `stream`, the output of the step before.
+fn continue_with<U, Tm, D>(
+    job: &mut JobBuilder<D>,
+    stream: Stream<U, Tm>,
+    parallelism: u32,
+) -> Flow<'_, U, Tm, D> {
+    Flow {
+        job,
+        stream,
+        parallelism,
+    }
+}
+
 impl<D> JobBuilder<D> {
     /// Chains steps on `stream`; see [`Flow`].
     pub fn flow<T: Data, Tm: StreamTime>(&mut self, stream: Stream<T, Tm>) -> Flow<'_, T, Tm, D> {
         let parallelism = self.nodes[stream.node().0 as usize].parallelism;
-        Flow {
-            job: self,
-            stream,
-            parallelism,
-        }
+        continue_with(self, stream, parallelism)
     }
 
     /// A name for a step: what it does and where it is in the job.
@@ -102,11 +111,7 @@ impl<'j, T: Data, Tm: StreamTime, D> Flow<'j, T, Tm, D> {
     {
         let parallelism = self.parallelism;
         let stream = self.job.operator(name, parallelism, operator, self.stream);
-        Flow {
-            job: self.job,
-            stream,
-            parallelism,
-        }
+        continue_with(self.job, stream, parallelism)
     }
 
     fn step<O, U>(self, step: &str, operator: O) -> Flow<'j, U, Tm, D>
@@ -115,13 +120,7 @@ impl<'j, T: Data, Tm: StreamTime, D> Flow<'j, T, Tm, D> {
         U: Data,
     {
         let name = self.job.step_name(step);
-        let parallelism = self.parallelism;
-        let stream = self.job.operator(&name, parallelism, operator, self.stream);
-        Flow {
-            job: self.job,
-            stream,
-            parallelism,
-        }
+        self.operator(&name, operator)
     }
 
     /// Each record `r` becomes `f(r)`.
@@ -221,11 +220,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
         let name = self.job.step_name(step);
         let parallelism = self.parallelism;
         let stream = self.job.operator(&name, parallelism, operator, self.stream);
-        Flow {
-            job: self.job,
-            stream,
-            parallelism,
-        }
+        continue_with(self.job, stream, parallelism)
     }
 
     /// Each key's records folded into one value, emitted as `(key, value)`
@@ -279,11 +274,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
         let streams = self.job.operator(&name, parallelism, windows, self.stream);
         let (stream, unread) = streams.main_channel();
         self.job.discarded.extend(unread);
-        Flow {
-            job: self.job,
-            stream,
-            parallelism,
-        }
+        continue_with(self.job, stream, parallelism)
     }
 
     /// Joins this keyed stream (the left side) with `right`, keyed by the
@@ -335,11 +326,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
         let stream = self
             .job
             .co_operator(&name, parallelism, join, self.stream, right);
-        Flow {
-            job: self.job,
-            stream,
-            parallelism,
-        }
+        continue_with(self.job, stream, parallelism)
     }
 
     /// Adds a keyed `operator` (windows, say), named `name`, and returns
