@@ -44,6 +44,10 @@ const CITIES: &[&str] = &[
 ];
 const STATES: &[&str] = &["AZ", "CA", "ID", "OR", "WA", "WY"];
 const CHANNELS: &[&str] = &["Google", "Facebook", "Baidu", "Apple"];
+/// Half of the bids come through one of the four hot channels.
+const HOT_CHANNEL_RATIO: u64 = 2;
+/// The other channels.
+const NUM_CHANNELS: u64 = 10_000;
 
 /// Settings of the generator.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -134,6 +138,25 @@ fn price(random: &mut Random) -> u64 {
     (10f64.powf(random.unit() * 6.0) * 100.0).round() as u64
 }
 
+/// The URL of channel `k` (a pure function of the seed and `k`): three
+/// random directories, and for nine in ten of the other channels a
+/// `channel_id` parameter (as Flink's generator's channel cache).
+fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> String {
+    let stream = k + (u64::from(other) << 32);
+    let mut random = Random(config.seed ^ stream.wrapping_mul(0x9e6c_63d0_676a_9a99));
+    let mut url = format!(
+        "https://www.nexmark.com/{}/{}/{}/item.htm?query=1",
+        random.string(5),
+        random.string(5),
+        random.string(5)
+    );
+    if other && random.below(10) > 0 {
+        let id = (k as u32).reverse_bits() as i32;
+        url.push_str(&format!("&channel_id={}", id.unsigned_abs()));
+    }
+    url
+}
+
 /// Event number `n` for `config`.
 pub fn event(config: &GeneratorConfig, n: u64) -> Event {
     let mut random = Random(config.seed ^ n.wrapping_mul(0xd6e8_feb8_6659_fd93));
@@ -187,18 +210,25 @@ pub fn event(config: &GeneratorConfig, n: u64) -> Event {
         } else {
             next_base0_person_id(n, &mut random)
         } + FIRST_PERSON_ID;
-        let channel = random.pick(CHANNELS);
+        let (channel, url) = if random.below(HOT_CHANNEL_RATIO) > 0 {
+            let hot = random.below(CHANNELS.len() as u64);
+            (
+                CHANNELS[hot as usize].to_string(),
+                channel_url(config, hot, false),
+            )
+        } else {
+            let k = random.below(NUM_CHANNELS);
+            (format!("channel-{k}"), channel_url(config, k, true))
+        };
         Event::Bid(Bid {
             auction,
             bidder,
             price: price(&mut random),
-            channel: channel.to_string(),
-            url: format!(
-                "https://www.nexmark.com/{}/item.htm?query=1",
-                random.string(5)
-            ),
+            channel,
+            url,
             date_time,
             extra: random.string(10),
+            seq: n,
         })
     }
 }

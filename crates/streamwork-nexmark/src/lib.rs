@@ -3,13 +3,11 @@
 //! the `streamwork-nexmark` CLI (the contract is the crate's `NEXMARK.md`).
 //!
 //! ```
-//! use streamwork_nexmark::{Input, Query, RunOptions, run};
+//! use streamwork_nexmark::{Input, Query, RowTarget, RunOptions, run};
 //! let summary = run(&RunOptions {
-//!     query: Query::Q2,
-//!     input: Input::Generated { events: 10_000, seed: 42 },
-//!     output: None,
+//!     output: RowTarget::Blackhole,
 //!     parallelism: 2,
-//!     workers: None,
+//!     ..RunOptions::new(Query::Q2, Input::Generated { events: 10_000, seed: 42 })
 //! })?;
 //! assert_eq!(summary.events, 10_000);
 //! # Ok::<(), anyhow::Error>(())
@@ -36,9 +34,11 @@ use streamwork::prelude::*;
 
 pub use generator::GeneratorConfig;
 pub use model::{Auction, Bid, Event, Person};
-pub use queries::Query;
+pub use queries::{Query, SideInput, SideInputError};
+pub use sink::RowTarget;
 
-use sink::{RowSink, RowTarget};
+use queries::JobParts;
+use sink::RowOutput;
 use source::NexmarkSource;
 
 /// Where the events come from.
@@ -62,12 +62,29 @@ pub struct RunOptions {
     pub query: Query,
     /// The events.
     pub input: Input,
-    /// Where rows go; stdout when `None`.
-    pub output: Option<PathBuf>,
+    /// Where rows go.
+    pub output: RowTarget,
     /// Parallelism of the query's operators.
     pub parallelism: u32,
     /// Worker threads that share the tasks (`None`: one thread per task).
     pub workers: Option<u32>,
+    /// q13's side input (`None`: the standard one).
+    pub side_input: Option<PathBuf>,
+}
+
+impl RunOptions {
+    /// `query` on `input`, rows to stdout, at parallelism 1, a thread per
+    /// task, the standard side input.
+    pub fn new(query: Query, input: Input) -> Self {
+        RunOptions {
+            query,
+            input,
+            output: RowTarget::Stdout,
+            parallelism: 1,
+            workers: None,
+            side_input: None,
+        }
+    }
 }
 
 /// What a run did.
@@ -138,18 +155,22 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             (NexmarkSource::generated(config, *events), instances)
         }
     };
-    let target = match &options.output {
-        Some(path) => RowTarget::File(path.clone()),
-        None => RowTarget::Stdout,
+    // The side input is read entirely before the first event.
+    let side_input = match (&options.side_input, options.query) {
+        (Some(path), Query::Q13) => SideInput::read(path)?,
+        _ => SideInput::standard(),
     };
-    let sink = RowSink::new(target);
+    let output = RowOutput::new(options.output.clone());
     let graph = queries::job(
         options.query,
-        source,
-        source_parallelism,
-        parallelism,
-        &late,
-        sink.clone(),
+        JobParts {
+            source,
+            sp: source_parallelism,
+            p: parallelism,
+            late: &late,
+            output: &output,
+            side_input: std::sync::Arc::new(side_input),
+        },
     )?;
     let graph = graph.with_workers(options.workers.unwrap_or(0));
     let (started, cpu_before) = (Instant::now(), cpu_seconds());
@@ -162,7 +183,7 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         events,
         late: late.get(),
         malformed: malformed.count(),
-        results: sink.rows(),
+        results: output.rows(),
         elapsed_s: started.elapsed().as_secs_f64(),
         cpu_s: cpu_seconds() - cpu_before,
     })

@@ -107,6 +107,12 @@ pub struct Bid {
     pub date_time: i64,
     /// Padding.
     pub extra: String,
+    /// Where the bid stands in the input: the line's position among the
+    /// events read (for a file), or its number (generated). It breaks the
+    /// ties the contract decides by input order ("the one read first"), at
+    /// any parallelism. Not part of the JSON form.
+    #[serde(skip)]
+    pub seq: u64,
 }
 
 /// One Nexmark event. Its serde form is the input's JSON object (with

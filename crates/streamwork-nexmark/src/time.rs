@@ -81,6 +81,38 @@ pub fn format(millis: i64) -> String {
     )
 }
 
+/// Milliseconds in a day.
+pub const DAY: i64 = 86_400_000;
+
+/// The UTC day of epoch milliseconds, as days since 1970-01-01.
+#[inline]
+pub fn day_number(millis: i64) -> i64 {
+    millis.div_euclid(DAY)
+}
+
+/// The minute of the UTC day of epoch milliseconds, 0 to 1439.
+#[inline]
+pub fn minute_of_day(millis: i64) -> u16 {
+    (millis.rem_euclid(DAY) / 60_000) as u16
+}
+
+/// The hour of the UTC day of epoch milliseconds, 0 to 23.
+#[inline]
+pub fn hour_of_day(millis: i64) -> u8 {
+    (millis.rem_euclid(DAY) / 3_600_000) as u8
+}
+
+/// A day number as `YYYY-MM-DD`.
+pub fn format_day(day: i64) -> String {
+    let (year, month, day) = civil_from_days(day);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// A minute of the day as `HH:MM`.
+pub fn format_minute(minute: u16) -> String {
+    format!("{:02}:{:02}", minute / 60, minute % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +129,17 @@ mod tests {
         }
         assert_eq!(parse("1970-01-01 00:00:01.5"), Some(1500));
         assert_eq!(parse("2024-01-01 00:00:00.123"), Some(1_704_067_200_123));
+    }
+
+    #[test]
+    fn calendar_fields() {
+        let t = parse("2024-03-05 19:07:59.999").unwrap();
+        assert_eq!(format_day(day_number(t)), "2024-03-05");
+        assert_eq!(format_minute(minute_of_day(t)), "19:07");
+        assert_eq!(hour_of_day(t), 19);
+        let before = parse("1969-12-31 23:59:59.999").unwrap();
+        assert_eq!(format_day(day_number(before)), "1969-12-31");
+        assert_eq!(format_minute(minute_of_day(before)), "23:59");
     }
 
     #[test]

@@ -3,14 +3,34 @@
 //! 4 s`, late events dropped and counted where the input is read), and writes
 //! JSON rows to a [`RowSink`].
 
+mod daily;
 mod q0;
 mod q1;
+mod q10;
+mod q11;
+mod q12;
+mod q13;
+mod q14;
+mod q15;
+mod q16;
+mod q17;
+mod q18;
+mod q19;
 mod q2;
+mod q20;
+mod q21;
+mod q22;
 mod q3;
 mod q4;
 mod q5;
+mod q6;
 mod q7;
 mod q8;
+mod q9;
+mod side_input;
+mod winning;
+
+pub use side_input::{SideInput, SideInputError};
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,7 +42,7 @@ use streamwork::runtime::GraphError;
 use streamwork::window::AssignWatermarks;
 
 use crate::model::{Auction, Bid, Event, Person};
-use crate::sink::RowSink;
+use crate::sink::{Row, RowOutput, serde_row};
 use crate::source::NexmarkSource;
 
 /// How far events may be out of order: the standard watermark is `dateTime - 4 s`.
@@ -43,12 +63,71 @@ pub enum Query {
     Q4,
     /// Hot items: the most bid-on auctions of sliding 10 s windows.
     Q5,
+    /// Average selling price by seller, over each seller's last 11 auctions.
+    Q6,
     /// Highest bid of each tumbling 10 s window.
     Q7,
     /// New users who opened an auction in the same tumbling 10 s window.
     Q8,
+    /// Winning bids: each auction with its winning bid.
+    Q9,
+    /// Bids with the partition fields (`dt`, `hm`) of a file-system log.
+    Q10,
+    /// User sessions: bids per bidder per session (10 s gap).
+    Q11,
+    /// Bids per bidder per tumbling 10 s window of event time.
+    Q12,
+    /// Bids joined with a bounded side input.
+    Q13,
+    /// Bids in euro within a range, with the time of day and a UDF.
+    Q14,
+    /// Bidding statistics per day.
+    Q15,
+    /// Bidding statistics per channel and day.
+    Q16,
+    /// Auction statistics per auction and day.
+    Q17,
+    /// The last bid of each bidder on each auction.
+    Q18,
+    /// The top 10 bids of each auction.
+    Q19,
+    /// Bids joined with their auction, for auctions of category 10.
+    Q20,
+    /// Bids with a channel id from the channel or the URL.
+    Q21,
+    /// Bids with the first three directories of their URL.
+    Q22,
     /// Every event, in the input format (to generate inputs).
     Events,
+}
+
+impl Query {
+    /// Every query of the suite, q0 to q22.
+    pub const ALL: [Query; 23] = [
+        Query::Q0,
+        Query::Q1,
+        Query::Q2,
+        Query::Q3,
+        Query::Q4,
+        Query::Q5,
+        Query::Q6,
+        Query::Q7,
+        Query::Q8,
+        Query::Q9,
+        Query::Q10,
+        Query::Q11,
+        Query::Q12,
+        Query::Q13,
+        Query::Q14,
+        Query::Q15,
+        Query::Q16,
+        Query::Q17,
+        Query::Q18,
+        Query::Q19,
+        Query::Q20,
+        Query::Q21,
+        Query::Q22,
+    ];
 }
 
 /// A query name that is none of the implemented ones.
@@ -59,7 +138,7 @@ impl fmt::Display for UnknownQuery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown query `{}`: expected q0, q1, q2, q3, q4, q5, q7, q8 or events",
+            "unknown query `{}`: expected q0 to q22, or events",
             self.0
         )
     }
@@ -70,34 +149,26 @@ impl std::error::Error for UnknownQuery {}
 impl FromStr for Query {
     type Err = UnknownQuery;
     fn from_str(s: &str) -> Result<Self, UnknownQuery> {
-        match s.to_ascii_lowercase().as_str() {
-            "q0" | "0" => Ok(Query::Q0),
-            "q1" | "1" => Ok(Query::Q1),
-            "q2" | "2" => Ok(Query::Q2),
-            "q3" | "3" => Ok(Query::Q3),
-            "q4" | "4" => Ok(Query::Q4),
-            "q5" | "5" => Ok(Query::Q5),
-            "q7" | "7" => Ok(Query::Q7),
-            "q8" | "8" => Ok(Query::Q8),
-            "events" => Ok(Query::Events),
-            other => Err(UnknownQuery(other.to_string())),
+        let lower = s.to_ascii_lowercase();
+        if lower == "events" {
+            return Ok(Query::Events);
         }
+        let number = lower.strip_prefix('q').unwrap_or(&lower);
+        number
+            .parse::<usize>()
+            .ok()
+            .filter(|n| number == n.to_string())
+            .and_then(|n| Query::ALL.get(n).copied())
+            .ok_or_else(|| UnknownQuery(s.to_string()))
     }
 }
 
 impl fmt::Display for Query {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Query::Q0 => "q0",
-            Query::Q1 => "q1",
-            Query::Q2 => "q2",
-            Query::Q3 => "q3",
-            Query::Q4 => "q4",
-            Query::Q5 => "q5",
-            Query::Q7 => "q7",
-            Query::Q8 => "q8",
-            Query::Events => "events",
-        })
+        match Query::ALL.iter().position(|q| q == self) {
+            Some(n) => write!(f, "q{n}"),
+            None => f.write_str("events"),
+        }
     }
 }
 
@@ -136,58 +207,75 @@ pub fn only_people(event: Event, out: &mut Collector<Person>) {
     }
 }
 
-/// A query's job: `source` at `source_parallelism`, the query at `parallelism`.
-pub fn job(
-    query: Query,
-    source: NexmarkSource,
-    source_parallelism: u32,
-    parallelism: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+/// What a query's job is built from.
+pub struct JobParts<'a> {
+    /// The events.
+    pub source: NexmarkSource,
+    /// Instances of the source (1 for a file: read in order).
+    pub sp: u32,
+    /// Instances of the query's operators.
+    pub p: u32,
+    /// Where late events are counted.
+    pub late: &'a LateCounter,
+    /// Where rows go.
+    pub output: &'a RowOutput,
+    /// q13's side input.
+    pub side_input: Arc<SideInput>,
+}
+
+impl JobParts<'_> {
+    /// The sink's parallelism (see [`RowOutput::parallelism`]).
+    pub fn sink_parallelism(&self) -> u32 {
+        self.output.parallelism(self.p)
+    }
+}
+
+/// A query's job.
+pub fn job(query: Query, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
     match query {
-        Query::Q0 => q0::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q1 => q1::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q2 => q2::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q3 => q3::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q4 => q4::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q5 => q5::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q7 => q7::job(source, source_parallelism, parallelism, late, sink),
-        Query::Q8 => q8::job(source, source_parallelism, parallelism, late, sink),
+        Query::Q0 => q0::job(parts),
+        Query::Q1 => q1::job(parts),
+        Query::Q2 => q2::job(parts),
+        Query::Q3 => q3::job(parts),
+        Query::Q4 => q4::job(parts),
+        Query::Q5 => q5::job(parts),
+        Query::Q6 => q6::job(parts),
+        Query::Q7 => q7::job(parts),
+        Query::Q8 => q8::job(parts),
+        Query::Q9 => q9::job(parts),
+        Query::Q10 => q10::job(parts),
+        Query::Q11 => q11::job(parts),
+        Query::Q12 => q12::job(parts),
+        Query::Q13 => q13::job(parts),
+        Query::Q14 => q14::job(parts),
+        Query::Q15 => q15::job(parts),
+        Query::Q16 => q16::job(parts),
+        Query::Q17 => q17::job(parts),
+        Query::Q18 => q18::job(parts),
+        Query::Q19 => q19::job(parts),
+        Query::Q20 => q20::job(parts),
+        Query::Q21 => q21::job(parts),
+        Query::Q22 => q22::job(parts),
         Query::Events => {
-            let to_json = Arc::new(|event: &Event| event.to_json());
+            let JobParts {
+                source,
+                sp,
+                late,
+                output,
+                ..
+            } = parts;
             job! {
                 name "nexmark-events";
-                source events[source_parallelism] = source;
-                operator timed[source_parallelism] = timestamps(late) <- events;
-                operator rows[source_parallelism] = ToRows(to_json) <- timed;
-                sink out = sink <- rows.global();
+                source events[sp] = source;
+                operator timed[sp] = timestamps(late) <- events;
+                sink out = output.sink::<Event>() <- timed.global();
             }
         }
     }
 }
 
-/// Formats records as JSON rows.
-pub struct ToRows<T>(pub Arc<dyn Fn(&T) -> String + Send + Sync>);
-
-impl<T> Clone for ToRows<T> {
-    fn clone(&self) -> Self {
-        ToRows(self.0.clone())
-    }
-}
-
-impl<T: Data> Operator for ToRows<T> {
-    type In = T;
-    type Key = NoKey;
-    type Out = Collector<String>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Stateless
-    }
-
-    #[inline]
-    fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<String>>) {
-        ctx.emit((self.0)(&value));
+impl Row for Event {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        serde_row(self, out);
     }
 }

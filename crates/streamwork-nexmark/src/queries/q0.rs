@@ -4,15 +4,18 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{OnlyBids, timestamps};
-use crate::model::{Bid, timestamp};
-use crate::sink::RowSink;
-use crate::source::NexmarkSource;
+use super::{JobParts, timestamps};
+use crate::model::{Bid, Event, timestamp};
+use crate::sink::{Row, serde_row};
 
-/// A Q0 (and Q7) result row.
+/// A bid as a Q0 (and Q7) row: `auction`, `bidder`, `price`, `dateTime`,
+/// `extra`.
+#[derive(Clone, Debug)]
+pub struct BidRow(pub Bid);
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BidRow<'a> {
+struct BidFields<'a> {
     auction: u64,
     bidder: u64,
     price: u64,
@@ -21,36 +24,46 @@ pub struct BidRow<'a> {
     extra: &'a str,
 }
 
-/// A bid as a result row.
-pub fn bid_row(bid: &Bid) -> String {
-    serde_json::to_string(&BidRow {
-        auction: bid.auction,
-        bidder: bid.bidder,
-        price: bid.price,
-        date_time: bid.date_time,
-        extra: &bid.extra,
-    })
-    .unwrap_or_default()
+impl Row for BidRow {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let bid = &self.0;
+        serde_row(
+            &BidFields {
+                auction: bid.auction,
+                bidder: bid.bidder,
+                price: bid.price,
+                date_time: bid.date_time,
+                extra: &bid.extra,
+            },
+            out,
+        );
+    }
 }
 
 #[operator]
-fn q0_rows(bid: Bid, out: &mut Collector<String>) {
-    out.emit(bid_row(&bid));
+fn q0_rows(event: Event, out: &mut Collector<BidRow>) {
+    if let Event::Bid(bid) = event {
+        out.emit(BidRow(bid));
+    }
 }
 
-pub(super) fn job(
-    source: NexmarkSource,
-    sp: u32,
-    p: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q0";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed.shuffle();
-        operator rows[p] = Q0Rows <- bids;
-        sink out = sink <- rows.global();
+        operator rows[p] = Q0Rows <- timed;
+        sink out[op] = output.sink::<BidRow>() <- rows;
     }
 }

@@ -4,21 +4,23 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{OnlyBids, timestamps};
-use crate::model::{Bid, timestamp};
-use crate::sink::RowSink;
-use crate::source::NexmarkSource;
+use super::{JobParts, timestamps};
+use crate::model::{Event, timestamp};
+use crate::sink::serde_rows;
 
-#[derive(Serialize)]
+/// A Q1 row.
+#[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct EuroRow<'a> {
+pub struct EuroRow {
     auction: u64,
     bidder: u64,
     price: f64,
     #[serde(with = "timestamp")]
     date_time: i64,
-    extra: &'a str,
+    extra: String,
 }
+
+serde_rows!(EuroRow);
 
 /// The euro price, to three decimals.
 pub fn euro(price: u64) -> f64 {
@@ -26,30 +28,35 @@ pub fn euro(price: u64) -> f64 {
 }
 
 #[operator]
-fn q1_rows(bid: Bid, out: &mut Collector<String>) {
-    let row = EuroRow {
-        auction: bid.auction,
-        bidder: bid.bidder,
-        price: euro(bid.price),
-        date_time: bid.date_time,
-        extra: &bid.extra,
-    };
-    out.emit(serde_json::to_string(&row).unwrap_or_default());
+fn q1_rows(event: Event, out: &mut Collector<EuroRow>) {
+    if let Event::Bid(bid) = event {
+        out.emit(EuroRow {
+            auction: bid.auction,
+            bidder: bid.bidder,
+            price: euro(bid.price),
+            date_time: bid.date_time,
+            extra: bid.extra,
+        });
+    }
 }
 
-pub(super) fn job(
-    source: NexmarkSource,
-    sp: u32,
-    p: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q1";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed.shuffle();
-        operator rows[p] = Q1Rows <- bids;
-        sink out = sink <- rows.global();
+        operator rows[p] = Q1Rows <- timed;
+        sink out[op] = output.sink::<EuroRow>() <- rows;
     }
 }

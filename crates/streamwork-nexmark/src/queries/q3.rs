@@ -7,10 +7,9 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{OnlyAuctions, OnlyPeople, timestamps};
+use super::{JobParts, OnlyAuctions, OnlyPeople, timestamps};
 use crate::model::{Auction, Person};
-use crate::sink::RowSink;
-use crate::source::NexmarkSource;
+use crate::sink::serde_rows;
 
 #[operator]
 fn category_ten(auction: Auction, out: &mut Collector<Auction>) {
@@ -26,45 +25,52 @@ fn west_coast(person: Person, out: &mut Collector<Person>) {
     }
 }
 
-#[derive(Serialize)]
-struct Q3Row<'a> {
-    name: &'a str,
-    city: &'a str,
-    state: &'a str,
+/// A Q3 row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Q3Row {
+    name: String,
+    city: String,
+    state: String,
     id: u64,
 }
 
+serde_rows!(Q3Row);
+
 #[operator]
-fn q3_rows(row: JoinRow<u64, Auction, Person>, out: &mut Collector<String>) {
+fn q3_rows(row: JoinRow<u64, Auction, Person>, out: &mut Collector<Q3Row>) {
     if let (Some(auction), Some(person)) = (row.left, row.right) {
-        let row = Q3Row {
-            name: &person.name,
-            city: &person.city,
-            state: &person.state,
+        out.emit(Q3Row {
+            name: person.name,
+            city: person.city,
+            state: person.state,
             id: auction.id,
-        };
-        out.emit(serde_json::to_string(&row).unwrap_or_default());
+        });
     }
 }
 
-pub(super) fn job(
-    source: NexmarkSource,
-    sp: u32,
-    p: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q3";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator auctions[p] = OnlyAuctions <- timed.shuffle();
-        operator people[p] = OnlyPeople <- timed.shuffle();
+        operator auctions[p] = OnlyAuctions <- timed;
+        operator people[p] = OnlyPeople <- timed;
         operator tens[p] = CategoryTen <- auctions;
         operator sellers[p] = WestCoast <- people;
         operator joined[p] = Join::inner().unwindowed()
             <- left(tens.key(|a: &Auction| a.seller)), right(sellers.key(|p: &Person| p.id));
         operator rows[p] = Q3Rows <- joined;
-        sink out = sink <- rows.global();
+        sink out[op] = output.sink::<Q3Row>() <- rows;
     }
 }

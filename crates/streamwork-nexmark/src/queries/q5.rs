@@ -9,14 +9,27 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{OnlyBids, timestamps};
+use super::{JobParts, OnlyBids, timestamps};
 use crate::model::Bid;
-use crate::sink::RowSink;
-use crate::source::NexmarkSource;
-use crate::time::format;
+use crate::model::timestamp;
+use crate::sink::serde_rows;
+
+/// A Q5 row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Q5Row {
+    auction: u64,
+    num: u64,
+    #[serde(with = "timestamp")]
+    window_start: i64,
+    #[serde(with = "timestamp")]
+    window_end: i64,
+}
+
+serde_rows!(Q5Row);
 
 /// The auctions of each window with the highest bid count.
 #[derive(Clone, Default)]
@@ -30,7 +43,7 @@ impl HotItems {
         &mut self,
         _window: CurrentKey<'_, i64>,
         count: WindowResult<u64, u64>,
-        _out: &mut Collector<String>,
+        _out: &mut Collector<Q5Row>,
     ) {
         let bounds = (count.window.start.millis(), count.window.end.millis());
         let (max, auctions) = self.windows.entry(bounds).or_insert((0, Vec::new()));
@@ -43,7 +56,7 @@ impl HotItems {
         }
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<String>) {
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<Q5Row>) {
         while let Some(entry) = self.windows.first_entry() {
             let (start, end) = *entry.key();
             if end > watermark.millis() {
@@ -51,33 +64,39 @@ impl HotItems {
             }
             let (num, auctions) = entry.remove();
             for auction in auctions {
-                out.emit(format!(
-                    "{{\"auction\":{auction},\"num\":{num},\"window_start\":\"{}\",\"window_end\":\"{}\"}}",
-                    format(start),
-                    format(end)
-                ));
+                out.emit(Q5Row {
+                    auction,
+                    num,
+                    window_start: start,
+                    window_end: end,
+                });
             }
         }
     }
 }
 
-pub(super) fn job(
-    source: NexmarkSource,
-    sp: u32,
-    p: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q5";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed.shuffle();
+        operator bids[p] = OnlyBids <- timed;
         operator counts[p] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(2)).count()
             <- bids.key(|bid: &Bid| bid.auction);
         operator hot[p] = HotItems::default()
             <- counts.results.key(|count: &WindowResult<u64, u64>| count.window.start.millis());
-        sink out = sink <- hot.global();
+        sink out[op] = output.sink::<Q5Row>() <- hot;
         drop counts.late;
     }
 }

@@ -12,11 +12,9 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 use streamwork::window::Aggregate;
 
-use super::q0::bid_row;
-use super::{OnlyBids, timestamps};
+use super::q0::BidRow;
+use super::{JobParts, OnlyBids, timestamps};
 use crate::model::Bid;
-use crate::sink::RowSink;
-use crate::source::NexmarkSource;
 
 /// The highest price of a window and every bid at that price.
 #[derive(Copy, Clone, Debug, Default)]
@@ -63,7 +61,7 @@ impl HighestBids {
         &mut self,
         _window: CurrentKey<'_, i64>,
         best: WindowResult<u64, (u64, Vec<Bid>)>,
-        _out: &mut Collector<String>,
+        _out: &mut Collector<BidRow>,
     ) {
         let slot = self
             .windows
@@ -78,35 +76,40 @@ impl HighestBids {
         }
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<String>) {
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<BidRow>) {
         while let Some(entry) = self.windows.first_entry() {
             if *entry.key() > watermark.millis() {
                 break;
             }
             for bid in entry.remove().1 {
-                out.emit(bid_row(&bid));
+                out.emit(BidRow(bid));
             }
         }
     }
 }
 
-pub(super) fn job(
-    source: NexmarkSource,
-    sp: u32,
-    p: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q7";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed.shuffle();
+        operator bids[p] = OnlyBids <- timed;
         operator best[p] { results, late } = Windows::tumbling(Duration::from_secs(10)).aggregate(MaxTies)
             <- bids.key(|bid: &Bid| bid.auction);
         operator highest[p] = HighestBids::default()
             <- best.results.key(|best: &WindowResult<u64, (u64, Vec<Bid>)>| best.window.start.millis());
-        sink out = sink <- highest.global();
+        sink out[op] = output.sink::<BidRow>() <- highest;
         drop best.late;
     }
 }

@@ -5,29 +5,36 @@
 
 use std::time::Duration;
 
+use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{OnlyAuctions, OnlyPeople, timestamps};
-use crate::model::{Auction, Person};
-use crate::sink::RowSink;
-use crate::source::NexmarkSource;
-use crate::time::format;
+use super::{JobParts, OnlyAuctions, OnlyPeople, timestamps};
+use crate::model::{Auction, Person, timestamp};
+use crate::sink::serde_rows;
 
 const WINDOW: i64 = 10_000;
 
+/// A Q8 row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Q8Row {
+    id: u64,
+    name: String,
+    #[serde(with = "timestamp")]
+    starttime: i64,
+}
+
+serde_rows!(Q8Row);
+
 #[operator(stateless)]
 impl Q8Rows {
-    fn on_record(&mut self, row: JoinRow<u64, Person, Auction>, out: &mut Collector<String>) {
+    fn on_record(&mut self, row: JoinRow<u64, Person, Auction>, out: &mut Collector<Q8Row>) {
         let Some(person) = row.left else { return };
-        // A window's results are stamped with its last instant.
-        let start = person.date_time.div_euclid(WINDOW) * WINDOW;
-        let name = serde_json::to_string(&person.name).unwrap_or_default();
-        out.emit(format!(
-            "{{\"id\":{},\"name\":{name},\"starttime\":\"{}\"}}",
-            person.id,
-            format(start)
-        ));
+        out.emit(Q8Row {
+            id: person.id,
+            name: person.name,
+            starttime: person.date_time.div_euclid(WINDOW) * WINDOW,
+        });
     }
 }
 
@@ -35,22 +42,27 @@ impl Q8Rows {
 #[derive(Clone, Copy, Default)]
 struct Q8Rows;
 
-pub(super) fn job(
-    source: NexmarkSource,
-    sp: u32,
-    p: u32,
-    late: &LateCounter,
-    sink: RowSink,
-) -> Result<JobGraph, GraphError> {
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q8";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator people[p] = OnlyPeople <- timed.shuffle();
-        operator auctions[p] = OnlyAuctions <- timed.shuffle();
+        operator people[p] = OnlyPeople <- timed;
+        operator auctions[p] = OnlyAuctions <- timed;
         operator sellers[p] = Join::semi().tumbling(Duration::from_millis(WINDOW as u64))
             <- left(people.key(|p: &Person| p.id)), right(auctions.key(|a: &Auction| a.seller));
         operator rows[p] = Q8Rows <- sellers;
-        sink out = sink <- rows.global();
+        sink out[op] = output.sink::<Q8Row>() <- rows;
     }
 }

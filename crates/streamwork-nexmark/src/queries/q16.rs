@@ -1,0 +1,37 @@
+//! Q16, bidding statistics per channel (the string exactly) and day, with the latest minute `HH:MM` among the group's bids: bids, distinct bidders and
+//! distinct auctions, in total and per price rank ([`DailyStats`]); final
+//! rows, one per group.
+
+use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
+
+use super::daily::{DailyStats, Distinct, MergeStats, StatsRow, group_partition};
+use super::{JobParts, OnlyBids, timestamps};
+use crate::model::Bid;
+
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
+    job! {
+        name "nexmark-q16";
+        source events[sp] = source;
+        operator timed[sp] = timestamps(late) <- events;
+        operator bids[p] = OnlyBids <- timed;
+        operator by_bidder[p] = DailyStats::new(Distinct::Bidders, true)
+            <- bids.key(|bid: &Bid| bid.bidder);
+        operator by_auction[p] = DailyStats::new(Distinct::Auctions, true)
+            <- bids.key(|bid: &Bid| bid.auction);
+        operator merged[p] = MergeStats::default()
+            <- (by_bidder, by_auction).key(group_partition);
+        sink out[op] = output.sink::<StatsRow>() <- merged;
+    }
+}

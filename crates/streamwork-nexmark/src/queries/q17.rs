@@ -1,0 +1,101 @@
+//! Q17, auction statistics report: per auction and day, the bids in total
+//! and per price rank, and the minimum, maximum, integer average and sum of
+//! their prices; final rows.
+
+use std::io::Write;
+
+use streamwork::core::hash::FastHashMap;
+use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
+
+use super::daily::price_rank;
+use super::{JobParts, OnlyBids, timestamps};
+use crate::model::Bid;
+use crate::sink::Row;
+use crate::time::{day_number, format_day};
+
+/// One auction's bids on one day.
+#[derive(Clone, Debug)]
+pub struct Q17Row {
+    auction: u64,
+    day: i64,
+    /// Total and per rank.
+    bids: [u64; 4],
+    min: u64,
+    max: u64,
+    sum: u128,
+}
+
+impl Row for Q17Row {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let _ = write!(
+            out,
+            "{{\"auction\":{},\"day\":\"{}\",\"total_bids\":{},\"rank1_bids\":{},\"rank2_bids\":{},\"rank3_bids\":{},\"min_price\":{},\"max_price\":{},\"avg_price\":{},\"sum_price\":{}}}",
+            self.auction,
+            format_day(self.day),
+            self.bids[0],
+            self.bids[1],
+            self.bids[2],
+            self.bids[3],
+            self.min,
+            self.max,
+            self.sum / u128::from(self.bids[0].max(1)),
+            self.sum,
+        );
+    }
+}
+
+/// The statistics of each (auction, day), emitted at the end.
+#[derive(Clone, Default)]
+struct AuctionDays {
+    groups: FastHashMap<(u64, i64), Q17Row>,
+}
+
+#[operator(at_most_once)]
+impl AuctionDays {
+    fn on_record(&mut self, _auction: CurrentKey<'_, u64>, bid: Bid, _out: &mut Collector<Q17Row>) {
+        let day = day_number(bid.date_time);
+        let row = self
+            .groups
+            .entry((bid.auction, day))
+            .or_insert_with(|| Q17Row {
+                auction: bid.auction,
+                day,
+                bids: [0; 4],
+                min: u64::MAX,
+                max: 0,
+                sum: 0,
+            });
+        row.bids[0] += 1;
+        row.bids[price_rank(bid.price)] += 1;
+        row.min = row.min.min(bid.price);
+        row.max = row.max.max(bid.price);
+        row.sum += u128::from(bid.price);
+    }
+
+    fn on_end(&mut self, out: &mut Collector<Q17Row>) {
+        out.extend(std::mem::take(&mut self.groups).into_values());
+    }
+}
+
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
+    job! {
+        name "nexmark-q17";
+        source events[sp] = source;
+        operator timed[sp] = timestamps(late) <- events;
+        operator bids[p] = OnlyBids <- timed;
+        operator days[p] = AuctionDays::default() <- bids.key(|bid: &Bid| bid.auction);
+        sink out[op] = output.sink::<Q17Row>() <- days;
+    }
+}

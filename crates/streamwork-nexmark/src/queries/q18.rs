@@ -1,0 +1,113 @@
+//! Q18, find last bid: per (bidder, auction), the bid with the greatest
+//! `dateTime`; among bids with that same `dateTime`, the one read last.
+//! Final rows.
+
+use serde::Serialize;
+use streamwork::core::hash::FastHashMap;
+use streamwork::prelude::*;
+use streamwork::runtime::GraphError;
+
+use super::{JobParts, OnlyBids, timestamps};
+use crate::model::{Bid, timestamp};
+use crate::sink::{Row, serde_row};
+
+/// A bid with its channel and URL: a q18 and q19 row.
+#[derive(Clone, Debug)]
+pub struct FullBidRow {
+    /// The bid.
+    pub bid: Bid,
+    /// Its rank (q19).
+    pub rank: Option<u8>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FullBidFields<'a> {
+    auction: u64,
+    bidder: u64,
+    price: u64,
+    channel: &'a str,
+    url: &'a str,
+    #[serde(with = "timestamp")]
+    date_time: i64,
+    extra: &'a str,
+    #[serde(rename = "rank_number", skip_serializing_if = "Option::is_none")]
+    rank_number: Option<u8>,
+}
+
+impl Row for FullBidRow {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let bid = &self.bid;
+        serde_row(
+            &FullBidFields {
+                auction: bid.auction,
+                bidder: bid.bidder,
+                price: bid.price,
+                channel: &bid.channel,
+                url: &bid.url,
+                date_time: bid.date_time,
+                extra: &bid.extra,
+                rank_number: self.rank,
+            },
+            out,
+        );
+    }
+}
+
+/// The last bid of each (bidder, auction), emitted at the end.
+#[derive(Clone, Default)]
+struct LastBids {
+    last: FastHashMap<(u64, u64), Bid>,
+}
+
+#[operator(at_most_once)]
+impl LastBids {
+    fn on_record(
+        &mut self,
+        _bidder: CurrentKey<'_, u64>,
+        bid: Bid,
+        _out: &mut Collector<FullBidRow>,
+    ) {
+        let later = |bid: &Bid| (bid.date_time, bid.seq);
+        match self.last.entry((bid.bidder, bid.auction)) {
+            std::collections::hash_map::Entry::Occupied(mut last) => {
+                if later(&bid) > later(last.get()) {
+                    last.insert(bid);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(bid);
+            }
+        }
+    }
+
+    fn on_end(&mut self, out: &mut Collector<FullBidRow>) {
+        out.extend(
+            std::mem::take(&mut self.last)
+                .into_values()
+                .map(|bid| FullBidRow { bid, rank: None }),
+        );
+    }
+}
+
+pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let (
+        op,
+        JobParts {
+            source,
+            sp,
+            p,
+            late,
+            output,
+            ..
+        },
+    ) = (parts.sink_parallelism(), parts);
+    job! {
+        name "nexmark-q18";
+        source events[sp] = source;
+        operator timed[sp] = timestamps(late) <- events;
+        operator bids[p] = OnlyBids <- timed;
+        operator last[p] = LastBids::default() <- bids.key(|bid: &Bid| bid.bidder);
+        sink out[op] = output.sink::<FullBidRow>() <- last;
+    }
+}

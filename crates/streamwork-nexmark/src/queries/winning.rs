@@ -1,0 +1,129 @@
+//! The winning bid of each auction (the core of q4, q6 and q9): among the
+//! bids on it whose `dateTime` lies in `[auction.dateTime, auction.expires]`,
+//! the highest price; among equal prices the earliest `dateTime`, then the
+//! one read first.
+//!
+//! An auction closes when event time passes its `expires` (a timer): no bid
+//! within its range can arrive any more, since a bid read later is either
+//! late or at least the watermark. Bids that arrive before their auction
+//! wait for it until event time passes them (an auction read later starts
+//! after them).
+
+use std::cmp::Reverse;
+
+use streamwork::core::hash::FastHashMap;
+use streamwork::core::timer::Timers;
+use streamwork::prelude::*;
+
+use crate::model::{Auction, Bid};
+
+/// What is known of one auction.
+#[derive(Clone, Default)]
+struct AuctionState {
+    auction: Option<Auction>,
+    best: Option<Bid>,
+    waiting: Vec<Bid>,
+}
+
+/// Whether `bid` beats `best` under the winning-bid rule.
+fn beats(bid: &Bid, best: &Bid) -> bool {
+    let rank = |b: &Bid| (b.price, Reverse(b.date_time), Reverse(b.seq));
+    rank(bid) > rank(best)
+}
+
+fn in_range(auction: &Auction, bid: &Bid) -> bool {
+    auction.date_time <= bid.date_time && bid.date_time <= auction.expires
+}
+
+impl AuctionState {
+    fn offer(&mut self, bid: Bid) {
+        if self.best.as_ref().is_none_or(|best| beats(&bid, best)) {
+            self.best = Some(bid);
+        }
+    }
+}
+
+/// Emits each auction that has a winning bid, with that bid, once event
+/// time passes the auction's `expires` (stamped at `expires`). Keyed by the
+/// auction id on both inputs.
+#[derive(Clone, Default)]
+pub struct WinningBids {
+    auctions: FastHashMap<u64, AuctionState>,
+    timers: Timers<u64>,
+}
+
+impl CoOperator for WinningBids {
+    type Left = Auction;
+    type Right = Bid;
+    type Key = ByKey<u64>;
+    type Out = Collector<(Auction, Bid)>;
+    type Time = EventTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Unchecked("the Nexmark queries run at most once")
+    }
+
+    fn on_left(&mut self, auction: Auction, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        let state = self.auctions.entry(auction.id).or_default();
+        for bid in std::mem::take(&mut state.waiting) {
+            if in_range(&auction, &bid) {
+                state.offer(bid);
+            }
+        }
+        self.timers.register_event(
+            Timestamp::from_millis(auction.expires.saturating_add(1)),
+            auction.id,
+        );
+        state.auction = Some(auction);
+    }
+
+    fn on_right(&mut self, bid: Bid, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        let state = self.auctions.entry(bid.auction).or_default();
+        match &state.auction {
+            Some(auction) => {
+                if in_range(auction, &bid) {
+                    state.offer(bid);
+                }
+            }
+            None => {
+                // Waits for its auction until event time passes it.
+                self.timers.register_event(
+                    Timestamp::from_millis(bid.date_time.saturating_add(1)),
+                    bid.auction,
+                );
+                state.waiting.push(bid);
+            }
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        let due: Vec<u64> = self
+            .timers
+            .fire_event(watermark)
+            .map(|(_, id)| id)
+            .collect();
+        let now = watermark.millis();
+        for id in due {
+            let Some(state) = self.auctions.get_mut(&id) else {
+                continue;
+            };
+            match &state.auction {
+                Some(auction) if auction.expires < now => {
+                    if let Some(state) = self.auctions.remove(&id)
+                        && let (Some(auction), Some(best)) = (state.auction, state.best)
+                    {
+                        let at = Timestamp::from_millis(auction.expires);
+                        out.emit_at((auction, best), at);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    state.waiting.retain(|bid| bid.date_time >= now);
+                    if state.waiting.is_empty() {
+                        self.auctions.remove(&id);
+                    }
+                }
+            }
+        }
+    }
+}
