@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use streamwork_nexmark::{Input, Query, RowTarget, RunOptions, run};
 
 /// Run a Nexmark query on Streamwork.

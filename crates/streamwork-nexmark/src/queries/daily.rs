@@ -12,7 +12,8 @@ use std::io::Write;
 use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 
-use crate::model::Bid;
+use super::BidFacts;
+use crate::model::Event;
 use crate::sink::{Row, serde_row};
 use crate::time::{day_number, format_day, format_minute, minute_of_day};
 
@@ -23,6 +24,39 @@ pub fn price_rank(price: u64) -> usize {
         0..10_000 => 1,
         10_000..1_000_000 => 2,
         _ => 3,
+    }
+}
+
+/// What the statistics read of a bid: its facts, and its channel for q16
+/// (empty for q15: no allocation).
+#[derive(Clone, Debug)]
+pub struct StatBid {
+    /// The bid's facts.
+    pub facts: BidFacts,
+    /// Its channel (q16), or empty.
+    pub channel: String,
+}
+
+/// The bids' [`StatBid`]s without their channel (q15).
+#[operator]
+pub fn stat_bids(event: Event, out: &mut Collector<StatBid>) {
+    if let Event::Bid(bid) = &event {
+        out.emit(StatBid {
+            facts: BidFacts::from(bid),
+            channel: String::new(),
+        });
+    }
+}
+
+/// The bids' [`StatBid`]s with their channel (q16).
+#[operator]
+pub fn stat_bids_with_channel(event: Event, out: &mut Collector<StatBid>) {
+    if let Event::Bid(bid) = event {
+        let facts = BidFacts::from(&bid);
+        out.emit(StatBid {
+            facts,
+            channel: bid.channel,
+        });
     }
 }
 
@@ -96,10 +130,11 @@ impl DailyStats {
     fn on_record(
         &mut self,
         _partition: CurrentKey<'_, u64>,
-        bid: Bid,
+        bid: StatBid,
         _out: &mut Collector<(Group, Distinct, Partial)>,
     ) {
         let channel = self.channel(&bid.channel);
+        let bid = bid.facts;
         let group = self
             .groups
             .entry((day_number(bid.date_time), channel))

@@ -199,6 +199,69 @@ pub fn only_auctions(event: Event, out: &mut Collector<Auction>) {
     }
 }
 
+/// The fields of a bid that the aggregating queries read: what crosses
+/// their exchanges instead of the whole bid with its strings (a projection,
+/// as a SQL planner pushes it down).
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
+pub struct BidFacts {
+    /// Auction id.
+    pub auction: u64,
+    /// Bidder.
+    pub bidder: u64,
+    /// Price.
+    pub price: u64,
+    /// Event time.
+    pub date_time: i64,
+    /// Input position.
+    pub seq: u64,
+}
+
+impl From<&Bid> for BidFacts {
+    fn from(bid: &Bid) -> Self {
+        BidFacts {
+            auction: bid.auction,
+            bidder: bid.bidder,
+            price: bid.price,
+            date_time: bid.date_time,
+            seq: bid.seq,
+        }
+    }
+}
+
+/// Keeps the bids' [`BidFacts`].
+#[operator]
+pub fn to_bid_facts(event: Event, out: &mut Collector<BidFacts>) {
+    if let Event::Bid(bid) = &event {
+        out.emit(BidFacts::from(bid));
+    }
+}
+
+/// Keeps the bids' auctions.
+#[operator]
+pub fn bid_auctions(event: Event, out: &mut Collector<u64>) {
+    if let Event::Bid(bid) = &event {
+        out.emit(bid.auction);
+    }
+}
+
+/// Keeps the bids' bidders.
+#[operator]
+pub fn bid_bidders(event: Event, out: &mut Collector<u64>) {
+    if let Event::Bid(bid) = &event {
+        out.emit(bid.bidder);
+    }
+}
+
 /// Keeps the people.
 #[operator]
 pub fn only_people(event: Event, out: &mut Collector<Person>) {

@@ -8,8 +8,8 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{JobParts, OnlyBids, timestamps};
-use crate::model::{Bid, timestamp};
+use super::{BidBidders, JobParts, timestamps};
+use crate::model::timestamp;
 use crate::sink::serde_rows;
 
 /// A Q11 (and Q12) row: a bidder's bids in a window.
@@ -51,9 +51,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         name "nexmark-q11";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
+        operator bids[p] = BidBidders <- timed;
         operator sessions[p] { results, late } = Windows::session(Duration::from_secs(10)).count()
-            <- bids.key(|bid: &Bid| bid.bidder);
+            <- bids.key(|bidder: &u64| *bidder);
         operator rows[p] = BidderRows <- sessions.results;
         sink out[op] = output.sink::<BidderCount>() <- rows;
         drop sessions.late;

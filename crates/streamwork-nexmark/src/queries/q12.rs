@@ -8,8 +8,7 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
 use super::q11::{BidderCount, BidderRows};
-use super::{JobParts, OnlyBids, timestamps};
-use crate::model::Bid;
+use super::{BidBidders, JobParts, timestamps};
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
     let (
@@ -27,9 +26,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         name "nexmark-q12";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
+        operator bids[p] = BidBidders <- timed;
         operator windows[p] { results, late } = Windows::tumbling(Duration::from_secs(10)).count()
-            <- bids.key(|bid: &Bid| bid.bidder);
+            <- bids.key(|bidder: &u64| *bidder);
         operator rows[p] = BidderRows <- windows.results;
         sink out[op] = output.sink::<BidderCount>() <- rows;
         drop windows.late;

@@ -5,9 +5,10 @@
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::daily::{DailyStats, Distinct, MergeStats, StatsRow, group_partition};
-use super::{JobParts, OnlyBids, timestamps};
-use crate::model::Bid;
+use super::daily::{
+    DailyStats, Distinct, MergeStats, StatBid, StatBids, StatsRow, group_partition,
+};
+use super::{JobParts, timestamps};
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
     let (
@@ -25,11 +26,11 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         name "nexmark-q15";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
+        operator bids[p] = StatBids <- timed;
         operator by_bidder[p] = DailyStats::new(Distinct::Bidders, false)
-            <- bids.key(|bid: &Bid| bid.bidder);
+            <- bids.key(|bid: &StatBid| bid.facts.bidder);
         operator by_auction[p] = DailyStats::new(Distinct::Auctions, false)
-            <- bids.key(|bid: &Bid| bid.auction);
+            <- bids.key(|bid: &StatBid| bid.facts.auction);
         operator merged[p] = MergeStats::default()
             <- (by_bidder, by_auction).key(group_partition);
         sink out[op] = output.sink::<StatsRow>() <- merged;

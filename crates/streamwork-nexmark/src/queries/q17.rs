@@ -9,8 +9,7 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
 use super::daily::price_rank;
-use super::{JobParts, OnlyBids, timestamps};
-use crate::model::Bid;
+use super::{BidFacts, JobParts, ToBidFacts, timestamps};
 use crate::sink::Row;
 use crate::time::{day_number, format_day};
 
@@ -53,7 +52,12 @@ struct AuctionDays {
 
 #[operator(at_most_once)]
 impl AuctionDays {
-    fn on_record(&mut self, _auction: CurrentKey<'_, u64>, bid: Bid, _out: &mut Collector<Q17Row>) {
+    fn on_record(
+        &mut self,
+        _auction: CurrentKey<'_, u64>,
+        bid: BidFacts,
+        _out: &mut Collector<Q17Row>,
+    ) {
         let day = day_number(bid.date_time);
         let row = self
             .groups
@@ -94,8 +98,8 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         name "nexmark-q17";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
-        operator days[p] = AuctionDays::default() <- bids.key(|bid: &Bid| bid.auction);
+        operator bids[p] = ToBidFacts <- timed;
+        operator days[p] = AuctionDays::default() <- bids.key(|bid: &BidFacts| bid.auction);
         sink out[op] = output.sink::<Q17Row>() <- days;
     }
 }

@@ -11,8 +11,8 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
 use super::winning::WinningBids;
-use super::{JobParts, OnlyAuctions, OnlyBids, timestamps};
-use crate::model::{Auction, Bid};
+use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts, timestamps};
+use crate::model::Auction;
 use crate::sink::serde_rows;
 
 /// A Q4 row.
@@ -25,7 +25,7 @@ pub struct Q4Row {
 serde_rows!(Q4Row);
 
 #[operator]
-fn closing_price(winner: (Auction, Bid), out: &mut Collector<(u64, u64)>) {
+fn closing_price(winner: (Auction, BidFacts), out: &mut Collector<(u64, u64)>) {
     out.emit((winner.0.category, winner.1.price));
 }
 
@@ -73,9 +73,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator auctions[p] = OnlyAuctions <- timed;
-        operator bids[p] = OnlyBids <- timed;
-        operator winners[p] = WinningBids::default()
-            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &Bid| b.auction));
+        operator bids[p] = ToBidFacts <- timed;
+        operator winners[p] = WinningBids::<BidFacts>::default()
+            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
         operator closing[p] = ClosingPrice <- winners;
         operator averages[p] = CategoryAverages::default() <- closing.key(|c: &(u64, u64)| c.0);
         sink out[op] = output.sink::<Q4Row>() <- averages;

@@ -13,8 +13,7 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{JobParts, OnlyBids, timestamps};
-use crate::model::Bid;
+use super::{BidAuctions, JobParts, timestamps};
 use crate::model::timestamp;
 use crate::sink::serde_rows;
 
@@ -91,9 +90,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         name "nexmark-q5";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
+        operator bids[p] = BidAuctions <- timed;
         operator counts[p] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(2)).count()
-            <- bids.key(|bid: &Bid| bid.auction);
+            <- bids.key(|auction: &u64| *auction);
         operator hot[p] = HotItems::default()
             <- counts.results.key(|count: &WindowResult<u64, u64>| count.window.start.millis());
         sink out[op] = output.sink::<Q5Row>() <- hot;

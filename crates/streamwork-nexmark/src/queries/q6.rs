@@ -14,8 +14,8 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
 use super::winning::WinningBids;
-use super::{JobParts, OnlyAuctions, OnlyBids, timestamps};
-use crate::model::{Auction, Bid};
+use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts, timestamps};
+use crate::model::Auction;
 use crate::sink::serde_rows;
 
 /// The rows each average covers: the auction and the 10 before it.
@@ -35,7 +35,7 @@ serde_rows!(Q6Row);
 type Sale = (i64, u64, u64);
 
 #[operator]
-fn to_sale(winner: (Auction, Bid), out: &mut Collector<(u64, Sale)>) {
+fn to_sale(winner: (Auction, BidFacts), out: &mut Collector<(u64, Sale)>) {
     let (auction, bid) = winner;
     out.emit((auction.seller, (bid.date_time, auction.id, bid.price)));
 }
@@ -91,9 +91,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator auctions[p] = OnlyAuctions <- timed;
-        operator bids[p] = OnlyBids <- timed;
-        operator winners[p] = WinningBids::default()
-            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &Bid| b.auction));
+        operator bids[p] = ToBidFacts <- timed;
+        operator winners[p] = WinningBids::<BidFacts>::default()
+            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
         operator sales[p] = ToSale <- winners;
         operator averages[p] = SellerAverages::default() <- sales.key(|s: &(u64, Sale)| s.0);
         sink out[op] = output.sink::<Q6Row>() <- averages;

@@ -1,55 +1,73 @@
 //! Q7, highest bid: per tumbling 10 s window, the bids whose price is the
 //! window's maximum.
 //!
-//! Each auction's highest bids per window are found by a keyed tumbling window
-//! (in parallel), then gathered by window to keep the overall maximum: the
-//! usual two-phase form of a global aggregate.
+//! The usual two-phase form of a global aggregate: each instance keeps the
+//! highest bids of each window among the bids it reads (no exchange of
+//! bids), and hands them on when event time passes the window's end; the
+//! candidates of a window are then gathered, keyed by the window, to keep
+//! the overall maximum.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
-use streamwork::window::Aggregate;
 
 use super::q0::BidRow;
-use super::{JobParts, OnlyBids, timestamps};
-use crate::model::Bid;
+use super::{JobParts, timestamps};
+use crate::model::{Bid, Event};
 
-/// The highest price of a window and every bid at that price.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct MaxTies;
+/// Window size.
+const WINDOW: i64 = 10_000;
 
-impl Aggregate<Bid> for MaxTies {
-    type Acc = (u64, Vec<Bid>);
-    type Out = (u64, Vec<Bid>);
+/// A window's highest bids among those one instance read: (window start,
+/// price, bids).
+type Candidates = (i64, u64, Vec<Bid>);
 
-    fn create(&self) -> Self::Acc {
-        (0, Vec::new())
+/// Adds the bids of `bids` at `price` to a window's `(price, bids)`, keeping
+/// the highest.
+fn keep_highest(slot: &mut (u64, Vec<Bid>), price: u64, bids: impl IntoIterator<Item = Bid>) {
+    if price > slot.0 || slot.1.is_empty() {
+        slot.0 = price;
+        slot.1.clear();
     }
-
-    fn add(&self, acc: &mut Self::Acc, bid: &Bid) {
-        if bid.price > acc.0 || acc.1.is_empty() {
-            acc.0 = bid.price;
-            acc.1.clear();
-        }
-        if bid.price == acc.0 {
-            acc.1.push(bid.clone());
-        }
-    }
-
-    fn merge(&self, into: &mut Self::Acc, other: &Self::Acc) {
-        for bid in &other.1 {
-            self.add(into, bid);
-        }
-    }
-
-    fn result(&self, acc: &Self::Acc) -> Self::Out {
-        acc.clone()
+    if price == slot.0 {
+        slot.1.extend(bids);
     }
 }
 
-/// The overall highest bids of each window, from the per-auction ones.
+/// This instance's highest bids per window.
+#[derive(Clone, Default)]
+struct LocalHighest {
+    windows: BTreeMap<i64, (u64, Vec<Bid>)>,
+}
+
+#[operator(event_time, at_most_once)]
+impl LocalHighest {
+    fn on_record(&mut self, event: Event, _out: &mut Collector<Candidates>) {
+        let Event::Bid(bid) = event else { return };
+        let start = bid.date_time.div_euclid(WINDOW) * WINDOW;
+        let slot = self.windows.entry(start).or_insert((0, Vec::new()));
+        if bid.price >= slot.0 || slot.1.is_empty() {
+            keep_highest(slot, bid.price, [bid]);
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<Candidates>) {
+        while let Some(entry) = self.windows.first_entry() {
+            let start = *entry.key();
+            if start + WINDOW > watermark.millis() {
+                break;
+            }
+            let (price, bids) = entry.remove();
+            out.emit_at(
+                (start, price, bids),
+                Timestamp::from_millis(start + WINDOW - 1),
+            );
+        }
+    }
+}
+
+/// The overall highest bids of each window, from each instance's.
 #[derive(Clone, Default)]
 struct HighestBids {
     windows: BTreeMap<i64, (u64, Vec<Bid>)>,
@@ -60,20 +78,15 @@ impl HighestBids {
     fn on_record(
         &mut self,
         _window: CurrentKey<'_, i64>,
-        best: WindowResult<u64, (u64, Vec<Bid>)>,
+        candidates: Candidates,
         _out: &mut Collector<BidRow>,
     ) {
+        let (start, price, bids) = candidates;
         let slot = self
             .windows
-            .entry(best.window.end.millis())
+            .entry(start + WINDOW)
             .or_insert((0, Vec::new()));
-        let (price, bids) = best.value;
-        if price > slot.0 || slot.1.is_empty() {
-            *slot = (price, Vec::new());
-        }
-        if price == slot.0 {
-            slot.1.extend(bids);
-        }
+        keep_highest(slot, price, bids);
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<BidRow>) {
@@ -104,12 +117,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         name "nexmark-q7";
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
-        operator best[p] { results, late } = Windows::tumbling(Duration::from_secs(10)).aggregate(MaxTies)
-            <- bids.key(|bid: &Bid| bid.auction);
+        operator local[p] = LocalHighest::default() <- timed;
         operator highest[p] = HighestBids::default()
-            <- best.results.key(|best: &WindowResult<u64, (u64, Vec<Bid>)>| best.window.start.millis());
+            <- local.key(|candidates: &Candidates| candidates.0);
         sink out[op] = output.sink::<BidRow>() <- highest;
-        drop best.late;
     }
 }

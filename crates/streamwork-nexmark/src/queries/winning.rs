@@ -15,28 +15,82 @@ use streamwork::core::hash::FastHashMap;
 use streamwork::core::timer::Timers;
 use streamwork::prelude::*;
 
+use super::BidFacts;
 use crate::model::{Auction, Bid};
 
+/// What the winning-bid rule reads of a bid: a whole [`Bid`] (q9 emits
+/// it) or its [`BidFacts`] (q4 and q6 need no more).
+pub trait RankedBid: Data + Sync {
+    /// The auction bid on.
+    fn auction(&self) -> u64;
+    /// The price.
+    fn price(&self) -> u64;
+    /// Event time.
+    fn date_time(&self) -> i64;
+    /// Input position.
+    fn seq(&self) -> u64;
+}
+
+impl RankedBid for Bid {
+    fn auction(&self) -> u64 {
+        self.auction
+    }
+    fn price(&self) -> u64 {
+        self.price
+    }
+    fn date_time(&self) -> i64 {
+        self.date_time
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl RankedBid for BidFacts {
+    fn auction(&self) -> u64 {
+        self.auction
+    }
+    fn price(&self) -> u64 {
+        self.price
+    }
+    fn date_time(&self) -> i64 {
+        self.date_time
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
 /// What is known of one auction.
-#[derive(Clone, Default)]
-struct AuctionState {
+#[derive(Clone)]
+struct AuctionState<B> {
     auction: Option<Auction>,
-    best: Option<Bid>,
-    waiting: Vec<Bid>,
+    best: Option<B>,
+    waiting: Vec<B>,
+}
+
+impl<B> Default for AuctionState<B> {
+    fn default() -> Self {
+        AuctionState {
+            auction: None,
+            best: None,
+            waiting: Vec::new(),
+        }
+    }
 }
 
 /// Whether `bid` beats `best` under the winning-bid rule.
-fn beats(bid: &Bid, best: &Bid) -> bool {
-    let rank = |b: &Bid| (b.price, Reverse(b.date_time), Reverse(b.seq));
+fn beats<B: RankedBid>(bid: &B, best: &B) -> bool {
+    let rank = |b: &B| (b.price(), Reverse(b.date_time()), Reverse(b.seq()));
     rank(bid) > rank(best)
 }
 
-fn in_range(auction: &Auction, bid: &Bid) -> bool {
-    auction.date_time <= bid.date_time && bid.date_time <= auction.expires
+fn in_range<B: RankedBid>(auction: &Auction, bid: &B) -> bool {
+    auction.date_time <= bid.date_time() && bid.date_time() <= auction.expires
 }
 
-impl AuctionState {
-    fn offer(&mut self, bid: Bid) {
+impl<B: RankedBid> AuctionState<B> {
+    fn offer(&mut self, bid: B) {
         if self.best.as_ref().is_none_or(|best| beats(&bid, best)) {
             self.best = Some(bid);
         }
@@ -46,17 +100,26 @@ impl AuctionState {
 /// Emits each auction that has a winning bid, with that bid, once event
 /// time passes the auction's `expires` (stamped at `expires`). Keyed by the
 /// auction id on both inputs.
-#[derive(Clone, Default)]
-pub struct WinningBids {
-    auctions: FastHashMap<u64, AuctionState>,
+#[derive(Clone)]
+pub struct WinningBids<B> {
+    auctions: FastHashMap<u64, AuctionState<B>>,
     timers: Timers<u64>,
 }
 
-impl CoOperator for WinningBids {
+impl<B> Default for WinningBids<B> {
+    fn default() -> Self {
+        WinningBids {
+            auctions: FastHashMap::default(),
+            timers: Timers::new(),
+        }
+    }
+}
+
+impl<B: RankedBid> CoOperator for WinningBids<B> {
     type Left = Auction;
-    type Right = Bid;
+    type Right = B;
     type Key = ByKey<u64>;
-    type Out = Collector<(Auction, Bid)>;
+    type Out = Collector<(Auction, B)>;
     type Time = EventTime;
 
     fn statefulness(&self) -> Statefulness {
@@ -77,8 +140,8 @@ impl CoOperator for WinningBids {
         state.auction = Some(auction);
     }
 
-    fn on_right(&mut self, bid: Bid, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let state = self.auctions.entry(bid.auction).or_default();
+    fn on_right(&mut self, bid: B, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        let state = self.auctions.entry(bid.auction()).or_default();
         match &state.auction {
             Some(auction) => {
                 if in_range(auction, &bid) {
@@ -88,8 +151,8 @@ impl CoOperator for WinningBids {
             None => {
                 // Waits for its auction until event time passes it.
                 self.timers.register_event(
-                    Timestamp::from_millis(bid.date_time.saturating_add(1)),
-                    bid.auction,
+                    Timestamp::from_millis(bid.date_time().saturating_add(1)),
+                    bid.auction(),
                 );
                 state.waiting.push(bid);
             }
@@ -118,7 +181,7 @@ impl CoOperator for WinningBids {
                 }
                 Some(_) => {}
                 None => {
-                    state.waiting.retain(|bid| bid.date_time >= now);
+                    state.waiting.retain(|bid| bid.date_time() >= now);
                     if state.waiting.is_empty() {
                         self.auctions.remove(&id);
                     }
