@@ -8,9 +8,9 @@ use anyhow::{Context, bail};
 use std::time::{Duration, Instant};
 
 use streamwork_benches::{
-    Outcome, StateKind, best_of, join_baseline, join_job, peak_rss_bytes, state_baseline,
-    state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job, w2_baseline,
-    w2_job, w2_latency, w3_baseline, w3_job,
+    Outcome, StateKind, best_of, best_of_with_cpu, join_baseline, join_job, peak_rss_bytes,
+    state_baseline, state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job,
+    w2_baseline, w2_job, w2_latency, w3_baseline, w3_job,
 };
 
 #[path = "measurement.rs"]
@@ -72,7 +72,7 @@ fn main() -> anyhow::Result<()> {
         ),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));
-    let (outcome, elapsed_s) = best_of(runs, || job(events, parallelism));
+    let (outcome, elapsed_s, cpu_s) = best_of_with_cpu(runs, || job(events, parallelism));
     if outcome != expected {
         bail!(
             "{workload} at parallelism {parallelism} computed {outcome:?}, the baseline {expected:?}"
@@ -101,6 +101,7 @@ fn main() -> anyhow::Result<()> {
         p99_latency_us: p99,
         peak_rss_bytes: peak_rss_bytes(),
         state: None,
+        cpu_s: Some(cpu_s),
     };
     println!("{}", serde_json::to_string(&measurement)?);
     Ok(())
@@ -186,5 +187,6 @@ fn state_workload(
         p99_latency_us: None,
         peak_rss_bytes: peak_rss_bytes(),
         state: Some(state),
+        cpu_s: None,
     })
 }

@@ -20,6 +20,9 @@ pub(crate) struct Measurement {
     /// What a state workload measured of its checkpoints and restores.
     #[serde(default)]
     pub(crate) state: Option<StateFigures>,
+    /// CPU seconds (user and system, every thread) of the measured run.
+    #[serde(default)]
+    pub(crate) cpu_s: Option<f64>,
 }
 
 /// What a state workload measured beside its throughput.
@@ -47,6 +50,12 @@ pub(crate) struct StateFigures {
 }
 
 impl Measurement {
+    /// Events per second of CPU time: the throughput of one core.
+    #[allow(dead_code)] // used by `cargo xtask bench` only
+    pub(crate) fn events_per_core_sec(&self) -> Option<f64> {
+        self.cpu_s.map(|cpu| self.events as f64 / cpu.max(1e-9))
+    }
+
     /// The better of two rounds of one configuration: the faster run, with
     /// the faster baseline, the larger peak resident size, and whichever
     /// latency was measured.
@@ -56,6 +65,7 @@ impl Measurement {
             .baseline_events_per_sec
             .max(other.baseline_events_per_sec);
         let peak = self.peak_rss_bytes.max(other.peak_rss_bytes);
+        // The per-core figure goes with the run it was measured in.
         let (p50, p99) = (
             self.p50_latency_us.or(other.p50_latency_us),
             self.p99_latency_us.or(other.p99_latency_us),

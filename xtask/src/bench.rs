@@ -40,6 +40,41 @@ fn is_recent(workload: &str) -> bool {
 }
 const PARALLELISM: &[u32] = &[1, 2];
 
+/// The Nexmark queries `--nexmark` runs, with the per-core throughput each
+/// must reach (K events per core-second): twice Feldera's published figure
+/// (its 16-core table divided by 16), or for q10 and q11, which Feldera does
+/// not publish, ten times Flink's.
+const NEXMARK: &[(&str, f64)] = &[
+    ("q0", 872.0),
+    ("q1", 824.0),
+    ("q2", 844.0),
+    ("q3", 826.0),
+    ("q4", 530.0),
+    ("q5", 824.0),
+    ("q6", 500.0),
+    ("q7", 392.0),
+    ("q8", 830.0),
+    ("q9", 114.0),
+    ("q10", 578.0),
+    ("q11", 397.0),
+    ("q12", 836.0),
+    ("q13", 460.0),
+    ("q14", 858.0),
+    ("q15", 442.0),
+    ("q16", 102.0),
+    ("q17", 484.0),
+    ("q18", 170.0),
+    ("q19", 150.0),
+    ("q20", 170.0),
+    ("q21", 830.0),
+    ("q22", 788.0),
+];
+
+/// The name a Nexmark query's measurements carry.
+fn nexmark_name(query: &str) -> String {
+    format!("nexmark-{query}")
+}
+
 /// What `cargo xtask bench` was asked.
 struct Options {
     quick: bool,
@@ -48,6 +83,10 @@ struct Options {
     against: Option<std::path::PathBuf>,
     /// Only these workloads (all when empty).
     workloads: Vec<String>,
+    /// Nexmark queries to run in the same rounds (none without `--nexmark`).
+    queries: Vec<String>,
+    /// Rounds (default 9; 1 with `--quick`).
+    rounds: Option<u32>,
 }
 
 fn options(args: &[String]) -> anyhow::Result<Options> {
@@ -55,7 +94,10 @@ fn options(args: &[String]) -> anyhow::Result<Options> {
         quick: false,
         against: None,
         workloads: Vec::new(),
+        queries: Vec::new(),
+        rounds: None,
     };
+    let mut only_nexmark = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -72,12 +114,35 @@ fn options(args: &[String]) -> anyhow::Result<Options> {
                     .context("`--workloads` needs a list, as in W1,W2")?;
                 options.workloads = list.split(',').map(str::to_string).collect();
             }
+            "--nexmark" => {
+                options.queries = NEXMARK.iter().map(|(q, _)| q.to_string()).collect();
+            }
+            "--queries" => {
+                let list = args
+                    .next()
+                    .context("`--queries` needs a list, as in q0,q5")?;
+                options.queries = list.split(',').map(str::to_string).collect();
+                only_nexmark = true;
+            }
+            "--rounds" => {
+                let rounds = args.next().context("`--rounds` needs a number")?;
+                options.rounds = Some(rounds.parse().context("`--rounds` needs a number")?);
+            }
             other => bail!(
-                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..."
+                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..., --nexmark, --queries q0,q5,..., --rounds N"
             ),
         }
     }
-    for workload in &options.workloads {
+    if only_nexmark && options.workloads.is_empty() {
+        // `--queries` alone runs those queries and no workload.
+        options.workloads.push(String::new());
+    }
+    for query in &options.queries {
+        if !NEXMARK.iter().any(|(q, _)| q == query) {
+            bail!("unknown Nexmark query `{query}`: expected q0 to q22");
+        }
+    }
+    for workload in options.workloads.iter().filter(|w| !w.is_empty()) {
         if !WORKLOADS.contains(&workload.as_str()) {
             bail!("unknown workload `{workload}`: expected one of {WORKLOADS:?}");
         }
@@ -127,6 +192,53 @@ fn measure(
         .with_context(|| format!("reading the result of {workload}: {line}"))
 }
 
+/// Runs one Nexmark query once, in a fresh process of `binary`, into the
+/// blackhole, on the built-in generator.
+fn measure_nexmark(
+    binary: &std::path::Path,
+    query: &str,
+    parallelism: u32,
+    events: u64,
+) -> anyhow::Result<Measurement> {
+    let output = Command::new(binary)
+        .args(["--query", query, "--output", "none", "--json-summary"])
+        .args(["--events", &events.to_string()])
+        .args(["--parallelism", &parallelism.to_string()])
+        .output()
+        .with_context(|| format!("running {}", binary.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{query} at parallelism {parallelism} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let line = String::from_utf8(output.stdout)?;
+    let summary: serde_json::Value = serde_json::from_str(line.trim())
+        .with_context(|| format!("reading the summary of {query}: {line}"))?;
+    let number = |field: &str| {
+        summary[field]
+            .as_f64()
+            .with_context(|| format!("{query}'s summary has no `{field}`: {line}"))
+    };
+    let elapsed_s = number("elapsed_s")?;
+    Ok(Measurement {
+        workload: nexmark_name(query),
+        parallelism,
+        events,
+        records: number("results")? as u64,
+        checksum: 0,
+        elapsed_s,
+        events_per_sec: number("events_per_sec")?,
+        ns_per_event: elapsed_s * 1e9 / events as f64,
+        baseline_events_per_sec: 0.0,
+        p50_latency_us: None,
+        p99_latency_us: None,
+        peak_rss_bytes: summary["peak_rss_bytes"].as_u64(),
+        state: None,
+        cpu_s: Some(number("cpu_s")?),
+    })
+}
+
 fn keep_best(slot: &mut Option<Measurement>, measurement: Measurement) {
     *slot = Some(match slot.take() {
         None => measurement,
@@ -162,11 +274,17 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         ],
     )?;
     let binary = project_root().join("target/release/streamwork-bench");
+    let nexmark = project_root().join("target/release/streamwork-nexmark");
+    if !options.queries.is_empty() {
+        run_command("cargo", &["build", "--release", "-p", "streamwork-nexmark"])?;
+    }
+    let rounds = options.rounds.unwrap_or(rounds).max(1);
     let workloads: Vec<&str> = WORKLOADS
         .iter()
         .copied()
         .filter(|w| options.workloads.is_empty() || options.workloads.iter().any(|o| o == w))
         .collect();
+    let mut best_nexmark: Vec<Option<Measurement>> = Vec::new();
     let runs = if quick { "1" } else { "2" };
     let mut best: Vec<Option<Measurement>> = Vec::new();
     let mut best_against: Vec<Option<Measurement>> = Vec::new();
@@ -196,10 +314,30 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                 slot += 1;
             }
         }
+        // The queries in the same round, parallelism 1 and 2 back to back.
+        let mut slot = 0;
+        for query in &options.queries {
+            for &parallelism in PARALLELISM {
+                if best_nexmark.len() <= slot {
+                    best_nexmark.push(None);
+                }
+                let m = measure_nexmark(&nexmark, query, parallelism, events)?;
+                keep_best(&mut best_nexmark[slot], m);
+                slot += 1;
+            }
+        }
         eprintln!("round {} of {rounds} done", round + 1);
     }
-    let results: Vec<Measurement> = best.into_iter().flatten().collect();
-    print_table(&results);
+    let mut results: Vec<Measurement> = best.into_iter().flatten().collect();
+    if !results.is_empty() {
+        print_table(&results);
+    }
+    let queries: Vec<Measurement> = best_nexmark.into_iter().flatten().collect();
+    if !queries.is_empty() {
+        print_nexmark_table(&queries);
+    }
+    results.extend(queries);
+    print_parallelism_table(&results);
     if let Some(against) = &options.against {
         let others: Vec<Measurement> = best_against.into_iter().flatten().collect();
         print_comparison(&results, &others, against);
@@ -210,6 +348,83 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// The Nexmark queries: throughput and per-core throughput against the
+/// bar of each.
+fn print_nexmark_table(results: &[Measurement]) {
+    println!();
+    println!(
+        "{:<8} {:>3} {:>11} {:>9} {:>13} {:>8} {:>10} {:>14} {:>11} {:>6}",
+        "query",
+        "par",
+        "events",
+        "elapsed",
+        "events/s",
+        "CPU s",
+        "peak RSS",
+        "K ev/core-s",
+        "bar K",
+        "meets"
+    );
+    for m in results {
+        let query = m.workload.trim_start_matches("nexmark-");
+        let bar = NEXMARK
+            .iter()
+            .find(|(q, _)| *q == query)
+            .map_or(0.0, |(_, bar)| *bar);
+        let per_core = m.events_per_core_sec().unwrap_or(0.0) / 1e3;
+        println!(
+            "{:<8} {:>3} {:>11} {:>8.3}s {:>13.0} {:>8.3} {:>9.1}M {:>14.0} {:>11.0} {:>6}",
+            query,
+            m.parallelism,
+            m.events,
+            m.elapsed_s,
+            m.events_per_sec,
+            m.cpu_s.unwrap_or(0.0),
+            m.peak_rss_bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0),
+            per_core,
+            bar,
+            if per_core >= bar { "yes" } else { "NO" }
+        );
+    }
+    println!(
+        "blackhole output, built-in generator; K ev/core-s: thousands of events per second of CPU time (user + system, every thread); bar: twice Feldera's published per-core figure (q10, q11: ten times Flink's)"
+    );
+}
+
+/// Parallelism 2 against 1, in wall time and per core, for every workload
+/// and query measured at both.
+fn print_parallelism_table(results: &[Measurement]) {
+    println!();
+    println!(
+        "{:<14} {:>13} {:>13} {:>9} {:>13} {:>13} {:>9}",
+        "workload", "p1 ev/s", "p2 ev/s", "p2/p1", "p1 ev/core-s", "p2 ev/core-s", "per core"
+    );
+    for one in results.iter().filter(|m| m.parallelism == 1) {
+        let Some(two) = results
+            .iter()
+            .find(|m| m.parallelism == 2 && m.workload == one.workload)
+        else {
+            continue;
+        };
+        let (Some(c1), Some(c2)) = (one.events_per_core_sec(), two.events_per_core_sec()) else {
+            continue;
+        };
+        println!(
+            "{:<14} {:>13.0} {:>13.0} {:>8.2}× {:>13.0} {:>13.0} {:>8.0}%",
+            one.workload,
+            one.events_per_sec,
+            two.events_per_sec,
+            two.events_per_sec / one.events_per_sec,
+            c1,
+            c2,
+            100.0 * c2 / c1
+        );
+    }
+    println!(
+        "p2/p1: wall-time throughput at parallelism 2 over 1 (above 1.00× pays); per core: events per CPU second at 2 as a share of 1"
+    );
 }
 
 /// This build's best round of each configuration beside the other build's.

@@ -8,6 +8,7 @@
 //! event from a base time, in order.
 
 use crate::model::{Auction, Bid, Event, Person};
+use crate::text::Text;
 
 const PERSON_PROPORTION: u64 = 1;
 const AUCTION_PROPORTION: u64 = 3;
@@ -94,10 +95,14 @@ impl Random {
         items[self.below(items.len() as u64) as usize]
     }
 
-    fn string(&mut self, len: usize) -> String {
-        (0..len)
-            .map(|_| (b'a' + self.below(26) as u8) as char)
-            .collect()
+    fn string(&mut self, len: usize) -> Text {
+        let mut bytes = [0u8; 32];
+        let len = len.min(bytes.len());
+        for byte in &mut bytes[..len] {
+            *byte = b'a' + self.below(26) as u8;
+        }
+        // Lower-case ASCII letters: always UTF-8.
+        Text::from(std::str::from_utf8(&bytes[..len]).unwrap_or_default())
     }
 }
 
@@ -141,7 +146,7 @@ fn price(random: &mut Random) -> u64 {
 /// The URL of channel `k` (a pure function of the seed and `k`): three
 /// random directories, and for nine in ten of the other channels a
 /// `channel_id` parameter (as Flink's generator's channel cache).
-fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> String {
+fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> Text {
     let stream = k + (u64::from(other) << 32);
     let mut random = Random(config.seed ^ stream.wrapping_mul(0x9e6c_63d0_676a_9a99));
     let mut url = format!(
@@ -154,7 +159,7 @@ fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> String {
         let id = (k as u32).reverse_bits() as i32;
         url.push_str(&format!("&channel_id={}", id.unsigned_abs()));
     }
-    url
+    url.into()
 }
 
 /// Event number `n` for `config`.
@@ -168,14 +173,15 @@ pub fn event(config: &GeneratorConfig, n: u64) -> Event {
         let name = format!("{} {}", random.pick(FIRST_NAMES), random.pick(LAST_NAMES));
         Event::Person(Person {
             id,
-            email_address: format!("{}@{}.com", random.string(7), random.string(5)),
+            email_address: format!("{}@{}.com", random.string(7), random.string(5)).into(),
             credit_card: (0..4)
                 .map(|_| format!("{:04}", random.below(10_000)))
                 .collect::<Vec<_>>()
-                .join(" "),
-            city: random.pick(CITIES).to_string(),
-            state: random.pick(STATES).to_string(),
-            name,
+                .join(" ")
+                .into(),
+            city: random.pick(CITIES).into(),
+            state: random.pick(STATES).into(),
+            name: name.into(),
             date_time,
             extra: random.string(20),
         })
@@ -213,12 +219,15 @@ pub fn event(config: &GeneratorConfig, n: u64) -> Event {
         let (channel, url) = if random.below(HOT_CHANNEL_RATIO) > 0 {
             let hot = random.below(CHANNELS.len() as u64);
             (
-                CHANNELS[hot as usize].to_string(),
+                Text::from(CHANNELS[hot as usize]),
                 channel_url(config, hot, false),
             )
         } else {
             let k = random.below(NUM_CHANNELS);
-            (format!("channel-{k}"), channel_url(config, k, true))
+            (
+                Text::from(format!("channel-{k}")),
+                channel_url(config, k, true),
+            )
         };
         Event::Bid(Bid {
             auction,

@@ -25,6 +25,7 @@ pub mod model;
 pub mod queries;
 pub mod sink;
 pub mod source;
+pub mod text;
 pub mod time;
 
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ pub use generator::GeneratorConfig;
 pub use model::{Auction, Bid, Event, Person};
 pub use queries::{Query, SideInput, SideInputError};
 pub use sink::RowTarget;
+pub use text::Text;
 
 use queries::JobParts;
 use sink::RowOutput;
@@ -66,7 +68,9 @@ pub struct RunOptions {
     pub output: RowTarget,
     /// Parallelism of the query's operators.
     pub parallelism: u32,
-    /// Worker threads that share the tasks (`None`: one thread per task).
+    /// Worker threads that share the tasks: `None` for the default, one per
+    /// instance up to the cores ([`default_workers`]); `Some(0)` for one
+    /// thread per task.
     pub workers: Option<u32>,
     /// q13's side input (`None`: the standard one).
     pub side_input: Option<PathBuf>,
@@ -116,6 +120,16 @@ impl Summary {
     pub fn events_per_core_sec(&self) -> f64 {
         self.events as f64 / self.cpu_s.max(1e-9)
     }
+}
+
+/// The worker threads of a run at `parallelism` by default: one per
+/// instance, at most one per core. Instance `i` of every component then
+/// shares worker `i`, so a record crosses threads only at an exchange, and
+/// at parallelism 1 the whole query runs on one thread with no channel
+/// between its steps that another thread must wake.
+pub fn default_workers(parallelism: u32) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    parallelism.clamp(1, cores.max(1))
 }
 
 /// CPU seconds (user and system) the process has used so far.
@@ -172,7 +186,10 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             side_input: std::sync::Arc::new(side_input),
         },
     )?;
-    let graph = graph.with_workers(options.workers.unwrap_or(0));
+    let workers = options
+        .workers
+        .unwrap_or_else(|| default_workers(parallelism));
+    let graph = graph.with_workers(workers);
     let (started, cpu_before) = (Instant::now(), cpu_seconds());
     let report = graph.run()?;
     let events = report

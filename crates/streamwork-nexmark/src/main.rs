@@ -36,9 +36,22 @@ struct Args {
     /// Instances of the query's operators (default: the number of cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
     parallelism: Option<u32>,
-    /// Worker threads that share the tasks (default: one thread per task).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Worker threads that share the tasks (default: one per instance, at
+    /// most one per core; 0: one thread per task).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
     threads: Option<u32>,
+    /// Print the summary as one JSON object on stdout as well (with
+    /// `--output`, so that it is the only thing there).
+    #[arg(long, requires = "output")]
+    json_summary: bool,
+}
+
+/// The process's peak resident size (`VmHWM`), where Linux reports it.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -71,9 +84,14 @@ fn main() -> anyhow::Result<()> {
         workers: args.threads,
         side_input: args.side_input,
     })?;
-    let threads = args
+    let threads = match args
         .threads
-        .map_or("a thread per task".to_string(), |t| format!("{t} threads"));
+        .unwrap_or_else(|| streamwork_nexmark::default_workers(parallelism))
+    {
+        0 => "a thread per task".to_string(),
+        1 => "1 thread".to_string(),
+        t => format!("{t} threads"),
+    };
     eprintln!(
         "{}: {} events read, {} late, {} malformed, {} results in {:.3} s ({:.0} events/s, parallelism {parallelism}, {threads}); {:.3} CPU s, {:.0} events per core-second",
         args.query,
@@ -86,5 +104,23 @@ fn main() -> anyhow::Result<()> {
         summary.cpu_s,
         summary.events_per_core_sec()
     );
+    if args.json_summary {
+        println!(
+            "{}",
+            serde_json::json!({
+                "query": args.query.to_string(),
+                "parallelism": parallelism,
+                "events": summary.events,
+                "late": summary.late,
+                "malformed": summary.malformed,
+                "results": summary.results,
+                "elapsed_s": summary.elapsed_s,
+                "cpu_s": summary.cpu_s,
+                "events_per_sec": summary.events_per_sec(),
+                "events_per_core_sec": summary.events_per_core_sec(),
+                "peak_rss_bytes": peak_rss_bytes(),
+            })
+        );
+    }
     Ok(())
 }

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::Text;
+
 /// A person registering.
 #[derive(
     Clone,
@@ -22,20 +24,20 @@ pub struct Person {
     /// Person id.
     pub id: u64,
     /// Name.
-    pub name: String,
+    pub name: Text,
     /// E-mail address.
-    pub email_address: String,
+    pub email_address: Text,
     /// Credit card number.
-    pub credit_card: String,
+    pub credit_card: Text,
     /// City.
-    pub city: String,
+    pub city: Text,
     /// US state.
-    pub state: String,
+    pub state: Text,
     /// Event time.
     #[serde(with = "timestamp")]
     pub date_time: i64,
     /// Padding.
-    pub extra: String,
+    pub extra: Text,
 }
 
 /// An auction opening.
@@ -56,9 +58,9 @@ pub struct Auction {
     /// Auction id.
     pub id: u64,
     /// Item name.
-    pub item_name: String,
+    pub item_name: Text,
     /// Description.
-    pub description: String,
+    pub description: Text,
     /// Initial bid.
     pub initial_bid: u64,
     /// Reserve price.
@@ -74,7 +76,7 @@ pub struct Auction {
     /// Category.
     pub category: u64,
     /// Padding.
-    pub extra: String,
+    pub extra: Text,
 }
 
 /// A bid on an auction.
@@ -99,14 +101,14 @@ pub struct Bid {
     /// Price.
     pub price: u64,
     /// Channel.
-    pub channel: String,
+    pub channel: Text,
     /// URL.
-    pub url: String,
+    pub url: Text,
     /// Event time.
     #[serde(with = "timestamp")]
     pub date_time: i64,
     /// Padding.
-    pub extra: String,
+    pub extra: Text,
     /// Where the bid stands in the input: the line's position among the
     /// events read (for a file), or its number (generated). It breaks the
     /// ties the contract decides by input order ("the one read first"), at

@@ -643,7 +643,7 @@ fn generated_runs_are_identical_for_every_parallelism() {
     for query in [Query::Q5, Query::Q7] {
         let mut outputs = Vec::new();
         // Two worker threads for eight instances: the same results.
-        for (parallelism, workers) in [(1, None), (3, None), (8, None), (8, Some(2))] {
+        for (parallelism, workers) in [(1, None), (3, Some(0)), (8, None), (8, Some(3))] {
             let output = dir.join(format!("{query}-{parallelism}-{workers:?}.jsonl"));
             let summary = run(&RunOptions {
                 query,

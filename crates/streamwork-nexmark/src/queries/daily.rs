@@ -15,6 +15,7 @@ use streamwork::prelude::*;
 use super::BidFacts;
 use crate::model::Event;
 use crate::sink::{Row, serde_row};
+use crate::text::Text;
 use crate::time::{day_number, format_day, format_minute, minute_of_day};
 
 /// The price rank of a bid: 1 below 10,000, 2 below 1,000,000, else 3.
@@ -34,7 +35,7 @@ pub struct StatBid {
     /// The bid's facts.
     pub facts: BidFacts,
     /// Its channel (q16), or empty.
-    pub channel: String,
+    pub channel: Text,
 }
 
 /// The bids' [`StatBid`]s without their channel (q15).
@@ -43,7 +44,7 @@ pub fn stat_bids(event: Event, out: &mut Collector<StatBid>) {
     if let Event::Bid(bid) = &event {
         out.emit(StatBid {
             facts: BidFacts::from(bid),
-            channel: String::new(),
+            channel: Text::default(),
         });
     }
 }

@@ -7,6 +7,7 @@ use streamwork::runtime::GraphError;
 use super::{JobParts, timestamps};
 use crate::model::{Event, timestamp};
 use crate::sink::serde_rows;
+use crate::text::Text;
 
 /// A Q1 row.
 #[derive(Clone, Debug, Serialize)]
@@ -17,7 +18,7 @@ pub struct EuroRow {
     price: f64,
     #[serde(with = "timestamp")]
     date_time: i64,
-    extra: String,
+    extra: Text,
 }
 
 serde_rows!(EuroRow);

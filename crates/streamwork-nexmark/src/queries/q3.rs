@@ -10,6 +10,7 @@ use streamwork::runtime::GraphError;
 use super::{JobParts, OnlyAuctions, OnlyPeople, timestamps};
 use crate::model::{Auction, Person};
 use crate::sink::serde_rows;
+use crate::text::Text;
 
 #[operator]
 fn category_ten(auction: Auction, out: &mut Collector<Auction>) {
@@ -28,9 +29,9 @@ fn west_coast(person: Person, out: &mut Collector<Person>) {
 /// A Q3 row.
 #[derive(Clone, Debug, Serialize)]
 pub struct Q3Row {
-    name: String,
-    city: String,
-    state: String,
+    name: Text,
+    city: Text,
+    state: Text,
     id: u64,
 }
 

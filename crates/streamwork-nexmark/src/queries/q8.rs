@@ -12,6 +12,7 @@ use streamwork::runtime::GraphError;
 use super::{JobParts, OnlyAuctions, OnlyPeople, timestamps};
 use crate::model::{Auction, Person, timestamp};
 use crate::sink::serde_rows;
+use crate::text::Text;
 
 const WINDOW: i64 = 10_000;
 
@@ -19,7 +20,7 @@ const WINDOW: i64 = 10_000;
 #[derive(Clone, Debug, Serialize)]
 pub struct Q8Row {
     id: u64,
-    name: String,
+    name: Text,
     #[serde(with = "timestamp")]
     starttime: i64,
 }

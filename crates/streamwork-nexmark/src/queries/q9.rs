@@ -7,14 +7,49 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
+use super::BidFacts;
+use super::winning::RankedBid;
 use super::winning::WinningBids;
-use super::{JobParts, OnlyAuctions, OnlyBids, timestamps};
-use crate::model::{Auction, Bid, timestamp};
+use super::{JobParts, OnlyAuctions, timestamps};
+use crate::model::{Auction, Event, timestamp};
 use crate::sink::{Row, serde_row};
+use crate::text::Text;
+
+/// What q9 reads of a bid: its facts and its `extra`.
+#[derive(Clone, Debug)]
+pub struct WinnerBid {
+    facts: BidFacts,
+    extra: Text,
+}
+
+impl RankedBid for WinnerBid {
+    fn auction(&self) -> u64 {
+        self.facts.auction
+    }
+    fn price(&self) -> u64 {
+        self.facts.price
+    }
+    fn date_time(&self) -> i64 {
+        self.facts.date_time
+    }
+    fn seq(&self) -> u64 {
+        self.facts.seq
+    }
+}
+
+#[operator]
+fn winner_bids(event: Event, out: &mut Collector<WinnerBid>) {
+    if let Event::Bid(bid) = event {
+        out.emit(WinnerBid {
+            facts: BidFacts::from(&bid),
+            extra: bid.extra,
+        });
+    }
+}
 
 /// A Q9 row: an auction and its winning bid.
 #[derive(Clone, Debug)]
-pub struct Q9Row(pub Auction, pub Bid);
+pub struct Q9Row(pub Auction, pub WinnerBid);
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -55,10 +90,10 @@ impl Row for Q9Row {
                 seller: a.seller,
                 category: a.category,
                 extra: &a.extra,
-                auction: b.auction,
-                bidder: b.bidder,
-                price: b.price,
-                bid_date_time: b.date_time,
+                auction: b.facts.auction,
+                bidder: b.facts.bidder,
+                price: b.facts.price,
+                bid_date_time: b.facts.date_time,
                 bid_extra: &b.extra,
             },
             out,
@@ -67,7 +102,7 @@ impl Row for Q9Row {
 }
 
 #[operator]
-fn q9_rows(winner: (Auction, Bid), out: &mut Collector<Q9Row>) {
+fn q9_rows(winner: (Auction, WinnerBid), out: &mut Collector<Q9Row>) {
     out.emit(Q9Row(winner.0, winner.1));
 }
 
@@ -88,9 +123,9 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator auctions[p] = OnlyAuctions <- timed;
-        operator bids[p] = OnlyBids <- timed;
-        operator winners[p] = WinningBids::default()
-            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &Bid| b.auction));
+        operator bids[p] = WinnerBids <- timed;
+        operator winners[p] = WinningBids::<WinnerBid>::default()
+            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &WinnerBid| b.facts.auction));
         operator rows[p] = Q9Rows <- winners;
         sink out[op] = output.sink::<Q9Row>() <- rows;
     }
