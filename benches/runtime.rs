@@ -130,20 +130,29 @@ fn dispatcher(c: &mut Criterion) {
     let records: Vec<Record<(u64, u64)>> = (0..N).map(|i| Record::new((key(i, KEYS), i))).collect();
     let mut group = c.benchmark_group("dispatcher_1M");
     group.throughput(Throughput::Elements(N));
-    group.bench_function("key_route_4_targets", |b| {
-        b.iter(|| {
-            let targets: Vec<Box<dyn ChannelSender>> = (0..4)
-                .map(|_| Box::new(CountingSender(0)) as Box<dyn ChannelSender>)
-                .collect();
-            let route = KeyRoute::new(|r: &(u64, u64)| stable_hash(&r.0), KeyGroups::DEFAULT, 4);
-            let mut dispatcher = ChannelDispatcher::new(route, SenderIdx(0), targets, 1024);
-            for chunk in records.chunks(1024) {
-                let mut batch = chunk.to_vec();
-                dispatcher.push(&mut batch).unwrap();
-            }
-            dispatcher.flush().unwrap();
-        })
-    });
+    // The sender's cost of a keyed exchange per record as the number of
+    // targets grows: what one core pays to feed N instances (16 or 64 on a
+    // larger machine); the receiving side's cost does not depend on N.
+    for targets in [1u32, 2, 4, 16, 64, 128] {
+        group.bench_function(format!("key_route_{targets}_targets"), |b| {
+            b.iter(|| {
+                let senders: Vec<Box<dyn ChannelSender>> = (0..targets)
+                    .map(|_| Box::new(CountingSender(0)) as Box<dyn ChannelSender>)
+                    .collect();
+                let route = KeyRoute::new(
+                    |r: &(u64, u64)| stable_hash(&r.0),
+                    KeyGroups::DEFAULT,
+                    targets,
+                );
+                let mut dispatcher = ChannelDispatcher::new(route, SenderIdx(0), senders, 1024);
+                for chunk in records.chunks(1024) {
+                    let mut batch = chunk.to_vec();
+                    dispatcher.push(&mut batch).unwrap();
+                }
+                dispatcher.flush().unwrap();
+            })
+        });
+    }
     group.finish();
 }
 
