@@ -5,6 +5,9 @@
 //! in a fresh process so that the peak resident size is the run's own.
 
 use anyhow::{Context, bail};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::{Duration, Instant};
 
 use streamwork_benches::{
