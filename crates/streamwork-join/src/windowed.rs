@@ -39,6 +39,9 @@ impl<K, L, R> Default for WindowRows<K, L, R> {
     }
 }
 
+/// Which side of a window's rows a record goes to.
+type Side<K, L, R, V> = fn(&mut WindowRows<K, L, R>) -> &mut Vec<(K, V)>;
+
 /// No row in a chain of left rows.
 const END: u32 = u32::MAX;
 
@@ -133,7 +136,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
         key: &K,
         t: i64,
         value: V,
-        side: fn(&mut WindowRows<K, L, R>) -> &mut Vec<(K, V)>,
+        side: Side<K, L, R, V>,
     ) {
         let (first, last) = (
             first_end_containing(self.size, self.slide, t),
