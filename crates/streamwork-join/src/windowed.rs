@@ -131,13 +131,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
     /// Appends a row of one side at time `t` to every open window containing
     /// it (one for tumbling windows), or counts it late.
     #[inline]
-    fn insert<V: Clone>(
-        &mut self,
-        key: &K,
-        t: i64,
-        value: V,
-        side: Side<K, L, R, V>,
-    ) {
+    fn insert<V: Clone>(&mut self, key: &K, t: i64, value: V, side: Side<K, L, R, V>) {
         let (first, last) = (
             first_end_containing(self.size, self.slide, t),
             last_end_containing(self.size, self.slide, t),
