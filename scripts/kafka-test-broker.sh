@@ -9,9 +9,12 @@
 #
 # Known limits of tansu 0.6: consumer groups, offsets, idempotent produce,
 # and committing and fencing transactions work; aborted records stay visible
-# to read_committed readers, and ListOffsets answers the first offset of a
-# partition's last batch plus one (end_offsets reads past it). Set KAFKA_PORT
-# to use another port than 9092.
+# to read_committed readers, ListOffsets answers the first offset of a
+# partition's last batch plus one (end_offsets reads past it), and when two
+# producers write the first batches of a new partition at the same moment one
+# of them can be lost (the tests write a warm-up record into a partition that
+# parallel sinks share: tests/kafka_common's create_output_topic). Set
+# KAFKA_PORT to use another port than 9092.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

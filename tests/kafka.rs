@@ -20,7 +20,7 @@ use streamwork::prelude::*;
 
 mod kafka_common;
 
-use kafka_common::{brokers, read_all, unique as topic};
+use kafka_common::{brokers, create_output_topic, read_all, unique as topic};
 
 /// Produces `0..n` keyed by `i % 10` through a job with a Kafka sink.
 fn produce(brokers: &str, topic: &str, n: u64) {
@@ -260,7 +260,7 @@ fn a_transactional_sink_publishes_every_record_once_across_a_failure() {
     };
     let (input, output) = (topic("tx-in"), topic("tx-out"));
     create_topic(&brokers, &input, 3).unwrap();
-    create_topic(&brokers, &output, 2).unwrap();
+    create_output_topic(&brokers, &output, 2);
     produce(&brokers, &input, 10_000);
     let root = std::env::temp_dir().join(topic("streamwork-kafka-tx"));
     let fault = InjectFault::new(1, Fault::BeforeRecord(2_000));
@@ -368,7 +368,7 @@ fn a_transactional_sink_in_a_job_without_checkpoints_publishes_at_the_end() {
         return;
     };
     let output = topic("tx-plain");
-    create_topic(&brokers, &output, 2).unwrap();
+    create_output_topic(&brokers, &output, 2);
     let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-plain"));
     let sink = number_sink(&brokers, &output).transactional(&output, &staging);
     job! {

@@ -3,8 +3,12 @@
 
 use std::time::Duration;
 
-use streamwork::connectors::kafka::{KafkaRecord, KafkaSource};
+use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, KafkaSource, create_topic};
 use streamwork::prelude::*;
+
+/// The key of the record [`create_output_topic`] writes first into each
+/// partition; [`read_all`] leaves such records out.
+const WARM_UP_KEY: &[u8] = b"streamwork-test-warm-up";
 
 /// The test broker (`STREAMWORK_KAFKA_BROKERS`), or `None` after saying
 /// the test is skipped.
@@ -28,6 +32,35 @@ pub fn unique(name: &str) -> String {
     format!("{name}-{}-{nanos}", std::process::id())
 }
 
+/// Creates `topic` with `partitions` partitions for a job whose parallel
+/// sink instances write into the same partitions, and writes one warm-up
+/// record into each partition first (left out by [`read_all`]).
+///
+/// Why: tansu 0.6 loses the first batch of a partition when two producers
+/// write the first batches of that partition at the same moment (two
+/// transactional producers, 2,000 records each, into a new one-partition
+/// topic: 1 round in 12 ends with 2,000 of the 4,000 records, offsets 0 to
+/// 1,999 gone, for read_committed and read_uncommitted readers alike). A
+/// partition that already holds a record does not show it.
+#[allow(dead_code)] // not every test file writes with parallel sinks
+pub fn create_output_topic(brokers: &str, topic: &str, partitions: i32) {
+    create_topic(brokers, topic, partitions).unwrap();
+    let sink = KafkaSink::new(brokers, topic, |partition: &i32| {
+        (
+            Some(WARM_UP_KEY.to_vec()),
+            partition.to_string().into_bytes(),
+        )
+    })
+    .partition_by(|partition: &i32| *partition);
+    job! {
+        source partitions = streamwork::connectors::VecSource::new((0..partitions).collect());
+        sink out = sink <- partitions;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+}
+
 /// Every record of `topic`, in offset order per partition.
 pub fn read_all(brokers: &str, topic: &str) -> Vec<KafkaRecord> {
     let seen = CollectSink::new();
@@ -41,6 +74,7 @@ pub fn read_all(brokers: &str, topic: &str) -> Vec<KafkaRecord> {
     .run()
     .unwrap();
     let mut records = seen.values();
+    records.retain(|r| r.key.as_deref() != Some(WARM_UP_KEY));
     records.sort_by_key(|r| (r.partition, r.offset));
     records
 }
