@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Delivery, RestoreSource};
+use streamwork_state::Mirror;
 
 use crate::acking::Acker;
 use crate::builder::JobGraph;
@@ -155,6 +156,17 @@ fn open_checkpoints(
     failure: &Failure,
     stop: &Arc<AtomicBool>,
 ) -> Result<Checkpointing, JobError> {
+    let mirror = config.store.clone().map(Mirror::new);
+    if let (true, Some(mirror)) = (config.restore, &mirror) {
+        // The store is the truth: the directory becomes its copy.
+        if mirror.fetch(&config.dir)? {
+            tracing::info!(
+                "checkpoint directory {} brought up to date from {:?}",
+                config.dir.display(),
+                mirror.store()
+            );
+        }
+    }
     let (restored, recovery) = if config.restore {
         checkpoint::load(&config.dir)?
     } else {
@@ -202,6 +214,7 @@ fn open_checkpoints(
         stats: Arc::new(Mutex::new(Vec::new())),
         components: graph.nodes().iter().map(|n| n.name_arc()).collect(),
         job: graph.name().to_string(),
+        mirror,
     };
     if let Some(id) = recovery.restored_from {
         let job = graph.name().to_string();

@@ -128,6 +128,21 @@ pub enum StateError {
         /// Its length.
         len: usize,
     },
+    /// The checkpoint store (object storage) refused an operation: the
+    /// checkpoint does not count as complete.
+    #[error(
+        "checkpoint store {store}: cannot {action} `{object}`: {reason}. Check that the store is reachable and the credentials allow it; the job restores from the store's last complete checkpoint"
+    )]
+    Store {
+        /// The store (its kind and location).
+        store: String,
+        /// What was being done ("upload", "download", "list", "delete").
+        action: &'static str,
+        /// The object's name.
+        object: String,
+        /// The store's error.
+        reason: String,
+    },
 }
 
 streamwork_core::debug_as_display!(StateError);

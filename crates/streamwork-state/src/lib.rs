@@ -50,7 +50,10 @@ mod fold;
 mod keyed;
 mod log;
 mod managed;
+mod mirror;
 mod record;
+#[cfg(feature = "s3")]
+mod s3;
 mod snapshot;
 mod store;
 mod version;
@@ -75,6 +78,9 @@ pub use managed::{
     FieldKind, FieldRestore, FieldSnapshot, FieldsReader, FieldsWriter, InstanceState,
     MANAGED_STATE_SCHEMA, OperatorState, StateField,
 };
+pub use mirror::{CheckpointStore, DirectoryStore, Mirror};
+#[cfg(feature = "s3")]
+pub use s3::ObjectStoreCheckpoints;
 pub use snapshot::{Checkpoint, Snapshot, archive};
 pub use store::{Expiring, ExpiringState, StoreOptions, StoredState, Ttl, TtlTime};
 pub use version::{Migration, VersionedState, operator_id, side_operator_id};

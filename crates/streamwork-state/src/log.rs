@@ -27,6 +27,22 @@ const COMPLETE_MARKER: &str = "COMPLETE";
 /// the log) is never handed out again.
 const RESERVED_MARKER: &str = "RESERVED";
 
+/// Whether `name` is one of the files a checkpoint log writes and reads:
+/// a segment or a marker (not a marker being replaced).
+pub(crate) fn is_log_file(name: &str) -> bool {
+    name == COMPLETE_MARKER
+        || name == RESERVED_MARKER
+        || name
+            .strip_suffix(SEGMENT_SUFFIX)
+            .is_some_and(|stem| stem.ends_with('.'))
+}
+
+/// The marker naming the newest complete checkpoint, which a copy of the
+/// directory must receive after every segment it names.
+pub(crate) const fn complete_marker() -> &'static str {
+    COMPLETE_MARKER
+}
+
 /// Ids reserved at a time: one durable write per block.
 const RESERVED_BLOCK: u64 = 1024;
 

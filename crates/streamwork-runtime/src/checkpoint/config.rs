@@ -1,10 +1,12 @@
 //! How a job takes checkpoints, and what the coordinator measured of each.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::{CheckpointId, Delivery};
+use streamwork_state::CheckpointStore;
 
 /// How a job takes checkpoints and restores from them.
 #[derive(Clone, Debug)]
@@ -23,6 +25,12 @@ pub struct CheckpointConfig {
     /// checkpoint is gone (its state is dropped). Off by default: such a
     /// restore is refused, naming the components.
     pub drop_removed_state: bool,
+    /// A copy of the directory beyond this machine (object storage): every
+    /// checkpoint is copied there before it counts as complete, and a
+    /// restore starts from the store's newest checkpoint, so that a process
+    /// with an empty directory of its own carries on (see
+    /// [`Mirror`](streamwork_state::Mirror)). `None`: the directory alone.
+    pub store: Option<Arc<dyn CheckpointStore>>,
 }
 
 impl CheckpointConfig {
@@ -36,12 +44,30 @@ impl CheckpointConfig {
             restore: true,
             retain: 3,
             drop_removed_state: false,
+            store: None,
         }
     }
 
     /// The same, with `delivery`.
     pub fn delivery(mut self, delivery: Delivery) -> Self {
         self.delivery = delivery;
+        self
+    }
+
+    /// The same, with every checkpoint copied into `store` (see
+    /// [`store`](Self::store)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use streamwork::runtime::CheckpointConfig;
+    /// use streamwork::state::DirectoryStore;
+    /// let config = CheckpointConfig::new("/tmp/ckpt", Duration::from_secs(1))
+    ///     .stored_in(Arc::new(DirectoryStore::new("/mnt/shared/ckpt")));
+    /// assert!(config.store.is_some());
+    /// ```
+    pub fn stored_in(mut self, store: Arc<dyn CheckpointStore>) -> Self {
+        self.store = Some(store);
         self
     }
 }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use streamwork_core::InstanceIdx;
 use streamwork_core::checkpoint::CheckpointId;
-use streamwork_state::{CheckpointLog, LogOptions, StateError, operator_id, side_operator_id};
+use streamwork_state::{
+    CheckpointLog, LogOptions, Mirror, StateError, operator_id, side_operator_id,
+};
 
 use super::restore::{COMPONENTS_MARKER, FINAL_MARKER, finished_marker};
 use super::{CheckpointConfig, CheckpointStats, Part, PartTiming};
@@ -80,6 +82,9 @@ pub(crate) struct Coordinator {
     pub(crate) components: Vec<Arc<str>>,
     /// The job's name, the `job` label of the checkpoint series.
     pub(crate) job: String,
+    /// The copy of the directory in a checkpoint store, if the job has one:
+    /// a checkpoint is complete once it is there.
+    pub(crate) mirror: Option<Mirror>,
 }
 
 impl Coordinator {
@@ -266,6 +271,9 @@ impl Coordinator {
             self.log.append_dependency(id, on)?;
         }
         self.log.commit(id, snapshots)?;
+        if let Some(mirror) = &self.mirror {
+            mirror.publish(self.log.dir())?;
+        }
         for (at, slot) in written {
             let _ = slot.set(self.log.map_written(&at)?);
         }
