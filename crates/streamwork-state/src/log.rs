@@ -43,6 +43,11 @@ pub(crate) const fn complete_marker() -> &'static str {
     COMPLETE_MARKER
 }
 
+/// The marker naming the first checkpoint id no run has handed out yet.
+pub(crate) const fn reserved_marker() -> &'static str {
+    RESERVED_MARKER
+}
+
 /// Ids reserved at a time: one durable write per block.
 const RESERVED_BLOCK: u64 = 1024;
 

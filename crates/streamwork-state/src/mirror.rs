@@ -10,9 +10,11 @@
 //! directory, or one whose directory is behind the store, restores the
 //! store's newest checkpoint. What is copied is the log's own files:
 //! segments whose length changed (a segment is append-only, so its length
-//! tells), then the `RESERVED` marker, then the `COMPLETE` marker, last, so
-//! that the store never names a checkpoint whose records it lacks; then what
-//! the directory no longer holds is removed from the store.
+//! tells), then a manifest of every segment with its length and CRC-32 (a
+//! fetch keeps a local segment only if it is the same file), then the
+//! `RESERVED` marker, then the `COMPLETE` marker, last, so that the store
+//! never names a checkpoint whose records it lacks; then what the directory
+//! no longer holds is removed from the store.
 //!
 //! One job writes a store's prefix at a time. A segment is copied whole each
 //! time it grows: the cost of a commit is the size of the segments it
@@ -24,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::StateError;
-use crate::log::{complete_marker, is_log_file};
+use crate::log::{complete_marker, is_log_file, reserved_marker};
 
 /// Where copies of a checkpoint directory's files live: an object store (see
 /// `ObjectStoreCheckpoints`, feature `s3`) or another directory
@@ -136,9 +138,34 @@ fn write_replacing(dir: &Path, name: &str, bytes: &[u8], aside: &str) -> Result<
 #[derive(Debug)]
 pub struct Mirror {
     store: Arc<dyn CheckpointStore>,
-    /// What the store holds, as this mirror last saw or made it: name and
-    /// length.
-    copied: Mutex<BTreeMap<String, u64>>,
+    /// What the store holds, as this mirror last saw or made it.
+    copied: Mutex<BTreeMap<String, Copied>>,
+    /// The `RESERVED` marker the store holds, as this mirror last saw or
+    /// made it.
+    reserved: Mutex<Vec<u8>>,
+}
+
+/// A file the store holds: its length, and for a segment its CRC-32 (none
+/// when only a listing told of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Copied {
+    len: u64,
+    crc: Option<u32>,
+}
+
+/// The store's list of its segments, one `name length crc32` line each,
+/// written after the segments and before `COMPLETE`: a fetch keeps a local
+/// segment only if it is the same file, not merely one of the same name and
+/// length (two processes can each have written a segment of that name).
+const MANIFEST: &str = "MANIFEST";
+
+fn is_segment(name: &str) -> bool {
+    is_log_file(name) && name.ends_with(".swlog")
+}
+
+fn crc_of(path: &Path) -> Result<u32, StateError> {
+    let bytes = std::fs::read(path).map_err(|e| StateError::io("read", path, e))?;
+    Ok(crc32fast::hash(&bytes))
 }
 
 impl Mirror {
@@ -147,6 +174,7 @@ impl Mirror {
         Mirror {
             store,
             copied: Mutex::new(BTreeMap::new()),
+            reserved: Mutex::new(Vec::new()),
         }
     }
 
@@ -155,65 +183,181 @@ impl Mirror {
         &self.store
     }
 
+    /// The segments the store's manifest lists, or, in a store written
+    /// without one, those its listing shows (lengths only).
+    fn manifest(
+        &self,
+        listed: &BTreeMap<String, u64>,
+    ) -> Result<BTreeMap<String, Copied>, StateError> {
+        if !listed.contains_key(MANIFEST) {
+            return Ok(listed
+                .iter()
+                .filter(|(name, _)| is_segment(name))
+                .map(|(name, &len)| (name.clone(), Copied { len, crc: None }))
+                .collect());
+        }
+        let bytes = self.store.download(MANIFEST)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let mut segments = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            let mut fields = line.split(' ');
+            let entry = match (fields.next(), fields.next(), fields.next()) {
+                (Some(name), Some(len), Some(crc)) if is_segment(name) => {
+                    len.parse().ok().zip(crc.parse().ok()).map(|(len, crc)| {
+                        (
+                            name.to_string(),
+                            Copied {
+                                len,
+                                crc: Some(crc),
+                            },
+                        )
+                    })
+                }
+                _ => None,
+            };
+            let Some((name, copied)) = entry else {
+                return Err(StateError::Store {
+                    store: format!("{:?}", self.store),
+                    action: "read",
+                    object: MANIFEST.to_string(),
+                    reason: format!("line `{line}` is not `segment length crc32`"),
+                });
+            };
+            segments.insert(name, copied);
+        }
+        Ok(segments)
+    }
+
     /// Makes `dir` hold what the store holds, if the store holds a complete
     /// checkpoint (`true`); otherwise leaves `dir` as it is (`false`). Log
     /// files of `dir` that the store does not have are removed: the store is
     /// the truth, and a directory ahead of it holds a checkpoint no sink
     /// published.
     pub fn fetch(&self, dir: &Path) -> Result<bool, StateError> {
-        let remote: BTreeMap<String, u64> = self
+        let listed: BTreeMap<String, u64> = self
             .store
             .list()?
             .into_iter()
-            .filter(|(name, _)| is_log_file(name))
+            .filter(|(name, _)| is_log_file(name) || name == MANIFEST)
             .collect();
         let mut copied = self.copied.lock().unwrap_or_else(|p| p.into_inner());
-        if !remote.contains_key(complete_marker()) {
-            copied.clone_from(&remote);
+        // Whatever the store lists, this mirror now knows of (and removes
+        // at its next publish what the directory does not hold).
+        *copied = listed
+            .iter()
+            .map(|(name, &len)| (name.clone(), Copied { len, crc: None }))
+            .collect();
+        if !listed.contains_key(complete_marker()) {
             return Ok(false);
         }
+        let segments = self.manifest(&listed)?;
         std::fs::create_dir_all(dir).map_err(|e| StateError::io("create", dir, e))?;
         let local = log_files(dir)?;
-        for (name, &len) in &remote {
-            // Markers are small and may keep their length while changing.
-            if local.get(name) != Some(&len) || !name.ends_with(".swlog") {
+        for (name, wanted) in &segments {
+            let same = local.get(name) == Some(&wanted.len)
+                && match wanted.crc {
+                    Some(crc) => crc_of(&dir.join(name))? == crc,
+                    None => true,
+                };
+            if !same {
                 let bytes = self.store.download(name)?;
                 write_replacing(dir, name, &bytes, "fetching")?;
             }
+            copied.insert(name.clone(), *wanted);
         }
-        for name in local.keys().filter(|name| !remote.contains_key(*name)) {
+        // The markers are small and may keep their length while changing.
+        let markers: Vec<&String> = listed
+            .keys()
+            .filter(|name| is_log_file(name) && !is_segment(name))
+            .collect();
+        for name in &markers {
+            let bytes = self.store.download(name)?;
+            write_replacing(dir, name, &bytes, "fetching")?;
+            if name.as_str() == reserved_marker() {
+                *self.reserved.lock().unwrap_or_else(|p| p.into_inner()) = bytes;
+            }
+        }
+        for name in local
+            .keys()
+            .filter(|name| !segments.contains_key(*name) && !markers.contains(name))
+        {
             let path = dir.join(name);
             std::fs::remove_file(&path).map_err(|e| StateError::io("remove", path, e))?;
         }
-        *copied = remote;
         Ok(true)
     }
 
-    /// Copies what changed in `dir` since the last copy into the store, the
-    /// `COMPLETE` marker last, then removes from the store what `dir` no
-    /// longer holds. Called after a commit: the checkpoint is complete once
-    /// this returns.
+    /// Copies `dir`'s `RESERVED` marker into the store if it changed: called
+    /// when a checkpoint id is taken, so that an id this process may use is
+    /// reserved in the store before its first use, and a process that
+    /// carries on from the store never hands out the same id for another
+    /// checkpoint (a transactional sink's staged output is known by id).
+    pub fn publish_reserved(&self, dir: &Path) -> Result<(), StateError> {
+        let path = dir.join(reserved_marker());
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StateError::io("read", path, e)),
+        };
+        let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
+        if *reserved != bytes {
+            self.store.upload(reserved_marker(), bytes.clone())?;
+            *reserved = bytes;
+        }
+        Ok(())
+    }
+
+    /// Copies what changed in `dir` since the last copy into the store:
+    /// the segments that grew, the manifest, `RESERVED`, and `COMPLETE`
+    /// last; then removes from the store what `dir` no longer holds. Called
+    /// after a commit: the checkpoint is complete once this returns.
     pub fn publish(&self, dir: &Path) -> Result<(), StateError> {
         let local = log_files(dir)?;
         let mut copied = self.copied.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, &len) in local.iter().filter(|(name, _)| is_segment(name)) {
+            let known = copied
+                .get(name)
+                .is_some_and(|c| c.len == len && c.crc.is_some());
+            if !known {
+                let path = dir.join(name);
+                let bytes = std::fs::read(&path).map_err(|e| StateError::io("read", path, e))?;
+                // What was read is what the store now holds.
+                let copy = Copied {
+                    len: bytes.len() as u64,
+                    crc: Some(crc32fast::hash(&bytes)),
+                };
+                self.store.upload(name, bytes)?;
+                copied.insert(name.clone(), copy);
+            }
+        }
+        let mut manifest = String::new();
+        for (name, copy) in local
+            .keys()
+            .filter(|name| is_segment(name))
+            .filter_map(|name| Some((name, copied.get(name)?)))
+        {
+            manifest.push_str(&format!("{name} {} {}\n", copy.len, copy.crc.unwrap_or(0)));
+        }
+        self.store.upload(MANIFEST, manifest.into_bytes())?;
         let marker = complete_marker();
-        let changed = local
-            .iter()
-            .filter(|(name, len)| copied.get(*name) != Some(len) || !name.ends_with(".swlog"));
-        // Segments first, then RESERVED, then COMPLETE.
-        let mut order: Vec<(&String, &u64)> = changed.collect();
-        order.sort_by_key(|(name, _)| (name.as_str() == marker, !name.ends_with(".swlog")));
-        for (name, _) in order {
+        let mut markers: Vec<&String> = local.keys().filter(|name| !is_segment(name)).collect();
+        markers.sort_by_key(|name| name.as_str() == marker);
+        for name in markers {
             let path = dir.join(name);
             let bytes = std::fs::read(&path).map_err(|e| StateError::io("read", path, e))?;
-            // What was read is what the store now holds.
-            let len = bytes.len() as u64;
+            let copy = Copied {
+                len: bytes.len() as u64,
+                crc: None,
+            };
+            if name.as_str() == reserved_marker() {
+                bytes.clone_into(&mut self.reserved.lock().unwrap_or_else(|p| p.into_inner()));
+            }
             self.store.upload(name, bytes)?;
-            copied.insert(name.clone(), len);
+            copied.insert(name.clone(), copy);
         }
         let gone: Vec<String> = copied
             .keys()
-            .filter(|name| !local.contains_key(*name))
+            .filter(|name| !local.contains_key(*name) && name.as_str() != MANIFEST)
             .cloned()
             .collect();
         for name in gone {
@@ -302,7 +446,13 @@ mod tests {
         assert!(Mirror::new(store.clone()).fetch(&there).unwrap());
         assert_eq!(value(&there), (last, 6));
         // The store keeps what the directory keeps: old segments go.
-        let mut names: Vec<String> = store.list().unwrap().into_iter().map(|(n, _)| n).collect();
+        let mut names: Vec<String> = store
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n != MANIFEST)
+            .collect();
         let mut local: Vec<String> = log_files(&here).unwrap().into_keys().collect();
         names.sort();
         local.sort();
@@ -324,6 +474,64 @@ mod tests {
         drop(log);
         assert!(Mirror::new(store).fetch(&here).unwrap());
         assert_eq!(value(&here), (published, 1));
+        std::fs::remove_dir_all(&base).ok();
+    }
+
+    /// A's second writer commits checkpoint X into a new segment and dies
+    /// before publishing it; B, from the store, writes a segment of the
+    /// same name and length (and, from the same reservation, the same
+    /// checkpoint id) and publishes it. A, back, must take B's segment,
+    /// not keep its own because the name and length match.
+    #[test]
+    fn a_segment_of_the_same_name_and_length_is_fetched_when_it_differs() {
+        let base = temp("same-name");
+        let store = Arc::new(DirectoryStore::new(base.join("store")));
+        let (a, b) = (base.join("a"), base.join("b"));
+        let mirror = Mirror::new(store.clone());
+        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        commit(&mut log, 1);
+        mirror.publish(&a).unwrap();
+        drop(log);
+        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        let unpublished = commit(&mut log, 2);
+        drop(log);
+        let second = Mirror::new(store.clone());
+        assert!(second.fetch(&b).unwrap());
+        let mut log = CheckpointLog::open(&b, LogOptions::default()).unwrap();
+        let published = commit(&mut log, 3);
+        second.publish(&b).unwrap();
+        drop(log);
+        assert_eq!(
+            log_files(&a).unwrap(),
+            log_files(&b).unwrap(),
+            "the precondition: the same names and lengths ({unpublished} and {published})"
+        );
+        assert!(Mirror::new(store).fetch(&a).unwrap());
+        assert_eq!(value(&a), (published, 3));
+        std::fs::remove_dir_all(&base).ok();
+    }
+
+    /// The coordinator publishes `RESERVED` when it takes an id: a process
+    /// carrying on from the store after this one died never hands out an
+    /// id this one may have used.
+    #[test]
+    fn ids_one_process_took_are_never_handed_out_by_the_next() {
+        let base = temp("ids");
+        let store = Arc::new(DirectoryStore::new(base.join("store")));
+        let (a, b) = (base.join("a"), base.join("b"));
+        let mirror = Mirror::new(store.clone());
+        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        commit(&mut log, 1);
+        mirror.publish(&a).unwrap();
+        drop(log);
+        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        let taken = log.next_checkpoint_id().unwrap();
+        mirror.publish_reserved(&a).unwrap();
+        drop(log);
+        assert!(Mirror::new(store).fetch(&b).unwrap());
+        let mut log = CheckpointLog::open(&b, LogOptions::default()).unwrap();
+        let next = log.next_checkpoint_id().unwrap();
+        assert!(next > taken, "{next} after {taken}");
         std::fs::remove_dir_all(&base).ok();
     }
 

@@ -123,6 +123,11 @@ impl Coordinator {
                 && (stop || Instant::now() >= next_trigger)
             {
                 let id = self.log.next_checkpoint_id()?;
+                if let Some(mirror) = &self.mirror {
+                    // A block of ids is reserved in the store before its
+                    // first id is used.
+                    mirror.publish_reserved(self.log.dir())?;
+                }
                 in_flight = Some(InFlight {
                     id,
                     started: Instant::now(),
