@@ -467,3 +467,64 @@ fn a_run_failing_before_its_first_checkpoint_does_not_move_the_group() {
     assert_eq!(values, (0..3_000).collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A job that fails after dead-lettering two malformed records, before any
+/// checkpoint (the interval is an hour), reads them again when restarted:
+/// the dead-letter topic still holds each of them once.
+#[test]
+fn a_replay_does_not_dead_letter_a_record_twice() {
+    let Some(brokers) = brokers() else { return };
+    let (input, dead) = (topic("dl-in"), topic("dl-dead"));
+    create_topic(&brokers, &input, 1).unwrap();
+    create_topic(&brokers, &dead, 1).unwrap();
+    let mut lines: Vec<Vec<u8>> = (0..200u64).map(|i| i.to_string().into_bytes()).collect();
+    lines.insert(10, b"not a number".to_vec());
+    lines.insert(20, vec![0xff, b'!']);
+    let sink = KafkaSink::new(&brokers, &input, |line: &Vec<u8>| (None, line.clone()));
+    job! {
+        source lines = streamwork::connectors::VecSource::new(lines);
+        sink out = sink <- lines;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let source = KafkaSource::new(&brokers, &input, &topic("dl-group"))
+        .check(|r| {
+            std::str::from_utf8(&r.value)
+                .map_err(|e| e.to_string())?
+                .parse::<u64>()
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .dead_letter(&dead)
+        .idle_exit(Duration::from_secs(2));
+    let fault = InjectFault::new(0, Fault::BeforeRecord(150));
+    let seen = CollectSink::new();
+    let root = std::env::temp_dir().join(topic("streamwork-kafka-dl"));
+    let report = job! {
+        source records = source;
+        operator checked = fault.clone() <- records;
+        sink out = seen.clone() <- checked;
+    }
+    .unwrap()
+    .run_with(RunOptions {
+        checkpoints: Some(
+            CheckpointConfig::new(&root, Duration::from_secs(3600)).delivery(Delivery::AtLeastOnce),
+        ),
+        restart: RestartStrategy::FixedDelay {
+            attempts: 1,
+            delay: Duration::ZERO,
+        },
+        ..RunOptions::default()
+    })
+    .unwrap();
+    assert!(fault.has_fired());
+    assert_eq!(report.restarts, 1);
+    let mut dead: Vec<Vec<u8>> = read_all(&brokers, &dead)
+        .into_iter()
+        .map(|r| r.value)
+        .collect();
+    dead.sort();
+    assert_eq!(dead, vec![b"not a number".to_vec(), vec![0xff, b'!']]);
+    let _ = std::fs::remove_dir_all(&root);
+}

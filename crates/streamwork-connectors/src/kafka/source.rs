@@ -1,7 +1,7 @@
 //! The Kafka source: partitions read from checkpointed positions, payloads
 //! checked and dead-lettered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -175,6 +175,10 @@ pub struct KafkaSource {
     commit_on_close: bool,
     consumer: Option<BaseConsumer>,
     dead_letters: Option<BaseProducer>,
+    /// The records of owned partitions (partition, offset) the dead-letter
+    /// topic already holds, read when opening: a replay does not produce
+    /// them again.
+    dead_lettered: HashSet<(i32, i64)>,
     /// The next offset to read, per owned partition.
     positions: BTreeMap<i32, i64>,
     /// Positions restored from a checkpoint, applied when opening.
@@ -202,6 +206,7 @@ impl Clone for KafkaSource {
             commit_on_close: self.commit_on_close,
             consumer: None,
             dead_letters: None,
+            dead_lettered: HashSet::new(),
             positions: BTreeMap::new(),
             restored: BTreeMap::new(),
             last_message: None,
@@ -283,6 +288,7 @@ impl KafkaSource {
             commit_on_close: true,
             consumer: None,
             dead_letters: None,
+            dead_lettered: HashSet::new(),
             positions: BTreeMap::new(),
             restored: BTreeMap::new(),
             last_message: None,
@@ -374,7 +380,99 @@ impl KafkaSource {
         Ok(topic.partitions().iter().map(|p| p.id()).collect())
     }
 
-    /// Counts a refused record and produces it to the dead-letter topic.
+    /// The (partition, offset) of every record of `owned` partitions that
+    /// `dead_letter` holds (by its source headers). A dead letter is produced
+    /// and acknowledged before the source reads on, so after a crash the
+    /// topic holds exactly those the replay would produce again.
+    fn read_dead_lettered(
+        &self,
+        dead_letter: &str,
+        owned: &[i32],
+    ) -> Result<HashSet<(i32, i64)>, ConnectorError> {
+        let context = || {
+            format!(
+                "reading dead-letter topic `{dead_letter}` (so that a replay does not dead-letter a record twice)"
+            )
+        };
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.brokers)
+            .set("group.id", format!("{}-dead-letter-scan", self.group))
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(|e| kafka_error(context(), e))?;
+        let metadata = consumer
+            .fetch_metadata(Some(dead_letter), Duration::from_secs(10))
+            .map_err(|e| kafka_error(context(), e))?;
+        let partitions: Vec<i32> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == dead_letter)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        let mut assignment = TopicPartitionList::new();
+        let mut ends = BTreeMap::new();
+        for partition in partitions {
+            let (low, high) = consumer
+                .fetch_watermarks(dead_letter, partition, Duration::from_secs(10))
+                .map_err(|e| kafka_error(context(), e))?;
+            if high > low {
+                assignment
+                    .add_partition_offset(dead_letter, partition, Offset::Offset(low))
+                    .map_err(|e| kafka_error(context(), e))?;
+                ends.insert(partition, high);
+            }
+        }
+        let mut found = HashSet::new();
+        if ends.is_empty() {
+            return Ok(found);
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| kafka_error(context(), e))?;
+        let header = |message: &rdkafka::message::BorrowedMessage<'_>, key: &str| {
+            message.headers().and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|h| h.key == key)
+                    .and_then(|h| std::str::from_utf8(h.value?).ok().map(str::to_string))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ends.is_empty() {
+            if Instant::now() >= deadline {
+                return Err(ConnectorError::user(format!(
+                    "{}: partitions {:?} not read to their end within 30 s",
+                    context(),
+                    ends.keys().collect::<Vec<_>>()
+                )));
+            }
+            let message = match consumer.poll(Duration::from_millis(100)) {
+                None | Some(Err(KafkaError::PartitionEOF(_))) => continue,
+                Some(Err(e)) => return Err(kafka_error(context(), e)),
+                Some(Ok(message)) => message,
+            };
+            if ends
+                .get(&message.partition())
+                .is_some_and(|&end| message.offset() + 1 >= end)
+            {
+                ends.remove(&message.partition());
+            }
+            let from_here =
+                header(&message, "streamwork-source-topic").as_deref() == Some(&self.topic);
+            let partition =
+                header(&message, "streamwork-source-partition").and_then(|p| p.parse().ok());
+            let offset = header(&message, "streamwork-source-offset").and_then(|o| o.parse().ok());
+            if let (true, Some(partition), Some(offset)) = (from_here, partition, offset)
+                && owned.contains(&partition)
+            {
+                found.insert((partition, offset));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Counts a refused record and produces it to the dead-letter topic
+    /// (unless the topic already holds it: a replay).
     fn refuse(&mut self, record: &KafkaRecord, reason: &str) -> Result<(), ConnectorError> {
         self.malformed.0.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
@@ -386,6 +484,12 @@ impl KafkaSource {
         let (Some(producer), Some(topic)) = (self.dead_letters.as_ref(), &self.dead_letter) else {
             return Ok(());
         };
+        if self
+            .dead_lettered
+            .contains(&(record.partition, record.offset))
+        {
+            return Ok(());
+        }
         let partition = record.partition.to_string();
         let offset = record.offset.to_string();
         let headers = OwnedHeaders::new()
@@ -525,6 +629,9 @@ impl Source for KafkaSource {
                 .create()
                 .map_err(|e| kafka_error("creating the dead-letter producer", e))?;
             self.dead_letters = Some(producer);
+            if let Some(dead_letter) = &self.dead_letter {
+                self.dead_lettered = self.read_dead_lettered(dead_letter, &owned)?;
+            }
         }
         self.consumer = Some(consumer);
         self.last_message = Some(Instant::now());
