@@ -261,6 +261,20 @@ impl Mirror {
                 };
             if !same {
                 let bytes = self.store.download(name)?;
+                let got = (bytes.len() as u64, crc32fast::hash(&bytes));
+                if let Some(crc) = wanted.crc
+                    && got != (wanted.len, crc)
+                {
+                    return Err(StateError::Store {
+                        store: format!("{:?}", self.store),
+                        action: "restore from",
+                        object: name.clone(),
+                        reason: format!(
+                            "the store's copy has {} bytes and CRC-32 {}, its manifest says {} bytes and {crc}: the object is damaged, and the store's newest checkpoint cannot be restored until it is replaced from a backup",
+                            got.0, got.1, wanted.len
+                        ),
+                    });
+                }
                 write_replacing(dir, name, &bytes, "fetching")?;
             }
             copied.insert(name.clone(), *wanted);
@@ -532,6 +546,38 @@ mod tests {
         let mut log = CheckpointLog::open(&b, LogOptions::default()).unwrap();
         let next = log.next_checkpoint_id().unwrap();
         assert!(next > taken, "{next} after {taken}");
+        std::fs::remove_dir_all(&base).ok();
+    }
+
+    /// A segment damaged in the store is refused by name when fetched, and
+    /// not written into the directory.
+    #[test]
+    fn a_damaged_segment_in_the_store_is_refused_by_name() {
+        let base = temp("damaged");
+        let store = Arc::new(DirectoryStore::new(base.join("store")));
+        let here = base.join("here");
+        let mut log = CheckpointLog::open(&here, LogOptions::default()).unwrap();
+        commit(&mut log, 1);
+        Mirror::new(store.clone()).publish(&here).unwrap();
+        drop(log);
+        let (segment, _) = store
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|(name, _)| is_segment(name))
+            .unwrap();
+        let mut bytes = store.download(&segment).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        store.upload(&segment, bytes).unwrap();
+        let error = Mirror::new(store).fetch(&base.join("there")).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains(&segment), "{text}");
+        assert!(text.contains("damaged"), "{text}");
+        assert!(
+            log_files(&base.join("there")).unwrap().is_empty(),
+            "nothing was written"
+        );
         std::fs::remove_dir_all(&base).ok();
     }
 
