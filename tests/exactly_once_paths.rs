@@ -7,32 +7,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use streamwork::connectors::TransactionalFileSink;
 use streamwork::core::checkpoint::Transactional;
 use streamwork::prelude::*;
-use support::{Held, Numbers, assert_same, dir, exactly_once};
-
-/// A running sum per key.
-#[derive(Clone, Default, State)]
-struct RunningSum {
-    sums: KeyedState<u64, i64>,
-}
-
-#[operator]
-impl RunningSum {
-    fn on_record(
-        &mut self,
-        key: CurrentKey<'_, u64>,
-        (_, value): (u64, i64),
-        out: &mut Collector<(u64, i64, i64)>,
-    ) {
-        let sum = self.sums.get_or_default(key);
-        *sum += value;
-        out.emit((*key, value, *sum));
-    }
-}
+use support::{
+    Held, Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once, expected_sums,
+    sum_files,
+};
 
 /// A transactional sink that fails right after staging its first
 /// checkpoint: the checkpoint never completes, and what it staged stays.
@@ -66,13 +48,6 @@ impl<S: Sink> Sink for FailsAfterStaging<S> {
 
 impl<S: Sink> Transactional for FailsAfterStaging<S> {}
 
-fn files(output: &Path) -> TransactionalFileSink<(u64, i64, i64)> {
-    FileSink::new(output, |(k, v, s): &(u64, i64, i64), line: &mut Vec<u8>| {
-        line.extend_from_slice(format!("{k},{v},{s}").as_bytes());
-    })
-    .transactional()
-}
-
 /// The sums job into `sink`.
 fn sums<S>(source: Numbers, p: u32, sink: S) -> JobGraph
 where
@@ -85,36 +60,6 @@ where
         sink out[p] = sink <- sums;
     }
     .unwrap()
-}
-
-/// Every committed row (visible files), sorted; and the hidden files left.
-fn committed(output: &Path) -> (Vec<String>, Vec<String>) {
-    let (mut rows, mut hidden) = (Vec::new(), Vec::new());
-    for entry in std::fs::read_dir(output).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            hidden.push(name);
-        } else {
-            let text = std::fs::read_to_string(entry.path()).unwrap();
-            rows.extend(text.lines().map(String::from));
-        }
-    }
-    rows.sort();
-    hidden.sort();
-    (rows, hidden)
-}
-
-fn expected(n: u64) -> Vec<String> {
-    let mut sums = [0i64; 10];
-    let mut rows: Vec<String> = (0..n)
-        .map(|i| {
-            let (k, v) = (i % 10, i as i64 - 500);
-            sums[k as usize] += v;
-            format!("{k},{v},{}", sums[k as usize])
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 struct Paths {
@@ -140,22 +85,26 @@ fn a_crash_before_the_first_checkpoint_completes_publishes_nothing_twice() {
     let n = 2_000;
     for p in [1, 2] {
         let paths = paths(&format!("paths-first-{p}"));
-        let error = sums(Numbers::new(n), p, FailsAfterStaging(files(&paths.output)))
-            .run_with(exactly_once(&paths.checkpoints, 0))
-            .expect_err("the sink fails after staging");
+        let error = sums(
+            Numbers::new(n),
+            p,
+            FailsAfterStaging(sum_files(&paths.output)),
+        )
+        .run_with(exactly_once(&paths.checkpoints, 0))
+        .expect_err("the sink fails after staging");
         assert!(error.to_string().contains("injected failure"), "{error}");
-        let (rows, hidden) = committed(&paths.output);
+        let (rows, hidden) = committed_sums(&paths.output);
         assert!(rows.is_empty(), "nothing completed, nothing published");
         assert!(
             hidden.iter().any(|h| h.contains(".staged-")),
             "the precondition: staged output was left behind: {hidden:?}"
         );
-        let report = sums(Numbers::holding_at(n, Some(0)), p, files(&paths.output))
+        let report = sums(Numbers::holding_at(n, Some(0)), p, sum_files(&paths.output))
             .run_with(exactly_once(&paths.checkpoints, 0))
             .unwrap();
         assert_eq!(report.recovery.restored_from, None);
-        let (rows, hidden) = committed(&paths.output);
-        assert_same(&rows, &expected(n), &format!("p={p}"));
+        let (rows, hidden) = committed_sums(&paths.output);
+        assert_same(&rows, &expected_sums(n), &format!("p={p}"));
         assert!(hidden.iter().all(|h| !h.contains(".staged-")), "{hidden:?}");
     }
 }
@@ -168,11 +117,12 @@ fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
     let n = 2_000;
     let paths = paths("paths-damaged");
     let run = || {
-        sums(Numbers::new(n), 2, files(&paths.output)).run_with(exactly_once(&paths.checkpoints, 0))
+        sums(Numbers::new(n), 2, sum_files(&paths.output))
+            .run_with(exactly_once(&paths.checkpoints, 0))
     };
     run().unwrap();
-    let published = committed(&paths.output);
-    assert_same(&published.0, &expected(n), "the first run");
+    let published = committed_sums(&paths.output);
+    assert_same(&published.0, &expected_sums(n), "the first run");
     let mut segments: Vec<PathBuf> = std::fs::read_dir(&paths.checkpoints)
         .unwrap()
         .flatten()
@@ -199,7 +149,11 @@ fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
     );
     assert!(text.contains("from a backup"), "the fix is said: {text}");
     assert!(!error.is_retryable());
-    assert_eq!(committed(&paths.output), published, "nothing was published");
+    assert_eq!(
+        committed_sums(&paths.output),
+        published,
+        "nothing was published"
+    );
     for segment in &segments {
         std::fs::remove_file(segment).unwrap();
     }
@@ -208,7 +162,11 @@ fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
         error.to_string().contains("restoring from nothing"),
         "{error}"
     );
-    assert_eq!(committed(&paths.output), published, "nothing was published");
+    assert_eq!(
+        committed_sums(&paths.output),
+        published,
+        "nothing was published"
+    );
 }
 
 /// The whole checkpoint directory lost under published output: the sink
@@ -219,10 +177,11 @@ fn a_lost_checkpoint_directory_under_published_output_is_refused() {
     let n = 1_000;
     let paths = paths("paths-lost");
     let run = || {
-        sums(Numbers::new(n), 2, files(&paths.output)).run_with(exactly_once(&paths.checkpoints, 0))
+        sums(Numbers::new(n), 2, sum_files(&paths.output))
+            .run_with(exactly_once(&paths.checkpoints, 0))
     };
     run().unwrap();
-    let published = committed(&paths.output);
+    let published = committed_sums(&paths.output);
     std::fs::remove_dir_all(&paths.checkpoints).unwrap();
     let error = run().expect_err("refused by the sink");
     let text = error.to_string();
@@ -232,7 +191,11 @@ fn a_lost_checkpoint_directory_under_published_output_is_refused() {
         text.contains(&format!("remove {}", paths.output.display())),
         "{text}"
     );
-    assert_eq!(committed(&paths.output), published, "nothing was published");
+    assert_eq!(
+        committed_sums(&paths.output),
+        published,
+        "nothing was published"
+    );
 }
 
 /// A bounded source that ends at once next to one that goes on: periodic

@@ -10,38 +10,12 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 
-use streamwork::connectors::TransactionalFileSink;
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
 use streamwork::state::{CheckpointStore, DirectoryStore};
-use support::{Numbers, assert_same, dir, exactly_once};
-
-/// A running sum per key.
-#[derive(Clone, Default, State)]
-struct RunningSum {
-    sums: KeyedState<u64, i64>,
-}
-
-#[operator]
-impl RunningSum {
-    fn on_record(
-        &mut self,
-        key: CurrentKey<'_, u64>,
-        (_, value): (u64, i64),
-        out: &mut Collector<(u64, i64, i64)>,
-    ) {
-        let sum = self.sums.get_or_default(key);
-        *sum += value;
-        out.emit((*key, value, *sum));
-    }
-}
-
-fn files(output: &Path) -> TransactionalFileSink<(u64, i64, i64)> {
-    FileSink::new(output, |(k, v, s): &(u64, i64, i64), line: &mut Vec<u8>| {
-        line.extend_from_slice(format!("{k},{v},{s}").as_bytes());
-    })
-    .transactional()
-}
+use support::{
+    Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once, expected_sums, sum_files,
+};
 
 /// The sums job, failing before record `fail_at` of its only checker.
 fn sums(n: u64, output: &Path, fail_at: Option<usize>) -> JobGraph {
@@ -51,34 +25,9 @@ fn sums(n: u64, output: &Path, fail_at: Option<usize>) -> JobGraph {
         source numbers = Numbers::new(n);
         operator checked = fault <- numbers;
         operator sums[2] = RunningSum::default() <- checked.key(|(k, _): &(u64, i64)| *k);
-        sink out[2] = files(output) <- sums;
+        sink out[2] = sum_files(output) <- sums;
     }
     .unwrap()
-}
-
-fn committed(output: &Path) -> Vec<String> {
-    let mut rows = Vec::new();
-    for entry in std::fs::read_dir(output).into_iter().flatten().flatten() {
-        if !entry.file_name().to_string_lossy().starts_with('.') {
-            let text = std::fs::read_to_string(entry.path()).unwrap();
-            rows.extend(text.lines().map(String::from));
-        }
-    }
-    rows.sort();
-    rows
-}
-
-fn expected(n: u64) -> Vec<String> {
-    let mut sums = [0i64; 10];
-    let mut rows: Vec<String> = (0..n)
-        .map(|i| {
-            let (k, v) = (i % 10, i as i64 - 500);
-            sums[k as usize] += v;
-            format!("{k},{v},{}", sums[k as usize])
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// Process one, in its own directory, dies after its first checkpoints;
@@ -100,7 +49,7 @@ fn carried_on_elsewhere(name: &str, store: Arc<dyn CheckpointStore>) {
         .run_with(options("one"))
         .expect_err("the injected fault ends the first run");
     assert!(error.to_string().contains("injected fault"), "{error}");
-    let before = committed(&output);
+    let before = committed_sums(&output).0;
     assert!(
         !before.is_empty() && before.len() < n as usize,
         "the precondition: some output was published before the crash ({} rows)",
@@ -111,12 +60,12 @@ fn carried_on_elsewhere(name: &str, store: Arc<dyn CheckpointStore>) {
         report.recovery.restored_from.is_some(),
         "the second run restored from the store"
     );
-    assert_same(&committed(&output), &expected(n), name);
+    assert_same(&committed_sums(&output).0, &expected_sums(n), name);
     let report = sums(n, &output, None).run_with(options("one")).unwrap();
     assert!(report.recovery.restored_from.is_some());
     assert_same(
-        &committed(&output),
-        &expected(n),
+        &committed_sums(&output).0,
+        &expected_sums(n),
         "after the first came back",
     );
     let _ = std::fs::remove_dir_all(&root);

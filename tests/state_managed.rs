@@ -10,28 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
-use support::{Numbers, assert_same, dir, exactly_once};
-
-/// The README's style: a running sum per key in `KeyedState`, and nothing
-/// written by hand to checkpoint it.
-#[derive(Clone, Default, State)]
-struct RunningSum {
-    sums: KeyedState<u64, i64>,
-}
-
-#[operator]
-impl RunningSum {
-    fn on_record(
-        &mut self,
-        key: CurrentKey<'_, u64>,
-        (_, value): (u64, i64),
-        out: &mut Collector<(u64, i64, i64)>,
-    ) {
-        let sum = self.sums.get_or_default(key);
-        *sum += value;
-        out.emit((*key, value, *sum));
-    }
-}
+use support::{Numbers, RunningSum, assert_same, dir, exactly_once};
 
 /// The running sums job at parallelism `p`, failing instance 0 once before
 /// its `fail_at`-th record (never if `None`).

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use streamwork::connectors::TransactionalFileSink;
 use streamwork::core::checkpoint::CheckpointView;
 use streamwork::prelude::*;
 
@@ -260,3 +261,66 @@ impl<S: Source> Source for Held<S> {
 }
 
 impl<S: Source> streamwork::core::checkpoint::Replayable for Held<S> {}
+
+/// The README's style: a running sum per key in `KeyedState`, and nothing
+/// written by hand to checkpoint it. In: `(key, value)` (a [`Numbers`]
+/// record); out: `(key, value, sum so far)`.
+#[derive(Clone, Default, State)]
+pub struct RunningSum {
+    sums: KeyedState<u64, i64>,
+}
+
+#[operator]
+impl RunningSum {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        (_, value): (u64, i64),
+        out: &mut Collector<(u64, i64, i64)>,
+    ) {
+        let sum = self.sums.get_or_default(key);
+        *sum += value;
+        out.emit((*key, value, *sum));
+    }
+}
+
+/// A transactional file sink of [`RunningSum`] rows, `key,value,sum` lines.
+pub fn sum_files(output: &Path) -> TransactionalFileSink<(u64, i64, i64)> {
+    FileSink::new(output, |(k, v, s): &(u64, i64, i64), line: &mut Vec<u8>| {
+        line.extend_from_slice(format!("{k},{v},{s}").as_bytes());
+    })
+    .transactional()
+}
+
+/// Every row [`sum_files`] committed into `output` (visible files),
+/// sorted; and the hidden files left.
+pub fn committed_sums(output: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut rows, mut hidden) = (Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(output).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            hidden.push(name);
+        } else {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            rows.extend(text.lines().map(String::from));
+        }
+    }
+    rows.sort();
+    hidden.sort();
+    (rows, hidden)
+}
+
+/// The rows of an uninterrupted [`RunningSum`] run over `Numbers::new(n)`,
+/// as [`committed_sums`] reads them.
+pub fn expected_sums(n: u64) -> Vec<String> {
+    let mut sums = [0i64; 10];
+    let mut rows: Vec<String> = (0..n)
+        .map(|i| {
+            let (k, v) = (i % 10, i as i64 - 500);
+            sums[k as usize] += v;
+            format!("{k},{v},{}", sums[k as usize])
+        })
+        .collect();
+    rows.sort();
+    rows
+}

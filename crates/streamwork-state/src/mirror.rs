@@ -301,6 +301,22 @@ impl Mirror {
         Ok(true)
     }
 
+    /// Reads `dir/name` and uploads it; returns what the store now holds.
+    fn upload_file(&self, dir: &Path, name: &str) -> Result<Copied, StateError> {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| StateError::io("read", path, e))?;
+        let copy = Copied {
+            len: bytes.len() as u64,
+            crc: Some(crc32fast::hash(&bytes)),
+        };
+        let reserved = (name == reserved_marker()).then(|| bytes.clone());
+        self.store.upload(name, bytes)?;
+        if let Some(bytes) = reserved {
+            *self.reserved.lock().unwrap_or_else(|p| p.into_inner()) = bytes;
+        }
+        Ok(copy)
+    }
+
     /// Copies `dir`'s `RESERVED` marker into the store if it changed: called
     /// when a checkpoint id is taken, so that an id this process may use is
     /// reserved in the store before its first use, and a process that
@@ -333,15 +349,7 @@ impl Mirror {
                 .get(name)
                 .is_some_and(|c| c.len == len && c.crc.is_some());
             if !known {
-                let path = dir.join(name);
-                let bytes = std::fs::read(&path).map_err(|e| StateError::io("read", path, e))?;
-                // What was read is what the store now holds.
-                let copy = Copied {
-                    len: bytes.len() as u64,
-                    crc: Some(crc32fast::hash(&bytes)),
-                };
-                self.store.upload(name, bytes)?;
-                copied.insert(name.clone(), copy);
+                copied.insert(name.clone(), self.upload_file(dir, name)?);
             }
         }
         let mut manifest = String::new();
@@ -357,17 +365,7 @@ impl Mirror {
         let mut markers: Vec<&String> = local.keys().filter(|name| !is_segment(name)).collect();
         markers.sort_by_key(|name| name.as_str() == marker);
         for name in markers {
-            let path = dir.join(name);
-            let bytes = std::fs::read(&path).map_err(|e| StateError::io("read", path, e))?;
-            let copy = Copied {
-                len: bytes.len() as u64,
-                crc: None,
-            };
-            if name.as_str() == reserved_marker() {
-                bytes.clone_into(&mut self.reserved.lock().unwrap_or_else(|p| p.into_inner()));
-            }
-            self.store.upload(name, bytes)?;
-            copied.insert(name.clone(), copy);
+            copied.insert(name.clone(), self.upload_file(dir, name)?);
         }
         let gone: Vec<String> = copied
             .keys()
@@ -436,6 +434,18 @@ mod tests {
         (checkpoint.id(), values[0].to_native())
     }
 
+    /// A store under `base`, and process A's directory `base/a` with its
+    /// log open, checkpoint 1 (value 1) committed and published.
+    fn published_once(base: &Path) -> (Arc<DirectoryStore>, Mirror, PathBuf, CheckpointLog) {
+        let store = Arc::new(DirectoryStore::new(base.join("store")));
+        let a = base.join("a");
+        let mirror = Mirror::new(store.clone());
+        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        commit(&mut log, 1);
+        mirror.publish(&a).unwrap();
+        (store, mirror, a, log)
+    }
+
     #[test]
     fn a_fresh_directory_restores_the_newest_published_checkpoint() {
         let base = temp("fresh");
@@ -477,12 +487,8 @@ mod tests {
     #[test]
     fn a_directory_ahead_of_the_store_is_brought_back_to_it() {
         let base = temp("ahead");
-        let store = Arc::new(DirectoryStore::new(base.join("store")));
-        let here = base.join("here");
-        let mirror = Mirror::new(store.clone());
-        let mut log = CheckpointLog::open(&here, LogOptions::default()).unwrap();
-        let published = commit(&mut log, 1);
-        mirror.publish(&here).unwrap();
+        let (store, _, here, mut log) = published_once(&base);
+        let published = load_latest(&here).unwrap().id();
         // Committed here but never published (the process died before).
         commit(&mut log, 2);
         drop(log);
@@ -499,12 +505,8 @@ mod tests {
     #[test]
     fn a_segment_of_the_same_name_and_length_is_fetched_when_it_differs() {
         let base = temp("same-name");
-        let store = Arc::new(DirectoryStore::new(base.join("store")));
-        let (a, b) = (base.join("a"), base.join("b"));
-        let mirror = Mirror::new(store.clone());
-        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
-        commit(&mut log, 1);
-        mirror.publish(&a).unwrap();
+        let (store, _, a, log) = published_once(&base);
+        let b = base.join("b");
         drop(log);
         let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
         let unpublished = commit(&mut log, 2);
@@ -531,12 +533,8 @@ mod tests {
     #[test]
     fn ids_one_process_took_are_never_handed_out_by_the_next() {
         let base = temp("ids");
-        let store = Arc::new(DirectoryStore::new(base.join("store")));
-        let (a, b) = (base.join("a"), base.join("b"));
-        let mirror = Mirror::new(store.clone());
-        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
-        commit(&mut log, 1);
-        mirror.publish(&a).unwrap();
+        let (store, mirror, a, log) = published_once(&base);
+        let b = base.join("b");
         drop(log);
         let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
         let taken = log.next_checkpoint_id().unwrap();
@@ -554,11 +552,7 @@ mod tests {
     #[test]
     fn a_damaged_segment_in_the_store_is_refused_by_name() {
         let base = temp("damaged");
-        let store = Arc::new(DirectoryStore::new(base.join("store")));
-        let here = base.join("here");
-        let mut log = CheckpointLog::open(&here, LogOptions::default()).unwrap();
-        commit(&mut log, 1);
-        Mirror::new(store.clone()).publish(&here).unwrap();
+        let (store, _, _, log) = published_once(&base);
         drop(log);
         let (segment, _) = store
             .list()
@@ -584,12 +578,8 @@ mod tests {
     #[test]
     fn a_directory_behind_the_store_catches_up() {
         let base = temp("behind");
-        let store = Arc::new(DirectoryStore::new(base.join("store")));
-        let (a, b) = (base.join("a"), base.join("b"));
-        let first = Mirror::new(store.clone());
-        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
-        commit(&mut log, 1);
-        first.publish(&a).unwrap();
+        let (store, _, a, log) = published_once(&base);
+        let b = base.join("b");
         drop(log);
         // B takes over from the store, and goes on.
         let second = Mirror::new(store.clone());
