@@ -38,7 +38,7 @@ struct Args {
 }
 
 /// A vehicle seen in a zone.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Vehicle {
     kind: String,
     zone: u32,
@@ -46,7 +46,7 @@ struct Vehicle {
 }
 
 /// A temperature reading of a zone.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Temperature {
     zone: u32,
     celsius: f64,

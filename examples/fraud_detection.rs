@@ -30,7 +30,7 @@ struct Args {
 }
 
 /// A card transaction.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Transaction {
     id: u64,
     card: u32,
@@ -84,11 +84,29 @@ impl Transaction {
 }
 
 /// One analyzer's opinion of one transaction, in `[0, 1]`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Score {
     transaction: u64,
-    analyzer: &'static str,
+    analyzer: Analyzer,
     score: f64,
+}
+
+/// Which analyzer scored a transaction.
+#[derive(Copy, Clone, Debug, serde::Serialize, serde::Deserialize)]
+enum Analyzer {
+    AverageTicket,
+    Proximity,
+    TransactionCount,
+}
+
+impl Analyzer {
+    fn name(self) -> &'static str {
+        match self {
+            Analyzer::AverageTicket => "average_ticket",
+            Analyzer::Proximity => "proximity",
+            Analyzer::TransactionCount => "transaction_count",
+        }
+    }
 }
 
 /// Parses transaction lines; a line that does not parse is counted, reported
@@ -127,7 +145,7 @@ impl AverageTicketAnalyzer {
         *n += 1;
         out.emit(Score {
             transaction: t.id,
-            analyzer: "average_ticket",
+            analyzer: Analyzer::AverageTicket,
             score,
         });
     }
@@ -151,7 +169,7 @@ fn proximity_scores(window: WindowContents<'_, Transaction>) -> Vec<Score> {
         };
         scores.push(Score {
             transaction: t.id,
-            analyzer: "proximity",
+            analyzer: Analyzer::Proximity,
             score,
         });
         previous = Some(t);
@@ -166,7 +184,7 @@ fn count_scores(window: WindowContents<'_, Transaction>) -> Vec<Score> {
         .iter()
         .map(|t| Score {
             transaction: t.id,
-            analyzer: "transaction_count",
+            analyzer: Analyzer::TransactionCount,
             score,
         })
         .collect()
@@ -207,7 +225,7 @@ impl ScoreAggregator {
                 reasons: scores
                     .iter()
                     .filter(|s| s.score > 0.0)
-                    .map(|s| s.analyzer)
+                    .map(|s| s.analyzer.name())
                     .collect(),
             });
         }

@@ -42,7 +42,7 @@ struct Args {
 }
 
 /// One ledger entry, at event time `index` ms.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Entry {
     index: u64,
     account: u64,

@@ -58,7 +58,7 @@ struct Args {
 }
 
 /// One card transaction.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Transaction {
     account: u64,
     amount_cents: u64,

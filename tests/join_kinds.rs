@@ -6,12 +6,36 @@ use std::time::Duration;
 
 use streamwork::prelude::*;
 
-type Left = (u32, i64, &'static str);
-type Right = (u32, i64, &'static str);
-/// A table update of the scripted tests.
-type Update = Change<u32, &'static str>;
+/// A record's label: a `&'static str` that a keyed exchange can carry
+/// (decoded by leaking the text: scripted tests only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Name(&'static str);
 
-fn at(r: &(u32, i64, &'static str)) -> Timestamp {
+impl serde::Serialize for Name {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Name {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(Name(Box::leak(text.into_boxed_str())))
+    }
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+type Left = (u32, i64, Name);
+type Right = (u32, i64, Name);
+/// A table update of the scripted tests.
+type Update = Change<u32, Name>;
+
+fn at(r: &(u32, i64, Name)) -> Timestamp {
     Timestamp::from_millis(r.1)
 }
 
@@ -20,7 +44,7 @@ fn rows(
 ) -> BTreeSet<(u32, Option<&'static str>, Option<&'static str>)> {
     sink.values()
         .into_iter()
-        .map(|r| (r.key, r.left.map(|l| l.2), r.right.map(|r| r.2)))
+        .map(|r| (r.key, r.left.map(|l| l.2.0), r.right.map(|r| r.2.0)))
         .collect()
 }
 
@@ -47,8 +71,8 @@ fn window_join(
 fn inputs() -> (Vec<Left>, Vec<Right>) {
     // Window [0, 10): key 1 on both sides, key 2 left only, key 3 right only.
     // Window [10, 20): key 1 left only.
-    let lefts = vec![(1, 1, "a1"), (2, 2, "a2"), (1, 12, "a3")];
-    let rights = vec![(1, 3, "b1"), (3, 4, "b3"), (1, 5, "b2")];
+    let lefts = vec![(1, 1, Name("a1")), (2, 2, Name("a2")), (1, 12, Name("a3"))];
+    let rights = vec![(1, 3, Name("b1")), (3, 4, Name("b3")), (1, 5, Name("b2"))];
     (lefts, rights)
 }
 
@@ -117,14 +141,14 @@ fn windowed_join_drops_and_counts_late_rows_on_either_side() {
         .tumbling(Duration::from_millis(10))
         .count_late_in(late.clone());
     let mut harness = CoHarness::new(join);
-    harness.left(1, (1, 1, "a1"), Some(1));
-    harness.right(1, (1, 2, "b1"), Some(2));
-    harness.left(1, (1, 30, "a2"), Some(30));
+    harness.left(1, (1, 1, Name("a1")), Some(1));
+    harness.right(1, (1, 2, Name("b1")), Some(2));
+    harness.left(1, (1, 30, Name("a2")), Some(30));
     // Window [0, 10) closes at W = 30: both of these are late.
     harness.watermark(30);
-    harness.right(1, (1, 3, "late-right"), Some(3));
-    harness.left(1, (1, 4, "late-left"), Some(4));
-    harness.right(1, (1, 31, "b2"), Some(31));
+    harness.right(1, (1, 3, Name("late-right")), Some(3));
+    harness.left(1, (1, 4, Name("late-left")), Some(4));
+    harness.right(1, (1, 31, Name("b2")), Some(31));
     harness.end();
     let got: BTreeSet<_> = harness
         .take(|out| out.take_buffered())
@@ -132,8 +156,8 @@ fn windowed_join_drops_and_counts_late_rows_on_either_side() {
         .map(|r| {
             (
                 r.value.key,
-                r.value.left.map(|l| l.2),
-                r.value.right.map(|r| r.2),
+                r.value.left.map(|l| l.2.0),
+                r.value.right.map(|r| r.2.0),
             )
         })
         .collect();
@@ -146,12 +170,12 @@ fn windowed_join_drops_and_counts_late_rows_on_either_side() {
 
 #[test]
 fn interval_bounds_are_inclusive_at_both_ends() {
-    let lefts: Vec<Left> = vec![(1, 100, "a")];
+    let lefts: Vec<Left> = vec![(1, 100, Name("a"))];
     let rights: Vec<Right> = vec![
-        (1, 94, "too early"),
-        (1, 95, "lower bound"),
-        (1, 110, "upper bound"),
-        (1, 111, "too late"),
+        (1, 94, Name("too early")),
+        (1, 95, Name("lower bound")),
+        (1, 110, Name("upper bound")),
+        (1, 111, Name("too late")),
     ];
     let out = CollectSink::new();
     let graph = job! {
@@ -174,7 +198,7 @@ fn interval_bounds_are_inclusive_at_both_ends() {
     );
 }
 
-type Reading = (u32, i64, &'static str);
+type Reading = (u32, i64, Name);
 
 #[test]
 fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
@@ -197,34 +221,34 @@ fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
             ],
         ),
     ] {
-        let mut harness: CoHarness<StreamTableJoin<Reading, &'static str, u32>> =
+        let mut harness: CoHarness<StreamTableJoin<Reading, Name, u32>> =
             CoHarness::new(join);
-        harness.left(1, (1, 0, "before any row"), None);
+        harness.left(1, (1, 0, Name("before any row")), None);
         harness.right(
             1,
             Change::Upsert {
                 key: 1,
-                value: "v1",
+                value: Name("v1"),
             },
             None,
         );
-        harness.left(1, (1, 0, "with v1"), None);
+        harness.left(1, (1, 0, Name("with v1")), None);
         harness.right(
             1,
             Change::Upsert {
                 key: 1,
-                value: "v2",
+                value: Name("v2"),
             },
             None,
         );
-        harness.left(2, (2, 0, "another key"), None);
-        harness.left(1, (1, 0, "with v2"), None);
+        harness.left(2, (2, 0, Name("another key")), None);
+        harness.left(1, (1, 0, Name("with v2")), None);
         harness.right(1, Change::Delete { key: 1 }, None);
-        harness.left(1, (1, 0, "after delete"), None);
+        harness.left(1, (1, 0, Name("after delete")), None);
         let got: Vec<_> = harness
             .take(|out| out.take_buffered())
             .into_iter()
-            .map(|r| (r.value.left.unwrap().2, r.value.right))
+            .map(|r| (r.value.left.unwrap().2.0, r.value.right.map(|n| n.0)))
             .filter(|(name, _)| *name != "another key")
             .collect();
         assert_eq!(got, expected);
@@ -234,12 +258,12 @@ fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
 
 #[test]
 fn temporal_join_uses_the_row_as_of_the_event_time() {
-    type Update = (u32, i64, Change<u32, &'static str>);
+    type Update = (u32, i64, Change<u32, Name>);
     let events: Vec<Reading> = vec![
-        (1, 5, "at 5"),
-        (1, 15, "at 15"),
-        (1, 25, "at 25"),
-        (1, 40, "at 40"),
+        (1, 5, Name("at 5")),
+        (1, 15, Name("at 15")),
+        (1, 25, Name("at 25")),
+        (1, 40, Name("at 40")),
     ];
     let updates: Vec<Update> = vec![
         (
@@ -247,7 +271,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
             10,
             Change::Upsert {
                 key: 1,
-                value: "from 10",
+                value: Name("from 10"),
             },
         ),
         (
@@ -255,7 +279,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
             20,
             Change::Upsert {
                 key: 1,
-                value: "from 20",
+                value: Name("from 20"),
             },
         ),
         (1, 30, Change::Delete { key: 1 }),
@@ -264,7 +288,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
             50,
             Change::Upsert {
                 key: 1,
-                value: "from 50",
+                value: Name("from 50"),
             },
         ),
     ];
@@ -276,7 +300,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
         operator tu = Watermarks::monotonic().timestamps(|u: &Update| Timestamp::from_millis(u.1)) <- u;
         operator changes = TakeChange <- tu;
         operator enriched = Join::left().transient().stream_table().temporal_transient()
-            <- left(te.key(|e: &Reading| e.0)), right(changes.key(|c: &Change<u32, &'static str>| *c.key()));
+            <- left(te.key(|e: &Reading| e.0)), right(changes.key(|c: &Change<u32, Name>| *c.key()));
         sink o = out.clone() <- enriched;
     }
     .unwrap();
@@ -284,7 +308,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
     let mut got: Vec<_> = out
         .values()
         .into_iter()
-        .map(|r: JoinRow<u32, Reading, &str>| (r.left.unwrap().2, r.right))
+        .map(|r: JoinRow<u32, Reading, Name>| (r.left.unwrap().2.0, r.right.map(|n| n.0)))
         .collect();
     got.sort();
     assert_eq!(
@@ -299,7 +323,7 @@ fn temporal_join_uses_the_row_as_of_the_event_time() {
 }
 
 #[operator]
-fn take_change(update: (u32, i64, Change<u32, &'static str>), out: &mut Collector<Update>) {
+fn take_change(update: (u32, i64, Change<u32, Name>), out: &mut Collector<Update>) {
     out.emit(update.2);
 }
 
@@ -307,13 +331,13 @@ fn take_change(update: (u32, i64, Change<u32, &'static str>), out: &mut Collecto
 fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
     use streamwork::core::testkit::CoHarness;
     use streamwork::join::TableTableJoin;
-    let mut harness: CoHarness<TableTableJoin<&'static str, &'static str, u32>> =
+    let mut harness: CoHarness<TableTableJoin<Name, Name, u32>> =
         CoHarness::new(Join::inner().transient().tables());
     harness.left(
         1,
         Change::Upsert {
             key: 1,
-            value: "l1",
+            value: Name("l1"),
         },
         None,
     );
@@ -321,7 +345,7 @@ fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
         1,
         Change::Upsert {
             key: 1,
-            value: "r1",
+            value: Name("r1"),
         },
         None,
     );
@@ -329,7 +353,7 @@ fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
         1,
         Change::Upsert {
             key: 1,
-            value: "l2",
+            value: Name("l2"),
         },
         None,
     );
@@ -337,7 +361,7 @@ fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
         1,
         Change::Upsert {
             key: 1,
-            value: "r2",
+            value: Name("r2"),
         },
         None,
     );
@@ -359,8 +383,8 @@ fn table_table_join_retracts_what_an_update_or_delete_invalidates() {
 
 #[test]
 fn unwindowed_join_emits_as_soon_as_both_sides_are_known() {
-    let lefts: Vec<Left> = vec![(1, 1, "a1"), (2, 2, "a2")];
-    let rights: Vec<Right> = vec![(1, 3, "b1"), (1, 4, "b2"), (3, 5, "b3")];
+    let lefts: Vec<Left> = vec![(1, 1, Name("a1")), (2, 2, Name("a2"))];
+    let rights: Vec<Right> = vec![(1, 3, Name("b1")), (1, 4, Name("b2")), (3, 5, Name("b3"))];
     let out = CollectSink::new();
     let graph = job! {
         source l = VecSource::new(lefts);

@@ -48,6 +48,7 @@ pub mod key;
 pub mod lineage;
 pub mod ops;
 pub mod outputs;
+pub mod portable;
 pub mod record;
 pub mod state;
 pub mod stream;
@@ -77,6 +78,7 @@ pub use outputs::{
     AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,
     all_channels_handled,
 };
+pub use portable::{Envelope, Portable};
 pub use record::{Data, Record};
 pub use state::{CurrentKey, Key, KeyedState};
 pub use stream::{Input, IntoInputs, KeyedStream, Stream};

@@ -24,6 +24,7 @@ use crate::grouping::{
 use crate::hash::stable_hash;
 use crate::id::{JobId, NodeId};
 use crate::key::{ByKey, KeyFn, KeyKind, NoKey};
+use crate::portable::Portable;
 use crate::record::Data;
 use crate::state::Key;
 use crate::stream_time::{StreamTime, Unwatermarked};
@@ -87,7 +88,33 @@ pub struct Input<T, Tm = Unwatermarked> {
     grouping: GroupingSpec,
     route: RouteMaker<T>,
     flow: FlowControl,
+    exchange: Option<Exchange<T>>,
     _time: PhantomData<fn() -> Tm>,
+}
+
+/// How the records of a keyed edge cross processes, when the job runs as
+/// stages (see [`portable`](crate::portable)): what `key_by` knows of them
+/// and a runner splitting the job needs.
+pub struct Exchange<T> {
+    /// The stable hash of a record's key.
+    pub key_hash: Arc<dyn Fn(&T) -> u64 + Send + Sync>,
+    /// Appends a record's bytes.
+    pub encode: fn(&T, &mut Vec<u8>) -> Result<(), String>,
+    /// A record from its bytes.
+    pub decode: fn(&[u8]) -> Result<T, String>,
+    /// Whether the stream carries watermarks.
+    pub watermarked: bool,
+}
+
+impl<T> Clone for Exchange<T> {
+    fn clone(&self) -> Self {
+        Exchange {
+            key_hash: self.key_hash.clone(),
+            encode: self.encode,
+            decode: self.decode,
+            watermarked: self.watermarked,
+        }
+    }
 }
 
 impl<T, Tm> Input<T, Tm> {
@@ -141,6 +168,11 @@ impl<T, Tm> Input<T, Tm> {
     pub fn route(&self) -> &RouteMaker<T> {
         &self.route
     }
+
+    /// How its records cross processes: a keyed edge's.
+    pub fn exchange(&self) -> Option<&Exchange<T>> {
+        self.exchange.as_ref()
+    }
 }
 
 impl<T, Tm> Clone for Input<T, Tm> {
@@ -152,6 +184,7 @@ impl<T, Tm> Clone for Input<T, Tm> {
             grouping: self.grouping,
             route: self.route.clone(),
             flow: self.flow,
+            exchange: self.exchange.clone(),
             _time: PhantomData,
         }
     }
@@ -233,6 +266,7 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             grouping,
             route: basic_route(),
             flow: FlowControl::default(),
+            exchange: None,
             _time: PhantomData,
         }
     }
@@ -276,33 +310,52 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
 
     /// Fields grouping by `key`: every record with the same key goes to the
     /// same instance, through the [stable hash](crate::hash) and key groups.
+    ///
+    /// The records are [`Portable`] (serde's `Serialize` and
+    /// `Deserialize`): when the job runs as stages in several processes, a
+    /// keyed exchange carries them through a partitioned log.
     pub fn key_by<K: Key, F>(self, key: F) -> KeyedStream<T, K, Tm>
+    where
+        T: Portable,
+        F: Fn(&T) -> K + Send + Sync + 'static,
+    {
+        let key = Arc::new(key);
+        let hash_key = key.clone();
+        let exchange = Exchange {
+            key_hash: Arc::new(move |v: &T| stable_hash(&hash_key(v))),
+            encode: |v: &T, out: &mut Vec<u8>| v.encode_into(out),
+            decode: T::decode,
+            watermarked: Tm::WATERMARKED,
+        };
+        let mut input = self.keyed_input(key.clone());
+        input.exchange = Some(exchange);
+        KeyedStream { input, key }
+    }
+
+    /// A fields-grouped input by `key`, in one process.
+    fn keyed_input<K: Key, F>(self, key: Arc<F>) -> Input<T, Tm>
     where
         F: Fn(&T) -> K + Send + Sync + 'static,
     {
         // The route calls the key function through `Arc<F>`: a static call,
         // inlined into the routing loop. The receiver gets it as a `KeyFn`.
-        let key = Arc::new(key);
-        let route_key = key.clone();
         let route: RouteMaker<T> = Arc::new(move |_, ctx: RouteContext| {
-            let key = route_key.clone();
+            let key = key.clone();
             Box::new(KeyRoute::new(
                 move |v: &T| stable_hash(&key(v)),
                 ctx.key_groups,
                 ctx.targets,
             ))
         });
-        KeyedStream {
-            input: Input {
-                job: self.job,
-                node: self.node,
-                channel: self.channel,
-                grouping: GroupingSpec::Fixed(GroupingKind::Key),
-                route,
-                flow: FlowControl::default(),
-                _time: PhantomData,
-            },
-            key,
+        Input {
+            job: self.job,
+            node: self.node,
+            channel: self.channel,
+            grouping: GroupingSpec::Fixed(GroupingKind::Key),
+            route,
+            flow: FlowControl::default(),
+            exchange: None,
+            _time: PhantomData,
         }
     }
 
@@ -327,7 +380,7 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             Choice::Broadcast => self.broadcast(),
             Choice::Global => self.global(),
             Choice::Forward => self.forward(),
-            Choice::Key(hash) => self.key_by(move |value: &T| hash(value)).input,
+            Choice::Key(hash) => self.keyed_input(Arc::new(move |value: &T| hash(value))),
         }
     }
 
@@ -345,6 +398,7 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             grouping: GroupingSpec::Fixed(GroupingKind::Custom),
             route,
             flow: FlowControl::default(),
+            exchange: None,
             _time: PhantomData,
         }
     }

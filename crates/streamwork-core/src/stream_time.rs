@@ -3,7 +3,10 @@
 //! without watermarks does not compile.
 
 /// Whether a stream carries watermarks: the time marker of a [`Stream`](crate::Stream).
-pub trait StreamTime: Send + Sync + 'static {}
+pub trait StreamTime: Send + Sync + 'static {
+    /// Whether the stream carries watermarks.
+    const WATERMARKED: bool;
+}
 
 /// A stream without watermarks: its event time never advances (until its end).
 #[derive(Copy, Clone, Debug, Default)]
@@ -13,8 +16,12 @@ pub struct Unwatermarked;
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Watermarked;
 
-impl StreamTime for Unwatermarked {}
-impl StreamTime for Watermarked {}
+impl StreamTime for Unwatermarked {
+    const WATERMARKED: bool = false;
+}
+impl StreamTime for Watermarked {
+    const WATERMARKED: bool = true;
+}
 
 /// What an operator needs of its input's time, and what its output then is.
 pub trait TimeRequirement: Send + 'static {

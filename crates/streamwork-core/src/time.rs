@@ -17,7 +17,10 @@ use std::num::NonZeroU64;
 /// assert!(Timestamp::from_millis(-1) < Timestamp::from_millis(0));
 /// assert_eq!(std::mem::size_of::<Option<Timestamp>>(), 8);
 /// ```
-#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Timestamp(NonZeroU64);
 
 /// Offset-binary encoding: `millis ^ SIGN` orders like `millis` as an unsigned

@@ -58,7 +58,7 @@ pub struct JoinRow<K, L, R> {
 
 /// One update of a table: the table is the materialized view of a changelog
 /// of these, one row per key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Change<K, V> {
     /// Inserts or replaces the row of `key`.
     Upsert {

@@ -4,7 +4,9 @@
 use streamwork_core::Timestamp;
 
 /// The bounds of a time window, half-open: `[start, end)`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Window {
     /// First instant in the window.
     pub start: Timestamp,
@@ -38,7 +40,7 @@ pub struct CountWindow {
 }
 
 /// Why a window result was emitted.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Firing {
     /// The window closed (its end was reached): the regular result.
     Final,
@@ -50,7 +52,7 @@ pub enum Firing {
 }
 
 /// One result of one window of one key.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WindowResult<K, R, W = Window> {
     /// The key (`()` for a non-keyed window).
     pub key: K,

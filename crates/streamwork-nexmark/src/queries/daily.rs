@@ -30,7 +30,7 @@ pub fn price_rank(price: u64) -> usize {
 
 /// What the statistics read of a bid: its facts, and its channel for q16
 /// (empty for q15: no allocation).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StatBid {
     /// The bid's facts.
     pub facts: BidFacts,
@@ -62,7 +62,7 @@ pub fn stat_bids_with_channel(event: Event, out: &mut Collector<StatBid>) {
 }
 
 /// Which distinct values an instance counts.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Distinct {
     /// Bidders (and the bids, and the latest minute).
     Bidders,
@@ -74,7 +74,7 @@ pub enum Distinct {
 pub type Group = (i64, Option<String>);
 
 /// One instance's counts of one group.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Partial {
     /// Total and per rank.
     bids: [u64; 4],

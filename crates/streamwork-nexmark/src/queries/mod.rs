@@ -218,6 +218,8 @@ pub fn only_auctions(event: Event, out: &mut Collector<Auction>) {
     Debug,
     PartialEq,
     Eq,
+    serde::Serialize,
+    serde::Deserialize,
     streamwork::state::rkyv::Archive,
     streamwork::state::rkyv::Serialize,
     streamwork::state::rkyv::Deserialize,

@@ -16,7 +16,7 @@ use crate::sink::{Row, serde_row};
 use crate::text::Text;
 
 /// What q9 reads of a bid: its facts and its `extra`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct WinnerBid {
     facts: BidFacts,
     extra: Text,

@@ -175,8 +175,11 @@ impl<'j, T: Data, Tm: StreamTime, D> Flow<'j, T, Tm, D> {
     }
 
     /// Partitions the stream by `key` for a keyed step (fields grouping).
+    /// The records are [`Portable`](streamwork_core::Portable): see
+    /// [`Stream::key_by`].
     pub fn key_by<K: Key, F>(self, key: F) -> KeyedFlow<'j, T, K, Tm, D>
     where
+        T: streamwork_core::Portable,
         F: Fn(&T) -> K + Send + Sync + 'static,
     {
         KeyedFlow {
