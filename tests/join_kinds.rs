@@ -221,8 +221,7 @@ fn stream_table_join_sees_updates_and_deletes_as_they_arrive() {
             ],
         ),
     ] {
-        let mut harness: CoHarness<StreamTableJoin<Reading, Name, u32>> =
-            CoHarness::new(join);
+        let mut harness: CoHarness<StreamTableJoin<Reading, Name, u32>> = CoHarness::new(join);
         harness.left(1, (1, 0, Name("before any row")), None);
         harness.right(
             1,

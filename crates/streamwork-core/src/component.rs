@@ -79,6 +79,16 @@ pub trait Source: Clone + Send + 'static {
         false
     }
 
+    /// The partitioned log this source reads (a Kafka topic), for a runner
+    /// that splits a job by input partition and assigns each part its
+    /// partitions ([`InstanceContext::assigned_partitions`]); `None` (the
+    /// default) for a source that cannot be split that way.
+    ///
+    /// [`InstanceContext::assigned_partitions`]: crate::InstanceContext::assigned_partitions
+    fn partitioned_log(&self) -> Option<String> {
+        None
+    }
+
     /// The position to resume from (chapter 10), taken when a checkpoint
     /// starts, between two polls: a replayable source returns where its
     /// next poll would read. `None` (the default): nothing to resume, the

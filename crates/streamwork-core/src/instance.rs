@@ -27,6 +27,8 @@ pub struct InstanceContext {
     checkpoints: Option<CheckpointView>,
     poll_gates: Option<PollGates>,
     batch_size: usize,
+    assigned: Option<Arc<[i32]>>,
+    link: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for InstanceContext {
@@ -57,7 +59,37 @@ impl InstanceContext {
             checkpoints: None,
             poll_gates: None,
             batch_size: crate::collector::DEFAULT_BATCH_SIZE,
+            assigned: None,
+            link: None,
         }
+    }
+
+    /// The same context, with what the runner that assigned the source its
+    /// partitions gives it to report to (see [`runner_link`](Self::runner_link)).
+    pub fn with_runner_link(mut self, link: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.link = Some(link);
+        self
+    }
+
+    /// What a runner that splits the job by partition gives the sources it
+    /// assigns partitions to, if it is a `T` (a scale-out runner's record
+    /// of each partition's progress, say).
+    pub fn runner_link<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.link.clone()?.downcast::<T>().ok()
+    }
+
+    /// The same context, for a source told which partitions of its log to
+    /// read (by a runner that splits the job by partition).
+    pub fn with_assigned_partitions(mut self, partitions: Arc<[i32]>) -> Self {
+        self.assigned = Some(partitions);
+        self
+    }
+
+    /// The partitions of its log a source is told to read, if a runner
+    /// splits the job by partition (see
+    /// [`Source::partitioned_log`](crate::Source::partitioned_log)).
+    pub fn assigned_partitions(&self) -> Option<&[i32]> {
+        self.assigned.as_deref()
     }
 
     /// The same context, in a job of batches of `records` records.

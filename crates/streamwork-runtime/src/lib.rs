@@ -73,6 +73,7 @@ pub mod metrics;
 mod options;
 mod report;
 mod run;
+pub mod stages;
 mod start;
 mod task;
 mod wiring;

@@ -240,6 +240,12 @@ impl<'g> TaskBuilder<'g> {
         if let Some(gates) = &self.task_gates {
             ctx = ctx.with_poll_gates(gates.registry());
         }
+        if let Some(assigned) = &def.assigned {
+            ctx = ctx.with_assigned_partitions(assigned.clone());
+        }
+        if let Some(link) = &def.link {
+            ctx = ctx.with_runner_link(link.clone());
+        }
         Env {
             ctx,
             counters: self.counters[node][instance.index()].clone(),

@@ -92,6 +92,14 @@ impl OriginFilter {
         }
     }
 
+    /// Takes in what `other` has seen: the later origin of each partition.
+    pub fn merge(&mut self, other: &OriginFilter) {
+        for (&partition, &at) in &other.last {
+            let last = self.last.entry(partition).or_insert(at);
+            *last = (*last).max(at);
+        }
+    }
+
     /// Appends the filter to `bytes` (16 bytes per input partition, after a
     /// `u32` count).
     pub fn write_to(&self, bytes: &mut Vec<u8>) {

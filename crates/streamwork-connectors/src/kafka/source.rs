@@ -21,7 +21,7 @@ use streamwork_core::{
 };
 
 use super::kafka_error;
-use super::origin::{ORIGIN_HEADER, Origin};
+use super::origin::{ORIGIN_HEADER, Origin, OriginFilter};
 
 /// How long a poll waits for a message before the source reports idle.
 const POLL_WAIT: Duration = Duration::from_millis(20);
@@ -29,6 +29,10 @@ const POLL_WAIT: Duration = Duration::from_millis(20);
 const PER_POLL: usize = 1024;
 /// The layout version of the source's checkpointed positions.
 const POSITIONS_SCHEMA: u32 = 1;
+/// The layout of a snapshot with the origins seen ([`KafkaSource::drop_replayed`]):
+/// a `u32` count of positions, the positions (12 bytes each), then the
+/// [`OriginFilter`].
+const POSITIONS_AND_ORIGINS_SCHEMA: u32 = 2;
 
 /// One record read from Kafka.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,6 +166,11 @@ pub struct KafkaSource {
     check: Option<Check>,
     dead_letter: Option<String>,
     malformed: Malformed,
+    /// With [`drop_replayed`](KafkaSource::drop_replayed): the last origin
+    /// read from each writer.
+    replayed: Option<OriginFilter>,
+    /// Records dropped as replays.
+    dropped_replays: u64,
     progress: Option<Arc<SourceProgress>>,
     /// Snapshots not known complete yet, by checkpoint.
     pending: Vec<(CheckpointId, BTreeMap<i32, i64>)>,
@@ -198,6 +207,8 @@ impl Clone for KafkaSource {
             check: self.check.clone(),
             dead_letter: self.dead_letter.clone(),
             malformed: self.malformed.clone(),
+            replayed: self.replayed.clone(),
+            dropped_replays: 0,
             progress: self.progress.clone(),
             pending: Vec::new(),
             last_completed: None,
@@ -280,6 +291,8 @@ impl KafkaSource {
             check: None,
             dead_letter: None,
             malformed: Malformed::default(),
+            replayed: None,
+            dropped_replays: 0,
             progress: None,
             pending: Vec::new(),
             last_completed: None,
@@ -299,6 +312,24 @@ impl KafkaSource {
     pub fn idle_exit(mut self, idle: Duration) -> Self {
         self.idle_exit = Some(idle);
         self
+    }
+
+    /// Drops every record whose [`Origin`] (header) is not after the last
+    /// one read from the same writer (the origin's partition): what a writer
+    /// that restarted from a checkpoint writes again. The last origin of
+    /// each writer is part of the source's checkpoint, so the filter and
+    /// the positions move together. Records without an origin pass.
+    ///
+    /// What a scale-out runner reads the records of a keyed exchange with
+    /// (each writer numbers what it writes, and numbers a replay the same).
+    pub fn drop_replayed(mut self) -> Self {
+        self.replayed = Some(OriginFilter::default());
+        self
+    }
+
+    /// Records dropped so far as replays (see [`drop_replayed`](Self::drop_replayed)).
+    pub fn dropped_replays(&self) -> u64 {
+        self.dropped_replays
     }
 
     /// Reads only these partitions (instance `i` of `n` takes every `n`-th
@@ -577,8 +608,16 @@ impl Source for KafkaSource {
         true
     }
 
+    fn partitioned_log(&self) -> Option<String> {
+        Some(self.topic.clone())
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.hooks = ctx.checkpoints().cloned();
+        // A scale-out runner follows the partitions it assigned.
+        if self.progress.is_none() {
+            self.progress = ctx.runner_link::<SourceProgress>();
+        }
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", &self.brokers)
@@ -593,7 +632,12 @@ impl Source for KafkaSource {
             .map_err(|e| kafka_error("creating a consumer", e))?;
         let (instance, parallelism) =
             (ctx.instance().0 as usize, ctx.parallelism().max(1) as usize);
-        let owned: Vec<i32> = match &self.assigned {
+        // A runner that splits the job by partition assigns them itself.
+        let assigned = ctx
+            .assigned_partitions()
+            .map(<[i32]>::to_vec)
+            .or_else(|| self.assigned.clone());
+        let owned: Vec<i32> = match &assigned {
             Some(list) => list
                 .iter()
                 .copied()
@@ -699,27 +743,58 @@ impl Source for KafkaSource {
 
     /// The next offset of every partition read so far.
     fn snapshot(&mut self) -> Option<StateBytes> {
-        let mut bytes = Vec::with_capacity(self.positions.len() * 12);
+        let mut bytes = Vec::with_capacity(4 + self.positions.len() * 12);
+        if self.replayed.is_some() {
+            bytes.extend_from_slice(&(self.positions.len() as u32).to_le_bytes());
+        }
         for (&partition, &next) in &self.positions {
             bytes.extend_from_slice(&partition.to_le_bytes());
             bytes.extend_from_slice(&next.to_le_bytes());
         }
-        Some(StateBytes::new(POSITIONS_SCHEMA, bytes))
+        match &self.replayed {
+            Some(filter) => {
+                filter.write_to(&mut bytes);
+                Some(StateBytes::new(POSITIONS_AND_ORIGINS_SCHEMA, bytes))
+            }
+            None => Some(StateBytes::new(POSITIONS_SCHEMA, bytes)),
+        }
     }
 
     /// Takes the positions every old instance recorded: at another
     /// parallelism, each partition's position goes to its new owner.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         for part in &restore.parts {
-            if part.schema != POSITIONS_SCHEMA || !part.bytes.len().is_multiple_of(12) {
-                return Err(ConnectorError::user(format!(
-                    "kafka source `{}`: positions of schema {} and {} bytes (this version reads schema {POSITIONS_SCHEMA}, 12 bytes a partition)",
+            let refused = || {
+                ConnectorError::user(format!(
+                    "kafka source `{}`: positions of schema {} and {} bytes (this version reads schema {POSITIONS_SCHEMA}, 12 bytes a partition, and schema {POSITIONS_AND_ORIGINS_SCHEMA}, positions and the origins seen)",
                     restore.component,
                     part.schema,
                     part.bytes.len()
-                )));
-            }
-            for entry in part.bytes.chunks_exact(12) {
+                ))
+            };
+            let positions = match part.schema {
+                POSITIONS_SCHEMA if part.bytes.len().is_multiple_of(12) => part.bytes,
+                POSITIONS_AND_ORIGINS_SCHEMA => {
+                    let (count, rest) = part.bytes.split_first_chunk::<4>().ok_or_else(refused)?;
+                    let len = (u32::from_le_bytes(*count) as usize)
+                        .checked_mul(12)
+                        .filter(|&len| len <= rest.len())
+                        .ok_or_else(refused)?;
+                    let (positions, origins) = rest.split_at(len);
+                    let (filter, after) = OriginFilter::read_from(origins).ok_or_else(refused)?;
+                    if !after.is_empty() {
+                        return Err(refused());
+                    }
+                    // A source restored without the filter (a changed job)
+                    // reads on without it.
+                    if let Some(replayed) = &mut self.replayed {
+                        replayed.merge(&filter);
+                    }
+                    positions
+                }
+                _ => return Err(refused()),
+            };
+            for entry in positions.chunks_exact(12) {
                 let (partition, next) = entry.split_at(4);
                 let partition = i32::from_le_bytes(partition.try_into().unwrap_or_default());
                 let next = i64::from_le_bytes(next.try_into().unwrap_or_default());
@@ -790,6 +865,12 @@ impl KafkaSource {
             };
             self.positions.insert(record.partition, record.offset + 1);
             read += 1;
+            if let (Some(filter), Some(origin)) = (&mut self.replayed, record.origin)
+                && !filter.admit(origin)
+            {
+                self.dropped_replays += 1;
+                continue;
+            }
             if let Some(check) = &self.check
                 && let Err(reason) = check(&record)
             {

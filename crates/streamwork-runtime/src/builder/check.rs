@@ -130,6 +130,7 @@ impl<D> JobBuilder<D> {
                 flow: e.flow,
                 dispatcher: e.dispatcher,
                 lineage: e.lineage,
+                exchange: e.exchange,
             });
         }
         Ok(JobGraph {

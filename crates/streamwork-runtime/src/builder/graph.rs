@@ -96,6 +96,12 @@ pub struct NodeDef {
     pub(crate) channels: Vec<ChannelInfo>,
     pub(crate) guarantee: Guarantee,
     pub(crate) factory: NodeFactory,
+    /// A source's partitioned log ([`Source::partitioned_log`](streamwork_core::Source::partitioned_log)).
+    pub(crate) partitioned_log: Option<String>,
+    /// The partitions of its log a source's instances are told to read.
+    pub(crate) assigned: Option<std::sync::Arc<[i32]>>,
+    /// What the runner gives a source it assigned partitions to.
+    pub(crate) link: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl NodeDef {
@@ -127,6 +133,10 @@ impl NodeDef {
     pub fn guarantee(&self) -> Guarantee {
         self.guarantee
     }
+    /// The partitioned log a source reads, if it can be split by partition.
+    pub fn partitioned_log(&self) -> Option<&str> {
+        self.partitioned_log.as_deref()
+    }
     /// How to instantiate it.
     pub(crate) fn factory(&self) -> &NodeFactory {
         &self.factory
@@ -143,6 +153,8 @@ pub struct EdgeDef {
     pub(crate) flow: FlowControl,
     pub(crate) dispatcher: DispatcherFactory,
     pub(crate) lineage: LineageFactory,
+    /// How a keyed edge's records cross processes.
+    pub(crate) exchange: Option<std::sync::Arc<crate::stages::ExchangeEnds>>,
 }
 
 impl EdgeDef {

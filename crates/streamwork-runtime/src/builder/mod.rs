@@ -70,6 +70,7 @@ use crate::dispatch::ChannelDispatcher;
 use crate::instance::{
     CoOperatorKind, Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind,
 };
+use crate::stages::ExchangeEnds;
 
 /// An edge as added, before the graph is checked.
 pub(crate) struct PendingEdge {
@@ -82,6 +83,7 @@ pub(crate) struct PendingEdge {
     job: JobId,
     dispatcher: DispatcherFactory,
     lineage: LineageFactory,
+    exchange: Option<std::sync::Arc<ExchangeEnds>>,
 }
 
 static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
@@ -316,33 +318,10 @@ impl<D> JobBuilder<D> {
         inputs: &Inputs<T, KK, Tm>,
     ) {
         for (input, _) in inputs.items() {
-            let route = input.route().clone();
-            let dispatcher: DispatcherFactory = Box::new(move |kind, wiring: EdgeWiring| {
-                let partition = route(
-                    kind,
-                    RouteContext {
-                        source_instance: wiring.source_instance,
-                        targets: wiring.targets.len() as u32,
-                        key_groups: wiring.key_groups,
-                    },
-                );
-                let edge: Box<dyn Edge<T>> = Box::new(ChannelDispatcher::with_partition(
-                    partition,
-                    wiring.from,
-                    wiring.targets,
-                    wiring.batch_size,
-                ));
-                Box::new(edge) as Box<dyn Any + Send>
-            });
-            let lineage: LineageFactory = Box::new(|acker, source| {
-                let lineage: Box<dyn Lineage<T>> = match source {
-                    Some((component, instance)) => Box::new(RootedLineage::source(
-                        acker.register::<T>(component, instance),
-                    )),
-                    None => Box::new(RootedLineage::<T>::inherited()),
-                };
-                Box::new(lineage) as Box<dyn Any + Send>
-            });
+            let (dispatcher, lineage) = edge_factories(input.route().clone());
+            let exchange = input
+                .exchange()
+                .map(|exchange| std::sync::Arc::new(ExchangeEnds::of(exchange.clone())));
             self.edges.push(PendingEdge {
                 from: input.node(),
                 channel: input.channel(),
@@ -353,6 +332,7 @@ impl<D> JobBuilder<D> {
                 job: input.job(),
                 dispatcher,
                 lineage,
+                exchange,
             });
         }
     }
@@ -364,22 +344,7 @@ impl<D> JobBuilder<D> {
         parallelism: u32,
         source: S,
     ) -> <S::Out as Outputs>::Streams<Unwatermarked> {
-        let guarantee = Guarantee::Source {
-            replayable: source.replayable(),
-        };
-        let factory: SourceFactory = Box::new(move |env, mut parts| {
-            let out = S::Out::assemble(&mut parts);
-            Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
-        });
-        let node = self.add_node(NodeDef {
-            name: name.into(),
-            kind: ComponentKind::Source,
-            parallelism,
-            ports: Vec::new(),
-            channels: S::Out::channels(),
-            guarantee,
-            factory: NodeFactory::Source(factory),
-        });
+        let node = self.add_node(source_node(name, parallelism, source));
         S::Out::streams::<Unwatermarked>(self.id, node)
     }
 
@@ -395,38 +360,8 @@ impl<D> JobBuilder<D> {
         O::Time: Admits<Tm>,
     {
         let inputs = inputs.into_inputs();
-        let guarantee = Guarantee::Operator(operator.statefulness());
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
-        let fused_extractors = extractors.clone();
-        let root_operator = operator.clone();
-        let root: RootFactory = Box::new(move |env, mut parts, senders| {
-            let out = O::Out::assemble(&mut parts);
-            let sender_edges = senders.into_iter().next().unwrap_or_default();
-            let kind = OperatorKind::new(root_operator.clone(), extractors.clone(), sender_edges);
-            Box::new(Instance::new(kind, out, env))
-        });
-        let fused: FusedFactory = Box::new(move |env, mut parts| {
-            let out = O::Out::assemble(&mut parts);
-            let kind = OperatorKind::new(operator.clone(), fused_extractors.clone(), Vec::new());
-            let instance: Box<dyn Edge<O::In>> = Box::new(Instance::new(kind, out, env));
-            Box::new(instance)
-        });
-        let node = self.add_node(NodeDef {
-            name: name.into(),
-            kind: ComponentKind::Operator,
-            parallelism,
-            ports: vec![PortInfo {
-                name: "in",
-                type_name: std::any::type_name::<O::In>(),
-                keyed: O::Key::KEYED,
-            }],
-            channels: O::Out::channels(),
-            guarantee,
-            factory: NodeFactory::Input {
-                root,
-                fused: Some(fused),
-            },
-        });
+        let node = self.add_node(operator_node(name, parallelism, operator, extractors));
         self.connect(node, 0, &inputs);
         O::Out::streams::<<O::Time as TimeRequirement>::Out<Tm>>(self.id, node)
     }
@@ -476,6 +411,9 @@ impl<D> JobBuilder<D> {
             channels: C::Out::channels(),
             guarantee,
             factory: NodeFactory::Input { root, fused: None },
+            partitioned_log: None,
+            assigned: None,
+            link: None,
         });
         self.connect(node, 0, &left);
         self.connect(node, 1, &right);
@@ -491,38 +429,7 @@ impl<D> JobBuilder<D> {
         inputs: impl IntoInputs<S::In, NoKey, Tm>,
     ) {
         let inputs = inputs.into_inputs();
-        let guarantee = Guarantee::Sink {
-            exactly_once: sink.exactly_once(),
-        };
-        let root_sink = sink.clone();
-        let root: RootFactory = Box::new(move |env, _, _| {
-            Box::new(Instance::new(
-                SinkKind::new(root_sink.clone()),
-                NoOutputs,
-                env,
-            ))
-        });
-        let fused: FusedFactory = Box::new(move |env, _| {
-            let instance: Box<dyn Edge<S::In>> =
-                Box::new(Instance::new(SinkKind::new(sink.clone()), NoOutputs, env));
-            Box::new(instance)
-        });
-        let node = self.add_node(NodeDef {
-            name: name.into(),
-            kind: ComponentKind::Sink,
-            parallelism,
-            ports: vec![PortInfo {
-                name: "in",
-                type_name: std::any::type_name::<S::In>(),
-                keyed: false,
-            }],
-            channels: Vec::new(),
-            guarantee,
-            factory: NodeFactory::Input {
-                root,
-                fused: Some(fused),
-            },
-        });
+        let node = self.add_node(sink_node(name, parallelism, sink));
         self.connect(node, 0, &inputs);
     }
 
@@ -535,5 +442,154 @@ impl<D> JobBuilder<D> {
         inputs: impl IntoInputs<T, NoKey, Tm>,
     ) -> Stream<T, Tm> {
         self.operator(name, parallelism, Identity::<T>::new(), inputs)
+    }
+}
+
+/// The dispatcher and lineage factories of an edge carrying `T`, routed by
+/// `route`.
+pub(crate) fn edge_factories<T: Data>(
+    route: streamwork_core::stream::RouteMaker<T>,
+) -> (DispatcherFactory, LineageFactory) {
+    let dispatcher: DispatcherFactory = Box::new(move |kind, wiring: EdgeWiring| {
+        let partition = route(
+            kind,
+            RouteContext {
+                source_instance: wiring.source_instance,
+                targets: wiring.targets.len() as u32,
+                key_groups: wiring.key_groups,
+            },
+        );
+        let edge: Box<dyn Edge<T>> = Box::new(ChannelDispatcher::with_partition(
+            partition,
+            wiring.from,
+            wiring.targets,
+            wiring.batch_size,
+        ));
+        Box::new(edge) as Box<dyn Any + Send>
+    });
+    let lineage: LineageFactory = Box::new(|acker, source| {
+        let lineage: Box<dyn Lineage<T>> = match source {
+            Some((component, instance)) => Box::new(RootedLineage::source(
+                acker.register::<T>(component, instance),
+            )),
+            None => Box::new(RootedLineage::<T>::inherited()),
+        };
+        Box::new(lineage) as Box<dyn Any + Send>
+    });
+    (dispatcher, lineage)
+}
+
+/// A source component: `parallelism` clones of `source`.
+pub(crate) fn source_node<S: streamwork_core::Source>(
+    name: &str,
+    parallelism: u32,
+    source: S,
+) -> NodeDef {
+    let guarantee = Guarantee::Source {
+        replayable: source.replayable(),
+    };
+    let partitioned_log = source.partitioned_log();
+    let factory: SourceFactory = Box::new(move |env, mut parts| {
+        let out = S::Out::assemble(&mut parts);
+        Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
+    });
+    NodeDef {
+        name: name.into(),
+        kind: ComponentKind::Source,
+        parallelism,
+        ports: Vec::new(),
+        channels: S::Out::channels(),
+        guarantee,
+        factory: NodeFactory::Source(factory),
+        partitioned_log,
+        assigned: None,
+        link: None,
+    }
+}
+
+/// An operator component reading one input port, whose edges' records
+/// are keyed by `extractors` (one per edge).
+pub(crate) fn operator_node<O: Operator>(
+    name: &str,
+    parallelism: u32,
+    operator: O,
+    extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
+) -> NodeDef {
+    let guarantee = Guarantee::Operator(operator.statefulness());
+    let fused_extractors = extractors.clone();
+    let root_operator = operator.clone();
+    let root: RootFactory = Box::new(move |env, mut parts, senders| {
+        let out = O::Out::assemble(&mut parts);
+        let sender_edges = senders.into_iter().next().unwrap_or_default();
+        let kind = OperatorKind::new(root_operator.clone(), extractors.clone(), sender_edges);
+        Box::new(Instance::new(kind, out, env))
+    });
+    let fused: FusedFactory = Box::new(move |env, mut parts| {
+        let out = O::Out::assemble(&mut parts);
+        let kind = OperatorKind::new(operator.clone(), fused_extractors.clone(), Vec::new());
+        let instance: Box<dyn Edge<O::In>> = Box::new(Instance::new(kind, out, env));
+        Box::new(instance)
+    });
+    NodeDef {
+        name: name.into(),
+        kind: ComponentKind::Operator,
+        parallelism,
+        ports: vec![PortInfo {
+            name: "in",
+            type_name: std::any::type_name::<O::In>(),
+            keyed: O::Key::KEYED,
+        }],
+        channels: O::Out::channels(),
+        guarantee,
+        factory: NodeFactory::Input {
+            root,
+            fused: Some(fused),
+        },
+        partitioned_log: None,
+        assigned: None,
+        link: None,
+    }
+}
+
+/// A sink component: `parallelism` clones of `sink`.
+pub(crate) fn sink_node<S: streamwork_core::Sink>(
+    name: &str,
+    parallelism: u32,
+    sink: S,
+) -> NodeDef {
+    let guarantee = Guarantee::Sink {
+        exactly_once: sink.exactly_once(),
+    };
+    let root_sink = sink.clone();
+    let root: RootFactory = Box::new(move |env, _, _| {
+        Box::new(Instance::new(
+            SinkKind::new(root_sink.clone()),
+            NoOutputs,
+            env,
+        ))
+    });
+    let fused: FusedFactory = Box::new(move |env, _| {
+        let instance: Box<dyn Edge<S::In>> =
+            Box::new(Instance::new(SinkKind::new(sink.clone()), NoOutputs, env));
+        Box::new(instance)
+    });
+    NodeDef {
+        name: name.into(),
+        kind: ComponentKind::Sink,
+        parallelism,
+        ports: vec![PortInfo {
+            name: "in",
+            type_name: std::any::type_name::<S::In>(),
+            keyed: false,
+        }],
+        channels: Vec::new(),
+        guarantee,
+        factory: NodeFactory::Input {
+            root,
+            fused: Some(fused),
+        },
+        partitioned_log: None,
+        assigned: None,
+        link: None,
     }
 }

@@ -1,0 +1,279 @@
+//! The two ends of a keyed exchange cut between stages, typed by the
+//! exchange's records: made where `key_by` knew the type, used by
+//! [`JobGraph::into_stage`](crate::JobGraph::into_stage) where only the
+//! graph is known.
+//!
+//! * [`EncodeExchange`] numbers and encodes each record into an
+//!   [`Envelope`], for the runner's sink to write to the exchange's log;
+//! * [`ExchangeSource`] decodes the envelopes the runner's source reads
+//!   back into records.
+
+use std::sync::Arc;
+
+use streamwork_core::checkpoint::{Restore, SnapshotContext, StateBytes};
+use streamwork_core::component::{AnyTime, Context, NoKey, Operator, Source, SourcePoll};
+use streamwork_core::stream::Exchange;
+use streamwork_core::{
+    CheckpointId, Collector, ConnectorError, Data, Envelope, InstanceContext, Statefulness,
+    TaskError,
+};
+
+use crate::builder::{NodeDef, operator_node, source_node};
+
+/// The layout of [`EncodeExchange`]'s snapshot: the last sequence number,
+/// 8 bytes.
+const SEQ_SCHEMA: u32 = 1;
+
+/// How to make the ends of one keyed edge, for its record type.
+pub(crate) struct ExchangeEnds {
+    /// The records' Rust type.
+    pub(crate) type_name: &'static str,
+    /// Whether the stream carries watermarks.
+    pub(crate) watermarked: bool,
+    encode: Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>,
+    decode: Box<dyn Fn(&str, Box<dyn EnvelopeSource>) -> NodeDef + Send + Sync>,
+}
+
+impl ExchangeEnds {
+    pub(crate) fn of<T: Data>(exchange: Exchange<T>) -> Self {
+        let watermarked = exchange.watermarked;
+        let decode = exchange.decode;
+        let encoder = exchange.clone();
+        ExchangeEnds {
+            type_name: std::any::type_name::<T>(),
+            watermarked,
+            encode: Box::new(move |name, writer| {
+                let operator = EncodeExchange {
+                    exchange: encoder.clone(),
+                    writer,
+                    seq: 0,
+                    failed: None,
+                };
+                operator_node(name, 1, operator, vec![()])
+            }),
+            decode: Box::new(move |name, inner| {
+                let source = ExchangeSource::<T> {
+                    exchange: Arc::from(name),
+                    inner,
+                    read: Collector::detached(),
+                    decode,
+                };
+                source_node(name, 1, source)
+            }),
+        }
+    }
+
+    /// The operator that numbers and encodes the records writer `writer`
+    /// sends into the exchange.
+    pub(crate) fn encode_node(&self, name: &str, writer: u32) -> NodeDef {
+        (self.encode)(name, writer)
+    }
+
+    /// The source of the exchange's records, read by `inner`.
+    pub(crate) fn decode_node(&self, name: &str, inner: Box<dyn EnvelopeSource>) -> NodeDef {
+        (self.decode)(name, inner)
+    }
+}
+
+/// Numbers each record (1, 2, 3, ... across checkpoints: the number is part
+/// of the operator's state, so a replay from a checkpoint numbers the same
+/// records the same) and encodes it into an [`Envelope`].
+#[derive(Clone)]
+pub(crate) struct EncodeExchange<T> {
+    exchange: Exchange<T>,
+    writer: u32,
+    seq: u64,
+    /// A record that could not be encoded: the next checkpoint fails with it.
+    failed: Option<String>,
+}
+
+impl<T: Data> Operator for EncodeExchange<T> {
+    type In = T;
+    type Key = NoKey;
+    type Out = Collector<Envelope>;
+    type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
+    fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<Envelope>>) {
+        self.seq += 1;
+        let mut payload = Vec::new();
+        if let Err(error) = (self.exchange.encode)(&value, &mut payload) {
+            // serde formats fail only on what they cannot represent (a
+            // sequence of unknown length, say): a property of the type, so
+            // the job fails rather than go on without the record.
+            self.failed.get_or_insert(format!(
+                "record {} of `{}` cannot be encoded: {error}",
+                self.seq,
+                std::any::type_name::<T>()
+            ));
+            return;
+        }
+        let envelope = Envelope {
+            key_hash: (self.exchange.key_hash)(&value),
+            writer: self.writer,
+            seq: self.seq,
+            payload,
+        };
+        match ctx.timestamp() {
+            Some(time) => ctx.emit_at(envelope, time),
+            None => ctx.emit(envelope),
+        }
+    }
+
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        if let Some(failed) = &self.failed {
+            return Err(TaskError::Connector(ConnectorError::user(failed.clone())));
+        }
+        Ok(Some(StateBytes::new(
+            SEQ_SCHEMA,
+            self.seq.to_le_bytes().to_vec(),
+        )))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        for part in &restore.parts {
+            let seq = match (part.schema, <[u8; 8]>::try_from(part.bytes)) {
+                (SEQ_SCHEMA, Ok(bytes)) => u64::from_le_bytes(bytes),
+                _ => {
+                    return Err(TaskError::Restore(format!(
+                        "`{}`: a sequence number of schema {} and {} bytes (this version reads schema {SEQ_SCHEMA}, 8 bytes)",
+                        restore.component,
+                        part.schema,
+                        part.bytes.len()
+                    )));
+                }
+            };
+            self.seq = self.seq.max(seq);
+        }
+        Ok(())
+    }
+}
+
+/// A source of [`Envelope`]s: what a runner reads an exchange's log with.
+/// Every `Source` of envelopes is one.
+pub trait EnvelopeSource: Send + 'static {
+    /// A fresh copy, for another instance or a restart.
+    fn clone_box(&self) -> Box<dyn EnvelopeSource>;
+    /// See [`Source::open`].
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError>;
+    /// See [`Source::poll`].
+    fn poll(&mut self, out: &mut Collector<Envelope>) -> Result<SourcePoll, ConnectorError>;
+    /// See [`Source::close`].
+    fn close(&mut self) -> Result<(), ConnectorError>;
+    /// See [`Source::replayable`].
+    fn replayable(&self) -> bool;
+    /// See [`Source::snapshot`].
+    fn snapshot(&mut self) -> Option<StateBytes>;
+    /// See [`Source::snapshot_taken`].
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId);
+    /// See [`Source::suspended_at`].
+    fn suspended_at(&mut self, checkpoint: CheckpointId);
+    /// See [`Source::restore`].
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError>;
+}
+
+impl<S: Source<Out = Collector<Envelope>>> EnvelopeSource for S {
+    fn clone_box(&self) -> Box<dyn EnvelopeSource> {
+        Box::new(self.clone())
+    }
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        Source::open(self, ctx)
+    }
+    fn poll(&mut self, out: &mut Collector<Envelope>) -> Result<SourcePoll, ConnectorError> {
+        Source::poll(self, out)
+    }
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        Source::close(self)
+    }
+    fn replayable(&self) -> bool {
+        Source::replayable(self)
+    }
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        Source::snapshot(self)
+    }
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
+        Source::snapshot_taken(self, checkpoint)
+    }
+    fn suspended_at(&mut self, checkpoint: CheckpointId) {
+        Source::suspended_at(self, checkpoint)
+    }
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        Source::restore(self, restore)
+    }
+}
+
+/// The records of an exchange, decoded from the envelopes `inner` reads
+/// (which drops what a writer's replay wrote again).
+pub(crate) struct ExchangeSource<T> {
+    exchange: Arc<str>,
+    inner: Box<dyn EnvelopeSource>,
+    read: Collector<Envelope>,
+    decode: fn(&[u8]) -> Result<T, String>,
+}
+
+impl<T> Clone for ExchangeSource<T> {
+    fn clone(&self) -> Self {
+        ExchangeSource {
+            exchange: self.exchange.clone(),
+            inner: self.inner.clone_box(),
+            read: Collector::detached(),
+            decode: self.decode,
+        }
+    }
+}
+
+impl<T: Data> Source for ExchangeSource<T> {
+    type Out = Collector<T>;
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.inner.open(ctx)
+    }
+
+    fn poll(&mut self, out: &mut Collector<T>) -> Result<SourcePoll, ConnectorError> {
+        let poll = self.inner.poll(&mut self.read)?;
+        for record in self.read.take_buffered() {
+            let envelope = record.value;
+            let value = (self.decode)(&envelope.payload).map_err(|error| {
+                ConnectorError::user(format!(
+                    "exchange `{}`: record {} of writer {} is not a `{}` ({error}): the exchange's log holds records of another version of the job; run the changed job as a new group, or drain the old one first",
+                    self.exchange,
+                    envelope.seq,
+                    envelope.writer,
+                    std::any::type_name::<T>()
+                ))
+            })?;
+            match record.time {
+                Some(time) => out.emit_at(value, time),
+                None => out.emit(value),
+            }
+        }
+        Ok(poll)
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.inner.close()
+    }
+
+    fn replayable(&self) -> bool {
+        self.inner.replayable()
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        self.inner.snapshot()
+    }
+
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
+        self.inner.snapshot_taken(checkpoint)
+    }
+
+    fn suspended_at(&mut self, checkpoint: CheckpointId) {
+        self.inner.suspended_at(checkpoint)
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        self.inner.restore(restore)
+    }
+}
