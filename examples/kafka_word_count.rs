@@ -1,49 +1,51 @@
-//! Word count across processes, through Kafka: lines from an input topic,
-//! `(word, count)` upserts keyed by word to an output topic. Start the same
-//! command as several processes with the same group: the consumer group
-//! splits the partitions between them, and a process that dies is replaced
-//! by the others (or by itself, started again) from the checkpoints in the
-//! shared checkpoint directory.
+//! Word count across processes, through Kafka: lines from an input topic;
+//! `(word, count)` upserts keyed by word to one output topic and
+//! `(letter, total)` upserts, the words counted by first letter, to another.
+//! Start the same command as several processes with the same group: the
+//! consumer group splits the work between them, and a process that dies is
+//! replaced by the others (or by itself, started again) from the
+//! checkpoints, kept in a shared directory or, with `--s3-bucket`, in an S3
+//! bucket (then each process needs only a directory of its own).
 //!
 //! ```sh
 //! cargo run --release --features kafka --example kafka_word_count -- --brokers 127.0.0.1:9092 \
-//!     --input-topic lines --output-topic counts --group wc --checkpoint-dir /shared/wc
+//!     --input-topic lines --output-topic counts --totals-topic totals --group wc \
+//!     --checkpoint-dir /tmp/wc
 //! ```
 //!
-//! Two stages, each a job per partition (see `streamwork::scaleout`):
+//! The job is one `job!`, the same that would run in one process. It has
+//! two keyed exchanges, so it runs as three stages (see
+//! `streamwork::scaleout`), which the runner derives from it:
 //!
-//! 1. **split**, per input partition: each line's words go to the
-//!    repartition topic `GROUP-words` (created with as many partitions as
-//!    the input), keyed by word, each stamped with its origin (input
-//!    partition, offset, index in the line). Lines that are not UTF-8 go to
-//!    `GROUP-dead-letter`.
-//! 2. **count**, per repartition partition: the counts of the words that
-//!    partition holds, checkpointed with the last origin seen from each
-//!    input partition. A split job that crashed and replays writes words
-//!    already counted again; their origins are not past the last one seen,
-//!    so they are dropped. The counts changed by each batch are written to
-//!    the output topic, keyed by word, the count in decimal ASCII.
+//! 1. **lines**, a job per input partition: each line's words; lines that
+//!    are not UTF-8 go to `GROUP-dead-letter`;
+//! 2. **counted**, a job per partition of `GROUP-counted-in-repartition`,
+//!    the words by word: each word's count, to the output topic;
+//! 3. **totalled**, a job per partition of
+//!    `GROUP-totalled-in-repartition`, the counts by first letter: how many
+//!    words each letter starts, to the totals topic.
 //!
-//! Without Kafka transactions (tansu has none), the counts are exact in the
-//! output's last value per word, whatever process dies when.
+//! The runner creates the two repartition topics and drops what a stage
+//! restarted from a checkpoint writes into them again. Without Kafka
+//! transactions (tansu has none), the counts and totals are exact in the
+//! outputs' last value per key, whatever process dies when.
 
-use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use streamwork::connectors::kafka::{
-    KafkaRecord, KafkaSink, Origin, OriginFilter, create_topic, end_offsets,
+    KafkaRecord, KafkaSink, KafkaSource, create_topic, end_offsets,
 };
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
-use streamwork::scaleout::{GroupRunner, PartitionTask};
+use streamwork::scaleout::GroupRunner;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 /// Word count over Kafka topics, scaled out by a consumer group.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 struct Args {
     /// Kafka bootstrap servers, `HOST:PORT[,...]`.
     #[arg(long)]
@@ -54,13 +56,31 @@ struct Args {
     /// `(word, count)` upserts: key the word, value its count.
     #[arg(long)]
     output_topic: String,
+    /// `(letter, total)` upserts: key the letter, value how many words
+    /// start with it (default: the output topic's name with `-by-letter`).
+    #[arg(long)]
+    totals_topic: Option<String>,
     /// The consumer group every process of the job joins (also the prefix
     /// of the job's own topics).
     #[arg(long)]
     group: String,
-    /// Checkpoints, by topic and partition: shared by every process.
+    /// This process's checkpoints, by stage and partition: shared by every
+    /// process, or its own with `--s3-bucket`.
     #[arg(long)]
     checkpoint_dir: PathBuf,
+    /// Keep the checkpoints in this S3 bucket too (credentials from the
+    /// `AWS_*` variables): processes share no directory.
+    #[arg(long)]
+    s3_bucket: Option<String>,
+    /// An S3-compatible server's address (`http://127.0.0.1:9000`).
+    #[arg(long)]
+    s3_endpoint: Option<String>,
+    /// Instances of the word counts: partitions of their exchange topic.
+    #[arg(long, default_value_t = 4)]
+    count_partitions: u32,
+    /// Instances of the letter totals: partitions of their exchange topic.
+    #[arg(long, default_value_t = 3)]
+    total_partitions: u32,
     /// Exit after this long without new input, once the group has read
     /// everything (for bounded runs).
     #[arg(long)]
@@ -79,155 +99,100 @@ struct Args {
     kafka_debug: Option<String>,
 }
 
-/// Splits each line into words, each with its origin.
-#[derive(Clone, Default)]
-struct Split;
+/// How often each word was seen so far.
+#[derive(Clone, Default, State)]
+struct WordCounts {
+    counts: KeyedState<String, u64>,
+}
 
-#[operator(stateless)]
-impl Split {
-    fn on_record(&mut self, line: KafkaRecord, out: &mut Collector<(String, Origin)>) {
-        // The source refused lines that are not UTF-8.
-        let text = String::from_utf8_lossy(&line.value);
-        for (index, word) in text.split_whitespace().enumerate() {
-            let origin = Origin {
-                partition: line.partition,
-                offset: line.offset,
-                index: index as u32,
-            };
-            out.emit((word.to_string(), origin));
-        }
+#[operator]
+impl WordCounts {
+    fn on_record(
+        &mut self,
+        word: CurrentKey<'_, String>,
+        _seen: String,
+        out: &mut Collector<(String, u64)>,
+    ) {
+        let count = self.counts.get_or_default(word);
+        *count += 1;
+        let count = *count;
+        out.emit((word.get().clone(), count));
     }
 }
 
-/// The counts of one repartition partition's words.
-#[derive(Clone, Default)]
-struct Count {
-    counts: HashMap<String, u64>,
-    seen: OriginFilter,
-    changed: HashSet<String>,
+/// How many words start with each letter: one more for each count
+/// update, which is one more occurrence of one word.
+#[derive(Clone, Default, State)]
+struct LetterTotals {
+    totals: KeyedState<char, u64>,
 }
 
-/// The layout version of the counts' snapshot.
-const COUNTS_SCHEMA: u32 = 1;
-
-impl Operator for Count {
-    type In = KafkaRecord;
-    type Key = NoKey;
-    type Out = Collector<(String, u64)>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Checkpointed
-    }
-
-    fn on_record(&mut self, word: KafkaRecord, _ctx: &mut Context<'_, NoKey, Self::Out>) {
-        if let Some(origin) = word.origin
-            && !self.seen.admit(origin)
-        {
-            return;
-        }
-        let word = String::from_utf8_lossy(word.key.as_deref().unwrap_or_default()).into_owned();
-        *self.counts.entry(word.clone()).or_default() += 1;
-        self.changed.insert(word);
-    }
-
-    fn on_batch_end(&mut self, out: &mut Self::Out) {
-        for word in self.changed.drain() {
-            let count = self.counts[&word];
-            out.emit((word, count));
-        }
-    }
-
-    /// The origin filter, then `(length, word, count)` per word.
-    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        let mut bytes = Vec::new();
-        self.seen.write_to(&mut bytes);
-        for (word, count) in &self.counts {
-            bytes.extend_from_slice(&(word.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(word.as_bytes());
-            bytes.extend_from_slice(&count.to_le_bytes());
-        }
-        Ok(Some(StateBytes::new(COUNTS_SCHEMA, bytes)))
-    }
-
-    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let torn =
-            || TaskError::Restore(format!("`{}`: a torn counts snapshot", restore.component));
-        for part in &restore.parts {
-            if part.schema != COUNTS_SCHEMA {
-                return Err(TaskError::Restore(format!(
-                    "`{}`: counts of schema {} (this version reads {COUNTS_SCHEMA})",
-                    restore.component, part.schema
-                )));
-            }
-            let (seen, mut rest) = OriginFilter::read_from(part.bytes).ok_or_else(torn)?;
-            self.seen = seen;
-            while !rest.is_empty() {
-                let (len, after) = rest.split_first_chunk::<4>().ok_or_else(torn)?;
-                let len = u32::from_le_bytes(*len) as usize;
-                if after.len() < len + 8 {
-                    return Err(torn());
-                }
-                let (word, after) = after.split_at(len);
-                let (count, after) = after.split_first_chunk::<8>().ok_or_else(torn)?;
-                let word = String::from_utf8(word.to_vec()).map_err(|_| torn())?;
-                self.counts.insert(word, u64::from_le_bytes(*count));
-                rest = after;
-            }
-        }
-        Ok(())
+#[operator]
+impl LetterTotals {
+    fn on_record(
+        &mut self,
+        letter: CurrentKey<'_, char>,
+        _count: (String, u64),
+        out: &mut Collector<(char, u64)>,
+    ) {
+        let total = self.totals.get_or_default(letter);
+        *total += 1;
+        let total = *total;
+        out.emit((*letter.get(), total));
     }
 }
 
-/// The job of one partition: split for an input partition, count for a
-/// repartition one.
-fn partition_job(
-    task: &PartitionTask,
-    args: &Args,
-    words_topic: &str,
-    dead_topic: &str,
-) -> Result<JobGraph, GraphError> {
-    if task.topic() == args.input_topic {
-        let lines = task
-            .source()
-            .check(|r| {
-                std::str::from_utf8(&r.value)
-                    .map(|_| ())
-                    .map_err(|e| format!("not UTF-8: {e}"))
-            })
-            .dead_letter(dead_topic);
-        let words = KafkaSink::new(
-            task.brokers(),
-            words_topic,
-            |(word, _): &(String, Origin)| (Some(word.as_bytes().to_vec()), Vec::new()),
-        )
-        .origin(|(_, origin): &(String, Origin)| *origin);
-        job! {
-            name "kafka_word_count_split";
-            delivery at_least_once;
-            source lines = lines;
-            operator words = Split <- lines;
-            sink repartition = words <- words;
-        }
-    } else {
-        let words = task.source();
-        let counts = KafkaSink::new(
-            task.brokers(),
-            &args.output_topic,
-            |(word, count): &(String, u64)| {
-                (
-                    Some(word.as_bytes().to_vec()),
-                    count.to_string().into_bytes(),
-                )
-            },
-        );
-        job! {
-            name "kafka_word_count_count";
-            delivery at_least_once;
-            source words = words;
-            operator counts = Count::default() <- words;
-            sink out = counts <- counts;
-        }
+/// A line's words (the source refused lines that are not UTF-8).
+fn words(line: KafkaRecord) -> Vec<String> {
+    String::from_utf8_lossy(&line.value)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+fn first_letter((word, _): &(String, u64)) -> char {
+    word.chars().next().unwrap_or(' ')
+}
+
+/// The job, as it would run in one process.
+fn word_count(args: &Args, totals_topic: &str) -> Result<JobGraph, GraphError> {
+    let lines = KafkaSource::new(&args.brokers, &args.input_topic, &args.group)
+        .check(|r| {
+            std::str::from_utf8(&r.value)
+                .map(|_| ())
+                .map_err(|e| format!("not UTF-8: {e}"))
+        })
+        .dead_letter(&format!("{}-dead-letter", args.group));
+    let counts = KafkaSink::new(
+        &args.brokers,
+        &args.output_topic,
+        |(word, count): &(String, u64)| {
+            (
+                Some(word.as_bytes().to_vec()),
+                count.to_string().into_bytes(),
+            )
+        },
+    );
+    let totals = KafkaSink::new(
+        &args.brokers,
+        totals_topic,
+        |(letter, total): &(char, u64)| {
+            (
+                Some(letter.to_string().into_bytes()),
+                total.to_string().into_bytes(),
+            )
+        },
+    );
+    let (c, t) = (args.count_partitions.max(1), args.total_partitions.max(1));
+    job! {
+        name "kafka_word_count";
+        delivery at_least_once;
+        source lines = lines;
+        operator words = flat_map(words) <- lines;
+        operator counted[c] = WordCounts::default() <- words.key(|w: &String| w.clone());
+        operator totalled[t] = LetterTotals::default() <- counted.key(first_letter);
+        sink counts = counts <- counted;
+        sink totals = totals <- totalled;
     }
 }
 
@@ -251,8 +216,10 @@ fn init_logging() -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging()?;
-    let words_topic = format!("{}-words", args.group);
-    let dead_topic = format!("{}-dead-letter", args.group);
+    let totals_topic = args
+        .totals_topic
+        .clone()
+        .unwrap_or_else(|| format!("{}-by-letter", args.output_topic));
     let partitions = end_offsets(&args.brokers, &args.input_topic)?.len();
     anyhow::ensure!(
         partitions > 0,
@@ -260,27 +227,41 @@ fn main() -> anyhow::Result<()> {
         args.input_topic,
         args.brokers
     );
-    // Every process creates them; the first one wins, the others find them.
-    create_topic(&args.brokers, &words_topic, partitions as i32)?;
-    create_topic(&args.brokers, &dead_topic, 1)?;
+    // The job's own sinks' topics: every process creates them, the first
+    // one wins, the others find them. (The runner creates the exchanges'.)
+    create_topic(&args.brokers, &format!("{}-dead-letter", args.group), 1)?;
     create_topic(&args.brokers, &args.output_topic, partitions as i32)?;
+    create_topic(&args.brokers, &totals_topic, partitions as i32)?;
 
-    let mut runner = GroupRunner::new(
-        &args.brokers,
-        &args.group,
-        &[&args.input_topic, &words_topic],
-        &args.checkpoint_dir,
-    )
-    .delivery(Delivery::AtLeastOnce)
-    .checkpoint_interval(Duration::from_millis(args.checkpoint_interval_ms.max(1)))
-    .session_timeout(Duration::from_millis(args.session_timeout_ms));
+    let mut runner = GroupRunner::new(&args.brokers, &args.group, &[], &args.checkpoint_dir)
+        .delivery(Delivery::AtLeastOnce)
+        .checkpoint_interval(Duration::from_millis(args.checkpoint_interval_ms.max(1)))
+        .session_timeout(Duration::from_millis(args.session_timeout_ms));
+    #[cfg(feature = "s3")]
+    if let Some(bucket) = &args.s3_bucket {
+        let store = streamwork::state::ObjectStoreCheckpoints::s3(
+            args.s3_endpoint.as_deref(),
+            bucket,
+            &args.group,
+        )?;
+        runner = runner.checkpoint_store(Arc::new(store));
+    }
+    #[cfg(not(feature = "s3"))]
+    anyhow::ensure!(
+        args.s3_bucket.is_none() && args.s3_endpoint.is_none(),
+        "--s3-bucket needs the example built with `--features s3`"
+    );
     if let Some(contexts) = &args.kafka_debug {
         runner = runner.property("debug", contexts);
     }
     if let Some(idle) = args.idle_exit_ms {
         runner = runner.idle_exit(Duration::from_millis(idle));
     }
-    let report = runner.run(move |task| partition_job(task, &args, &words_topic, &dead_topic))?;
+    let job_args = Arc::new(args.clone());
+    let report = runner.run_job(move || word_count(&job_args, &totals_topic))?;
+    if let Some(stages) = &report.stages {
+        eprint!("{stages}");
+    }
     let busy = report.busy.as_secs_f64();
     eprintln!(
         "kafka_word_count: {} records read in {busy:.2} s busy ({:.0} records/s), {} partition jobs started over {} rebalances",

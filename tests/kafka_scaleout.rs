@@ -1,8 +1,12 @@
 //! Scale-out through a consumer group, against a real Kafka-protocol broker
 //! (tansu, started by `scripts/kafka-test-broker.sh`; the address comes from
 //! `STREAMWORK_KAFKA_BROKERS`, and without it every test prints a skip
-//! line): the `kafka_word_count` example run as several processes, with
-//! processes joining, and one killed with SIGKILL and started again.
+//! line): the `kafka_word_count` example, one `job!` with two keyed
+//! exchanges that the runner runs as three stages, run as several
+//! processes, with processes joining, and one killed with SIGKILL and
+//! started again; with checkpoints in a shared directory, or (feature
+//! `s3`, with `STREAMWORK_S3_ENDPOINT`) in an S3 bucket with each process
+//! given an empty directory of its own.
 //!
 //! Nothing here depends on timing to pass: a process is killed at whatever
 //! point it has reached, and the counts must be exact wherever that is.
@@ -27,7 +31,7 @@ use streamwork::scaleout::GroupRunner;
 
 mod kafka_common;
 
-use kafka_common::{brokers, read_all, unique};
+use kafka_common::{brokers, create_output_topic, read_all, unique};
 
 /// Lines of words from a small vocabulary (so that counts are large), with
 /// the exact count of every word.
@@ -66,6 +70,16 @@ fn produce(brokers: &str, topic: &str, lines: Vec<Vec<u8>>) {
     .unwrap();
 }
 
+/// How many words start with each letter, from the words' counts.
+fn letter_totals(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for (word, count) in counts {
+        let letter = word.chars().next().unwrap().to_string();
+        *totals.entry(letter).or_insert(0) += count;
+    }
+    totals
+}
+
 /// The last value per key of `topic`, as counts.
 fn last_counts(brokers: &str, topic: &str) -> BTreeMap<String, u64> {
     read_all(brokers, topic)
@@ -98,19 +112,43 @@ struct Job<'a> {
     brokers: &'a str,
     input: &'a str,
     output: &'a str,
+    totals: &'a str,
     group: &'a str,
     checkpoints: &'a Path,
+    /// Checkpoints in this S3 bucket at this endpoint, each process with
+    /// an empty directory of its own under `checkpoints`.
+    s3: Option<(String, String)>,
 }
 
 impl Job<'_> {
+    /// Creates the output topics (with a warm-up record in each
+    /// partition: see `create_output_topic`).
+    fn create_outputs(&self, partitions: i32) {
+        create_output_topic(self.brokers, self.output, partitions);
+        create_output_topic(self.brokers, self.totals, partitions);
+    }
+
     fn spawn(&self) -> Process {
-        let mut child = Command::new(word_count())
+        let mut command = Command::new(word_count());
+        command
             .args(["--brokers", self.brokers])
             .args(["--input-topic", self.input])
             .args(["--output-topic", self.output])
-            .args(["--group", self.group])
-            .arg("--checkpoint-dir")
-            .arg(self.checkpoints)
+            .args(["--totals-topic", self.totals])
+            .args(["--group", self.group]);
+        match &self.s3 {
+            Some((endpoint, bucket)) => {
+                command
+                    .arg("--checkpoint-dir")
+                    .arg(self.checkpoints.join(unique("own")))
+                    .args(["--s3-endpoint", endpoint])
+                    .args(["--s3-bucket", bucket]);
+            }
+            None => {
+                command.arg("--checkpoint-dir").arg(self.checkpoints);
+            }
+        }
+        let mut child = command
             .args(["--idle-exit-ms", "3000"])
             .args(["--checkpoint-interval-ms", "200"])
             .args(["--session-timeout-ms", "6000"])
@@ -194,10 +232,17 @@ fn records_read(stderr: &str) -> u64 {
         .unwrap_or_else(|| panic!("no report in:\n{stderr}"))
 }
 
-#[test]
-fn three_processes_one_killed_and_restarted_count_every_word_exactly() {
+/// Three processes of the three-stage job, one killed with SIGKILL
+/// wherever it is and started again, and a fourth added midway: every
+/// word's count and every letter's total exact.
+fn three_processes_one_killed_one_added(s3: Option<(String, String)>) {
     let Some(brokers) = brokers() else { return };
-    let (input, output, group) = (unique("lines"), unique("counts"), unique("wc"));
+    let (input, output, totals, group) = (
+        unique("lines"),
+        unique("counts"),
+        unique("totals"),
+        unique("wc"),
+    );
     create_topic(&brokers, &input, 4).unwrap();
     let (mut text, mut expected) = lines(7, 20_000);
     // Two lines that are not UTF-8: dead-lettered, not counted.
@@ -209,13 +254,17 @@ fn three_processes_one_killed_and_restarted_count_every_word_exactly() {
         brokers: &brokers,
         input: &input,
         output: &output,
+        totals: &totals,
         group: &group,
         checkpoints: &checkpoints,
+        s3,
     };
+    job.create_outputs(4);
     let mut processes: Vec<Process> = (0..3).map(|_| job.spawn()).collect();
-    wait_for_output(&brokers, &output);
-    // Killed wherever it is, and started again.
+    wait_for_output(&brokers, &totals);
+    // Killed wherever it is, and started again; and one more.
     processes.remove(1).kill();
+    processes.push(job.spawn());
     processes.push(job.spawn());
     let read: u64 = processes
         .into_iter()
@@ -225,17 +274,68 @@ fn three_processes_one_killed_and_restarted_count_every_word_exactly() {
     let counts = last_counts(&brokers, &output);
     expected.retain(|_, n| *n > 0);
     assert_eq!(counts, expected, "the last count of every word");
+    assert_eq!(
+        last_counts(&brokers, &totals),
+        letter_totals(&expected),
+        "the last total of every letter"
+    );
     let dead = read_all(&brokers, &format!("{group}-dead-letter"));
     let mut dead: Vec<Vec<u8>> = dead.into_iter().map(|r| r.value).collect();
     dead.sort();
     assert_eq!(dead, vec![vec![b'y', 0xc3], vec![0xff, b' ', b'x']]);
+    #[cfg(feature = "s3")]
+    if let Some((endpoint, bucket)) = &job.s3 {
+        // Every partition of every stage has a complete checkpoint in the
+        // bucket, under GROUP/STAGE/PARTITION.
+        use streamwork::state::{CheckpointStore, ObjectStoreCheckpoints};
+        let store = ObjectStoreCheckpoints::s3(Some(endpoint), bucket, &group).unwrap();
+        for (stage, partitions) in [("lines", 4), ("counted", 4), ("totalled", 3)] {
+            for partition in 0..partitions {
+                let objects = store
+                    .child(&format!("{stage}/{partition}"))
+                    .unwrap()
+                    .list()
+                    .unwrap();
+                assert!(
+                    objects.iter().any(|(name, _)| name == "COMPLETE"),
+                    "{stage}/{partition} in the bucket: {objects:?}"
+                );
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&checkpoints);
+}
+
+#[test]
+fn three_processes_one_killed_and_restarted_one_added_count_every_word_exactly() {
+    three_processes_one_killed_one_added(None);
+}
+
+/// The same with the checkpoints in an S3 bucket (moto, started by
+/// `scripts/s3-test-server.sh`) and each process given an empty directory
+/// of its own: a partition's state follows it through the bucket.
+#[cfg(feature = "s3")]
+#[test]
+fn with_checkpoints_in_s3_and_no_shared_directory_every_count_is_exact() {
+    let (Ok(endpoint), Ok(bucket)) = (
+        std::env::var("STREAMWORK_S3_ENDPOINT"),
+        std::env::var("STREAMWORK_S3_BUCKET"),
+    ) else {
+        println!("skipped: no S3 server (see scripts/s3-test-server.sh)");
+        return;
+    };
+    three_processes_one_killed_one_added(Some((endpoint, bucket)));
 }
 
 #[test]
 fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     let Some(brokers) = brokers() else { return };
-    let (input, output, group) = (unique("lines"), unique("counts"), unique("wc"));
+    let (input, output, totals, group) = (
+        unique("lines"),
+        unique("counts"),
+        unique("totals"),
+        unique("wc"),
+    );
     create_topic(&brokers, &input, 4).unwrap();
     let (first, mut expected) = lines(11, 5_000);
     let (second, more) = lines(13, 5_000);
@@ -248,9 +348,12 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
         brokers: &brokers,
         input: &input,
         output: &output,
+        totals: &totals,
         group: &group,
         checkpoints: &checkpoints,
+        s3: None,
     };
+    job.create_outputs(4);
     // One process counts the first half and leaves.
     let first_read = records_read(&job.spawn().finish());
     assert!(first_read >= 5_000, "lines and words: {first_read}");
@@ -265,6 +368,7 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     assert!(others_read >= 5_000, "lines and words: {others_read}");
     let counts = last_counts(&brokers, &output);
     assert_eq!(counts, expected, "the last count of every word");
+    assert_eq!(last_counts(&brokers, &totals), letter_totals(&expected));
     let _ = std::fs::remove_dir_all(&checkpoints);
 }
 

@@ -41,13 +41,18 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
-use streamwork_connectors::kafka::{BusySpan, EndProbe, KafkaSource, SourceProgress};
+use streamwork_connectors::kafka::{
+    BusySpan, EndProbe, KafkaSource, SourceProgress, create_topic, end_offsets,
+};
 use streamwork_core::ConnectorError;
+use streamwork_runtime::stages::{StageError, StagePlan};
 use streamwork_runtime::{
     CheckpointConfig, Delivery, GraphError, JobError, JobGraph, RestartStrategy, RunOptions,
     StopHandle, start_with,
 };
+use streamwork_state::{CheckpointStore, StateError};
 
+use crate::exchange::{ExchangeSource, exchange_sink, mark_partitions};
 use crate::lease::{Lease, member_name};
 
 /// How often the runner commits the group's offsets and looks for idleness.
@@ -97,6 +102,35 @@ pub enum GroupError {
         /// The partition.
         partition: i32,
     },
+    /// The job cannot run as stages.
+    #[error(transparent)]
+    Stages(#[from] StageError),
+    /// Building the job (to plan its stages) failed.
+    #[error("building the job: {0}")]
+    Plan(GraphError),
+    /// An exchange's topic exists with another number of partitions than
+    /// the job's parallelism gives it.
+    #[error(
+        "exchange topic `{topic}` has {found} partitions, and `{component}` has parallelism {wanted}: the job's parallelism changed since the topic was made; run the changed job as a new group (its state starts anew), or give `{component}` parallelism {found} again"
+    )]
+    ExchangePartitions {
+        /// The exchange's topic.
+        topic: String,
+        /// The component it enters.
+        component: String,
+        /// Its partitions.
+        found: usize,
+        /// The component's parallelism.
+        wanted: u32,
+    },
+    /// A partition's checkpoint store could not be opened.
+    #[error("the checkpoint store of {task}: {error}")]
+    Store {
+        /// `STAGE/PARTITION` (or `TOPIC/PARTITION`).
+        task: String,
+        /// What the store said.
+        error: StateError,
+    },
     /// The lease file of a partition (in its checkpoint directory) could
     /// not be read or written.
     #[error(
@@ -127,6 +161,8 @@ pub struct PartitionTask {
     partition: i32,
     extra: Vec<(String, String)>,
     progress: Arc<SourceProgress>,
+    /// Every topic the task reads (the first its own), with its progress.
+    reads: Vec<(String, Arc<SourceProgress>)>,
 }
 
 impl PartitionTask {
@@ -143,6 +179,14 @@ impl PartitionTask {
     /// The brokers, for the job's sinks.
     pub fn brokers(&self) -> &str {
         &self.brokers
+    }
+
+    /// The progress of the task's reading of `topic`.
+    fn progress_of(&self, topic: &str) -> Arc<SourceProgress> {
+        self.reads
+            .iter()
+            .find(|(t, _)| t == topic)
+            .map_or_else(|| self.progress.clone(), |(_, p)| p.clone())
     }
 
     /// The job's source: this partition, from its checkpointed position.
@@ -172,9 +216,48 @@ pub struct GroupReport {
     /// From the first record this process's partition jobs read to the
     /// last: the time it was busy, for throughput.
     pub busy: Duration,
+    /// The job's stages and their topics ([`GroupRunner::run_job`]).
+    pub stages: Option<StagePlan>,
 }
 
-type Build = Arc<dyn Fn(&PartitionTask) -> Result<JobGraph, GraphError> + Send + Sync>;
+type Build = Arc<dyn Fn(&PartitionTask) -> Result<JobGraph, GroupError> + Send + Sync>;
+
+/// What the partitions of the group's topics are the partitions of.
+#[derive(Clone, Debug)]
+enum Routing {
+    /// [`GroupRunner::run`]: each is a job of its own.
+    Partitions,
+    /// [`GroupRunner::run_job`]: each partition of a stage's first topic
+    /// is a partition of that stage.
+    Stages {
+        plan: StagePlan,
+        /// The topics each stage reads, its first one first, by stage.
+        reads: Vec<Vec<String>>,
+    },
+}
+
+impl Routing {
+    /// The stage a topic is the first topic of, its name, and the topics it
+    /// reads.
+    fn task_of(&self, topic: &str) -> (Option<usize>, String, Vec<String>) {
+        match self {
+            Routing::Partitions => (None, topic.to_string(), vec![topic.to_string()]),
+            Routing::Stages { plan, reads } => {
+                match reads
+                    .iter()
+                    .position(|r| r.first().map(String::as_str) == Some(topic))
+                {
+                    Some(stage) => (
+                        Some(stage),
+                        plan.stages[stage].name.clone(),
+                        reads[stage].clone(),
+                    ),
+                    None => (None, topic.to_string(), vec![topic.to_string()]),
+                }
+            }
+        }
+    }
+}
 
 /// Runs a job per owned partition of a consumer group (see the [module
 /// docs](self)).
@@ -190,6 +273,10 @@ pub struct GroupRunner {
     idle_exit: Option<Duration>,
     session_timeout: Duration,
     extra: Vec<(String, String)>,
+    store: Option<Arc<dyn CheckpointStore>>,
+    /// Every topic whose end `idle_exit` waits for, in the order data
+    /// flows through them.
+    done_topics: Vec<String>,
 }
 
 impl GroupRunner {
@@ -215,7 +302,18 @@ impl GroupRunner {
             idle_exit: None,
             session_timeout: Duration::from_secs(6),
             extra: Vec::new(),
+            store: None,
+            done_topics: topics.iter().map(|t| t.to_string()).collect(),
         }
+    }
+
+    /// Keeps every partition's checkpoints in `store` too, under
+    /// `STAGE/PARTITION` (or `TOPIC/PARTITION`): a process with an empty
+    /// checkpoint directory of its own restores a partition it is given
+    /// from there, so the processes share no file system.
+    pub fn checkpoint_store(mut self, store: Arc<dyn CheckpointStore>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// Time between a partition job's checkpoints (default 1 s).
@@ -269,9 +367,127 @@ impl GroupRunner {
         self,
         build: impl Fn(&PartitionTask) -> Result<JobGraph, GraphError> + Send + Sync + 'static,
     ) -> Result<GroupReport, GroupError> {
+        let build: Build = Arc::new(move |task: &PartitionTask| {
+            build(task).map_err(|error| GroupError::Build {
+                topic: task.topic.clone(),
+                partition: task.partition,
+                error,
+            })
+        });
+        self.run_with(build, Routing::Partitions)
+    }
+
+    /// Runs `job` as stages across the processes of the group (see the
+    /// [crate docs](crate)): the job is cut at its keyed exchanges
+    /// ([`JobGraph::stage_plan`]); each exchange is carried by a topic the
+    /// runner names `GROUP-COMPONENT-PORT-repartition` and creates, with as
+    /// many partitions as the parallelism of the component it enters; each
+    /// partition of a stage's input is a job of its own, given to one
+    /// process of the group. `job` is called once to plan and once for
+    /// every partition job started; it is the same `job!` that runs in one
+    /// process.
+    ///
+    /// Records a stage writes again after restarting from a checkpoint
+    /// carry the numbers they carried the first time, and the reading stage
+    /// drops them: across stages, nothing is counted twice, without a
+    /// broker that has transactions.
+    pub fn run_job(
+        mut self,
+        job: impl Fn() -> Result<JobGraph, GraphError> + Send + Sync + 'static,
+    ) -> Result<GroupReport, GroupError> {
+        let plan = job().map_err(GroupError::Plan)?.stage_plan()?;
+        tracing::info!("kafka group `{}`: {plan}", self.group);
+        for exchange in &plan.exchanges {
+            let topic = exchange.log_name(&self.group);
+            create_topic(&self.brokers, &topic, exchange.partitions as i32)?;
+            let found = self.partitions_of(&topic)?;
+            if found != exchange.partitions as usize {
+                return Err(GroupError::ExchangePartitions {
+                    topic,
+                    component: exchange.to.clone(),
+                    found,
+                    wanted: exchange.partitions,
+                });
+            }
+            mark_partitions(&self.brokers, &topic, exchange.partitions)?;
+        }
+        let reads: Vec<Vec<String>> = plan
+            .stages
+            .iter()
+            .map(|stage| match &stage.log {
+                Some(log) => vec![log.clone()],
+                None => stage
+                    .inputs
+                    .iter()
+                    .map(|&x| plan.exchanges[x].log_name(&self.group))
+                    .collect(),
+            })
+            .collect();
+        self.topics = reads.iter().filter_map(|r| r.first().cloned()).collect();
+        self.done_topics = reads.iter().flatten().cloned().collect();
+        let (brokers, group, extra) =
+            (self.brokers.clone(), self.group.clone(), self.extra.clone());
+        let routing = Routing::Stages {
+            plan: plan.clone(),
+            reads,
+        };
+        let stages = routing.clone();
+        let build: Build = Arc::new(move |task: &PartitionTask| {
+            let graph = job().map_err(GroupError::Plan)?;
+            let (Some(stage), _, _) = stages.task_of(&task.topic) else {
+                return Err(GroupError::Stages(StageError {
+                    component: task.topic.clone(),
+                    problem: "is no stage's topic".to_string(),
+                    fix: "run one job per group".to_string(),
+                }));
+            };
+            let link: Arc<dyn std::any::Any + Send + Sync> = task.progress.clone();
+            let partition = task.partition;
+            Ok(graph.into_stage(
+                &plan,
+                stage,
+                partition as u32,
+                Some(link),
+                |x| {
+                    let topic = x.log_name(&group);
+                    ExchangeSource::new(
+                        &brokers,
+                        &topic,
+                        &group,
+                        partition,
+                        task.progress_of(&topic),
+                        &extra,
+                    )
+                },
+                |x| exchange_sink(&brokers, &x.log_name(&group), x.partitions, &extra),
+            )?)
+        });
+        self.run_with(build, routing)
+    }
+
+    /// The partitions of `topic`, once its metadata shows any (a topic
+    /// just made may take a moment to show).
+    fn partitions_of(&self, topic: &str) -> Result<usize, GroupError> {
+        let mut found = 0;
+        for _ in 0..50 {
+            found = end_offsets(&self.brokers, topic)?.len();
+            if found > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(found)
+    }
+
+    fn run_with(self, build: Build, routing: Routing) -> Result<GroupReport, GroupError> {
+        let plan = match &routing {
+            Routing::Stages { plan, .. } => Some(plan.clone()),
+            Routing::Partitions => None,
+        };
         let shared = Arc::new(Shared {
             runner: self.clone(),
-            build: Arc::new(build),
+            routing,
+            build,
             tasks: Mutex::new(BTreeMap::new()),
             failure: Mutex::new(None),
             rebalances: AtomicU64::new(0),
@@ -322,6 +538,7 @@ impl GroupRunner {
             tasks_started: shared.started.load(Ordering::Relaxed),
             records: shared.records_of_ended.load(Ordering::Relaxed),
             owned_at_end: stopped.iter().map(|(tp, _)| tp.clone()).collect(),
+            stages: plan,
             busy: shared
                 .busy
                 .lock()
@@ -418,9 +635,28 @@ impl GroupRunner {
         consumer: &BaseConsumer<GroupContext>,
         probe: &EndProbe,
     ) -> Result<bool, GroupError> {
+        // Topic by topic in the order data flows: a stage's input is read
+        // to its end only after what it wrote is flushed, so the next
+        // topic's end, read after, holds all of it.
+        for topic in &self.done_topics {
+            if !self.topic_is_done(consumer, probe, topic)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the group's committed offsets have reached the end of every
+    /// partition of `topic`.
+    fn topic_is_done(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        probe: &EndProbe,
+        topic: &str,
+    ) -> Result<bool, GroupError> {
         let mut wanted = TopicPartitionList::new();
         let mut ends = Vec::new();
-        for topic in &self.topics {
+        {
             let topic_ends = match probe.ends(topic) {
                 Ok(ends) => ends,
                 Err(error) => {
@@ -430,7 +666,7 @@ impl GroupRunner {
             };
             for (partition, end) in topic_ends {
                 wanted.add_partition(topic, partition);
-                ends.push((topic.clone(), partition, end));
+                ends.push((topic.to_string(), partition, end));
             }
         }
         let committed = consumer.committed_offsets(wanted, Duration::from_secs(10))?;
@@ -459,12 +695,14 @@ struct Running {
     stopped: Arc<AtomicBool>,
     stop: Arc<Mutex<Option<StopHandle>>>,
     thread: JoinHandle<Result<(), GroupError>>,
-    progress: Arc<SourceProgress>,
+    /// The progress of each topic it reads.
+    reads: Vec<(String, Arc<SourceProgress>)>,
 }
 
 /// What the coordinator consumer's callbacks and the runner share.
 struct Shared {
     runner: GroupRunner,
+    routing: Routing,
     build: Build,
     tasks: Mutex<BTreeMap<(String, i32), Running>>,
     failure: Mutex<Option<GroupError>>,
@@ -480,7 +718,8 @@ struct Shared {
     leaving: AtomicBool,
 }
 
-type Positions = Vec<((String, i32), BTreeMap<i32, i64>)>;
+/// Where each task's reading of each topic is, by task.
+type Positions = Vec<((String, i32), Vec<(String, BTreeMap<i32, i64>)>)>;
 
 impl Shared {
     fn take_failure(&self) -> Option<GroupError> {
@@ -502,7 +741,7 @@ impl Shared {
             .collect();
         for tp in ended {
             if let Some(running) = tasks.remove(&tp) {
-                self.account(&running.progress);
+                self.account(&running.reads);
                 match running.thread.join() {
                     Ok(Err(error)) => return Some(error),
                     Ok(Ok(())) => {}
@@ -519,21 +758,27 @@ impl Shared {
     }
 
     /// Adds an ended job's reading to the process's.
-    fn account(&self, progress: &SourceProgress) {
-        self.records_of_ended
-            .fetch_add(progress.records(), Ordering::Relaxed);
-        let busy = progress.busy();
-        self.busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .merge(busy);
+    fn account(&self, reads: &[(String, Arc<SourceProgress>)]) {
+        for (_, progress) in reads {
+            self.records_of_ended
+                .fetch_add(progress.records(), Ordering::Relaxed);
+            let busy = progress.busy();
+            self.busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .merge(busy);
+        }
     }
 
     /// Records read by the running jobs and the ended ones.
     fn records(&self) -> u64 {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         self.records_of_ended.load(Ordering::Relaxed)
-            + tasks.values().map(|r| r.progress.records()).sum::<u64>()
+            + tasks
+                .values()
+                .flat_map(|r| &r.reads)
+                .map(|(_, p)| p.records())
+                .sum::<u64>()
     }
 
     /// The positions of the running jobs' last snapshots.
@@ -541,33 +786,57 @@ impl Shared {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks
             .iter()
-            .map(|(tp, r)| (tp.clone(), r.progress.committed_positions()))
+            .map(|(tp, r)| (tp.clone(), committed(&r.reads)))
             .collect()
     }
 
     /// Starts the job of one partition.
     fn start(&self, topic: &str, partition: i32) {
-        let progress = Arc::new(SourceProgress::default());
+        let (_, task_name, topics) = self.routing.task_of(topic);
+        let reads: Vec<(String, Arc<SourceProgress>)> = topics
+            .into_iter()
+            .map(|t| (t, Arc::new(SourceProgress::default())))
+            .collect();
+        let progress = reads
+            .first()
+            .map_or_else(|| Arc::new(SourceProgress::default()), |(_, p)| p.clone());
         let task = PartitionTask {
             brokers: self.runner.brokers.clone(),
             group: self.runner.group.clone(),
             topic: topic.to_string(),
             partition,
             extra: self.runner.extra.clone(),
-            progress: progress.clone(),
+            progress,
+            reads: reads.clone(),
         };
         let stopped = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(Mutex::new(None));
         let dir = self
             .runner
             .checkpoint_dir
-            .join(topic)
+            .join(&task_name)
             .join(partition.to_string());
+        let mut config = CheckpointConfig::new(dir.clone(), self.runner.checkpoint_interval)
+            .delivery(self.runner.delivery);
+        let store = self.runner.store.as_ref().map(|store| {
+            let name = format!("{task_name}/{partition}");
+            store
+                .child(&name)
+                .map_err(|error| GroupError::Store { task: name, error })
+        });
+        match store {
+            Some(Ok(store)) => config = config.stored_in(store),
+            Some(Err(error)) => {
+                self.failure
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(error);
+                return;
+            }
+            None => {}
+        }
         let options = RunOptions {
-            checkpoints: Some(
-                CheckpointConfig::new(dir.clone(), self.runner.checkpoint_interval)
-                    .delivery(self.runner.delivery),
-            ),
+            checkpoints: Some(config),
             restart: RestartStrategy::Never,
             acking: None,
         };
@@ -603,7 +872,7 @@ impl Shared {
                 stopped,
                 stop,
                 thread,
-                progress,
+                reads,
             },
         );
     }
@@ -639,9 +908,13 @@ impl Shared {
         let mut ended = Vec::new();
         for ((topic, partition), running) in taken {
             let outcome = running.thread.join();
-            self.account(&running.progress);
+            self.account(&running.reads);
             match outcome {
-                Ok(Ok(())) => running.progress.adopt_final(),
+                Ok(Ok(())) => {
+                    for (_, progress) in &running.reads {
+                        progress.adopt_final();
+                    }
+                }
                 Ok(Err(error)) => {
                     self.failure
                         .lock()
@@ -658,7 +931,7 @@ impl Shared {
                         });
                 }
             }
-            let positions = running.progress.committed_positions();
+            let positions = committed(&running.reads);
             tracing::info!("kafka group: stopped `{topic}` partition {partition}");
             ended.push(((topic, partition), positions));
         }
@@ -682,11 +955,7 @@ fn run_partition(
 ) -> Result<(), GroupError> {
     let mut attempt = 0;
     loop {
-        let graph = build(task).map_err(|error| GroupError::Build {
-            topic: task.topic.clone(),
-            partition: task.partition,
-            error,
-        })?;
+        let graph = build(task)?;
         let outcome = start_with(graph, options.clone()).and_then(|handle| {
             *stop.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.stop_handle());
             // Stopped between the check and the handle's publication.
@@ -725,6 +994,15 @@ fn run_partition(
     }
 }
 
+/// Where a task's reading of each topic is, as of its last completed
+/// checkpoint.
+fn committed(reads: &[(String, Arc<SourceProgress>)]) -> Vec<(String, BTreeMap<i32, i64>)> {
+    reads
+        .iter()
+        .map(|(topic, progress)| (topic.clone(), progress.committed_positions()))
+        .collect()
+}
+
 /// Commits the positions of partition jobs as the group's offsets.
 fn commit_positions(
     consumer: &BaseConsumer<GroupContext>,
@@ -732,9 +1010,11 @@ fn commit_positions(
     mode: CommitMode,
 ) -> Result<(), GroupError> {
     let mut list = TopicPartitionList::new();
-    for ((topic, _), by_partition) in positions {
-        for (&partition, &next) in by_partition {
-            list.add_partition_offset(topic, partition, Offset::Offset(next))?;
+    for (_, reads) in positions {
+        for (topic, by_partition) in reads {
+            for (&partition, &next) in by_partition {
+                list.add_partition_offset(topic, partition, Offset::Offset(next))?;
+            }
         }
     }
     if list.count() > 0 {

@@ -41,6 +41,8 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "kafka")]
+mod exchange;
+#[cfg(feature = "kafka")]
 pub mod group;
 #[cfg(feature = "kafka")]
 mod lease;

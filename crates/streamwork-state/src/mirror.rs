@@ -40,6 +40,9 @@ pub trait CheckpointStore: Send + Sync + fmt::Debug {
     fn download(&self, name: &str) -> Result<Vec<u8>, StateError>;
     /// Removes `name` (gone already is not an error).
     fn delete(&self, name: &str) -> Result<(), StateError>;
+    /// The store of the objects under `prefix/` of this one: one job's
+    /// checkpoints among several (a scale-out runner's partitions).
+    fn child(&self, prefix: &str) -> Result<std::sync::Arc<dyn CheckpointStore>, StateError>;
 }
 
 /// A [`CheckpointStore`] in another directory, such as a volume mounted
@@ -57,6 +60,12 @@ impl DirectoryStore {
 }
 
 impl CheckpointStore for DirectoryStore {
+    fn child(&self, prefix: &str) -> Result<std::sync::Arc<dyn CheckpointStore>, StateError> {
+        Ok(std::sync::Arc::new(DirectoryStore::new(
+            self.dir.join(prefix),
+        )))
+    }
+
     fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,

@@ -100,6 +100,14 @@ impl ObjectStoreCheckpoints {
 }
 
 impl CheckpointStore for ObjectStoreCheckpoints {
+    fn child(&self, prefix: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
+        let path = prefix
+            .split('/')
+            .filter(|part| !part.is_empty())
+            .fold(self.prefix.clone(), |path, part| path.join(part));
+        Ok(Arc::new(Self::new(self.store.clone(), path.as_ref())?))
+    }
+
     fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
         let listed = self.run(
             "list",

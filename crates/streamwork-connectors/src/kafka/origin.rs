@@ -20,7 +20,9 @@ pub const ORIGIN_HEADER: &str = "streamwork-origin";
 
 /// Where an intermediate record came from: the input record's partition and
 /// offset, and its index among the records derived from it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Origin {
     /// The input record's partition.
     pub partition: i32,

@@ -35,7 +35,7 @@ const POSITIONS_SCHEMA: u32 = 1;
 const POSITIONS_AND_ORIGINS_SCHEMA: u32 = 2;
 
 /// One record read from Kafka.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KafkaRecord {
     /// Its partition.
     pub partition: i32,
@@ -615,8 +615,11 @@ impl Source for KafkaSource {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.hooks = ctx.checkpoints().cloned();
         // A scale-out runner follows the partitions it assigned.
-        if self.progress.is_none() {
-            self.progress = ctx.runner_link::<SourceProgress>();
+        if self.progress.is_none()
+            && let Some(progress) = ctx.runner_link::<SourceProgress>()
+        {
+            self.progress = Some(progress);
+            self.commit_on_close = false;
         }
         let mut config = ClientConfig::new();
         config
