@@ -257,10 +257,17 @@ fn main() -> anyhow::Result<()> {
     if let Some(idle) = args.idle_exit_ms {
         runner = runner.idle_exit(Duration::from_millis(idle));
     }
+    // Ctrl-C (or SIGTERM): leave the group, handing the partitions over.
+    runner = runner.leave_on_ctrl_c()?;
     let job_args = Arc::new(args.clone());
     let report = runner.run_job(move || word_count(&job_args, &totals_topic))?;
     if let Some(stages) = &report.stages {
         eprint!("{stages}");
+    }
+    // When each partition job started, first read and stopped here: with
+    // the other processes' lines, how long each hand-over took.
+    for run in &report.runs {
+        eprintln!("{}", run.line());
     }
     let busy = report.busy.as_secs_f64();
     eprintln!(

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use streamwork::connectors::kafka::{KafkaRecord, KafkaSink, create_topic};
 use streamwork::prelude::*;
-use streamwork::scaleout::GroupRunner;
+use streamwork::scaleout::{GroupRunner, TaskRun, handovers};
 
 mod kafka_common;
 
@@ -163,13 +163,22 @@ impl Job<'_> {
             .spawn()
             .expect("starting kafka_word_count");
         // Read as it is written: a full pipe would block the process.
-        let mut pipe = child.stderr.take().expect("piped stderr");
+        let pipe = child.stderr.take().expect("piped stderr");
+        let so_far = Arc::new(Mutex::new(String::new()));
+        let lines = so_far.clone();
         let log = std::thread::spawn(move || {
-            let mut log = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut pipe, &mut log);
-            String::from_utf8_lossy(&log).into_owned()
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe)
+                .split(b'\n')
+                .map_while(Result::ok)
+            {
+                let mut log = lines.lock().unwrap();
+                log.push_str(&String::from_utf8_lossy(&line));
+                log.push('\n');
+            }
+            lines.lock().unwrap().clone()
         });
-        Process { child, log }
+        Process { child, log, so_far }
     }
 }
 
@@ -177,9 +186,33 @@ impl Job<'_> {
 struct Process {
     child: Child,
     log: JoinHandle<String>,
+    /// What it has logged so far.
+    so_far: Arc<Mutex<String>>,
 }
 
 impl Process {
+    /// Waits (at most two minutes) until its log holds `text`.
+    fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.so_far.lock().unwrap().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no `{text}` in the log within two minutes:\n{}",
+                self.so_far.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Asks it to leave the group (SIGINT, as Ctrl-C).
+    fn interrupt(&self) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success());
+    }
+
     /// Kills the process wherever it is, and waits for it.
     fn kill(mut self) {
         self.child.kill().unwrap();
@@ -325,6 +358,101 @@ fn with_checkpoints_in_s3_and_no_shared_directory_every_count_is_exact() {
         return;
     };
     three_processes_one_killed_one_added(Some((endpoint, bucket)));
+}
+
+/// The partition jobs' runs in a process's log (see `TaskRun::line`).
+fn runs(log: &str) -> Vec<TaskRun> {
+    log.lines().filter_map(TaskRun::parse).collect()
+}
+
+#[test]
+fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
+    let Some(brokers) = brokers() else { return };
+    let (input, output, totals, group) = (
+        unique("lines"),
+        unique("counts"),
+        unique("totals"),
+        unique("wc"),
+    );
+    create_topic(&brokers, &input, 4).unwrap();
+    let checkpoints = std::env::temp_dir().join(unique("wc-ckpt"));
+    let job = Job {
+        brokers: &brokers,
+        input: &input,
+        output: &output,
+        totals: &totals,
+        group: &group,
+        checkpoints: &checkpoints,
+        s3: None,
+    };
+    job.create_outputs(4);
+    // Input keeps arriving while processes come and go: 30 batches of 400
+    // lines, 200 ms apart (bounded; the counts are exact whenever the
+    // processes join and leave).
+    let batches: Vec<Vec<Vec<u8>>> = (0..30).map(|b| lines(100 + b, 400).0).collect();
+    let mut expected = BTreeMap::new();
+    for batch in &batches {
+        for line in batch {
+            for word in std::str::from_utf8(line).unwrap().split_whitespace() {
+                *expected.entry(word.to_string()).or_insert(0u64) += 1;
+            }
+        }
+    }
+    let producer = {
+        let (brokers, input) = (brokers.clone(), input.clone());
+        std::thread::spawn(move || {
+            for batch in batches {
+                produce(&brokers, &input, batch);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    // One process, then three, then two.
+    let first = job.spawn();
+    wait_for_output(&brokers, &totals);
+    let (second, third) = (job.spawn(), job.spawn());
+    second.wait_for_log("kafka group: running");
+    third.wait_for_log("kafka group: running");
+    first.interrupt();
+    let mut logs = vec![first.finish()];
+    producer.join().unwrap();
+    logs.push(second.finish());
+    logs.push(third.finish());
+    assert_eq!(
+        last_counts(&brokers, &output),
+        expected,
+        "every word's count"
+    );
+    assert_eq!(
+        last_counts(&brokers, &totals),
+        letter_totals(&expected),
+        "every letter's total"
+    );
+    // How long each hand-over took (a measurement, not a condition).
+    let all: Vec<(usize, TaskRun)> = logs
+        .iter()
+        .enumerate()
+        .flat_map(|(process, log)| runs(log).into_iter().map(move |run| (process + 1, run)))
+        .collect();
+    let only_runs: Vec<TaskRun> = all.iter().map(|(_, run)| run.clone()).collect();
+    let handovers = handovers(&only_runs);
+    assert!(
+        handovers.iter().any(|h| all[h.from].0 != all[h.to].0),
+        "no partition moved to another process"
+    );
+    for h in &handovers {
+        println!(
+            "hand-over {} from process {} to {}: {:?} (stopping {:?}, rebalance {:?}, resuming {:?})",
+            h.task,
+            all[h.from].0,
+            all[h.to].0,
+            h.total(),
+            h.stopping,
+            h.rebalance,
+            h.resuming
+        );
+    }
+    let _ = std::fs::remove_dir_all(&checkpoints);
 }
 
 #[test]

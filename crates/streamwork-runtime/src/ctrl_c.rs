@@ -31,13 +31,20 @@ impl JobHandle {
     /// Stops this job gracefully on Ctrl-C (SIGINT/SIGTERM). A second Ctrl-C
     /// while stopping exits the process with status 130.
     pub fn stop_on_ctrl_c(&self) -> Result<(), JobError> {
-        static INSTALLED: OnceLock<Result<(), Arc<ctrlc::Error>>> = OnceLock::new();
-        let installed = INSTALLED.get_or_init(|| ctrlc::set_handler(on_ctrl_c).map_err(Arc::new));
-        installed.clone().map_err(JobError::CtrlC)?;
-        registry()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Arc::downgrade(self.stop_flag()));
-        Ok(())
+        raise_on_ctrl_c(self.stop_flag())
     }
+}
+
+/// Raises `flag` on Ctrl-C (SIGINT/SIGTERM), for what stops itself when it
+/// sees the flag (a scale-out runner leaving its group). A second Ctrl-C
+/// while stopping exits the process with status 130.
+pub fn raise_on_ctrl_c(flag: &Arc<AtomicBool>) -> Result<(), JobError> {
+    static INSTALLED: OnceLock<Result<(), Arc<ctrlc::Error>>> = OnceLock::new();
+    let installed = INSTALLED.get_or_init(|| ctrlc::set_handler(on_ctrl_c).map_err(Arc::new));
+    installed.clone().map_err(JobError::CtrlC)?;
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Arc::downgrade(flag));
+    Ok(())
 }

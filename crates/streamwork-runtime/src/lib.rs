@@ -84,6 +84,7 @@ pub use builder::{
     JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo,
 };
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery};
+pub use ctrl_c::raise_on_ctrl_c;
 pub use error::JobError;
 pub use handle::{JobHandle, LiveMetrics, StopHandle};
 pub use instance::InstanceCounters;

@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
@@ -123,6 +123,9 @@ pub enum GroupError {
         /// The component's parallelism.
         wanted: u32,
     },
+    /// The Ctrl-C handler could not be installed.
+    #[error("installing the Ctrl-C handler: {0}")]
+    Signal(JobError),
     /// A partition's checkpoint store could not be opened.
     #[error("the checkpoint store of {task}: {error}")]
     Store {
@@ -218,6 +221,129 @@ pub struct GroupReport {
     pub busy: Duration,
     /// The job's stages and their topics ([`GroupRunner::run_job`]).
     pub stages: Option<StagePlan>,
+    /// Every partition job this process ran, with when it started, read
+    /// its first record and stopped: with the other processes' runs, what
+    /// [`handovers`] measures.
+    pub runs: Vec<TaskRun>,
+}
+
+/// One run of one partition job in one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskRun {
+    /// `STAGE/PARTITION` (or `TOPIC/PARTITION`).
+    pub task: String,
+    /// When the group gave it to this process (its job started restoring).
+    pub started: SystemTime,
+    /// When its job first read a record.
+    pub first_record: Option<SystemTime>,
+    /// When the process was asked to stop it (the group revoked it, or the
+    /// process left).
+    pub stop_asked: Option<SystemTime>,
+    /// When its job had stopped (drained, final checkpoint taken and, with
+    /// a checkpoint store, stored).
+    pub stopped: Option<SystemTime>,
+}
+
+impl TaskRun {
+    /// One line: `task STAGE/P started=MS first_record=MS stop_asked=MS
+    /// stopped=MS`, in milliseconds since the Unix epoch (`-` for none),
+    /// for a process to print and another to read with [`parse`](Self::parse).
+    pub fn line(&self) -> String {
+        let ms = |t: Option<SystemTime>| {
+            t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or_else(|| "-".to_string(), |d| d.as_millis().to_string())
+        };
+        format!(
+            "task {} started={} first_record={} stop_asked={} stopped={}",
+            self.task,
+            ms(Some(self.started)),
+            ms(self.first_record),
+            ms(self.stop_asked),
+            ms(self.stopped)
+        )
+    }
+
+    /// A run from a [`line`](Self::line).
+    pub fn parse(line: &str) -> Option<TaskRun> {
+        let mut words = line.strip_prefix("task ")?.split(' ');
+        let task = words.next()?.to_string();
+        let mut field = |name: &str| -> Option<Option<SystemTime>> {
+            let value = words.next()?.strip_prefix(name)?.strip_prefix('=')?;
+            if value == "-" {
+                return Some(None);
+            }
+            let ms: u64 = value.parse().ok()?;
+            Some(Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)))
+        };
+        Some(TaskRun {
+            task,
+            started: field("started")??,
+            first_record: field("first_record")?,
+            stop_asked: field("stop_asked")?,
+            stopped: field("stopped")?,
+        })
+    }
+}
+
+/// A partition job moved from one process to another: from the moment the
+/// old owner was asked to stop it to the first record the new owner read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handover {
+    /// `STAGE/PARTITION`.
+    pub task: String,
+    /// The stopped run (an index into the runs given to [`handovers`]).
+    pub from: usize,
+    /// The run that carried on.
+    pub to: usize,
+    /// From the stop asked to the job stopped (draining, final checkpoint,
+    /// storing it).
+    pub stopping: Duration,
+    /// From the job stopped to the new owner starting it (the group's
+    /// rebalance).
+    pub rebalance: Duration,
+    /// From the new owner starting it to its first record (fetching the
+    /// checkpoint, restoring, reading).
+    pub resuming: Duration,
+}
+
+impl Handover {
+    /// From the stop asked to the new owner's first record.
+    pub fn total(&self) -> Duration {
+        self.stopping + self.rebalance + self.resuming
+    }
+}
+
+/// The hand-overs among `runs` (every process's [`GroupReport::runs`]):
+/// each run stopped, paired with the next run of the same task that read a
+/// record.
+pub fn handovers(runs: &[TaskRun]) -> Vec<Handover> {
+    let mut handovers = Vec::new();
+    for (from, old) in runs.iter().enumerate() {
+        let (Some(asked), Some(stopped)) = (old.stop_asked, old.stopped) else {
+            continue;
+        };
+        let next = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, new)| new.task == old.task && new.started >= stopped)
+            .min_by_key(|(_, new)| new.started);
+        if let Some((to, new)) = next
+            && let Some(first) = new.first_record
+        {
+            let since = |later: SystemTime, earlier: SystemTime| {
+                later.duration_since(earlier).unwrap_or_default()
+            };
+            handovers.push(Handover {
+                task: old.task.clone(),
+                from,
+                to,
+                stopping: since(stopped, asked),
+                rebalance: since(new.started, stopped),
+                resuming: since(first, new.started),
+            });
+        }
+    }
+    handovers
 }
 
 type Build = Arc<dyn Fn(&PartitionTask) -> Result<JobGraph, GroupError> + Send + Sync>;
@@ -274,6 +400,8 @@ pub struct GroupRunner {
     session_timeout: Duration,
     extra: Vec<(String, String)>,
     store: Option<Arc<dyn CheckpointStore>>,
+    /// Raised: leave the group (stopping every partition job gracefully).
+    leave: Option<Arc<AtomicBool>>,
     /// Every topic whose end `idle_exit` waits for, in the order data
     /// flows through them.
     done_topics: Vec<String>,
@@ -303,8 +431,26 @@ impl GroupRunner {
             session_timeout: Duration::from_secs(6),
             extra: Vec::new(),
             store: None,
+            leave: None,
             done_topics: topics.iter().map(|t| t.to_string()).collect(),
         }
+    }
+
+    /// Leaves the group once `flag` is raised: every partition job stops
+    /// gracefully (final checkpoint), its position is committed, and the
+    /// group gives the partitions to the other processes.
+    pub fn leave_when(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.leave = Some(flag);
+        self
+    }
+
+    /// Leaves the group on Ctrl-C (SIGINT or SIGTERM), as
+    /// [`leave_when`](Self::leave_when) a flag; a second Ctrl-C exits at
+    /// once.
+    pub fn leave_on_ctrl_c(self) -> Result<Self, GroupError> {
+        let flag = self.leave.clone().unwrap_or_default();
+        streamwork_runtime::raise_on_ctrl_c(&flag).map_err(GroupError::Signal)?;
+        Ok(self.leave_when(flag))
     }
 
     /// Keeps every partition's checkpoints in `store` too, under
@@ -496,6 +642,7 @@ impl GroupRunner {
             busy: Mutex::new(BusySpan::default()),
             member: member_name(),
             leaving: AtomicBool::new(false),
+            runs: Mutex::new(Vec::new()),
         });
         let mut config = ClientConfig::new();
         config
@@ -503,6 +650,10 @@ impl GroupRunner {
             .set("group.id", &self.group)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")
+            // Every partition of every topic dealt around in turn: the
+            // stages of a job are topics of few partitions each, which the
+            // default (ranges, topic by topic) would give to one member.
+            .set("partition.assignment.strategy", "roundrobin")
             .set(
                 "session.timeout.ms",
                 self.session_timeout.as_millis().to_string(),
@@ -539,6 +690,7 @@ impl GroupRunner {
             records: shared.records_of_ended.load(Ordering::Relaxed),
             owned_at_end: stopped.iter().map(|(tp, _)| tp.clone()).collect(),
             stages: plan,
+            runs: std::mem::take(&mut *shared.runs.lock().unwrap_or_else(|p| p.into_inner())),
             busy: shared
                 .busy
                 .lock()
@@ -580,6 +732,14 @@ impl GroupRunner {
             }
             if let Some(failure) = shared.take_failure() {
                 return Err(failure);
+            }
+            if self
+                .leave
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+            {
+                tracing::info!("kafka group `{}`: asked to leave", self.group);
+                return Ok(());
             }
             if last_commit.elapsed() >= COMMIT_EVERY {
                 let positions = shared.positions();
@@ -697,6 +857,30 @@ struct Running {
     thread: JoinHandle<Result<(), GroupError>>,
     /// The progress of each topic it reads.
     reads: Vec<(String, Arc<SourceProgress>)>,
+    /// Its run, for the report.
+    run: TaskRun,
+}
+
+/// `run`, of a job that read `reads`, ended now.
+fn run_ended(
+    run: &TaskRun,
+    reads: &[(String, Arc<SourceProgress>)],
+    stop_asked: Option<SystemTime>,
+) -> TaskRun {
+    {
+        let now = (SystemTime::now(), Instant::now());
+        let first = reads
+            .iter()
+            .filter_map(|(_, p)| p.busy().first())
+            .min()
+            .map(|first| now.0 - now.1.duration_since(first));
+        TaskRun {
+            first_record: first,
+            stop_asked,
+            stopped: Some(now.0),
+            ..run.clone()
+        }
+    }
 }
 
 /// What the coordinator consumer's callbacks and the runner share.
@@ -716,6 +900,8 @@ struct Shared {
     /// Set once the runner leaves the group: an assignment that arrives
     /// while the consumer closes starts no job.
     leaving: AtomicBool,
+    /// The runs of the jobs that ended.
+    runs: Mutex<Vec<TaskRun>>,
 }
 
 /// Where each task's reading of each topic is, by task.
@@ -742,6 +928,10 @@ impl Shared {
         for tp in ended {
             if let Some(running) = tasks.remove(&tp) {
                 self.account(&running.reads);
+                self.runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(run_ended(&running.run, &running.reads, None));
                 match running.thread.join() {
                     Ok(Err(error)) => return Some(error),
                     Ok(Ok(())) => {}
@@ -873,6 +1063,13 @@ impl Shared {
                 stop,
                 thread,
                 reads,
+                run: TaskRun {
+                    task: format!("{task_name}/{partition}"),
+                    started: SystemTime::now(),
+                    first_record: None,
+                    stop_asked: None,
+                    stopped: None,
+                },
             },
         );
     }
@@ -894,6 +1091,7 @@ impl Shared {
                 .filter_map(|tp| tasks.remove(&tp).map(|r| (tp, r)))
                 .collect()
         };
+        let asked = SystemTime::now();
         for (_, running) in &taken {
             running.stopped.store(true, Ordering::Relaxed);
             if let Some(stop) = running
@@ -909,6 +1107,10 @@ impl Shared {
         for ((topic, partition), running) in taken {
             let outcome = running.thread.join();
             self.account(&running.reads);
+            self.runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(run_ended(&running.run, &running.reads, Some(asked)));
             match outcome {
                 Ok(Ok(())) => {
                     for (_, progress) in &running.reads {

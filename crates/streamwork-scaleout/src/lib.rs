@@ -48,4 +48,6 @@ pub mod group;
 mod lease;
 
 #[cfg(feature = "kafka")]
-pub use group::{GroupError, GroupReport, GroupRunner, PartitionTask};
+pub use group::{
+    GroupError, GroupReport, GroupRunner, Handover, PartitionTask, TaskRun, handovers,
+};

@@ -129,6 +129,12 @@ impl BusySpan {
     }
 
     /// The span covering both.
+    /// When the first records were read, if any were.
+    pub fn first(&self) -> Option<Instant> {
+        self.first
+    }
+
+    /// Takes in `other`'s span.
     pub fn merge(&mut self, other: BusySpan) {
         self.first = match (self.first, other.first) {
             (Some(a), Some(b)) => Some(a.min(b)),
