@@ -3,10 +3,17 @@
 //! between them, and each runs the ordinary Streamwork runtime for the
 //! partitions it owns (the model of Kafka Streams).
 //!
-//! A [`GroupRunner`] joins the group (subscribing to the input topics) and,
-//! for every partition the group assigns it, builds a job from a
-//! [`PartitionTask`] and runs it, with its own checkpoints in
-//! `CHECKPOINT_DIR/TOPIC/PARTITION`. State is therefore scoped by input
+//! A [`GroupRunner`] joins the group and, for every partition the group
+//! assigns it, runs a job: with [`run_job`](GroupRunner::run_job), one
+//! stage's partition of a whole job (the job is cut at its keyed
+//! exchanges, each carried by a topic the runner creates; see
+//! `streamwork::runtime::stages`), checkpointed in
+//! `CHECKPOINT_DIR/STAGE/PARTITION`; with [`run`](GroupRunner::run), a job
+//! the user builds from a [`PartitionTask`], checkpointed in
+//! `CHECKPOINT_DIR/TOPIC/PARTITION`. With a
+//! [`checkpoint_store`](GroupRunner::checkpoint_store) the checkpoints are
+//! copied into the store under the same names, and a process restores a
+//! partition it is given from there. State is therefore scoped by input
 //! partition: the input topic is partitioned by the job's key, or the job
 //! repartitions through an intermediate topic (partitioned by key, read by
 //! tasks of its own).

@@ -1,37 +1,50 @@
 //! Streamwork across processes: the same program started as several
-//! processes of one Kafka consumer group splits the input partitions between
-//! them, and each process runs the ordinary engine for the partitions it
-//! owns (the model of Kafka Streams).
+//! processes of one Kafka consumer group splits the work between them, and
+//! each process runs the ordinary engine for the partitions it owns (the
+//! model of Kafka Streams).
 //!
 //! * `GroupRunner` (module `group`, behind the `kafka` feature) joins the
 //!   group and runs one job per partition it is given, each with its own
-//!   checkpoints in the partition's directory, stopping and handing them
-//!   over as the group rebalances;
+//!   checkpoints (in a directory, and with a `CheckpointStore` in S3),
+//!   stopping and handing them over as the group rebalances. With
+//!   `run_job` it runs a whole `job!` as **stages**: cut at its keyed
+//!   exchanges, each exchange carried by a topic the runner creates, each
+//!   partition of a stage a job; records a restarted stage writes again
+//!   are dropped by the next (see `streamwork::runtime::stages`);
+//! * `exchange`: the sink and source of an exchange's topic;
 //! * `lease`: the file in a partition's checkpoint directory that names the
-//!   process running its job, so that two processes never run it at once.
+//!   process running its job, so that two processes sharing the directory
+//!   never run it at once.
 //!
 //! What it is not: the Kafka source and sinks (those are connectors, in
-//! `streamwork-connectors`), or the engine (`streamwork-runtime`). It sits
-//! above both. Without the `kafka` feature it holds nothing: the runner
-//! needs librdkafka, built from source with cmake.
+//! `streamwork-connectors`), how a job is cut into stages (the engine,
+//! `streamwork-runtime`), or a cluster manager (the consumer group is). It
+//! sits above the engine and the connectors. Without the `kafka` feature it
+//! holds nothing: the runner needs librdkafka, built from source with
+//! cmake.
 //!
 //! ```no_run
 //! # #[cfg(feature = "kafka")]
 //! # fn main() -> Result<(), streamwork::scaleout::GroupError> {
-//! use std::time::Duration;
 //! use streamwork::connectors::CollectSink;
-//! use streamwork::runtime::JobBuilder;
+//! use streamwork::connectors::kafka::{KafkaRecord, KafkaSource};
+//! use streamwork::prelude::*;
 //! use streamwork::scaleout::GroupRunner;
 //!
-//! let report = GroupRunner::new("127.0.0.1:9092", "my-job", &["input"], "/shared/checkpoints")
-//!     .checkpoint_interval(Duration::from_secs(1))
-//!     .run(|task| {
-//!         let mut job = JobBuilder::new(format!("my-job-{}", task.partition()));
-//!         let records = job.source("records", 1, task.source());
-//!         job.sink("out", 1, CollectSink::new(), records);
-//!         job.build()
+//! let brokers = "127.0.0.1:9092";
+//! let report = GroupRunner::new(brokers, "my-job", &[], "/var/tmp/my-job")
+//!     .leave_on_ctrl_c()?
+//!     .run_job(move || {
+//!         let counts = CollectSink::new();
+//!         job! {
+//!             delivery at_least_once;
+//!             source records = KafkaSource::new(brokers, "input", "my-job");
+//!             operator sizes = map(|r: KafkaRecord| r.value.len() as u64) <- records;
+//!             operator bigger[2] = filter(|n: &u64| *n > 10) <- sizes.key(|n: &u64| *n);
+//!             sink out = counts <- bigger;
+//!         }
 //!     })?;
-//! # let _ = report;
+//! eprint!("{}", report.stages.expect("a staged job"));
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "kafka"))]

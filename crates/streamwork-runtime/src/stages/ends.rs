@@ -24,14 +24,19 @@ use crate::builder::{NodeDef, operator_node, source_node};
 /// 8 bytes.
 const SEQ_SCHEMA: u32 = 1;
 
+/// Makes the encoding operator of an exchange: its name, the writer.
+type EncodeMaker = Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>;
+/// Makes the decoding source of an exchange: its name, what reads it.
+type DecodeMaker = Box<dyn Fn(&str, Box<dyn EnvelopeSource>) -> NodeDef + Send + Sync>;
+
 /// How to make the ends of one keyed edge, for its record type.
 pub(crate) struct ExchangeEnds {
     /// The records' Rust type.
     pub(crate) type_name: &'static str,
     /// Whether the stream carries watermarks.
     pub(crate) watermarked: bool,
-    encode: Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>,
-    decode: Box<dyn Fn(&str, Box<dyn EnvelopeSource>) -> NodeDef + Send + Sync>,
+    encode: EncodeMaker,
+    decode: DecodeMaker,
 }
 
 impl ExchangeEnds {

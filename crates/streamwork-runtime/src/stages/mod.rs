@@ -249,16 +249,15 @@ impl JobGraph {
         // in a job built from its sources on).
         let mut roots: Vec<usize> = Vec::new();
         let mut stage_of = vec![0; nodes.len()];
-        for node in 0..nodes.len() {
+        for (node, stage_of) in stage_of.iter_mut().enumerate() {
             let root = components.find(node);
-            let stage = match roots.iter().position(|&r| r == root) {
+            *stage_of = match roots.iter().position(|&r| r == root) {
                 Some(stage) => stage,
                 None => {
                     roots.push(root);
                     roots.len() - 1
                 }
             };
-            stage_of[node] = stage;
         }
         let mut stages: Vec<Stage> = (0..roots.len())
             .map(|_| Stage {
@@ -392,9 +391,9 @@ impl JobGraph {
             let mut placed: BTreeSet<usize> = order.iter().copied().collect();
             while placed.len() < stages.len() {
                 let before = placed.len();
-                for s in 0..stages.len() {
+                for (s, stage) in stages.iter().enumerate() {
                     if !placed.contains(&s)
-                        && stages[s]
+                        && stage
                             .inputs
                             .iter()
                             .all(|&x| placed.contains(&exchanges[x].from_stage))
