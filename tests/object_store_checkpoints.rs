@@ -94,3 +94,63 @@ fn a_run_with_an_empty_directory_carries_on_from_an_s3_store() {
     let store = ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, prefix).unwrap();
     carried_on_elsewhere("store-s3-job", Arc::new(store));
 }
+
+/// `write_if` is a compare-and-swap: a create when the object exists, and
+/// a replace of a version that changed, are refused; the winner's version
+/// is what the next write must name.
+fn conditional_writes_compare_and_swap(store: &dyn CheckpointStore) {
+    assert_eq!(store.read_versioned("OWNER").unwrap(), None);
+    let first = store
+        .write_if("OWNER", b"a 1".to_vec(), None)
+        .unwrap()
+        .expect("created");
+    assert_eq!(
+        store.write_if("OWNER", b"b 1".to_vec(), None).unwrap(),
+        None,
+        "a second create"
+    );
+    let (bytes, version) = store.read_versioned("OWNER").unwrap().unwrap();
+    assert_eq!(
+        (bytes.as_slice(), version.as_str()),
+        (&b"a 1"[..], first.as_str())
+    );
+    let second = store
+        .write_if("OWNER", b"a 2".to_vec(), Some(&first))
+        .unwrap()
+        .expect("replaced at its version");
+    assert_ne!(first, second);
+    assert_eq!(
+        store
+            .write_if("OWNER", b"b 2".to_vec(), Some(&first))
+            .unwrap(),
+        None,
+        "a replace of a stale version"
+    );
+    assert_eq!(store.read_versioned("OWNER").unwrap().unwrap().0, b"a 2");
+    store.delete("OWNER").unwrap();
+    assert_eq!(store.read_versioned("OWNER").unwrap(), None);
+}
+
+#[test]
+fn a_directory_store_writes_conditionally() {
+    let root = dir("store-cas");
+    conditional_writes_compare_and_swap(&DirectoryStore::new(&root));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(feature = "s3")]
+#[test]
+fn an_s3_store_writes_conditionally() {
+    use streamwork::state::ObjectStoreCheckpoints;
+    let (Ok(endpoint), Ok(bucket)) = (
+        std::env::var("STREAMWORK_S3_ENDPOINT"),
+        std::env::var("STREAMWORK_S3_BUCKET"),
+    ) else {
+        println!("skipped: no S3 server (see scripts/s3-test-server.sh)");
+        return;
+    };
+    let prefix = dir("s3-cas");
+    let prefix = prefix.file_name().unwrap().to_str().unwrap();
+    let store = ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, prefix).unwrap();
+    conditional_writes_compare_and_swap(&store);
+}

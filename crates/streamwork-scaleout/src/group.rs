@@ -61,6 +61,7 @@ use streamwork_state::{CheckpointStore, StateError};
 
 use crate::exchange::{ExchangeSource, exchange_sink, mark_partitions};
 use crate::lease::{Lease, member_name};
+use crate::store_lease::StoreLease;
 
 /// How often the runner commits the group's offsets and looks for idleness.
 const TICK: Duration = Duration::from_millis(100);
@@ -1013,29 +1014,27 @@ impl Shared {
             .checkpoint_dir
             .join(&task_name)
             .join(partition.to_string());
-        let mut config = CheckpointConfig::new(dir.clone(), self.runner.checkpoint_interval)
+        let config = CheckpointConfig::new(dir.clone(), self.runner.checkpoint_interval)
             .delivery(self.runner.delivery);
-        let store = self.runner.store.as_ref().map(|store| {
-            let name = format!("{task_name}/{partition}");
-            store
-                .child(&name)
-                .map_err(|error| GroupError::Store { task: name, error })
-        });
-        match store {
-            Some(Ok(store)) => config = config.stored_in(store),
+        let store_name = format!("{task_name}/{partition}");
+        let store = match self
+            .runner
+            .store
+            .as_ref()
+            .map(|store| store.child(&store_name))
+        {
+            Some(Ok(store)) => Some(store),
             Some(Err(error)) => {
                 self.failure
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(error);
+                    .get_or_insert(GroupError::Store {
+                        task: store_name,
+                        error,
+                    });
                 return;
             }
-            None => {}
-        }
-        let options = RunOptions {
-            checkpoints: Some(config),
-            restart: RestartStrategy::Never,
-            acking: None,
+            None => None,
         };
         let (build, restart) = (self.build.clone(), self.runner.restart);
         let (thread_stopped, thread_stop) = (stopped.clone(), stop.clone());
@@ -1043,7 +1042,37 @@ impl Shared {
         let thread = std::thread::Builder::new()
             .name(format!("{topic}-{partition}"))
             .spawn(move || {
-                // Not before the last owner has let go (see `lease`).
+                let options = |config: CheckpointConfig| RunOptions {
+                    checkpoints: Some(config),
+                    restart: RestartStrategy::Never,
+                    acking: None,
+                };
+                // Not before the last owner has let go (see `lease` and
+                // `store_lease`): in the store when the checkpoints are
+                // there (each process has a directory of its own), else in
+                // the shared directory.
+                if let Some(store) = store {
+                    let lease = match StoreLease::acquire(store, &member, stale, &thread_stopped) {
+                        Ok(Some(lease)) => lease,
+                        Ok(None) => return Ok(()),
+                        Err(error) => {
+                            return Err(GroupError::Store {
+                                task: store_name,
+                                error,
+                            });
+                        }
+                    };
+                    let outcome = run_partition(
+                        &task,
+                        &build,
+                        options(config.stored_in(lease.fenced())),
+                        restart,
+                        &thread_stopped,
+                        &thread_stop,
+                    );
+                    lease.release();
+                    return outcome;
+                }
                 let lease = match Lease::acquire(&dir, &member, stale, &thread_stopped) {
                     Ok(Some(lease)) => lease,
                     Ok(None) => return Ok(()),
@@ -1052,7 +1081,7 @@ impl Shared {
                 let outcome = run_partition(
                     &task,
                     &build,
-                    options,
+                    options(config),
                     restart,
                     &thread_stopped,
                     &thread_stop,

@@ -14,7 +14,11 @@
 //! * `exchange`: the sink and source of an exchange's topic;
 //! * `lease`: the file in a partition's checkpoint directory that names the
 //!   process running its job, so that two processes sharing the directory
-//!   never run it at once.
+//!   never run it at once;
+//! * `store_lease`: the same as an object beside the partition's
+//!   checkpoints in a store, taken and refreshed by conditional writes; a
+//!   process that lost it (silent too long, taken over) publishes no more
+//!   checkpoints of the partition.
 //!
 //! What it is not: the Kafka source and sinks (those are connectors, in
 //! `streamwork-connectors`), how a job is cut into stages (the engine,
@@ -59,6 +63,8 @@ mod exchange;
 pub mod group;
 #[cfg(feature = "kafka")]
 mod lease;
+#[cfg(feature = "kafka")]
+mod store_lease;
 
 #[cfg(feature = "kafka")]
 pub use group::{

@@ -43,6 +43,24 @@ pub trait CheckpointStore: Send + Sync + fmt::Debug {
     /// The store of the objects under `prefix/` of this one: one job's
     /// checkpoints among several (a scale-out runner's partitions).
     fn child(&self, prefix: &str) -> Result<std::sync::Arc<dyn CheckpointStore>, StateError>;
+    /// `name`'s bytes and its version (which every write changes), if it
+    /// exists.
+    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError>;
+    /// Writes `name` only if its version is still `expected` (`None`: only
+    /// if it does not exist), as one step no other writer can come between;
+    /// returns the new version, or `None` when another write came first.
+    /// What a lease in the store is built on.
+    fn write_if(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        expected: Option<&str>,
+    ) -> Result<Option<String>, StateError>;
+}
+
+/// A directory store's version of a file: its length and CRC-32.
+fn version_of(bytes: &[u8]) -> String {
+    format!("{}-{:08x}", bytes.len(), crc32fast::hash(bytes))
 }
 
 /// A [`CheckpointStore`] in another directory, such as a volume mounted
@@ -80,6 +98,7 @@ impl CheckpointStore for DirectoryStore {
                 .map_err(|e| StateError::io("inspect", entry.path(), e))?;
             if let (true, Some(name)) = (meta.is_file(), entry.file_name().to_str())
                 && !name.ends_with(".uploading")
+                && !name.starts_with('.')
             {
                 objects.push((name.to_string(), meta.len()));
             }
@@ -90,6 +109,43 @@ impl CheckpointStore for DirectoryStore {
     fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| StateError::io("create", &self.dir, e))?;
         write_replacing(&self.dir, name, &bytes, "uploading")
+    }
+
+    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
+        let path = self.dir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let version = version_of(&bytes);
+                Ok(Some((bytes, version)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StateError::io("read", path, e)),
+        }
+    }
+
+    /// Compares and writes under an exclusive lock of `.NAME.lock` (an
+    /// advisory file lock: every process that writes the directory through
+    /// a `DirectoryStore` takes it).
+    fn write_if(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        expected: Option<&str>,
+    ) -> Result<Option<String>, StateError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| StateError::io("create", &self.dir, e))?;
+        let lock_path = self.dir.join(format!(".{name}.lock"));
+        let lock = std::fs::File::create(&lock_path)
+            .and_then(|file| file.lock().map(|()| file))
+            .map_err(|e| StateError::io("lock", &lock_path, e))?;
+        let current = self.read_versioned(name)?.map(|(_, version)| version);
+        let outcome = if current.as_deref() == expected {
+            write_replacing(&self.dir, name, &bytes, "uploading")?;
+            Some(version_of(&bytes))
+        } else {
+            None
+        };
+        drop(lock);
+        Ok(outcome)
     }
 
     fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {

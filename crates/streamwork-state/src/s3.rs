@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use crate::error::StateError;
 use crate::mirror::CheckpointStore;
@@ -129,6 +129,62 @@ impl CheckpointStore for ObjectStoreCheckpoints {
             self.store.put(&location, PutPayload::from(bytes)),
         )
         .map(drop)
+    }
+
+    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
+        let location = self.prefix.clone().join(name);
+        let read = self.runtime.block_on(async {
+            let got = self.store.get(&location).await?;
+            let version = got.meta.e_tag.clone();
+            Ok::<_, object_store::Error>((got.bytes().await?, version))
+        });
+        match read {
+            Ok((bytes, Some(version))) => Ok(Some((bytes.to_vec(), version))),
+            Ok((_, None)) => Err(StateError::Store {
+                store: format!("{self:?}"),
+                action: "read the version of",
+                object: name.to_string(),
+                reason: "the store gives no ETag".to_string(),
+            }),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error("read", name, e)),
+        }
+    }
+
+    /// A conditional put: `If-None-Match: *` to create, `If-Match: ETAG` to
+    /// replace (S3 has both since 2024; moto and MinIO too).
+    fn write_if(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        expected: Option<&str>,
+    ) -> Result<Option<String>, StateError> {
+        let location = self.prefix.clone().join(name);
+        let mode = match expected {
+            None => PutMode::Create,
+            Some(e_tag) => PutMode::Update(UpdateVersion {
+                e_tag: Some(e_tag.to_string()),
+                version: None,
+            }),
+        };
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        let put = self.runtime.block_on(self.store.put_opts(
+            &location,
+            PutPayload::from(bytes),
+            options,
+        ));
+        match put {
+            Ok(result) => Ok(Some(result.e_tag.unwrap_or_default())),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotFound { .. },
+            ) => Ok(None),
+            Err(e) => Err(self.error("write", name, e)),
+        }
     }
 
     fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
