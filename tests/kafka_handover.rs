@@ -27,6 +27,7 @@ use streamwork::scaleout::{GroupReport, GroupRunner, TaskRun, handovers};
 use streamwork::state::CheckpointStore;
 
 mod kafka_common;
+mod support;
 
 use kafka_common::{brokers, create_output_topic, read_all, unique};
 
@@ -99,10 +100,7 @@ fn produce(brokers: &str, topic: &str, records: Vec<(u64, u32)>) {
 
 fn store(prefix: &str, root: &Path) -> Arc<dyn CheckpointStore> {
     #[cfg(feature = "s3")]
-    if let (Ok(endpoint), Ok(bucket)) = (
-        std::env::var("STREAMWORK_S3_ENDPOINT"),
-        std::env::var("STREAMWORK_S3_BUCKET"),
-    ) {
+    if let Some((endpoint, bucket)) = support::s3_server() {
         println!("checkpoints in s3://{bucket} at {endpoint}");
         return Arc::new(
             streamwork::state::ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, prefix)

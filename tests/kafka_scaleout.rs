@@ -30,6 +30,7 @@ use streamwork::prelude::*;
 use streamwork::scaleout::{GroupRunner, TaskRun, handovers};
 
 mod kafka_common;
+mod support;
 
 use kafka_common::{brokers, create_output_topic, read_all, unique};
 
@@ -129,7 +130,13 @@ impl Job<'_> {
     }
 
     fn spawn(&self) -> Process {
+        self.spawn_with(&[])
+    }
+
+    /// Started with `extra` arguments too.
+    fn spawn_with(&self, extra: &[&str]) -> Process {
         let mut command = Command::new(word_count());
+        command.args(extra);
         command
             .args(["--brokers", self.brokers])
             .args(["--input-topic", self.input])
@@ -201,6 +208,20 @@ impl Process {
                 self.so_far.lock().unwrap()
             );
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (at most three minutes) for it to fail, and returns its log.
+    fn failure(mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let log = self.log.join().expect("the log reader");
+                assert!(!status.success(), "kafka_word_count succeeded:\n{log}");
+                return log;
+            }
+            assert!(Instant::now() < deadline, "kafka_word_count did not exit");
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -350,11 +371,7 @@ fn three_processes_one_killed_and_restarted_one_added_count_every_word_exactly()
 #[cfg(feature = "s3")]
 #[test]
 fn with_checkpoints_in_s3_and_no_shared_directory_every_count_is_exact() {
-    let (Ok(endpoint), Ok(bucket)) = (
-        std::env::var("STREAMWORK_S3_ENDPOINT"),
-        std::env::var("STREAMWORK_S3_BUCKET"),
-    ) else {
-        println!("skipped: no S3 server (see scripts/s3-test-server.sh)");
+    let Some((endpoint, bucket)) = support::s3_server() else {
         return;
     };
     three_processes_one_killed_one_added(Some((endpoint, bucket)));
@@ -452,6 +469,38 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
             h.resuming
         );
     }
+    let _ = std::fs::remove_dir_all(&checkpoints);
+}
+
+#[test]
+fn a_job_restarted_at_another_parallelism_is_refused_by_name() {
+    let Some(brokers) = brokers() else { return };
+    let (input, output, totals, group) = (
+        unique("lines"),
+        unique("counts"),
+        unique("totals"),
+        unique("wc"),
+    );
+    create_topic(&brokers, &input, 2).unwrap();
+    // The exchange into `counted` as a run at parallelism 4 left it.
+    create_topic(&brokers, &format!("{group}-counted-in-repartition"), 4).unwrap();
+    let checkpoints = std::env::temp_dir().join(unique("wc-ckpt"));
+    let job = Job {
+        brokers: &brokers,
+        input: &input,
+        output: &output,
+        totals: &totals,
+        group: &group,
+        checkpoints: &checkpoints,
+        s3: None,
+    };
+    let log = job.spawn_with(&["--count-partitions", "3"]).failure();
+    assert!(
+        log.contains(&format!(
+            "exchange topic `{group}-counted-in-repartition` has 4 partitions, and `counted` has parallelism 3"
+        )) && log.contains("run the changed job as a new group"),
+        "{log}"
+    );
     let _ = std::fs::remove_dir_all(&checkpoints);
 }
 

@@ -82,11 +82,7 @@ fn a_run_with_an_empty_directory_carries_on_from_a_directory_store() {
 #[test]
 fn a_run_with_an_empty_directory_carries_on_from_an_s3_store() {
     use streamwork::state::ObjectStoreCheckpoints;
-    let (Ok(endpoint), Ok(bucket)) = (
-        std::env::var("STREAMWORK_S3_ENDPOINT"),
-        std::env::var("STREAMWORK_S3_BUCKET"),
-    ) else {
-        println!("skipped: no S3 server (see scripts/s3-test-server.sh)");
+    let Some((endpoint, bucket)) = support::s3_server() else {
         return;
     };
     let prefix = dir("s3-prefix");
@@ -142,11 +138,7 @@ fn a_directory_store_writes_conditionally() {
 #[test]
 fn an_s3_store_writes_conditionally() {
     use streamwork::state::ObjectStoreCheckpoints;
-    let (Ok(endpoint), Ok(bucket)) = (
-        std::env::var("STREAMWORK_S3_ENDPOINT"),
-        std::env::var("STREAMWORK_S3_BUCKET"),
-    ) else {
-        println!("skipped: no S3 server (see scripts/s3-test-server.sh)");
+    let Some((endpoint, bucket)) = support::s3_server() else {
         return;
     };
     let prefix = dir("s3-cas");

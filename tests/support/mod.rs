@@ -136,6 +136,22 @@ pub fn restored_position(restore: &Restore<'_>) -> Result<Option<u64>, Connector
     Ok(Some(u64::from_le_bytes(bytes)))
 }
 
+/// The local S3 server's endpoint and bucket (`STREAMWORK_S3_ENDPOINT`,
+/// `STREAMWORK_S3_BUCKET`, exported by `scripts/s3-test-server.sh`), or
+/// `None` after saying the test is skipped.
+pub fn s3_server() -> Option<(String, String)> {
+    match (
+        std::env::var("STREAMWORK_S3_ENDPOINT"),
+        std::env::var("STREAMWORK_S3_BUCKET"),
+    ) {
+        (Ok(endpoint), Ok(bucket)) => Some((endpoint, bucket)),
+        _ => {
+            println!("skipped: no S3 server (see scripts/s3-test-server.sh)");
+            None
+        }
+    }
+}
+
 /// A fresh directory, never the same twice in a process (tests run in
 /// parallel threads).
 pub fn dir(name: &str) -> PathBuf {
