@@ -689,9 +689,33 @@ impl GroupRunner {
         let stopped = shared.stop_all();
         let commit = commit_positions(&consumer, &stopped, CommitMode::Sync);
         consumer.unsubscribe();
-        // Closing the consumer waits for the group to take its leave.
-        drop(consumer);
-        tracing::info!("kafka group `{}`: left", self.group);
+        // Closing the consumer waits for the group to take its leave. A
+        // broker that never answers the leave (tansu 0.6, asked during a
+        // rebalance, has been seen not to) would hold the process forever:
+        // the positions are committed, so after a session timeout the
+        // process goes without the answer, and the group drops the member
+        // by its session timeout.
+        let (closed, close_done) = std::sync::mpsc::channel();
+        let closing = std::thread::Builder::new()
+            .name("kafka-group-close".to_string())
+            .spawn(move || {
+                drop(consumer);
+                let _ = closed.send(());
+            });
+        match closing {
+            Ok(_) => {
+                if close_done.recv_timeout(self.session_timeout).is_ok() {
+                    tracing::info!("kafka group `{}`: left", self.group);
+                } else {
+                    tracing::warn!(
+                        "kafka group `{}`: the broker did not answer the leave within {:?}; going without it (the group drops this member after its session timeout)",
+                        self.group,
+                        self.session_timeout
+                    );
+                }
+            }
+            Err(error) => tracing::warn!("kafka group `{}`: closing: {error}", self.group),
+        }
         let report = GroupReport {
             rebalances: shared.rebalances.load(Ordering::Relaxed),
             tasks_started: shared.started.load(Ordering::Relaxed),
