@@ -379,4 +379,21 @@ fn what_cannot_run_as_stages_is_refused_by_name_with_the_fix() {
         merged.contains("merges two inputs and writes a keyed exchange"),
         "{merged}"
     );
+
+    // Two paths within a stage meeting again, before an exchange.
+    let rejoined = refusal(
+        job! {
+            source a = LogSource::new(&log);
+            operator x[2] = map(|s: String| s) <- a.key(|s: &String| s.clone());
+            operator y[2] = map(|s: String| s) <- x;
+            operator both[2] = map(|s: String| s) <- x, y;
+            operator again[2] = map(|s: String| s) <- both.key(|s: &String| s.clone());
+            sink out = out.clone() <- again;
+        }
+        .unwrap(),
+    );
+    assert!(
+        rejoined.contains("merges two inputs and writes a keyed exchange"),
+        "{rejoined}"
+    );
 }

@@ -314,7 +314,15 @@ impl JobGraph {
                 .collect();
             match sources.as_slice() {
                 [] => {
-                    let first = &exchanges[stage.inputs[0]];
+                    let Some(&first) = stage.inputs.first() else {
+                        let name = stage.components.first().cloned().unwrap_or_default();
+                        return Err(refuse(
+                            &name,
+                            "reads neither a source nor an exchange",
+                            "connect it to the job's source",
+                        ));
+                    };
+                    let first = &exchanges[first];
                     stage.name = first.to.clone();
                     for &x in &stage.inputs {
                         if exchanges[x].partitions != first.partitions {
@@ -364,15 +372,14 @@ impl JobGraph {
             }
             // A replay numbers what the stage writes as the first run did
             // only if the stage's order is its input's.
+            // (Every edge into a node of the stage is a channel of its own
+            // in the stage's job, an exchange's too.)
             if !stage.outputs.is_empty() {
                 let merges = stage.inputs.len() > 1
-                    || stage.nodes.iter().any(|n| {
-                        self.edges()
-                            .iter()
-                            .filter(|e| e.to() == *n && !cut.contains(&self.edge_index(e)))
-                            .count()
-                            > 1
-                    });
+                    || stage
+                        .nodes
+                        .iter()
+                        .any(|n| self.edges().iter().filter(|e| e.to() == *n).count() > 1);
                 if merges {
                     return Err(refuse(
                         &stage.name,
@@ -428,13 +435,6 @@ impl JobGraph {
             stages,
             exchanges,
         })
-    }
-
-    fn edge_index(&self, edge: &EdgeDef) -> usize {
-        self.edges()
-            .iter()
-            .position(|e| std::ptr::eq(e, edge))
-            .unwrap_or(usize::MAX)
     }
 
     /// The job of partition `partition` of stage `stage` of `plan` (made
