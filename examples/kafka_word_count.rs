@@ -92,6 +92,10 @@ struct Args {
     /// partitions to the others.
     #[arg(long, default_value_t = 6_000)]
     session_timeout_ms: u64,
+    /// Serve the job page on this address (`127.0.0.1:7000`): the job's
+    /// graph, its stages and their topics.
+    #[arg(long)]
+    job_page: Option<String>,
     /// librdkafka debug contexts for every consumer (`cgrp` for the
     /// consumer group), logged at debug level under the `librdkafka`
     /// target: `STREAMWORK_LOG=info,librdkafka=debug`.
@@ -259,6 +263,17 @@ fn main() -> anyhow::Result<()> {
     }
     // Ctrl-C (or SIGTERM): leave the group, handing the partitions over.
     runner = runner.leave_on_ctrl_c()?;
+    let _page = match &args.job_page {
+        Some(address) => {
+            let graph = word_count(&args, &totals_topic)?;
+            let stages = graph.stage_plan()?;
+            let plan = graph.plan().with_stages(&stages, &args.group);
+            let page = streamwork::web::serve_plan(address, plan)?;
+            eprintln!("kafka_word_count: job page at http://{}/", page.address());
+            Some(page)
+        }
+        None => None,
+    };
     let job_args = Arc::new(args.clone());
     let report = runner.run_job(move || word_count(&job_args, &totals_topic))?;
     if let Some(stages) = &report.stages {

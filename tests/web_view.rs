@@ -199,3 +199,121 @@ fn the_page_draws_the_graph_and_its_metrics_change_in_chromium() {
         "the nodes show rates and utilization"
     );
 }
+
+/// A source of a partitioned log, for a job that runs as stages.
+#[derive(Clone)]
+struct Lines;
+
+impl Source for Lines {
+    type Out = Collector<String>;
+    fn partitioned_log(&self) -> Option<String> {
+        Some("lines".to_string())
+    }
+    fn poll(&mut self, _: &mut Collector<String>) -> Result<SourcePoll, ConnectorError> {
+        Ok(SourcePoll::Finished)
+    }
+}
+
+/// The page of a job run as stages elsewhere: its plan and its stages.
+fn staged_page() -> streamwork::web::WebView {
+    let graph = job! {
+        name "word_count";
+        source lines = Lines;
+        operator words = map(|l: String| l) <- lines;
+        operator counted[4] = map(|w: String| (w, 1u64)) <- words.key(|w: &String| w.clone());
+        operator totalled[3] = map(|c: (String, u64)| c) <- counted.key(|c: &(String, u64)| c.0.len());
+        sink out = CollectSink::new() <- totalled;
+    }
+    .unwrap();
+    let stages = graph.stage_plan().unwrap();
+    streamwork::web::serve_plan("127.0.0.1:0", graph.plan().with_stages(&stages, "wc")).unwrap()
+}
+
+#[test]
+fn the_plan_of_a_job_run_as_stages_shows_its_stages_and_topics() {
+    let page = staged_page();
+    let plan: serde_json::Value = serde_json::from_str(&get(page.address(), "/plan.json")).unwrap();
+    assert_eq!(plan["live"], false);
+    let stages = plan["stages"].as_array().unwrap();
+    let rows: Vec<(String, String, String)> = stages
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["reads"][0].as_str().unwrap().to_string(),
+                s["writes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| w.as_str().unwrap())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+        })
+        .collect();
+    let row = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    assert_eq!(
+        rows,
+        [
+            row("lines", "lines", "wc-counted-in-repartition"),
+            row(
+                "counted",
+                "wc-counted-in-repartition",
+                "wc-totalled-in-repartition"
+            ),
+            row("totalled", "wc-totalled-in-repartition", ""),
+        ]
+    );
+    assert_eq!(stages[1]["partitions"], 4);
+    // No run reports here.
+    let mut stream = TcpStream::connect(page.address()).unwrap();
+    write!(
+        stream,
+        "GET /metrics.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 404"), "{response}");
+}
+
+#[test]
+fn the_page_of_a_job_run_as_stages_lists_them_in_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("STREAMWORK_REQUIRE_BROWSER").is_none(),
+            "STREAMWORK_REQUIRE_BROWSER is set but no Chromium is installed"
+        );
+        println!("skipped: no Chromium installed (apt-get install chromium); .ci/run installs it");
+        return;
+    };
+    let page = staged_page();
+    let profile =
+        std::env::temp_dir().join(format!("streamwork-chromium-stages-{}", std::process::id()));
+    let output = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=2000", "--dump-dom"])
+        .arg(format!("http://{}/", page.address()))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(dom.matches("class=\"stage\"").count(), 3, "{dom}");
+    for text in [
+        "wc-counted-in-repartition",
+        "wc-totalled-in-repartition",
+        "totalled → out",
+        "node-counted",
+        "run by the processes of its consumer group",
+    ] {
+        assert!(dom.contains(text), "no `{text}` in the page: {dom}");
+    }
+}

@@ -4,8 +4,10 @@ use serde_json::{Value, json};
 use streamwork_runtime::JobPlan;
 use streamwork_runtime::JobReport;
 
-/// `/plan.json`: components (name, kind, parallelism, inputs, channels) and edges.
-pub(crate) fn plan(plan: &JobPlan) -> String {
+/// `/plan.json`: components (name, kind, parallelism, inputs, channels),
+/// edges, the stages and their topics (a job run as stages), and whether a
+/// run of it reports live metrics here.
+pub(crate) fn plan(plan: &JobPlan, live: bool) -> String {
     let components: Vec<Value> = plan
         .components
         .iter()
@@ -32,7 +34,27 @@ pub(crate) fn plan(plan: &JobPlan) -> String {
             })
         })
         .collect();
-    json!({"name": plan.name, "components": components, "edges": edges}).to_string()
+    let stages: Vec<Value> = plan
+        .stages
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "components": s.components,
+                "reads": s.reads,
+                "writes": s.writes,
+                "partitions": s.partitions,
+            })
+        })
+        .collect();
+    json!({
+        "name": plan.name,
+        "components": components,
+        "edges": edges,
+        "stages": stages,
+        "live": live,
+    })
+    .to_string()
 }
 
 /// `/metrics.json`: the live report as of the monitor's `look`-th look.

@@ -101,6 +101,32 @@ impl Drop for WebView {
 
 /// Serves the page of the job with `plan`, reading `metrics`, on `address`.
 pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebView, WebError> {
+    serve_with(address, plan, Some(metrics))
+}
+
+/// Serves the page of a job that runs elsewhere, its plan only: the graph
+/// and, for a job run as stages across processes
+/// ([`JobPlan::with_stages`](streamwork_runtime::JobPlan::with_stages)),
+/// its stages and their topics. `/metrics.json` answers 404: each
+/// process's partition jobs report in its own log and report.
+///
+/// ```no_run
+/// # fn page(graph: streamwork::runtime::JobGraph) -> Result<(), Box<dyn std::error::Error>> {
+/// let stages = graph.stage_plan()?;
+/// let page = streamwork::web::serve_plan("127.0.0.1:7000", graph.plan().with_stages(&stages, "wc"))?;
+/// println!("job page at http://{}/", page.address());
+/// # Ok(())
+/// # }
+/// ```
+pub fn serve_plan(address: &str, plan: JobPlan) -> Result<WebView, WebError> {
+    serve_with(address, plan, None)
+}
+
+fn serve_with(
+    address: &str,
+    plan: JobPlan,
+    metrics: Option<LiveMetrics>,
+) -> Result<WebView, WebError> {
     let exposition = recorder()?;
     let server = Server::http(address).map_err(|e| WebError::Bind {
         address: address.to_string(),
@@ -111,7 +137,7 @@ pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebVi
         reason: "not an IP address".to_string(),
     })?;
     let server = Arc::new(server);
-    let plan_json = json::plan(&plan);
+    let plan_json = json::plan(&plan, metrics.is_some());
     let thread = {
         let server = server.clone();
         std::thread::Builder::new()
@@ -120,10 +146,17 @@ pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebVi
                 for request in server.incoming_requests() {
                     let url = request.url().to_string();
                     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-                    match path {
-                        "/" | "/index.html" => respond(request, PAGE.to_string(), HTML, 200),
-                        "/plan.json" => respond(request, plan_json.clone(), JSON, 200),
-                        "/metrics.json" => match long_poll_after(query) {
+                    match (path, &metrics) {
+                        ("/" | "/index.html", _) => respond(request, PAGE.to_string(), HTML, 200),
+                        ("/plan.json", _) => respond(request, plan_json.clone(), JSON, 200),
+                        ("/metrics.json", None) => respond(
+                            request,
+                            "no run of this job reports here: each process's partition jobs report in its log"
+                                .to_string(),
+                            TEXT,
+                            404,
+                        ),
+                        ("/metrics.json", Some(metrics)) => match long_poll_after(query) {
                             // A long poll waits on its own thread, so it never
                             // holds up the page or another reader.
                             Some(after) => {
@@ -144,7 +177,9 @@ pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebVi
                                 respond(request, body, JSON, 200);
                             }
                         },
-                        "/metrics" => respond(request, exposition.render(), TEXT_PROMETHEUS, 200),
+                        ("/metrics", _) => {
+                            respond(request, exposition.render(), TEXT_PROMETHEUS, 200)
+                        }
                         _ => respond(request, "not found".to_string(), TEXT, 404),
                     }
                 }

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use error::GraphError;
 pub use flow::{Flow, KeyedFlow};
 pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef, PortInfo};
-pub use plan::{ComponentPlan, EdgePlan, JobPlan};
+pub use plan::{ComponentPlan, EdgePlan, JobPlan, StageRow};
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::component::{
     Admits, CoOperator, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,

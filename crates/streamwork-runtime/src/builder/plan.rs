@@ -37,6 +37,22 @@ pub struct EdgePlan {
     pub grouping: GroupingKind,
 }
 
+/// One stage of a job run as stages (see [`JobPlan::with_stages`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageRow {
+    /// The stage's name.
+    pub name: String,
+    /// Its components.
+    pub components: Vec<String>,
+    /// The topics it reads: its source's, or its exchanges'.
+    pub reads: Vec<String>,
+    /// The exchange topics it writes.
+    pub writes: Vec<String>,
+    /// Its partitions: one job each, given to one process of the group
+    /// (`None`: those of its source's topic).
+    pub partitions: Option<u32>,
+}
+
 /// The shape of a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobPlan {
@@ -46,6 +62,8 @@ pub struct JobPlan {
     pub components: Vec<ComponentPlan>,
     /// Edges.
     pub edges: Vec<EdgePlan>,
+    /// Its stages and their topics, when it runs as stages.
+    pub stages: Vec<StageRow>,
 }
 
 impl JobPlan {
@@ -88,7 +106,38 @@ impl JobPlan {
             name: graph.name().to_string(),
             components,
             edges,
+            stages: Vec::new(),
         }
+    }
+
+    /// The same plan, with the stages of `stages` (the job's
+    /// [`stage_plan`](JobGraph::stage_plan)) and their topics, named under
+    /// `prefix` (the consumer group): what the job page shows of a job run
+    /// across processes.
+    pub fn with_stages(mut self, stages: &crate::stages::StagePlan, prefix: &str) -> Self {
+        self.stages = stages
+            .stages
+            .iter()
+            .map(|stage| StageRow {
+                name: stage.name.clone(),
+                components: stage.components.clone(),
+                reads: match &stage.log {
+                    Some(log) => vec![log.clone()],
+                    None => stage
+                        .inputs
+                        .iter()
+                        .map(|&x| stages.exchanges[x].log_name(prefix))
+                        .collect(),
+                },
+                writes: stage
+                    .outputs
+                    .iter()
+                    .map(|&x| stages.exchanges[x].log_name(prefix))
+                    .collect(),
+                partitions: stage.partitions,
+            })
+            .collect();
+        self
     }
 
     fn edge_label(&self, e: &EdgePlan) -> String {
