@@ -18,7 +18,7 @@
 #![cfg(feature = "kafka")]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -109,24 +109,45 @@ fn word_count() -> PathBuf {
     path
 }
 
-struct Job<'a> {
-    brokers: &'a str,
-    input: &'a str,
-    output: &'a str,
-    totals: &'a str,
-    group: &'a str,
-    checkpoints: &'a Path,
+/// One run of the job: topics, group and checkpoint directory no other run
+/// uses (the directory removed when it is dropped).
+struct Job {
+    brokers: String,
+    input: String,
+    output: String,
+    totals: String,
+    group: String,
+    checkpoints: PathBuf,
     /// Checkpoints in this S3 bucket at this endpoint, each process with
     /// an empty directory of its own under `checkpoints`.
     s3: Option<(String, String)>,
 }
 
-impl Job<'_> {
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.checkpoints);
+    }
+}
+
+impl Job {
+    /// A run with fresh names.
+    fn fresh(brokers: &str, s3: Option<(String, String)>) -> Job {
+        Job {
+            brokers: brokers.to_string(),
+            input: unique("lines"),
+            output: unique("counts"),
+            totals: unique("totals"),
+            group: unique("wc"),
+            checkpoints: std::env::temp_dir().join(unique("wc-ckpt")),
+            s3,
+        }
+    }
+
     /// Creates the output topics (with a warm-up record in each
     /// partition: see `create_output_topic`).
     fn create_outputs(&self, partitions: i32) {
-        create_output_topic(self.brokers, self.output, partitions);
-        create_output_topic(self.brokers, self.totals, partitions);
+        create_output_topic(&self.brokers, &self.output, partitions);
+        create_output_topic(&self.brokers, &self.totals, partitions);
     }
 
     fn spawn(&self) -> Process {
@@ -138,11 +159,11 @@ impl Job<'_> {
         let mut command = Command::new(word_count());
         command.args(extra);
         command
-            .args(["--brokers", self.brokers])
-            .args(["--input-topic", self.input])
-            .args(["--output-topic", self.output])
-            .args(["--totals-topic", self.totals])
-            .args(["--group", self.group]);
+            .args(["--brokers", &self.brokers])
+            .args(["--input-topic", &self.input])
+            .args(["--output-topic", &self.output])
+            .args(["--totals-topic", &self.totals])
+            .args(["--group", &self.group]);
         match &self.s3 {
             Some((endpoint, bucket)) => {
                 command
@@ -152,7 +173,7 @@ impl Job<'_> {
                     .args(["--s3-bucket", bucket]);
             }
             None => {
-                command.arg("--checkpoint-dir").arg(self.checkpoints);
+                command.arg("--checkpoint-dir").arg(&self.checkpoints);
             }
         }
         let mut child = command
@@ -291,31 +312,17 @@ fn records_read(stderr: &str) -> u64 {
 /// word's count and every letter's total exact.
 fn three_processes_one_killed_one_added(s3: Option<(String, String)>) {
     let Some(brokers) = brokers() else { return };
-    let (input, output, totals, group) = (
-        unique("lines"),
-        unique("counts"),
-        unique("totals"),
-        unique("wc"),
-    );
-    create_topic(&brokers, &input, 4).unwrap();
+    let job = Job::fresh(&brokers, s3);
+    let (input, output, totals, group) = (&job.input, &job.output, &job.totals, &job.group);
+    create_topic(&brokers, input, 4).unwrap();
     let (mut text, mut expected) = lines(7, 20_000);
     // Two lines that are not UTF-8: dead-lettered, not counted.
     text.push(vec![0xff, b' ', b'x']);
     text.push(vec![b'y', 0xc3]);
-    produce(&brokers, &input, text);
-    let checkpoints = std::env::temp_dir().join(unique("wc-ckpt"));
-    let job = Job {
-        brokers: &brokers,
-        input: &input,
-        output: &output,
-        totals: &totals,
-        group: &group,
-        checkpoints: &checkpoints,
-        s3,
-    };
+    produce(&brokers, input, text);
     job.create_outputs(4);
     let mut processes: Vec<Process> = (0..3).map(|_| job.spawn()).collect();
-    wait_for_output(&brokers, &totals);
+    wait_for_output(&brokers, totals);
     // Killed wherever it is, and started again; and one more.
     processes.remove(1).kill();
     processes.push(job.spawn());
@@ -325,11 +332,11 @@ fn three_processes_one_killed_one_added(s3: Option<(String, String)>) {
         .map(|p| records_read(&p.finish()))
         .sum();
     assert!(read > 0);
-    let counts = last_counts(&brokers, &output);
+    let counts = last_counts(&brokers, output);
     expected.retain(|_, n| *n > 0);
     assert_eq!(counts, expected, "the last count of every word");
     assert_eq!(
-        last_counts(&brokers, &totals),
+        last_counts(&brokers, totals),
         letter_totals(&expected),
         "the last total of every letter"
     );
@@ -342,7 +349,7 @@ fn three_processes_one_killed_one_added(s3: Option<(String, String)>) {
         // Every partition of every stage has a complete checkpoint in the
         // bucket, under GROUP/STAGE/PARTITION.
         use streamwork::state::{CheckpointStore, ObjectStoreCheckpoints};
-        let store = ObjectStoreCheckpoints::s3(Some(endpoint), bucket, &group).unwrap();
+        let store = ObjectStoreCheckpoints::s3(Some(endpoint), bucket, group).unwrap();
         for (stage, partitions) in [("lines", 4), ("counted", 4), ("totalled", 3)] {
             for partition in 0..partitions {
                 let objects = store
@@ -357,7 +364,6 @@ fn three_processes_one_killed_one_added(s3: Option<(String, String)>) {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&checkpoints);
 }
 
 #[test]
@@ -385,23 +391,9 @@ fn runs(log: &str) -> Vec<TaskRun> {
 #[test]
 fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
     let Some(brokers) = brokers() else { return };
-    let (input, output, totals, group) = (
-        unique("lines"),
-        unique("counts"),
-        unique("totals"),
-        unique("wc"),
-    );
-    create_topic(&brokers, &input, 4).unwrap();
-    let checkpoints = std::env::temp_dir().join(unique("wc-ckpt"));
-    let job = Job {
-        brokers: &brokers,
-        input: &input,
-        output: &output,
-        totals: &totals,
-        group: &group,
-        checkpoints: &checkpoints,
-        s3: None,
-    };
+    let job = Job::fresh(&brokers, None);
+    let (input, output, totals) = (&job.input, &job.output, &job.totals);
+    create_topic(&brokers, input, 4).unwrap();
     job.create_outputs(4);
     // Input keeps arriving while processes come and go: 30 batches of 400
     // lines, 200 ms apart (bounded; the counts are exact whenever the
@@ -426,7 +418,7 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
     };
     // One process, then three, then two.
     let first = job.spawn();
-    wait_for_output(&brokers, &totals);
+    wait_for_output(&brokers, totals);
     let (second, third) = (job.spawn(), job.spawn());
     second.wait_for_log("kafka group: running");
     third.wait_for_log("kafka group: running");
@@ -436,12 +428,12 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
     logs.push(second.finish());
     logs.push(third.finish());
     assert_eq!(
-        last_counts(&brokers, &output),
+        last_counts(&brokers, output),
         expected,
         "every word's count"
     );
     assert_eq!(
-        last_counts(&brokers, &totals),
+        last_counts(&brokers, totals),
         letter_totals(&expected),
         "every letter's total"
     );
@@ -469,31 +461,16 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
             h.resuming
         );
     }
-    let _ = std::fs::remove_dir_all(&checkpoints);
 }
 
 #[test]
 fn a_job_restarted_at_another_parallelism_is_refused_by_name() {
     let Some(brokers) = brokers() else { return };
-    let (input, output, totals, group) = (
-        unique("lines"),
-        unique("counts"),
-        unique("totals"),
-        unique("wc"),
-    );
-    create_topic(&brokers, &input, 2).unwrap();
+    let job = Job::fresh(&brokers, None);
+    let (input, group) = (&job.input, &job.group);
+    create_topic(&brokers, input, 2).unwrap();
     // The exchange into `counted` as a run at parallelism 4 left it.
     create_topic(&brokers, &format!("{group}-counted-in-repartition"), 4).unwrap();
-    let checkpoints = std::env::temp_dir().join(unique("wc-ckpt"));
-    let job = Job {
-        brokers: &brokers,
-        input: &input,
-        output: &output,
-        totals: &totals,
-        group: &group,
-        checkpoints: &checkpoints,
-        s3: None,
-    };
     let log = job.spawn_with(&["--count-partitions", "3"]).failure();
     assert!(
         log.contains(&format!(
@@ -501,35 +478,20 @@ fn a_job_restarted_at_another_parallelism_is_refused_by_name() {
         )) && log.contains("run the changed job as a new group"),
         "{log}"
     );
-    let _ = std::fs::remove_dir_all(&checkpoints);
 }
 
 #[test]
 fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     let Some(brokers) = brokers() else { return };
-    let (input, output, totals, group) = (
-        unique("lines"),
-        unique("counts"),
-        unique("totals"),
-        unique("wc"),
-    );
-    create_topic(&brokers, &input, 4).unwrap();
+    let job = Job::fresh(&brokers, None);
+    let (input, output, totals) = (&job.input, &job.output, &job.totals);
+    create_topic(&brokers, input, 4).unwrap();
     let (first, mut expected) = lines(11, 5_000);
     let (second, more) = lines(13, 5_000);
     for (word, n) in more {
         *expected.entry(word).or_insert(0) += n;
     }
-    produce(&brokers, &input, first);
-    let checkpoints = std::env::temp_dir().join(unique("wc-ckpt"));
-    let job = Job {
-        brokers: &brokers,
-        input: &input,
-        output: &output,
-        totals: &totals,
-        group: &group,
-        checkpoints: &checkpoints,
-        s3: None,
-    };
+    produce(&brokers, input, first);
     job.create_outputs(4);
     // One process counts the first half and leaves.
     let first_read = records_read(&job.spawn().finish());
@@ -539,14 +501,13 @@ fn the_processes_that_receive_partitions_carry_on_from_their_checkpoints() {
     // nothing would end with the second half's counts alone). The second
     // half is there before they start: a process that, once given its
     // share, finds every partition read to its end exits.
-    produce(&brokers, &input, second);
+    produce(&brokers, input, second);
     let others: Vec<Process> = (0..2).map(|_| job.spawn()).collect();
     let others_read: u64 = others.into_iter().map(|p| records_read(&p.finish())).sum();
     assert!(others_read >= 5_000, "lines and words: {others_read}");
-    let counts = last_counts(&brokers, &output);
+    let counts = last_counts(&brokers, output);
     assert_eq!(counts, expected, "the last count of every word");
-    assert_eq!(last_counts(&brokers, &totals), letter_totals(&expected));
-    let _ = std::fs::remove_dir_all(&checkpoints);
+    assert_eq!(last_counts(&brokers, totals), letter_totals(&expected));
 }
 
 /// Marks its partition owned while open (until it is dropped: a job

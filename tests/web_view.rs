@@ -143,38 +143,50 @@ fn chromium() -> Option<&'static str> {
         })
 }
 
-#[test]
-fn the_page_draws_the_graph_and_its_metrics_change_in_chromium() {
-    let Some(browser) = chromium() else {
+/// The installed Chromium, or `None` after saying the test is skipped
+/// (never where `STREAMWORK_REQUIRE_BROWSER` is set, as in CI).
+fn browser() -> Option<&'static str> {
+    let found = chromium();
+    if found.is_none() {
         assert!(
             std::env::var_os("STREAMWORK_REQUIRE_BROWSER").is_none(),
             "STREAMWORK_REQUIRE_BROWSER is set but no Chromium is installed"
         );
         println!("skipped: no Chromium installed (apt-get install chromium); .ci/run installs it");
-        return;
-    };
-    let (job, page) = start();
-    let profile = std::env::temp_dir().join(format!("streamwork-chromium-{}", std::process::id()));
+    }
+    found
+}
+
+/// The page at `address` as headless `browser` leaves it after two
+/// seconds of virtual time (a profile of its own, named after `name`).
+fn dump_dom(browser: &str, address: SocketAddr, name: &str) -> String {
+    let profile =
+        std::env::temp_dir().join(format!("streamwork-chromium-{name}-{}", std::process::id()));
     let output = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
             "--no-first-run",
-        ])
-        .args([
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(["--virtual-time-budget=2000", "--dump-dom"])
-        .arg(format!("http://{}/", page.address()))
+        .arg(format!("http://{address}/"))
         .output()
         .expect("run chromium");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_page_draws_the_graph_and_its_metrics_change_in_chromium() {
+    let Some(browser) = browser() else { return };
+    let (job, page) = start();
+    let dom = dump_dom(browser, page.address(), "live");
     job.stop();
     job.join().unwrap();
-    let dom = String::from_utf8_lossy(&output.stdout);
     for node in ["node-numbers", "node-staged", "node-slow"] {
         assert!(
             dom.contains(&format!("id=\"{node}\"")),
@@ -279,33 +291,9 @@ fn the_plan_of_a_job_run_as_stages_shows_its_stages_and_topics() {
 
 #[test]
 fn the_page_of_a_job_run_as_stages_lists_them_in_chromium() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("STREAMWORK_REQUIRE_BROWSER").is_none(),
-            "STREAMWORK_REQUIRE_BROWSER is set but no Chromium is installed"
-        );
-        println!("skipped: no Chromium installed (apt-get install chromium); .ci/run installs it");
-        return;
-    };
+    let Some(browser) = browser() else { return };
     let page = staged_page();
-    let profile =
-        std::env::temp_dir().join(format!("streamwork-chromium-stages-{}", std::process::id()));
-    let output = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(["--virtual-time-budget=2000", "--dump-dom"])
-        .arg(format!("http://{}/", page.address()))
-        .output()
-        .expect("run chromium");
-    let dom = String::from_utf8_lossy(&output.stdout);
+    let dom = dump_dom(browser, page.address(), "stages");
     assert_eq!(dom.matches("class=\"stage\"").count(), 3, "{dom}");
     for text in [
         "wc-counted-in-repartition",
