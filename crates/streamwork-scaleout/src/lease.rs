@@ -8,6 +8,11 @@
 //! owner starts only once the last one released the partition, after its
 //! final checkpoint, or once the lease went stale (its holder died), so two
 //! processes never run a partition's job, or write its checkpoints, at once.
+//!
+//! Whether a holder died is judged by the waiting process's own clock
+//! ([`Silence`]): the lease must stay unchanged for the stale time while it
+//! watches. No two machines' clocks are compared, so a holder whose clock
+//! is behind is not taken for dead.
 
 use std::fs::{self, File};
 use std::io;
@@ -15,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How often a held lease is refreshed, and how often a waiting one looks.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -29,10 +34,39 @@ pub(crate) struct Lease {
     keeper: Option<JoinHandle<()>>,
 }
 
+/// How long a lease held by another process has stayed unchanged, by the
+/// watching process's own monotonic clock: the holder changes it at every
+/// refresh (its version, or its time of modification), and a lease that
+/// stays as it was for the stale time has a holder that died or lost its
+/// way to the lease. Comparing the holder's clock with this one's would
+/// take a live holder whose clock is behind for dead.
+#[derive(Debug, Default)]
+pub(crate) struct Silence {
+    seen: Option<(String, Instant)>,
+}
+
+impl Silence {
+    /// Records the lease as it is `now` (`token` changes at every
+    /// refresh); returns for how long it has stayed as it is.
+    pub(crate) fn observe(&mut self, token: &str, now: Instant) -> Duration {
+        match &self.seen {
+            Some((seen, since)) if seen == token => now.saturating_duration_since(*since),
+            _ => {
+                self.seen = Some((token.to_string(), now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
 /// What holds the lease of `path` now, if another holds it.
 enum Holder {
     Free,
-    Other { member: String, age: Duration },
+    /// `token` changes at every refresh.
+    Other {
+        member: String,
+        token: String,
+    },
 }
 
 fn holder(path: &Path, member: &str) -> io::Result<Holder> {
@@ -45,19 +79,17 @@ fn holder(path: &Path, member: &str) -> io::Result<Holder> {
     if other == member || other.is_empty() {
         return Ok(Holder::Free);
     }
-    let age = fs::metadata(path)?
-        .modified()?
-        .elapsed()
-        .unwrap_or(Duration::ZERO);
+    let modified = fs::metadata(path)?.modified()?;
     Ok(Holder::Other {
         member: other.to_string(),
-        age,
+        token: format!("{other} {modified:?}"),
     })
 }
 
 impl Lease {
-    /// Waits until the lease in `dir` is free or older than `stale`, then
-    /// takes it for `member`; `None` if `stopped` is set while waiting.
+    /// Waits until the lease in `dir` is free, or has stayed unchanged for
+    /// `stale` while this process watched it, then takes it for `member`;
+    /// `None` if `stopped` is set while waiting.
     pub(crate) fn acquire(
         dir: &Path,
         member: &str,
@@ -66,18 +98,27 @@ impl Lease {
     ) -> io::Result<Option<Lease>> {
         fs::create_dir_all(dir)?;
         let path = dir.join("OWNER");
+        let mut silence = Silence::default();
         loop {
             match holder(&path, member)? {
                 Holder::Free => break,
-                Holder::Other { member: other, age } if age >= stale => {
-                    tracing::warn!(
-                        "{}: taking over from `{other}`, silent for {age:?}",
-                        dir.display()
-                    );
-                    break;
+                Holder::Other {
+                    member: other,
+                    token,
+                } => {
+                    let silent = silence.observe(&token, Instant::now());
+                    if silent >= stale {
+                        tracing::warn!(
+                            "{}: taking over from `{other}`, silent for {silent:?}",
+                            dir.display()
+                        );
+                        break;
+                    }
+                    if stopped.load(Ordering::Relaxed) {
+                        return Ok(None);
+                    }
+                    std::thread::sleep(LOOK);
                 }
-                Holder::Other { .. } if stopped.load(Ordering::Relaxed) => return Ok(None),
-                Holder::Other { .. } => std::thread::sleep(LOOK),
             }
         }
         let staging = dir.join(format!("OWNER.{member}"));
@@ -193,19 +234,59 @@ mod tests {
     }
 
     #[test]
+    fn silence_is_measured_by_the_watchers_clock_from_the_last_change() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut silence = Silence::default();
+        assert_eq!(silence.observe("v1", at(0)), Duration::ZERO);
+        assert_eq!(silence.observe("v1", at(700)), Duration::from_millis(700));
+        // A refresh starts the count again, whatever time the lease names.
+        assert_eq!(silence.observe("v2", at(900)), Duration::ZERO);
+        assert_eq!(silence.observe("v2", at(1_000)), Duration::from_millis(100));
+        assert_eq!(silence.observe("v1", at(1_100)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_live_holder_whose_clock_is_an_hour_behind_is_not_taken_for_dead() {
+        let dir = dir("skewed");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("OWNER");
+        fs::write(&path, "behind").unwrap();
+        // The holder refreshes the lease with its own clock, an hour behind
+        // this one's, and a waiting process watches it for a while.
+        let waiting_stopped = Arc::new(AtomicBool::new(false));
+        let refresher = {
+            let (path, waiting_stopped) = (path.clone(), waiting_stopped.clone());
+            std::thread::spawn(move || {
+                let behind = SystemTime::now() - Duration::from_secs(3600);
+                for refresh in 0..40u64 {
+                    File::options()
+                        .write(true)
+                        .open(&path)
+                        .unwrap()
+                        .set_modified(behind + Duration::from_millis(refresh * 50))
+                        .unwrap();
+                    std::thread::sleep(LOOK);
+                }
+                waiting_stopped.store(true, Ordering::Relaxed);
+            })
+        };
+        let taken =
+            Lease::acquire(&dir, "waiting", Duration::from_secs(60), &waiting_stopped).unwrap();
+        refresher.join().unwrap();
+        assert!(taken.is_none(), "a live holder's lease was taken over");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "behind");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_stale_lease_is_taken_over() {
         let dir = dir("stale");
         fs::create_dir_all(&dir).unwrap();
         // A holder that died: its lease is never refreshed.
         fs::write(dir.join("OWNER"), "dead").unwrap();
-        File::options()
-            .write(true)
-            .open(dir.join("OWNER"))
-            .unwrap()
-            .set_modified(SystemTime::now() - Duration::from_secs(60))
-            .unwrap();
         let never = AtomicBool::new(false);
-        let lease = Lease::acquire(&dir, "alive", Duration::from_secs(10), &never)
+        let lease = Lease::acquire(&dir, "alive", Duration::from_millis(300), &never)
             .unwrap()
             .unwrap();
         assert_eq!(fs::read_to_string(dir.join("OWNER")).unwrap(), "alive");

@@ -1,18 +1,27 @@
 //! Who runs a partition's job when its checkpoints are in a store and each
 //! process has a directory of its own: an object `OWNER` beside the
-//! partition's checkpoints in the store, naming the process and when it
-//! last refreshed it, written only by conditional writes
-//! ([`CheckpointStore::write_if`]: S3's `If-None-Match` and `If-Match`).
+//! partition's checkpoints in the store, naming the process, written only
+//! by conditional writes ([`CheckpointStore::write_if`]: S3's
+//! `If-None-Match` and `If-Match`).
 //!
 //! A process takes the lease when there is none, when it is its own, or
-//! when its holder has not refreshed it for the stale time (it died); two
-//! processes racing for it both write conditionally on the version they
-//! read, and one of them wins. The holder refreshes it twice a second, on
-//! the version it wrote last: if another process took it over (this one
-//! was silent too long), the refresh is refused and the lease is **lost**.
-//! The partition's store is then [`Fenced`]: it refuses every write, so a
-//! process that lost its lease never publishes a checkpoint over its
-//! successor's (its job fails at its next checkpoint instead).
+//! when its version has not changed for the stale time while the process
+//! watched it ([`Silence`]: by the watcher's own clock; no two machines'
+//! clocks are compared). Two processes racing for it both write
+//! conditionally on the version they read, and one of them wins.
+//!
+//! The holder refreshes it twice a second, on the version it wrote last,
+//! and counts it as its own only until three quarters of the stale time
+//! after the **start** of its last successful refresh: a successor first
+//! sees that version after it was written, and waits the whole stale time
+//! from then, so the holder has stopped counting it as its own before
+//! anyone else can take it, even when a refresh hangs. From then on, or as
+//! soon as a refresh is refused (another process took it over), the lease
+//! is **lost**: the partition's store is [`Fenced`] and refuses every
+//! write, so the process never publishes a checkpoint over its
+//! successor's, and the lease's watchdog calls what [`StoreLease::on_lost`]
+//! registered (the group runner stops the partition's job there, so its
+//! sinks stop writing).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use streamwork_state::{CheckpointStore, StateError};
 
+use crate::lease::Silence;
+
 /// How often a held lease is refreshed, and how often a waiting one looks.
 const REFRESH: Duration = Duration::from_millis(500);
 const LOOK: Duration = Duration::from_millis(50);
@@ -28,27 +39,72 @@ const LOOK: Duration = Duration::from_millis(50);
 /// The lease object's name in the partition's store.
 const OWNER: &str = "OWNER";
 
-/// What the holder and its fenced store share.
-#[derive(Debug)]
+/// What to do when the lease is lost.
+type OnLost = Box<dyn FnOnce() + Send>;
+
+/// What the holder, its keeper, its watchdog and its fenced store share.
 pub(crate) struct LeaseState {
     member: String,
     /// The version of the holder's last write.
     version: Mutex<String>,
-    /// Set once a refresh was refused, or none succeeded for the stale
+    /// Until when the lease counts as the holder's (see the module's doc).
+    held_until: Mutex<Instant>,
+    /// How long after the start of a successful refresh it counts as held.
+    hold: Duration,
+    /// Set once a refresh was refused, or the lease was not refreshed in
     /// time: another process may hold it now.
     lost: AtomicBool,
+    /// Called once, when the lease is found lost.
+    on_lost: Mutex<Option<OnLost>>,
+}
+
+impl std::fmt::Debug for LeaseState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseState")
+            .field("member", &self.member)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LeaseState {
-    /// Whether the lease is still this process's.
-    fn check(&self, store: &dyn CheckpointStore, object: &str) -> Result<(), StateError> {
+    /// Whether the lease is this process's `now`; marks it lost if not.
+    fn held(&self, now: Instant) -> bool {
         if self.lost.load(Ordering::Relaxed) {
+            return false;
+        }
+        if now < *self.held_until.lock().unwrap_or_else(|p| p.into_inner()) {
+            return true;
+        }
+        self.lose("the lease was not refreshed in time: another process may hold it");
+        false
+    }
+
+    /// Marks the lease lost (once) and calls what was registered for it.
+    fn lose(&self, why: &str) {
+        if self.lost.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::error!("`{}`: partition lease lost: {why}", self.member);
+        let on_lost = self
+            .on_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(on_lost) = on_lost {
+            on_lost();
+        }
+    }
+
+    /// `Ok` if the lease is still this process's.
+    fn check(&self, store: &dyn CheckpointStore, object: &str) -> Result<(), StateError> {
+        if !self.held(Instant::now()) {
             return Err(StateError::Store {
                 store: format!("{store:?}"),
                 action: "write",
                 object: object.to_string(),
                 reason: format!(
-                    "`{}` lost the partition's lease to another process (it was silent for longer than the stale time): it publishes no more checkpoints of it",
+                    "`{}` lost the partition's lease (another process took it over, or the lease could not be refreshed for most of the stale time): it publishes no more checkpoints of it",
                     self.member
                 ),
             });
@@ -57,16 +113,18 @@ impl LeaseState {
     }
 }
 
-/// A lease held in a store, refreshed by a thread of its own until
-/// released.
+/// A lease held in a store, refreshed by a thread of its own (the keeper)
+/// and watched by another (the watchdog, which finds it lost even while a
+/// refresh hangs) until released.
 pub(crate) struct StoreLease {
     store: Arc<dyn CheckpointStore>,
     state: Arc<LeaseState>,
     done: Arc<AtomicBool>,
-    keeper: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
-/// `MEMBER UNIX_MS`.
+/// `MEMBER UNIX_MS`: the time is for people reading the store; no process
+/// compares it with its own clock.
 fn content(member: &str) -> Vec<u8> {
     let ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -74,44 +132,49 @@ fn content(member: &str) -> Vec<u8> {
     format!("{member} {ms}").into_bytes()
 }
 
-/// The holder and how long ago it refreshed, by the wall clock.
-fn holder(bytes: &[u8]) -> Option<(String, Duration)> {
+/// The holder a lease's content names.
+fn holder(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let (member, ms) = text.trim().rsplit_once(' ')?;
-    let at = SystemTime::UNIX_EPOCH + Duration::from_millis(ms.parse().ok()?);
-    let age = SystemTime::now().duration_since(at).unwrap_or_default();
-    Some((member.to_string(), age))
+    let (member, _ms) = text.trim().rsplit_once(' ')?;
+    Some(member.to_string())
 }
 
 impl StoreLease {
     /// Takes the lease of the partition whose checkpoints `store` holds,
-    /// waiting while another process holds it fresh; `None` if `stopped`
-    /// is raised while waiting.
+    /// waiting while another process holds it (until its version stayed
+    /// unchanged for `stale` while this process watched); `None` if
+    /// `stopped` is raised while waiting.
     pub(crate) fn acquire(
         store: Arc<dyn CheckpointStore>,
         member: &str,
         stale: Duration,
         stopped: &AtomicBool,
     ) -> Result<Option<StoreLease>, StateError> {
-        let version = loop {
+        let mut silence = Silence::default();
+        let (version, held_until) = loop {
             let (current, expected) = match store.read_versioned(OWNER)? {
                 None => (None, None),
                 Some((bytes, version)) => (holder(&bytes), Some(version)),
             };
-            let free = match &current {
-                None => true,
-                Some((other, _)) if other == member => true,
-                Some((other, age)) if *age >= stale => {
-                    tracing::warn!("{store:?}: taking over from `{other}`, silent for {age:?}");
-                    true
+            let free = match (&current, &expected) {
+                (Some(other), Some(version)) if other != member => {
+                    let silent = silence.observe(version, Instant::now());
+                    if silent >= stale {
+                        tracing::warn!(
+                            "{store:?}: taking over from `{other}`, silent for {silent:?}"
+                        );
+                    }
+                    silent >= stale
                 }
-                Some(_) => false,
+                // Free, this process's own, or unreadable (taken over).
+                _ => true,
             };
             if free {
+                let started = Instant::now();
                 if let Some(version) =
                     store.write_if(OWNER, content(member), expected.as_deref())?
                 {
-                    break version;
+                    break (version, started + hold_for(stale));
                 }
                 // Another process wrote first: look again.
                 continue;
@@ -124,27 +187,27 @@ impl StoreLease {
         let state = Arc::new(LeaseState {
             member: member.to_string(),
             version: Mutex::new(version),
+            held_until: Mutex::new(held_until),
+            hold: hold_for(stale),
             lost: AtomicBool::new(false),
+            on_lost: Mutex::new(None),
         });
         let done = Arc::new(AtomicBool::new(false));
-        let keeper = {
-            let (store, state, done) = (store.clone(), state.clone(), done.clone());
-            std::thread::Builder::new()
-                .name("partition-lease".to_string())
-                .spawn(move || keep(&*store, &state, &done, stale))
-                .map_err(|e| StateError::Store {
-                    store: "partition lease".to_string(),
-                    action: "start the keeper of",
-                    object: OWNER.to_string(),
-                    reason: e.to_string(),
-                })?
+        // Dropped on an error below, the lease stops the threads it has.
+        let mut lease = StoreLease {
+            store: store.clone(),
+            state: state.clone(),
+            done: done.clone(),
+            threads: Vec::with_capacity(2),
         };
-        Ok(Some(StoreLease {
-            store,
-            state,
-            done,
-            keeper: Some(keeper),
-        }))
+        let keeper = {
+            let (store, state, done) = (store, state.clone(), done.clone());
+            move || keep(&*store, &state, &done)
+        };
+        lease.threads.push(spawn("partition-lease", keeper)?);
+        let watchdog = move || watch(&state, &done);
+        lease.threads.push(spawn("lease-watchdog", watchdog)?);
+        Ok(Some(lease))
     }
 
     /// The partition's store, refusing writes once the lease is lost.
@@ -155,44 +218,82 @@ impl StoreLease {
         })
     }
 
+    /// Registers what to do when the lease is lost (called at once if it
+    /// already is).
+    pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
+        let mut slot = self.state.on_lost.lock().unwrap_or_else(|p| p.into_inner());
+        if self.state.lost.load(Ordering::Relaxed) {
+            drop(slot);
+            on_lost();
+        } else {
+            *slot = Some(Box::new(on_lost));
+        }
+    }
+
+    /// Whether the lease was lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.state.lost.load(Ordering::Relaxed)
+    }
+
     /// Gives the lease up (after the job's final checkpoint).
     pub(crate) fn release(mut self) {
-        self.stop_keeper();
+        self.stop_threads();
         if self.state.lost.load(Ordering::Relaxed) {
             return;
         }
         // Removed only if still this process's.
         if let Ok(Some((bytes, _))) = self.store.read_versioned(OWNER)
-            && holder(&bytes).is_some_and(|(member, _)| member == self.state.member)
+            && holder(&bytes).is_some_and(|member| member == self.state.member)
             && let Err(error) = self.store.delete(OWNER)
         {
             tracing::warn!("releasing the partition lease: {error}");
         }
     }
 
-    fn stop_keeper(&mut self) {
+    fn stop_threads(&mut self) {
         self.done.store(true, Ordering::Relaxed);
-        if let Some(keeper) = self.keeper.take() {
-            let _ = keeper.join();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
         }
     }
 }
 
 impl Drop for StoreLease {
     fn drop(&mut self) {
-        self.stop_keeper();
+        self.stop_threads();
     }
 }
 
-/// Refreshes the lease every [`REFRESH`] until `done`; marks it lost when a
-/// refresh is refused, or none succeeded for `stale`.
-fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool, stale: Duration) {
-    let mut last_refresh = Instant::now();
+/// Starts a thread of the lease.
+fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StateError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(work)
+        .map_err(|e| StateError::Store {
+            store: "partition lease".to_string(),
+            action: "start a thread of",
+            object: OWNER.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// How long after the start of a successful write the holder counts the
+/// lease as its own: three quarters of the stale time, which leaves a
+/// quarter for the two clocks' rates and the successor's looking interval.
+fn hold_for(stale: Duration) -> Duration {
+    stale * 3 / 4
+}
+
+/// Refreshes the lease until `done` or lost, at least three times in each
+/// holding time and at most every [`REFRESH`]; marks it lost when a
+/// refresh is refused.
+fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool) {
+    let every = (state.hold / 3).clamp(LOOK, REFRESH);
     let mut since = Duration::ZERO;
     while !done.load(Ordering::Relaxed) && !state.lost.load(Ordering::Relaxed) {
         std::thread::sleep(LOOK);
         since += LOOK;
-        if since < REFRESH {
+        if since < every {
             continue;
         }
         since = Duration::ZERO;
@@ -201,25 +302,28 @@ fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool, stal
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let started = Instant::now();
         match store.write_if(OWNER, content(&state.member), Some(&version)) {
             Ok(Some(next)) => {
                 *state.version.lock().unwrap_or_else(|p| p.into_inner()) = next;
-                last_refresh = Instant::now();
+                let mut held_until = state.held_until.lock().unwrap_or_else(|p| p.into_inner());
+                *held_until = (*held_until).max(started + state.hold);
             }
             Ok(None) => {
-                tracing::error!("{store:?}: the partition lease was taken over by another process");
-                state.lost.store(true, Ordering::Relaxed);
+                state.lose(&format!("{store:?}: taken over by another process"));
             }
             Err(error) => {
                 tracing::warn!("{store:?}: refreshing the partition lease: {error}");
-                if last_refresh.elapsed() >= stale {
-                    tracing::error!(
-                        "{store:?}: the partition lease was not refreshed for {stale:?}: another process may hold it"
-                    );
-                    state.lost.store(true, Ordering::Relaxed);
-                }
             }
         }
+    }
+}
+
+/// Finds the lease lost when it was not refreshed in time, whatever the
+/// keeper is doing (a refresh may hang).
+fn watch(state: &LeaseState, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) && state.held(Instant::now()) {
+        std::thread::sleep(LOOK);
     }
 }
 
@@ -306,7 +410,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap().0, "b");
+        assert_eq!(holder(&bytes).unwrap(), "b");
         second.release();
         assert_eq!(store.read_versioned(OWNER).unwrap(), None);
         let _ = std::fs::remove_dir_all(&dir);
@@ -320,6 +424,11 @@ mod tests {
             .unwrap()
             .unwrap();
         let fenced = lease.fenced();
+        let stopped_job = Arc::new(AtomicBool::new(false));
+        lease.on_lost({
+            let stopped_job = stopped_job.clone();
+            move || stopped_job.store(true, Ordering::Relaxed)
+        });
         fenced.upload("COMPLETE", b"1".to_vec()).unwrap();
         // Another process takes it over (as after a stale time): the
         // holder's next refresh is refused.
@@ -339,10 +448,135 @@ mod tests {
             "{refused}"
         );
         assert!(fenced.delete("COMPLETE").is_err());
+        assert!(lease.is_lost());
+        assert!(
+            stopped_job.load(Ordering::Relaxed),
+            "what was registered for the loss was not called"
+        );
         // The successor's lease stays: releasing a lost lease removes nothing.
         lease.release();
         let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap().0, "successor");
+        assert_eq!(holder(&bytes).unwrap(), "successor");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_live_holder_whose_clock_is_decades_behind_is_not_taken_for_dead() {
+        let (dir, store) = store("skewed");
+        // The holder refreshes the lease with times from its own clock
+        // (in 1970 here), and a waiting process watches it for a while.
+        let waiting_stopped = Arc::new(AtomicBool::new(false));
+        let first = store
+            .write_if(OWNER, b"behind 1000".to_vec(), None)
+            .unwrap();
+        let refresher = {
+            let (store, waiting_stopped) = (store.clone(), waiting_stopped.clone());
+            std::thread::spawn(move || {
+                let mut version = first;
+                for refresh in 1..40 {
+                    let content = format!("behind {}", 1_000 + refresh).into_bytes();
+                    version = store.write_if(OWNER, content, version.as_deref()).unwrap();
+                    assert!(version.is_some(), "the holder's refresh was refused");
+                    std::thread::sleep(LOOK);
+                }
+                waiting_stopped.store(true, Ordering::Relaxed);
+            })
+        };
+        let taken = StoreLease::acquire(
+            store.clone(),
+            "waiting",
+            Duration::from_secs(60),
+            &waiting_stopped,
+        )
+        .unwrap();
+        refresher.join().unwrap();
+        assert!(taken.is_none(), "a live holder's lease was taken over");
+        let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
+        assert_eq!(holder(&bytes).unwrap(), "behind");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A store whose conditional writes hang while `hung` is raised.
+    #[derive(Debug)]
+    struct Hanging {
+        inner: Arc<dyn CheckpointStore>,
+        hung: Arc<AtomicBool>,
+    }
+
+    impl CheckpointStore for Hanging {
+        fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
+            self.inner.list()
+        }
+        fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
+            self.inner.upload(name, bytes)
+        }
+        fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
+            self.inner.download(name)
+        }
+        fn delete(&self, name: &str) -> Result<(), StateError> {
+            self.inner.delete(name)
+        }
+        fn child(&self, _: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
+            unreachable!("not used by the lease")
+        }
+        fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
+            self.inner.read_versioned(name)
+        }
+        fn write_if(
+            &self,
+            name: &str,
+            bytes: Vec<u8>,
+            expected: Option<&str>,
+        ) -> Result<Option<String>, StateError> {
+            while self.hung.load(Ordering::Relaxed) {
+                std::thread::sleep(LOOK);
+            }
+            self.inner.write_if(name, bytes, expected)
+        }
+    }
+
+    #[test]
+    fn a_holder_whose_refreshes_hang_counts_the_lease_lost_before_a_successor_may_take_it() {
+        let (dir, inner) = store("hanging");
+        let hung = Arc::new(AtomicBool::new(false));
+        let store: Arc<dyn CheckpointStore> = Arc::new(Hanging {
+            inner,
+            hung: hung.clone(),
+        });
+        let never = AtomicBool::new(false);
+        let stale = Duration::from_millis(400);
+        let lease = StoreLease::acquire(store.clone(), "stuck", stale, &never)
+            .unwrap()
+            .unwrap();
+        let stopped_job = Arc::new(AtomicBool::new(false));
+        lease.on_lost({
+            let stopped_job = stopped_job.clone();
+            move || stopped_job.store(true, Ordering::Relaxed)
+        });
+        let fenced = lease.fenced();
+        // The next refresh hangs (the store stopped answering this
+        // process): the watchdog finds the lease lost though the keeper
+        // never returns, and the store is fenced.
+        hung.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !stopped_job.load(Ordering::Relaxed) && Instant::now() < deadline {
+            std::thread::sleep(LOOK);
+        }
+        let found_lost = lease.is_lost();
+        let refused = fenced.upload("COMPLETE", b"late".to_vec());
+        // Unhung before asserting, so that the keeper can end.
+        hung.store(false, Ordering::Relaxed);
+        lease.release();
+        assert!(found_lost, "the lease was never found lost");
+        assert!(
+            stopped_job.load(Ordering::Relaxed),
+            "what was registered for the loss was not called"
+        );
+        let refused = refused.unwrap_err();
+        assert!(
+            refused.to_string().contains("lost the partition's lease"),
+            "{refused}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -354,11 +588,11 @@ mod tests {
             .unwrap()
             .unwrap();
         let never = AtomicBool::new(false);
-        let lease = StoreLease::acquire(store.clone(), "alive", Duration::from_secs(10), &never)
+        let lease = StoreLease::acquire(store.clone(), "alive", Duration::from_millis(300), &never)
             .unwrap()
             .unwrap();
         let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap().0, "alive");
+        assert_eq!(holder(&bytes).unwrap(), "alive");
         lease.release();
         let _ = std::fs::remove_dir_all(&dir);
     }
