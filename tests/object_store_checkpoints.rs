@@ -9,10 +9,11 @@ mod support;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
-use streamwork::state::{CheckpointStore, DirectoryStore};
+use streamwork::state::{CheckpointStore, DirectoryStore, StateError};
 use support::{
     Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once, expected_sums, sum_files,
 };
@@ -89,6 +90,134 @@ fn a_run_with_an_empty_directory_carries_on_from_an_s3_store() {
     let prefix = prefix.file_name().unwrap().to_str().unwrap();
     let store = ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, prefix).unwrap();
     carried_on_elsewhere("store-s3-job", Arc::new(store));
+}
+
+/// A store that refuses every write once `fenced` is raised, as the group
+/// runner's store of a partition does once this process lost its lease.
+#[derive(Debug)]
+struct Fenceable {
+    inner: DirectoryStore,
+    fenced: Arc<AtomicBool>,
+}
+
+impl Fenceable {
+    fn refuse_if_fenced(&self, name: &str) -> Result<(), StateError> {
+        if self.fenced.load(Ordering::Relaxed) {
+            return Err(StateError::Store {
+                store: "fenceable".to_string(),
+                action: "write",
+                object: name.to_string(),
+                reason: "fenced: another process holds the lease".to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl CheckpointStore for Fenceable {
+    fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
+        self.inner.list()
+    }
+    fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
+        self.refuse_if_fenced(name)?;
+        self.inner.upload(name, bytes)
+    }
+    fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
+        self.inner.download(name)
+    }
+    fn delete(&self, name: &str) -> Result<(), StateError> {
+        self.refuse_if_fenced(name)?;
+        self.inner.delete(name)
+    }
+    fn child(&self, prefix: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
+        self.inner.child(prefix)
+    }
+    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
+        self.inner.read_versioned(name)
+    }
+    fn write_if(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        expected: Option<&str>,
+    ) -> Result<Option<String>, StateError> {
+        self.refuse_if_fenced(name)?;
+        self.inner.write_if(name, bytes, expected)
+    }
+}
+
+/// A job whose store is fenced while it runs (its process lost the
+/// partition's lease) and is then stopped, as the group runner stops it:
+/// the stop's savepoint is refused, the job ends with that error rather
+/// than hanging or publishing, and no output after its last published
+/// checkpoint is committed. The process that carries on from the store
+/// ends with the output of an uninterrupted run.
+#[test]
+fn a_job_stopped_after_its_store_was_fenced_publishes_nothing_more() {
+    let n = 4_000;
+    let root = dir("fenced-stop");
+    let output = root.join("out");
+    let fenced = Arc::new(AtomicBool::new(false));
+    let store: Arc<dyn CheckpointStore> = Arc::new(Fenceable {
+        inner: DirectoryStore::new(root.join("store")),
+        fenced: fenced.clone(),
+    });
+    let options = |machine: &str| {
+        let mut options = exactly_once(&root.join(machine), 0);
+        let config = options.checkpoints.take().unwrap();
+        options.checkpoints = Some(config.stored_in(store.clone()));
+        options
+    };
+    // The source holds halfway for good once a checkpoint was published.
+    let checkpointed = Arc::new(AtomicBool::new(false));
+    let source = {
+        let checkpointed = checkpointed.clone();
+        Numbers::holding_at(n, Some(n / 2)).until(move |c| {
+            if c.completed() != CheckpointId::NONE {
+                checkpointed.store(true, Ordering::Relaxed);
+            }
+            false
+        })
+    };
+    // The shape of `sums`, with a fault that never fires.
+    let fault = InjectFault::new(0, Fault::BeforeRecord(usize::MAX));
+    let graph = job! {
+        delivery exactly_once;
+        source numbers = source;
+        operator checked = fault <- numbers;
+        operator sums[2] = RunningSum::default() <- checked.key(|(k, _): &(u64, i64)| *k);
+        sink out[2] = sum_files(&output) <- sums;
+    }
+    .unwrap();
+    let handle = streamwork::runtime::start_with(graph, options("one")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(50);
+    while !checkpointed.load(Ordering::Relaxed) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint was published"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    fenced.store(true, Ordering::Relaxed);
+    let published = committed_sums(&output).0;
+    handle.stop();
+    let error = handle.join().expect_err("the savepoint was refused");
+    assert!(error.to_string().contains("fenced"), "{error}");
+    let after = committed_sums(&output).0;
+    assert!(
+        after.len() <= n as usize / 2,
+        "rows after the hold were committed: {} rows",
+        after.len()
+    );
+    assert!(
+        published.iter().all(|row| after.contains(row)),
+        "committed rows went missing"
+    );
+    fenced.store(false, Ordering::Relaxed);
+    let report = sums(n, &output, None).run_with(options("two")).unwrap();
+    assert!(report.recovery.restored_from.is_some());
+    assert_same(&committed_sums(&output).0, &expected_sums(n), "carried on");
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// `write_if` is a compare-and-swap: a create when the object exists, and

@@ -1032,7 +1032,7 @@ impl Shared {
             reads: reads.clone(),
         };
         let stopped = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(Mutex::new(None));
+        let stop: Arc<Mutex<Option<StopHandle>>> = Arc::new(Mutex::new(None));
         let dir = self
             .runner
             .checkpoint_dir
@@ -1076,26 +1076,62 @@ impl Shared {
                 // there (each process has a directory of its own), else in
                 // the shared directory.
                 if let Some(store) = store {
-                    let lease = match StoreLease::acquire(store, &member, stale, &thread_stopped) {
-                        Ok(Some(lease)) => lease,
-                        Ok(None) => return Ok(()),
-                        Err(error) => {
-                            return Err(GroupError::Store {
-                                task: store_name,
-                                error,
-                            });
+                    // A lease lost while the job runs (another process took
+                    // the partition over, or the store could not be reached
+                    // for most of the stale time) stops the job at once,
+                    // without a final checkpoint; the partition is taken
+                    // again when its lease is free, unless it is no longer
+                    // this process's.
+                    while !thread_stopped.load(Ordering::Relaxed) {
+                        let lease = match StoreLease::acquire(
+                            store.clone(),
+                            &member,
+                            stale,
+                            &thread_stopped,
+                        ) {
+                            Ok(Some(lease)) => lease,
+                            Ok(None) => return Ok(()),
+                            Err(error) => {
+                                return Err(GroupError::Store {
+                                    task: store_name,
+                                    error,
+                                });
+                            }
+                        };
+                        let lost = Arc::new(AtomicBool::new(false));
+                        lease.on_lost({
+                            let (lost, stop) = (lost.clone(), thread_stop.clone());
+                            move || {
+                                lost.store(true, Ordering::Relaxed);
+                                if let Some(handle) =
+                                    &*stop.lock().unwrap_or_else(|p| p.into_inner())
+                                {
+                                    handle.stop();
+                                }
+                            }
+                        });
+                        let outcome = run_partition(
+                            &task,
+                            &build,
+                            options(config.clone().stored_in(lease.fenced())),
+                            restart,
+                            &|| thread_stopped.load(Ordering::Relaxed) || lost.load(Ordering::Relaxed),
+                            &thread_stop,
+                        );
+                        let lost = lease.is_lost();
+                        lease.release();
+                        if !lost {
+                            return outcome;
                         }
-                    };
-                    let outcome = run_partition(
-                        &task,
-                        &build,
-                        options(config.stored_in(lease.fenced())),
-                        restart,
-                        &thread_stopped,
-                        &thread_stop,
-                    );
-                    lease.release();
-                    return outcome;
+                        tracing::warn!(
+                            "`{store_name}`: the partition's lease was lost while its job ran; the job stopped without a final checkpoint{}",
+                            match outcome {
+                                Ok(()) => String::new(),
+                                Err(error) => format!(" ({error})"),
+                            }
+                        );
+                    }
+                    return Ok(());
                 }
                 let lease = match Lease::acquire(&dir, &member, stale, &thread_stopped) {
                     Ok(Some(lease)) => lease,
@@ -1107,7 +1143,7 @@ impl Shared {
                     &build,
                     options(config),
                     restart,
-                    &thread_stopped,
+                    &|| thread_stopped.load(Ordering::Relaxed),
                     &thread_stop,
                 );
                 lease.release();
@@ -1205,14 +1241,14 @@ impl Shared {
     }
 }
 
-/// Runs one partition's job until it is stopped, restarting it from its
+/// Runs one partition's job until `stopped()`, restarting it from its
 /// last checkpoint after a failure as `restart` allows.
 fn run_partition(
     task: &PartitionTask,
     build: &Build,
     options: RunOptions,
     restart: RestartStrategy,
-    stopped: &AtomicBool,
+    stopped: &dyn Fn() -> bool,
     stop: &Mutex<Option<StopHandle>>,
 ) -> Result<(), GroupError> {
     let mut attempt = 0;
@@ -1221,13 +1257,13 @@ fn run_partition(
         let outcome = start_with(graph, options.clone()).and_then(|handle| {
             *stop.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.stop_handle());
             // Stopped between the check and the handle's publication.
-            if stopped.load(Ordering::Relaxed) {
+            if stopped() {
                 handle.stop();
             }
             handle.join()
         });
         match outcome {
-            Ok(_) if stopped.load(Ordering::Relaxed) => return Ok(()),
+            Ok(_) if stopped() => return Ok(()),
             // A partition's input has no end: a job ending by itself is a
             // source that finished early (an `idle_exit` in `build`, say).
             Ok(_) => return Ok(()),
@@ -1235,7 +1271,7 @@ fn run_partition(
                 attempt += 1;
                 let delay = restart.delay(attempt);
                 match delay {
-                    Some(delay) if !stopped.load(Ordering::Relaxed) => {
+                    Some(delay) if !stopped() => {
                         tracing::warn!(
                             "the job of `{}` partition {} failed ({error}); restart {attempt} from its last checkpoint in {delay:?}",
                             task.topic,

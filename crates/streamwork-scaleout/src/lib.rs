@@ -18,7 +18,8 @@
 //! * `store_lease`: the same as an object beside the partition's
 //!   checkpoints in a store, taken and refreshed by conditional writes; a
 //!   process that lost it (silent too long, taken over) publishes no more
-//!   checkpoints of the partition.
+//!   checkpoints of the partition, and its job of the partition stops.
+//!   Whether a holder died is judged by the waiting process's own clock.
 //!
 //! What it is not: the Kafka source and sinks (those are connectors, in
 //! `streamwork-connectors`), how a job is cut into stages (the engine,
