@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
-use streamwork::state::{CheckpointStore, DirectoryStore, StateError};
+use streamwork::state::testkit::{FaultyStore, WriteFault};
+use streamwork::state::{CheckpointStore, DirectoryStore};
 use support::{
     Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once, expected_sums, sum_files,
 };
@@ -92,60 +93,6 @@ fn a_run_with_an_empty_directory_carries_on_from_an_s3_store() {
     carried_on_elsewhere("store-s3-job", Arc::new(store));
 }
 
-/// A store that refuses every write once `fenced` is raised, as the group
-/// runner's store of a partition does once this process lost its lease.
-#[derive(Debug)]
-struct Fenceable {
-    inner: DirectoryStore,
-    fenced: Arc<AtomicBool>,
-}
-
-impl Fenceable {
-    fn refuse_if_fenced(&self, name: &str) -> Result<(), StateError> {
-        if self.fenced.load(Ordering::Relaxed) {
-            return Err(StateError::Store {
-                store: "fenceable".to_string(),
-                action: "write",
-                object: name.to_string(),
-                reason: "fenced: another process holds the lease".to_string(),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl CheckpointStore for Fenceable {
-    fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
-        self.inner.list()
-    }
-    fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
-        self.refuse_if_fenced(name)?;
-        self.inner.upload(name, bytes)
-    }
-    fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
-        self.inner.download(name)
-    }
-    fn delete(&self, name: &str) -> Result<(), StateError> {
-        self.refuse_if_fenced(name)?;
-        self.inner.delete(name)
-    }
-    fn child(&self, prefix: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
-        self.inner.child(prefix)
-    }
-    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
-        self.inner.read_versioned(name)
-    }
-    fn write_if(
-        &self,
-        name: &str,
-        bytes: Vec<u8>,
-        expected: Option<&str>,
-    ) -> Result<Option<String>, StateError> {
-        self.refuse_if_fenced(name)?;
-        self.inner.write_if(name, bytes, expected)
-    }
-}
-
 /// A job whose store is fenced while it runs (its process lost the
 /// partition's lease) and is then stopped, as the group runner stops it:
 /// the stop's savepoint is refused, the job ends with that error rather
@@ -157,26 +104,28 @@ fn a_job_stopped_after_its_store_was_fenced_publishes_nothing_more() {
     let n = 4_000;
     let root = dir("fenced-stop");
     let output = root.join("out");
-    let fenced = Arc::new(AtomicBool::new(false));
-    let store: Arc<dyn CheckpointStore> = Arc::new(Fenceable {
-        inner: DirectoryStore::new(root.join("store")),
-        fenced: fenced.clone(),
-    });
+    // Refusing writes as the group runner's store of a partition does once
+    // this process lost the partition's lease.
+    let fenceable = FaultyStore::new(Arc::new(DirectoryStore::new(root.join("store"))));
+    let store: Arc<dyn CheckpointStore> = Arc::new(fenceable.clone());
     let options = |machine: &str| {
         let mut options = exactly_once(&root.join(machine), 0);
         let config = options.checkpoints.take().unwrap();
         options.checkpoints = Some(config.stored_in(store.clone()));
         options
     };
-    // The source holds halfway for good once a checkpoint was published.
+    // The source holds halfway until the store refuses writes (after a
+    // checkpoint was published), then reads on to its end: what it reads
+    // from then on must never be committed.
     let checkpointed = Arc::new(AtomicBool::new(false));
+    let refusing = Arc::new(AtomicBool::new(false));
     let source = {
-        let checkpointed = checkpointed.clone();
+        let (checkpointed, refusing) = (checkpointed.clone(), refusing.clone());
         Numbers::holding_at(n, Some(n / 2)).until(move |c| {
             if c.completed() != CheckpointId::NONE {
                 checkpointed.store(true, Ordering::Relaxed);
             }
-            false
+            refusing.load(Ordering::Relaxed)
         })
     };
     // The shape of `sums`, with a fault that never fires.
@@ -198,22 +147,25 @@ fn a_job_stopped_after_its_store_was_fenced_publishes_nothing_more() {
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    fenced.store(true, Ordering::Relaxed);
+    fenceable.set(WriteFault::Refuse);
     let published = committed_sums(&output).0;
+    refusing.store(true, Ordering::Relaxed);
     handle.stop();
-    let error = handle.join().expect_err("the savepoint was refused");
-    assert!(error.to_string().contains("fenced"), "{error}");
+    let error = handle
+        .join()
+        .expect_err("the next checkpoint, or the savepoint, was refused");
+    assert!(error.to_string().contains("refused"), "{error}");
     let after = committed_sums(&output).0;
     assert!(
         after.len() <= n as usize / 2,
-        "rows after the hold were committed: {} rows",
+        "rows read after the store refused writes were committed: {} rows",
         after.len()
     );
     assert!(
         published.iter().all(|row| after.contains(row)),
         "committed rows went missing"
     );
-    fenced.store(false, Ordering::Relaxed);
+    fenceable.set(WriteFault::None);
     let report = sums(n, &output, None).run_with(options("two")).unwrap();
     assert!(report.recovery.restored_from.is_some());
     assert_same(&committed_sums(&output).0, &expected_sums(n), "carried on");

@@ -378,8 +378,19 @@ impl CheckpointStore for Fenced {
 #[cfg(test)]
 mod tests {
     use streamwork_state::DirectoryStore;
+    use streamwork_state::testkit::{FaultyStore, WriteFault};
 
     use super::*;
+
+    /// A flag raised by the lease's loss, as the runner stops the job.
+    fn flag_on_loss(lease: &StoreLease) -> Arc<AtomicBool> {
+        let lost = Arc::new(AtomicBool::new(false));
+        lease.on_lost({
+            let lost = lost.clone();
+            move || lost.store(true, Ordering::Relaxed)
+        });
+        lost
+    }
 
     fn store(name: &str) -> (std::path::PathBuf, Arc<dyn CheckpointStore>) {
         let dir = std::env::temp_dir().join(format!(
@@ -424,11 +435,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let fenced = lease.fenced();
-        let stopped_job = Arc::new(AtomicBool::new(false));
-        lease.on_lost({
-            let stopped_job = stopped_job.clone();
-            move || stopped_job.store(true, Ordering::Relaxed)
-        });
+        let stopped_job = flag_on_loss(&lease);
         fenced.upload("COMPLETE", b"1".to_vec()).unwrap();
         // Another process takes it over (as after a stale time): the
         // holder's next refresh is refused.
@@ -496,68 +503,21 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A store whose conditional writes hang while `hung` is raised.
-    #[derive(Debug)]
-    struct Hanging {
-        inner: Arc<dyn CheckpointStore>,
-        hung: Arc<AtomicBool>,
-    }
-
-    impl CheckpointStore for Hanging {
-        fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
-            self.inner.list()
-        }
-        fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
-            self.inner.upload(name, bytes)
-        }
-        fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
-            self.inner.download(name)
-        }
-        fn delete(&self, name: &str) -> Result<(), StateError> {
-            self.inner.delete(name)
-        }
-        fn child(&self, _: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
-            unreachable!("not used by the lease")
-        }
-        fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
-            self.inner.read_versioned(name)
-        }
-        fn write_if(
-            &self,
-            name: &str,
-            bytes: Vec<u8>,
-            expected: Option<&str>,
-        ) -> Result<Option<String>, StateError> {
-            while self.hung.load(Ordering::Relaxed) {
-                std::thread::sleep(LOOK);
-            }
-            self.inner.write_if(name, bytes, expected)
-        }
-    }
-
     #[test]
     fn a_holder_whose_refreshes_hang_counts_the_lease_lost_before_a_successor_may_take_it() {
         let (dir, inner) = store("hanging");
-        let hung = Arc::new(AtomicBool::new(false));
-        let store: Arc<dyn CheckpointStore> = Arc::new(Hanging {
-            inner,
-            hung: hung.clone(),
-        });
+        let store = FaultyStore::new(inner);
         let never = AtomicBool::new(false);
         let stale = Duration::from_millis(400);
-        let lease = StoreLease::acquire(store.clone(), "stuck", stale, &never)
+        let lease = StoreLease::acquire(Arc::new(store.clone()), "stuck", stale, &never)
             .unwrap()
             .unwrap();
-        let stopped_job = Arc::new(AtomicBool::new(false));
-        lease.on_lost({
-            let stopped_job = stopped_job.clone();
-            move || stopped_job.store(true, Ordering::Relaxed)
-        });
+        let stopped_job = flag_on_loss(&lease);
         let fenced = lease.fenced();
         // The next refresh hangs (the store stopped answering this
         // process): the watchdog finds the lease lost though the keeper
         // never returns, and the store is fenced.
-        hung.store(true, Ordering::Relaxed);
+        store.set(WriteFault::Hang);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !stopped_job.load(Ordering::Relaxed) && Instant::now() < deadline {
             std::thread::sleep(LOOK);
@@ -565,7 +525,7 @@ mod tests {
         let found_lost = lease.is_lost();
         let refused = fenced.upload("COMPLETE", b"late".to_vec());
         // Unhung before asserting, so that the keeper can end.
-        hung.store(false, Ordering::Relaxed);
+        store.set(WriteFault::None);
         lease.release();
         assert!(found_lost, "the lease was never found lost");
         assert!(

@@ -17,6 +17,8 @@
 //! implements): an operator's fields checkpointed and restored without user
 //! code.
 //!
+//! [`testkit`] has a store whose writes a test makes fail or hang.
+//!
 //! Not here: the barriers and the coordinator that decide *when* a snapshot
 //! is taken; this crate decides what it holds and how it is stored and read
 //! back safely.
@@ -56,6 +58,7 @@ mod record;
 mod s3;
 mod snapshot;
 mod store;
+pub mod testkit;
 mod version;
 
 /// The rkyv this crate archives with, for deriving `Archive`, `Serialize`
