@@ -521,6 +521,9 @@ struct Owner {
     owners: Arc<Mutex<BTreeMap<i32, Vec<usize>>>>,
     overlaps: Arc<AtomicU64>,
     seen: Arc<Mutex<BTreeSet<(i32, i64)>>>,
+    /// Jobs of this sink's kind that opened and then ended (stopped,
+    /// failed or finished).
+    ended: Arc<AtomicU64>,
 }
 
 impl Sink for Owner {
@@ -559,6 +562,7 @@ impl Drop for Owner {
             let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
             let now = owners.entry(self.partition).or_default();
             now.retain(|&r| r != self.runner);
+            self.ended.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -592,6 +596,7 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
                     owners: owners.clone(),
                     overlaps: overlaps.clone(),
                     seen: seen.clone(),
+                    ended: Arc::new(AtomicU64::new(0)),
                 };
                 let source = task.source();
                 job! {
@@ -642,4 +647,116 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
         }
     }
     let _ = std::fs::remove_dir_all(&checkpoints);
+}
+
+/// Waits (bounded) until `done`, failing with `what` after `limit`.
+fn wait_until(what: &str, limit: Duration, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every partition lease (`OWNER`) under a directory store.
+fn owner_objects(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(owner_objects(&path));
+        } else if path.file_name().is_some_and(|name| name == "OWNER") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Another process takes a running partition's lease over in the store
+/// (and then dies without refreshing it): the runner finds its lease lost,
+/// stops the partition's job at once rather than letting it write on, then
+/// takes the lease back once it has stayed unchanged for a session timeout
+/// (by its own clock) and carries on from the last checkpoint, reading
+/// every record to the end, in the same run of the group.
+#[test]
+fn a_partition_whose_lease_is_taken_over_stops_and_is_taken_back_when_the_taker_is_silent() {
+    use streamwork::state::DirectoryStore;
+
+    let Some(brokers) = brokers() else { return };
+    let (topic, group) = (unique("leased"), unique("leasers"));
+    create_topic(&brokers, &topic, 1).unwrap();
+    produce(&brokers, &topic, lines(5, 2_000).0);
+    let root = std::env::temp_dir().join(unique("leased-ckpt"));
+    let store_dir = root.join("store");
+    let owners: Arc<Mutex<BTreeMap<i32, Vec<usize>>>> = Arc::default();
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let seen: Arc<Mutex<BTreeSet<(i32, i64)>>> = Arc::default();
+    let (opened, ended) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let leave = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let runner = GroupRunner::new(&brokers, &group, &[&topic], root.join("local"))
+        .checkpoint_store(Arc::new(DirectoryStore::new(&store_dir)))
+        .checkpoint_interval(Duration::from_millis(100))
+        .delivery(Delivery::AtLeastOnce)
+        .session_timeout(Duration::from_secs(6))
+        .leave_when(leave.clone());
+    let running = {
+        let (seen, opened, ended) = (seen.clone(), opened.clone(), ended.clone());
+        std::thread::spawn(move || {
+            runner.run(move |task| {
+                opened.fetch_add(1, Ordering::Relaxed);
+                let sink = Owner {
+                    partition: task.partition(),
+                    runner: 0,
+                    opened: false,
+                    owners: owners.clone(),
+                    overlaps: overlaps.clone(),
+                    seen: seen.clone(),
+                    ended: ended.clone(),
+                };
+                let source = task.source();
+                job! {
+                    delivery at_least_once;
+                    source records = source;
+                    sink owned = sink <- records;
+                }
+            })
+        })
+    };
+    let read_to = |end: i64| {
+        let seen = seen.clone();
+        move || (0..end).all(|offset| seen.lock().unwrap().contains(&(0, offset)))
+    };
+    wait_until(
+        "the first records read",
+        Duration::from_secs(120),
+        read_to(2_000),
+    );
+    let owner = owner_objects(&store_dir);
+    assert_eq!(owner.len(), 1, "one partition, one lease: {owner:?}");
+    // The taker writes the lease (as a conditional write would, whole).
+    let aside = owner[0].with_extension("taking");
+    std::fs::write(&aside, b"taker 0").unwrap();
+    std::fs::rename(&aside, &owner[0]).unwrap();
+    wait_until(
+        "the job stopped after its lease was lost",
+        Duration::from_secs(60),
+        || ended.load(Ordering::Relaxed) >= 1,
+    );
+    // Written while the partition's job is stopped: read once it is back.
+    produce(&brokers, &topic, lines(6, 2_000).0);
+    wait_until(
+        "every record read after the lease was taken back",
+        Duration::from_secs(120),
+        read_to(4_000),
+    );
+    leave.store(true, Ordering::Relaxed);
+    wait_until("the runner left", Duration::from_secs(120), || {
+        running.is_finished()
+    });
+    let report = running.join().unwrap().unwrap();
+    assert!(
+        opened.load(Ordering::Relaxed) >= 2,
+        "the job was built again after the lease was taken back: {report:?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }

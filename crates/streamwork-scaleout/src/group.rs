@@ -1076,62 +1076,20 @@ impl Shared {
                 // there (each process has a directory of its own), else in
                 // the shared directory.
                 if let Some(store) = store {
-                    // A lease lost while the job runs (another process took
-                    // the partition over, or the store could not be reached
-                    // for most of the stale time) stops the job at once,
-                    // without a final checkpoint; the partition is taken
-                    // again when its lease is free, unless it is no longer
-                    // this process's.
-                    while !thread_stopped.load(Ordering::Relaxed) {
-                        let lease = match StoreLease::acquire(
-                            store.clone(),
-                            &member,
-                            stale,
-                            &thread_stopped,
-                        ) {
-                            Ok(Some(lease)) => lease,
-                            Ok(None) => return Ok(()),
-                            Err(error) => {
-                                return Err(GroupError::Store {
-                                    task: store_name,
-                                    error,
-                                });
-                            }
-                        };
-                        let lost = Arc::new(AtomicBool::new(false));
-                        lease.on_lost({
-                            let (lost, stop) = (lost.clone(), thread_stop.clone());
-                            move || {
-                                lost.store(true, Ordering::Relaxed);
-                                if let Some(handle) =
-                                    &*stop.lock().unwrap_or_else(|p| p.into_inner())
-                                {
-                                    handle.stop();
-                                }
-                            }
-                        });
-                        let outcome = run_partition(
-                            &task,
-                            &build,
-                            options(config.clone().stored_in(lease.fenced())),
-                            restart,
-                            &|| thread_stopped.load(Ordering::Relaxed) || lost.load(Ordering::Relaxed),
-                            &thread_stop,
-                        );
-                        let lost = lease.is_lost();
-                        lease.release();
-                        if !lost {
-                            return outcome;
-                        }
-                        tracing::warn!(
-                            "`{store_name}`: the partition's lease was lost while its job ran; the job stopped without a final checkpoint{}",
-                            match outcome {
-                                Ok(()) => String::new(),
-                                Err(error) => format!(" ({error})"),
-                            }
-                        );
-                    }
-                    return Ok(());
+                    let leased = Leased {
+                        store,
+                        store_name,
+                        member,
+                        stale,
+                    };
+                    return leased.run(
+                        &task,
+                        &build,
+                        options(config),
+                        restart,
+                        &thread_stopped,
+                        &thread_stop,
+                    );
                 }
                 let lease = match Lease::acquire(&dir, &member, stale, &thread_stopped) {
                     Ok(Some(lease)) => lease,
@@ -1240,6 +1198,101 @@ impl Shared {
         self.stop(None)
     }
 }
+
+/// A partition's job behind a lease in its checkpoint store.
+struct Leased {
+    store: Arc<dyn CheckpointStore>,
+    store_name: String,
+    member: String,
+    stale: Duration,
+}
+
+impl Leased {
+    /// Takes the lease and runs the job on the lease's fenced store until
+    /// `stopped`. A lease lost while the job runs (another process took the
+    /// partition over, or the store could not be reached for most of the
+    /// stale time) stops the job at once, without a final checkpoint; the
+    /// partition is then taken again once its lease is free, unless it is
+    /// no longer this process's. A store error while taking it again is
+    /// retried (the store was failing a moment ago); at the first taking,
+    /// it ends the runner (it names a store that does not work).
+    fn run(
+        self,
+        task: &PartitionTask,
+        build: &Build,
+        options: RunOptions,
+        restart: RestartStrategy,
+        stopped: &AtomicBool,
+        stop: &Arc<Mutex<Option<StopHandle>>>,
+    ) -> Result<(), GroupError> {
+        let mut taken_before = false;
+        while !stopped.load(Ordering::Relaxed) {
+            let lease =
+                match StoreLease::acquire(self.store.clone(), &self.member, self.stale, stopped) {
+                    Ok(Some(lease)) => lease,
+                    Ok(None) => return Ok(()),
+                    Err(error) if taken_before => {
+                        tracing::warn!(
+                            "`{}`: taking the partition's lease again: {error}; retrying",
+                            self.store_name
+                        );
+                        let retry = Instant::now() + RETAKE;
+                        while Instant::now() < retry && !stopped.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        continue;
+                    }
+                    Err(error) => {
+                        return Err(GroupError::Store {
+                            task: self.store_name,
+                            error,
+                        });
+                    }
+                };
+            taken_before = true;
+            let lost = Arc::new(AtomicBool::new(false));
+            lease.on_lost({
+                let (lost, stop) = (lost.clone(), stop.clone());
+                move || {
+                    lost.store(true, Ordering::Relaxed);
+                    if let Some(handle) = &*stop.lock().unwrap_or_else(|p| p.into_inner()) {
+                        handle.stop();
+                    }
+                }
+            });
+            let mut options = options.clone();
+            options.checkpoints = options
+                .checkpoints
+                .map(|config| config.stored_in(lease.fenced()));
+            let outcome = run_partition(
+                task,
+                build,
+                options,
+                restart,
+                &|| stopped.load(Ordering::Relaxed) || lost.load(Ordering::Relaxed),
+                stop,
+            );
+            let lost = lease.is_lost();
+            lease.release();
+            if !lost {
+                return outcome;
+            }
+            tracing::warn!(
+                "`{}`: the partition's lease was lost while its job ran; the job stopped without a final checkpoint{}",
+                self.store_name,
+                match outcome {
+                    Ok(()) => String::new(),
+                    Err(error) => format!(" ({error})"),
+                }
+            );
+        }
+        Ok(())
+    }
+}
+
+/// How long a partition waits before taking its lease again after a store
+/// error.
+const RETAKE: Duration = Duration::from_secs(1);
 
 /// Runs one partition's job until `stopped()`, restarting it from its
 /// last checkpoint after a failure as `restart` allows.
