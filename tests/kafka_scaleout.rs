@@ -676,11 +676,13 @@ fn owner_objects(dir: &std::path::Path) -> Vec<PathBuf> {
 /// (and then dies without refreshing it): the runner finds its lease lost,
 /// stops the partition's job at once rather than letting it write on, then
 /// takes the lease back once it has stayed unchanged for a session timeout
-/// (by its own clock) and carries on from the last checkpoint, reading
-/// every record to the end, in the same run of the group.
+/// (by its own clock), retrying while the store refuses it for a while,
+/// and carries on from the last checkpoint, reading every record to the
+/// end, in the same run of the group.
 #[test]
 fn a_partition_whose_lease_is_taken_over_stops_and_is_taken_back_when_the_taker_is_silent() {
     use streamwork::state::DirectoryStore;
+    use streamwork::state::testkit::{FaultyStore, WriteFault};
 
     let Some(brokers) = brokers() else { return };
     let (topic, group) = (unique("leased"), unique("leasers"));
@@ -688,13 +690,14 @@ fn a_partition_whose_lease_is_taken_over_stops_and_is_taken_back_when_the_taker_
     produce(&brokers, &topic, lines(5, 2_000).0);
     let root = std::env::temp_dir().join(unique("leased-ckpt"));
     let store_dir = root.join("store");
+    let store = FaultyStore::new(Arc::new(DirectoryStore::new(&store_dir)));
     let owners: Arc<Mutex<BTreeMap<i32, Vec<usize>>>> = Arc::default();
     let overlaps = Arc::new(AtomicU64::new(0));
     let seen: Arc<Mutex<BTreeSet<(i32, i64)>>> = Arc::default();
     let (opened, ended) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let leave = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let runner = GroupRunner::new(&brokers, &group, &[&topic], root.join("local"))
-        .checkpoint_store(Arc::new(DirectoryStore::new(&store_dir)))
+        .checkpoint_store(Arc::new(store.clone()))
         .checkpoint_interval(Duration::from_millis(100))
         .delivery(Delivery::AtLeastOnce)
         .session_timeout(Duration::from_secs(6))
@@ -742,6 +745,14 @@ fn a_partition_whose_lease_is_taken_over_stops_and_is_taken_back_when_the_taker_
         Duration::from_secs(60),
         || ended.load(Ordering::Relaxed) >= 1,
     );
+    // The store refuses the taking back twice before it answers again.
+    store.set(WriteFault::Refuse);
+    wait_until(
+        "the lease taken back while the store refuses it",
+        Duration::from_secs(60),
+        || store.refusals() >= 2,
+    );
+    store.set(WriteFault::None);
     // Written while the partition's job is stopped: read once it is back.
     produce(&brokers, &topic, lines(6, 2_000).0);
     wait_until(

@@ -12,12 +12,13 @@
 //! store.upload("a", b"1".to_vec()).unwrap();
 //! store.set(WriteFault::Refuse);
 //! assert!(store.upload("a", b"2".to_vec()).is_err());
+//! assert_eq!(store.refusals(), 1);
 //! assert_eq!(store.download("a").unwrap(), b"1");
 //! # std::fs::remove_dir_all(&dir).ok();
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::{CheckpointStore, StateError};
@@ -41,6 +42,7 @@ pub enum WriteFault {
 pub struct FaultyStore {
     inner: Arc<dyn CheckpointStore>,
     fault: Arc<AtomicU8>,
+    refused: Arc<AtomicU64>,
 }
 
 impl FaultyStore {
@@ -49,7 +51,14 @@ impl FaultyStore {
         FaultyStore {
             inner,
             fault: Arc::new(AtomicU8::new(WriteFault::None as u8)),
+            refused: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// How many writes it has refused (its children's included): what a
+    /// test waits for before it lifts the fault.
+    pub fn refusals(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// What writes do from now on (a write that hangs goes on when the
@@ -63,6 +72,7 @@ impl FaultyStore {
             match self.fault.load(Ordering::Relaxed) {
                 f if f == WriteFault::Hang as u8 => std::thread::sleep(Duration::from_millis(10)),
                 f if f == WriteFault::Refuse as u8 => {
+                    self.refused.fetch_add(1, Ordering::Relaxed);
                     return Err(StateError::Store {
                         store: format!("{:?}", self.inner),
                         action: "write",
@@ -99,6 +109,7 @@ impl CheckpointStore for FaultyStore {
         Ok(Arc::new(FaultyStore {
             inner: self.inner.child(prefix)?,
             fault: self.fault.clone(),
+            refused: self.refused.clone(),
         }))
     }
 
