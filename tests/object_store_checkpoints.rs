@@ -19,12 +19,19 @@ use support::{
     Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once, expected_sums, sum_files,
 };
 
-/// The sums job, failing before record `fail_at` of its only checker.
+/// The sums job, failing before record `fail_at` of its only checker. Its
+/// source holds halfway until a checkpoint is complete and its output is
+/// committed (a store slower than a directory can take longer to complete
+/// it than the source takes to reach the fault).
 fn sums(n: u64, output: &Path, fail_at: Option<usize>) -> JobGraph {
     let fault = InjectFault::new(0, Fault::BeforeRecord(fail_at.unwrap_or(usize::MAX)));
+    let committed = output.to_path_buf();
+    let numbers = Numbers::new(n).until(move |c| {
+        c.completed() != CheckpointId::NONE && !committed_sums(&committed).0.is_empty()
+    });
     job! {
         delivery exactly_once;
-        source numbers = Numbers::new(n);
+        source numbers = numbers;
         operator checked = fault <- numbers;
         operator sums[2] = RunningSum::default() <- checked.key(|(k, _): &(u64, i64)| *k);
         sink out[2] = sum_files(output) <- sums;
