@@ -123,13 +123,19 @@ pub(crate) struct StoreLease {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// `MEMBER UNIX_MS`: the time is for people reading the store; no process
-/// compares it with its own clock.
+/// `MEMBER UNIX_MS.WRITE`: the time is for people reading the store (no
+/// process compares it with its own clock); the number of the write, new
+/// for each, makes every refresh change the lease's version even when the
+/// clock did not move (a version is a digest of the content for a
+/// directory, and an S3 `ETag` is one too), since a successor counts an
+/// unchanged version as silence.
 fn content(member: &str) -> Vec<u8> {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    format!("{member} {ms}").into_bytes()
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    format!("{member} {ms}.{write}").into_bytes()
 }
 
 /// The holder a lease's content names.
@@ -399,6 +405,14 @@ mod tests {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         (dir.clone(), Arc::new(DirectoryStore::new(dir)))
+    }
+
+    #[test]
+    fn every_refresh_changes_the_lease_even_within_one_millisecond() {
+        let (first, second) = (content("a"), content("a"));
+        assert_ne!(first, second);
+        assert_eq!(holder(&first).unwrap(), "a");
+        assert_eq!(holder(b"a b c 1000.7").unwrap(), "a b c");
     }
 
     #[test]
