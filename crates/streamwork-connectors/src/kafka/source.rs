@@ -128,7 +128,6 @@ impl BusySpan {
         self.last = Some(now);
     }
 
-    /// The span covering both.
     /// When the first records were read, if any were.
     pub fn first(&self) -> Option<Instant> {
         self.first
