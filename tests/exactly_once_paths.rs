@@ -1,7 +1,7 @@
 //! Exactly-once on the paths next to the one every test walks: a crash
 //! after the sinks staged the first checkpoint but before it completed; a
 //! newest checkpoint damaged after it completed; a checkpoint directory
-//! lost under published output. Each ends with the output of an
+//! lost under published output; a job aborted in the middle. Each ends with the output of an
 //! uninterrupted run, or with a refusal that names the problem and leaves
 //! the published output as it was.
 
@@ -327,5 +327,66 @@ fn a_file_source_resumes_at_another_parallelism() {
             "restored at {after}"
         );
         assert_same(&sink.values(), &expected, &format!("2 → {after}"));
+    }
+}
+
+/// A job aborted in the middle of its input (as the scale-out runner aborts
+/// a partition's job whose lease another process took): it ends with
+/// `JobError::Aborted` and its reason, commits nothing it read after the
+/// abort, and a run restored from the last complete checkpoint ends with
+/// the output of an uninterrupted run.
+#[test]
+fn an_aborted_job_commits_nothing_more_and_a_restored_run_ends_exact() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    let n = 4_000;
+    for p in [1, 2] {
+        let paths = paths(&format!("paths-aborted-{p}"));
+        // Holds halfway until a checkpoint completed and the job was
+        // aborted; then reads on to its end.
+        let (checkpointed, aborted) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let source = {
+            let (checkpointed, aborted) = (checkpointed.clone(), aborted.clone());
+            Numbers::holding_at(n, Some(n / 2)).until(move |c| {
+                if c.completed() != CheckpointId::NONE {
+                    checkpointed.store(true, Ordering::Relaxed);
+                }
+                aborted.load(Ordering::Relaxed)
+            })
+        };
+        let handle = streamwork::runtime::start_with(
+            sums(source, p, sum_files(&paths.output)),
+            exactly_once(&paths.checkpoints, 0),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(50);
+        while !checkpointed.load(Ordering::Relaxed) {
+            assert!(Instant::now() < deadline, "no checkpoint completed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        handle.stop_handle().abort("the partition's lease was lost");
+        aborted.store(true, Ordering::Relaxed);
+        let error = handle.join().expect_err("aborted");
+        assert!(
+            matches!(&error, JobError::Aborted { reason, .. } if reason.contains("lease was lost")),
+            "{error}"
+        );
+        let (rows, _) = committed_sums(&paths.output);
+        assert!(
+            rows.len() <= n as usize / 2,
+            "p={p}: rows read after the abort were committed: {}",
+            rows.len()
+        );
+        let report = sums(Numbers::new(n), p, sum_files(&paths.output))
+            .run_with(exactly_once(&paths.checkpoints, 0))
+            .unwrap();
+        assert!(report.recovery.restored_from.is_some());
+        let (rows, _) = committed_sums(&paths.output);
+        assert_same(&rows, &expected_sums(n), &format!("aborted, p={p}"));
     }
 }

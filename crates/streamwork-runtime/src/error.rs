@@ -90,6 +90,16 @@ pub enum JobError {
     /// Ctrl-C handling could not be installed.
     #[error("could not install the Ctrl-C handler: {0}")]
     CtrlC(std::sync::Arc<ctrlc::Error>),
+    /// The job was aborted through [`StopHandle::abort`](crate::StopHandle::abort).
+    #[error(
+        "job `{job}` was aborted: {reason}; it took no checkpoint after that, and a run restored from its last complete checkpoint carries on"
+    )]
+    Aborted {
+        /// The job.
+        job: String,
+        /// Why, as the one who aborted it said.
+        reason: String,
+    },
 }
 
 streamwork_core::debug_as_display!(JobError);
@@ -131,7 +141,7 @@ impl JobError {
             | JobError::CannotKeepDelivery { .. }
             | JobError::RemovedComponentState { .. }
             | JobError::CtrlC(_) => ErrorDomain::User,
-            JobError::Spawn { .. } => ErrorDomain::External,
+            JobError::Spawn { .. } | JobError::Aborted { .. } => ErrorDomain::External,
             JobError::Checkpoint(
                 streamwork_state::StateError::Io { .. }
                 | streamwork_state::StateError::CompleteCheckpointUnusable { .. },
@@ -156,7 +166,8 @@ impl JobError {
             | JobError::CannotKeepDelivery { .. }
             | JobError::RemovedComponentState { .. }
             | JobError::Checkpoint(_)
-            | JobError::CtrlC(_) => false,
+            | JobError::CtrlC(_)
+            | JobError::Aborted { .. } => false,
         }
     }
 }

@@ -30,6 +30,14 @@ pub(crate) struct Failure {
     suspending: Arc<AtomicBool>,
 }
 
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Failure")
+            .field("aborted", &self.aborted())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Failure {
     /// Records `error` (keeping the first that is not a mere consequence of
     /// another) and aborts the job.

@@ -9,6 +9,7 @@ use streamwork_core::{CheckpointId, InstanceIdx, TaskError};
 
 use crate::checkpoint::{CheckpointStats, Recovery};
 use crate::error::JobError;
+use crate::failure::Failure;
 use crate::metrics::Registry;
 use crate::report::{ComponentReport, InstanceReport, JobReport};
 use crate::task::{Ended, Flags};
@@ -163,11 +164,27 @@ impl LiveMetrics {
 /// [`JobHandle::drain`].
 #[derive(Clone, Debug)]
 pub struct StopHandle {
+    job: String,
     stop: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
+    failure: Failure,
 }
 
 impl StopHandle {
+    /// Ends the job now, without a checkpoint: every task stops where it
+    /// is, the sinks commit nothing more (a checkpoint being completed at
+    /// that moment may still be), and [`JobHandle::join`] returns
+    /// [`JobError::Aborted`] with `reason`. For a process that must not
+    /// write anything more for this job, such as one that lost a
+    /// partition's lease to another process; a run restored from the last
+    /// complete checkpoint carries on.
+    pub fn abort(&self, reason: impl Into<String>) {
+        self.failure.record(JobError::Aborted {
+            job: self.job.clone(),
+            reason: reason.into(),
+        });
+    }
+
     /// Asks the job to stop at a savepoint (see [`JobHandle::stop`]).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -183,8 +200,10 @@ impl JobHandle {
     /// A handle that stops this job from anywhere.
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle {
+            job: self.job.clone(),
             stop: self.flags.stop.clone(),
             drain: self.flags.drain.clone(),
+            failure: self.flags.failure.clone(),
         }
     }
 
