@@ -1075,37 +1075,26 @@ impl Shared {
                 // `store_lease`): in the store when the checkpoints are
                 // there (each process has a directory of its own), else in
                 // the shared directory.
-                if let Some(store) = store {
-                    let leased = Leased {
+                let place = match store {
+                    Some(store) => LeasePlace::Store {
                         store,
-                        store_name,
-                        member,
-                        stale,
-                    };
-                    return leased.run(
-                        &task,
-                        &build,
-                        options(config),
-                        restart,
-                        &thread_stopped,
-                        &thread_stop,
-                    );
-                }
-                let lease = match Lease::acquire(&dir, &member, stale, &thread_stopped) {
-                    Ok(Some(lease)) => lease,
-                    Ok(None) => return Ok(()),
-                    Err(error) => return Err(GroupError::Lease { dir, error }),
+                        name: store_name,
+                    },
+                    None => LeasePlace::Directory(dir),
                 };
-                let outcome = run_partition(
+                let leased = Leased {
+                    place,
+                    member,
+                    stale,
+                };
+                leased.run(
                     &task,
                     &build,
                     options(config),
                     restart,
-                    &|| thread_stopped.load(Ordering::Relaxed),
+                    &thread_stopped,
                     &thread_stop,
-                );
-                lease.release();
-                outcome
+                )
             })
             .expect("spawning a partition job's thread");
         self.started.fetch_add(1, Ordering::Relaxed);
@@ -1199,23 +1188,101 @@ impl Shared {
     }
 }
 
-/// A partition's job behind a lease in its checkpoint store.
+/// Where a partition's lease is.
+enum LeasePlace {
+    /// Beside its checkpoints in the store (`STAGE/PARTITION` there): each
+    /// process has a directory of its own.
+    Store {
+        store: Arc<dyn CheckpointStore>,
+        name: String,
+    },
+    /// In its checkpoint directory, which every process shares.
+    Directory(PathBuf),
+}
+
+/// A partition's lease, taken.
+enum Taken {
+    Store(StoreLease),
+    Directory(Lease),
+}
+
+impl Taken {
+    fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
+        match self {
+            Taken::Store(lease) => lease.on_lost(on_lost),
+            Taken::Directory(lease) => lease.on_lost(on_lost),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        match self {
+            Taken::Store(lease) => lease.is_lost(),
+            Taken::Directory(lease) => lease.is_lost(),
+        }
+    }
+
+    fn release(self) {
+        match self {
+            Taken::Store(lease) => lease.release(),
+            Taken::Directory(lease) => lease.release(),
+        }
+    }
+
+    /// The job's checkpoints under this lease: into the store through its
+    /// fence, or in the shared directory as they are.
+    fn checkpoints(&self, config: CheckpointConfig) -> CheckpointConfig {
+        match self {
+            Taken::Store(lease) => config.stored_in(lease.fenced()),
+            Taken::Directory(_) => config,
+        }
+    }
+}
+
+/// A partition's job behind its lease.
 struct Leased {
-    store: Arc<dyn CheckpointStore>,
-    store_name: String,
+    place: LeasePlace,
     member: String,
     stale: Duration,
 }
 
 impl Leased {
-    /// Takes the lease and runs the job on the lease's fenced store until
-    /// `stopped`. A lease lost while the job runs (another process took the
-    /// partition over, or the store could not be reached for most of the
-    /// stale time) stops the job at once, without a final checkpoint; the
-    /// partition is then taken again once its lease is free, unless it is
-    /// no longer this process's. A store error while taking it again is
-    /// retried (the store was failing a moment ago); at the first taking,
-    /// it ends the runner (it names a store that does not work).
+    /// Waits for the lease (`None` if `stopped` first).
+    fn take(&self, stopped: &AtomicBool) -> Result<Option<Taken>, GroupError> {
+        match &self.place {
+            LeasePlace::Store { store, name } => {
+                StoreLease::acquire(store.clone(), &self.member, self.stale, stopped)
+                    .map(|taken| taken.map(Taken::Store))
+                    .map_err(|error| GroupError::Store {
+                        task: name.clone(),
+                        error,
+                    })
+            }
+            LeasePlace::Directory(dir) => Lease::acquire(dir, &self.member, self.stale, stopped)
+                .map(|taken| taken.map(Taken::Directory))
+                .map_err(|error| GroupError::Lease {
+                    dir: dir.clone(),
+                    error,
+                }),
+        }
+    }
+
+    /// What the logs call the partition.
+    fn name(&self) -> String {
+        match &self.place {
+            LeasePlace::Store { name, .. } => name.clone(),
+            LeasePlace::Directory(dir) => dir.display().to_string(),
+        }
+    }
+
+    /// Takes the lease and runs the job until `stopped`. A lease lost while
+    /// the job runs (another process took the partition over, or the lease
+    /// could not be refreshed for most of the stale time) aborts the job at
+    /// once, without a checkpoint (a store lease's fence would refuse one
+    /// too); the partition is then taken again once its lease is free,
+    /// unless it is no longer this process's. An error while taking it
+    /// again is retried (the store or directory was failing a moment ago);
+    /// at the first taking, it ends the runner (it names a place that does
+    /// not work).
     fn run(
         self,
         task: &PartitionTask,
@@ -1227,28 +1294,22 @@ impl Leased {
     ) -> Result<(), GroupError> {
         let mut taken_before = false;
         while !stopped.load(Ordering::Relaxed) {
-            let lease =
-                match StoreLease::acquire(self.store.clone(), &self.member, self.stale, stopped) {
-                    Ok(Some(lease)) => lease,
-                    Ok(None) => return Ok(()),
-                    Err(error) if taken_before => {
-                        tracing::warn!(
-                            "`{}`: taking the partition's lease again: {error}; retrying",
-                            self.store_name
-                        );
-                        let retry = Instant::now() + RETAKE;
-                        while Instant::now() < retry && !stopped.load(Ordering::Relaxed) {
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                        continue;
+            let lease = match self.take(stopped) {
+                Ok(Some(lease)) => lease,
+                Ok(None) => return Ok(()),
+                Err(error) if taken_before => {
+                    tracing::warn!(
+                        "`{}`: taking the partition's lease again: {error}; retrying",
+                        self.name()
+                    );
+                    let retry = Instant::now() + RETAKE;
+                    while Instant::now() < retry && !stopped.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(50));
                     }
-                    Err(error) => {
-                        return Err(GroupError::Store {
-                            task: self.store_name,
-                            error,
-                        });
-                    }
-                };
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             taken_before = true;
             let lost = Arc::new(AtomicBool::new(false));
             lease.on_lost({
@@ -1256,30 +1317,21 @@ impl Leased {
                 move || {
                     lost.store(true, Ordering::Relaxed);
                     if let Some(handle) = &*stop.lock().unwrap_or_else(|p| p.into_inner()) {
-                        handle.stop();
+                        handle.abort(LEASE_LOST);
                     }
                 }
             });
             let mut options = options.clone();
-            options.checkpoints = options
-                .checkpoints
-                .map(|config| config.stored_in(lease.fenced()));
-            let outcome = run_partition(
-                task,
-                build,
-                options,
-                restart,
-                &|| stopped.load(Ordering::Relaxed) || lost.load(Ordering::Relaxed),
-                stop,
-            );
+            options.checkpoints = options.checkpoints.map(|config| lease.checkpoints(config));
+            let outcome = run_partition(task, build, options, restart, stopped, &lost, stop);
             let lost = lease.is_lost();
             lease.release();
             if !lost {
                 return outcome;
             }
             tracing::warn!(
-                "`{}`: the partition's lease was lost while its job ran; the job stopped without a final checkpoint{}",
-                self.store_name,
+                "`{}`: the partition's lease was lost while its job ran; the job was aborted, without a checkpoint{}",
+                self.name(),
                 match outcome {
                     Ok(()) => String::new(),
                     Err(error) => format!(" ({error})"),
@@ -1290,18 +1342,25 @@ impl Leased {
     }
 }
 
-/// How long a partition waits before taking its lease again after a store
+/// Why a partition's job is aborted when its lease is lost.
+const LEASE_LOST: &str =
+    "this process lost the partition's lease (another process may run the partition now)";
+
+/// How long a partition waits before taking its lease again after an
 /// error.
 const RETAKE: Duration = Duration::from_secs(1);
 
-/// Runs one partition's job until `stopped()`, restarting it from its
-/// last checkpoint after a failure as `restart` allows.
+/// Runs one partition's job until `stopped` (it stops at a savepoint) or
+/// `lost` (its lease was lost: it is aborted, without a checkpoint),
+/// restarting it from its last checkpoint after a failure as `restart`
+/// allows.
 fn run_partition(
     task: &PartitionTask,
     build: &Build,
     options: RunOptions,
     restart: RestartStrategy,
-    stopped: &dyn Fn() -> bool,
+    stopped: &AtomicBool,
+    lost: &AtomicBool,
     stop: &Mutex<Option<StopHandle>>,
 ) -> Result<(), GroupError> {
     let mut attempt = 0;
@@ -1309,14 +1368,17 @@ fn run_partition(
         let graph = build(task)?;
         let outcome = start_with(graph, options.clone()).and_then(|handle| {
             *stop.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.stop_handle());
-            // Stopped between the check and the handle's publication.
-            if stopped() {
+            // Lost or stopped before the handle's publication.
+            if lost.load(Ordering::Relaxed) {
+                handle.stop_handle().abort(LEASE_LOST);
+            } else if stopped.load(Ordering::Relaxed) {
                 handle.stop();
             }
             handle.join()
         });
+        let halted = || stopped.load(Ordering::Relaxed) || lost.load(Ordering::Relaxed);
         match outcome {
-            Ok(_) if stopped() => return Ok(()),
+            Ok(_) if halted() => return Ok(()),
             // A partition's input has no end: a job ending by itself is a
             // source that finished early (an `idle_exit` in `build`, say).
             Ok(_) => return Ok(()),
@@ -1324,7 +1386,7 @@ fn run_partition(
                 attempt += 1;
                 let delay = restart.delay(attempt);
                 match delay {
-                    Some(delay) if !stopped() => {
+                    Some(delay) if !halted() => {
                         tracing::warn!(
                             "the job of `{}` partition {} failed ({error}); restart {attempt} from its last checkpoint in {delay:?}",
                             task.topic,

@@ -9,10 +9,12 @@
 //! final checkpoint, or once the lease went stale (its holder died), so two
 //! processes never run a partition's job, or write its checkpoints, at once.
 //!
-//! Whether a holder died is judged by the waiting process's own clock
-//! ([`Silence`]): the lease must stay unchanged for the stale time while it
-//! watches. No two machines' clocks are compared, so a holder whose clock
-//! is behind is not taken for dead.
+//! Whether a holder died is judged by the waiting process's own clock, and
+//! whether the lease is still its own by the holder's (see `lease_clock`):
+//! no two machines' clocks are compared. A holder that finds the file
+//! naming another process, or could not refresh it in time, has lost it,
+//! and what [`Lease::on_lost`] registered is called (the group runner stops
+//! the partition's job there).
 
 use std::fs::{self, File};
 use std::io;
@@ -22,41 +24,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-/// How often a held lease is refreshed, and how often a waiting one looks.
-const REFRESH: Duration = Duration::from_millis(500);
-const LOOK: Duration = Duration::from_millis(50);
+use crate::lease_clock::{Holding, LOOK, Silence, spawn, watch};
 
-/// A held lease: refreshed by a thread of its own until released.
+/// A held lease: refreshed by a thread of its own (the keeper) and
+/// watched by another (the watchdog) until released.
 pub(crate) struct Lease {
     path: PathBuf,
-    member: String,
+    holding: Arc<Holding>,
     done: Arc<AtomicBool>,
-    keeper: Option<JoinHandle<()>>,
-}
-
-/// How long a lease held by another process has stayed unchanged, by the
-/// watching process's own monotonic clock: the holder changes it at every
-/// refresh (its version, or its time of modification), and a lease that
-/// stays as it was for the stale time has a holder that died or lost its
-/// way to the lease. Comparing the holder's clock with this one's would
-/// take a live holder whose clock is behind for dead.
-#[derive(Debug, Default)]
-pub(crate) struct Silence {
-    seen: Option<(String, Instant)>,
-}
-
-impl Silence {
-    /// Records the lease as it is `now` (`token` changes at every
-    /// refresh); returns for how long it has stayed as it is.
-    pub(crate) fn observe(&mut self, token: &str, now: Instant) -> Duration {
-        match &self.seen {
-            Some((seen, since)) if seen == token => now.saturating_duration_since(*since),
-            _ => {
-                self.seen = Some((token.to_string(), now));
-                Duration::ZERO
-            }
-        }
-    }
+    threads: Vec<JoinHandle<()>>,
 }
 
 /// What holds the lease of `path` now, if another holds it.
@@ -121,61 +97,98 @@ impl Lease {
                 }
             }
         }
+        let started = Instant::now();
         let staging = dir.join(format!("OWNER.{member}"));
         fs::write(&staging, member)?;
         fs::rename(&staging, &path)?;
-        let done = Arc::new(AtomicBool::new(false));
-        let keeper = {
-            let (path, done) = (path.clone(), done.clone());
-            std::thread::Builder::new()
-                .name("partition-lease".to_string())
-                .spawn(move || keep(&path, &done))?
+        // Dropped on an error below, the lease stops the threads it has.
+        let mut lease = Lease {
+            path: path.clone(),
+            holding: Arc::new(Holding::new(member, started, stale)),
+            done: Arc::new(AtomicBool::new(false)),
+            threads: Vec::with_capacity(2),
         };
-        Ok(Some(Lease {
-            path,
-            member: member.to_string(),
-            done,
-            keeper: Some(keeper),
-        }))
+        let keeper = {
+            let (holding, done) = (lease.holding.clone(), lease.done.clone());
+            move || keep(&path, &holding, &done)
+        };
+        lease.threads.push(spawn("partition-lease", keeper)?);
+        let watchdog = {
+            let (holding, done) = (lease.holding.clone(), lease.done.clone());
+            move || watch(&holding, &done)
+        };
+        lease.threads.push(spawn("lease-watchdog", watchdog)?);
+        Ok(Some(lease))
+    }
+
+    /// Registers what to do when the lease is lost (done at once if it
+    /// already is).
+    pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
+        self.holding.on_lost(on_lost);
+    }
+
+    /// Whether the lease was lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.holding.is_lost()
     }
 
     /// Gives the lease up (if it is still this member's).
     pub(crate) fn release(mut self) {
-        self.stop_keeper();
-        if matches!(fs::read_to_string(&self.path), Ok(m) if m.trim() == self.member) {
+        self.stop_threads();
+        if self.is_lost() {
+            return;
+        }
+        if matches!(fs::read_to_string(&self.path), Ok(m) if m.trim() == self.holding.member()) {
             let _ = fs::remove_file(&self.path);
         }
     }
 
-    fn stop_keeper(&mut self) {
+    fn stop_threads(&mut self) {
         self.done.store(true, Ordering::Relaxed);
-        if let Some(keeper) = self.keeper.take() {
-            let _ = keeper.join();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
         }
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.stop_keeper();
+        self.stop_threads();
     }
 }
 
-/// Refreshes the lease's time until `done`.
-fn keep(path: &Path, done: &AtomicBool) {
+/// Refreshes the lease's time until `done` or lost; marks it lost when the
+/// file names another process, or is gone (it was taken over).
+fn keep(path: &Path, holding: &Holding, done: &AtomicBool) {
+    let every = holding.refresh_every();
     let mut since = Duration::ZERO;
-    while !done.load(Ordering::Relaxed) {
+    while !done.load(Ordering::Relaxed) && !holding.is_lost() {
         std::thread::sleep(LOOK);
         since += LOOK;
-        if since >= REFRESH {
-            since = Duration::ZERO;
-            if let Err(error) = File::options()
-                .write(true)
-                .open(path)
-                .and_then(|f| f.set_modified(SystemTime::now()))
-            {
-                tracing::warn!("{}: refreshing the lease: {error}", path.display());
+        if since < every {
+            continue;
+        }
+        since = Duration::ZERO;
+        let started = Instant::now();
+        match fs::read_to_string(path) {
+            Ok(named) if named.trim() != holding.member() => {
+                let taker = named.trim().to_string();
+                holding.lose(&format!("{}: taken over by `{taker}`", path.display()));
+                continue;
             }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                holding.lose(&format!("{}: removed by another process", path.display()));
+                continue;
+            }
+            _ => {}
+        }
+        match File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(SystemTime::now()))
+        {
+            Ok(()) => holding.refreshed(started),
+            Err(error) => tracing::warn!("{}: refreshing the lease: {error}", path.display()),
         }
     }
 }
@@ -234,19 +247,6 @@ mod tests {
     }
 
     #[test]
-    fn silence_is_measured_by_the_watchers_clock_from_the_last_change() {
-        let start = Instant::now();
-        let at = |ms| start + Duration::from_millis(ms);
-        let mut silence = Silence::default();
-        assert_eq!(silence.observe("v1", at(0)), Duration::ZERO);
-        assert_eq!(silence.observe("v1", at(700)), Duration::from_millis(700));
-        // A refresh starts the count again, whatever time the lease names.
-        assert_eq!(silence.observe("v2", at(900)), Duration::ZERO);
-        assert_eq!(silence.observe("v2", at(1_000)), Duration::from_millis(100));
-        assert_eq!(silence.observe("v1", at(1_100)), Duration::ZERO);
-    }
-
-    #[test]
     fn a_live_holder_whose_clock_is_an_hour_behind_is_not_taken_for_dead() {
         let dir = dir("skewed");
         fs::create_dir_all(&dir).unwrap();
@@ -276,6 +276,34 @@ mod tests {
         refresher.join().unwrap();
         assert!(taken.is_none(), "a live holder's lease was taken over");
         assert_eq!(fs::read_to_string(&path).unwrap(), "behind");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_lease_another_process_took_over_is_lost_and_says_so() {
+        let dir = dir("taken");
+        let never = AtomicBool::new(false);
+        let lease = Lease::acquire(&dir, "first", Duration::from_secs(3600), &never)
+            .unwrap()
+            .unwrap();
+        let lost = Arc::new(AtomicBool::new(false));
+        lease.on_lost({
+            let lost = lost.clone();
+            move || lost.store(true, Ordering::Relaxed)
+        });
+        // Another process took it over (as after the stale time).
+        let aside = dir.join("OWNER.taking");
+        fs::write(&aside, "second").unwrap();
+        fs::rename(&aside, dir.join("OWNER")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !lost.load(Ordering::Relaxed) {
+            assert!(Instant::now() < deadline, "the lease was never found lost");
+            std::thread::sleep(LOOK);
+        }
+        assert!(lease.is_lost());
+        // Releasing a lost lease leaves the successor's.
+        lease.release();
+        assert_eq!(fs::read_to_string(dir.join("OWNER")).unwrap(), "second");
         let _ = fs::remove_dir_all(&dir);
     }
 

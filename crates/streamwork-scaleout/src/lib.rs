@@ -17,9 +17,11 @@
 //!   never run it at once;
 //! * `store_lease`: the same as an object beside the partition's
 //!   checkpoints in a store, taken and refreshed by conditional writes; a
-//!   process that lost it (silent too long, taken over) publishes no more
-//!   checkpoints of the partition, and its job of the partition stops.
-//!   Whether a holder died is judged by the waiting process's own clock.
+//!   process that lost it publishes no more checkpoints of the partition;
+//! * `lease_clock`: how both are judged, each process by its own clock: a
+//!   waiting process counts a lease stale once it stayed unchanged for the
+//!   stale time; a holder stops counting it as its own before that, and
+//!   the runner then aborts its job of the partition.
 //!
 //! What it is not: the Kafka source and sinks (those are connectors, in
 //! `streamwork-connectors`), how a job is cut into stages (the engine,
@@ -64,6 +66,8 @@ mod exchange;
 pub mod group;
 #[cfg(feature = "kafka")]
 mod lease;
+#[cfg(feature = "kafka")]
+mod lease_clock;
 #[cfg(feature = "kafka")]
 mod store_lease;
 

@@ -11,17 +11,13 @@
 //! conditionally on the version they read, and one of them wins.
 //!
 //! The holder refreshes it twice a second, on the version it wrote last,
-//! and counts it as its own only until three quarters of the stale time
-//! after the **start** of its last successful refresh: a successor first
-//! sees that version after it was written, and waits the whole stale time
-//! from then, so the holder has stopped counting it as its own before
-//! anyone else can take it, even when a refresh hangs. From then on, or as
-//! soon as a refresh is refused (another process took it over), the lease
-//! is **lost**: the partition's store is [`Fenced`] and refuses every
-//! write, so the process never publishes a checkpoint over its
-//! successor's, and the lease's watchdog calls what [`StoreLease::on_lost`]
-//! registered (the group runner stops the partition's job there, so its
-//! sinks stop writing).
+//! and counts it as its own only for a while after each refresh
+//! ([`Holding`]). From then on, or as soon as a refresh is refused
+//! (another process took it over), the lease is **lost**: the partition's
+//! store is [`Fenced`] and refuses every write, so the process never
+//! publishes a checkpoint over its successor's, and what
+//! [`StoreLease::on_lost`] registered is called (the group runner stops the
+//! partition's job there, so its sinks stop writing).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,82 +26,30 @@ use std::time::{Duration, Instant, SystemTime};
 
 use streamwork_state::{CheckpointStore, StateError};
 
-use crate::lease::Silence;
-
-/// How often a held lease is refreshed, and how often a waiting one looks.
-const REFRESH: Duration = Duration::from_millis(500);
-const LOOK: Duration = Duration::from_millis(50);
+use crate::lease_clock::{Holding, LOOK, Silence, spawn, watch};
 
 /// The lease object's name in the partition's store.
 const OWNER: &str = "OWNER";
 
-/// What to do when the lease is lost.
-type OnLost = Box<dyn FnOnce() + Send>;
-
 /// What the holder, its keeper, its watchdog and its fenced store share.
+#[derive(Debug)]
 pub(crate) struct LeaseState {
-    member: String,
+    holding: Holding,
     /// The version of the holder's last write.
     version: Mutex<String>,
-    /// Until when the lease counts as the holder's (see the module's doc).
-    held_until: Mutex<Instant>,
-    /// How long after the start of a successful refresh it counts as held.
-    hold: Duration,
-    /// Set once a refresh was refused, or the lease was not refreshed in
-    /// time: another process may hold it now.
-    lost: AtomicBool,
-    /// Called once, when the lease is found lost.
-    on_lost: Mutex<Option<OnLost>>,
-}
-
-impl std::fmt::Debug for LeaseState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaseState")
-            .field("member", &self.member)
-            .field("lost", &self.lost)
-            .finish_non_exhaustive()
-    }
 }
 
 impl LeaseState {
-    /// Whether the lease is this process's `now`; marks it lost if not.
-    fn held(&self, now: Instant) -> bool {
-        if self.lost.load(Ordering::Relaxed) {
-            return false;
-        }
-        if now < *self.held_until.lock().unwrap_or_else(|p| p.into_inner()) {
-            return true;
-        }
-        self.lose("the lease was not refreshed in time: another process may hold it");
-        false
-    }
-
-    /// Marks the lease lost (once) and calls what was registered for it.
-    fn lose(&self, why: &str) {
-        if self.lost.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        tracing::error!("`{}`: partition lease lost: {why}", self.member);
-        let on_lost = self
-            .on_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(on_lost) = on_lost {
-            on_lost();
-        }
-    }
-
     /// `Ok` if the lease is still this process's.
     fn check(&self, store: &dyn CheckpointStore, object: &str) -> Result<(), StateError> {
-        if !self.held(Instant::now()) {
+        if !self.holding.held(Instant::now()) {
             return Err(StateError::Store {
                 store: format!("{store:?}"),
                 action: "write",
                 object: object.to_string(),
                 reason: format!(
                     "`{}` lost the partition's lease (another process took it over, or the lease could not be refreshed for most of the stale time): it publishes no more checkpoints of it",
-                    self.member
+                    self.holding.member()
                 ),
             });
         }
@@ -157,7 +101,7 @@ impl StoreLease {
         stopped: &AtomicBool,
     ) -> Result<Option<StoreLease>, StateError> {
         let mut silence = Silence::default();
-        let (version, held_until) = loop {
+        let (version, started) = loop {
             let (current, expected) = match store.read_versioned(OWNER)? {
                 None => (None, None),
                 Some((bytes, version)) => (holder(&bytes), Some(version)),
@@ -180,7 +124,7 @@ impl StoreLease {
                 if let Some(version) =
                     store.write_if(OWNER, content(member), expected.as_deref())?
                 {
-                    break (version, started + hold_for(stale));
+                    break (version, started);
                 }
                 // Another process wrote first: look again.
                 continue;
@@ -191,12 +135,8 @@ impl StoreLease {
             std::thread::sleep(LOOK);
         };
         let state = Arc::new(LeaseState {
-            member: member.to_string(),
+            holding: Holding::new(member, started, stale),
             version: Mutex::new(version),
-            held_until: Mutex::new(held_until),
-            hold: hold_for(stale),
-            lost: AtomicBool::new(false),
-            on_lost: Mutex::new(None),
         });
         let done = Arc::new(AtomicBool::new(false));
         // Dropped on an error below, the lease stops the threads it has.
@@ -210,9 +150,13 @@ impl StoreLease {
             let (store, state, done) = (store, state.clone(), done.clone());
             move || keep(&*store, &state, &done)
         };
-        lease.threads.push(spawn("partition-lease", keeper)?);
-        let watchdog = move || watch(&state, &done);
-        lease.threads.push(spawn("lease-watchdog", watchdog)?);
+        lease
+            .threads
+            .push(spawn("partition-lease", keeper).map_err(thread_error)?);
+        let watchdog = move || watch(&state.holding, &done);
+        lease
+            .threads
+            .push(spawn("lease-watchdog", watchdog).map_err(thread_error)?);
         Ok(Some(lease))
     }
 
@@ -224,32 +168,26 @@ impl StoreLease {
         })
     }
 
-    /// Registers what to do when the lease is lost (called at once if it
+    /// Registers what to do when the lease is lost (done at once if it
     /// already is).
     pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
-        let mut slot = self.state.on_lost.lock().unwrap_or_else(|p| p.into_inner());
-        if self.state.lost.load(Ordering::Relaxed) {
-            drop(slot);
-            on_lost();
-        } else {
-            *slot = Some(Box::new(on_lost));
-        }
+        self.state.holding.on_lost(on_lost);
     }
 
     /// Whether the lease was lost.
     pub(crate) fn is_lost(&self) -> bool {
-        self.state.lost.load(Ordering::Relaxed)
+        self.state.holding.is_lost()
     }
 
     /// Gives the lease up (after the job's final checkpoint).
     pub(crate) fn release(mut self) {
         self.stop_threads();
-        if self.state.lost.load(Ordering::Relaxed) {
+        if self.is_lost() {
             return;
         }
         // Removed only if still this process's.
         if let Ok(Some((bytes, _))) = self.store.read_versioned(OWNER)
-            && holder(&bytes).is_some_and(|member| member == self.state.member)
+            && holder(&bytes).is_some_and(|member| member == self.state.holding.member())
             && let Err(error) = self.store.delete(OWNER)
         {
             tracing::warn!("releasing the partition lease: {error}");
@@ -270,33 +208,22 @@ impl Drop for StoreLease {
     }
 }
 
-/// Starts a thread of the lease.
-fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StateError> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(work)
-        .map_err(|e| StateError::Store {
-            store: "partition lease".to_string(),
-            action: "start a thread of",
-            object: OWNER.to_string(),
-            reason: e.to_string(),
-        })
+/// A lease thread that could not start.
+fn thread_error(error: std::io::Error) -> StateError {
+    StateError::Store {
+        store: "partition lease".to_string(),
+        action: "start a thread of",
+        object: OWNER.to_string(),
+        reason: error.to_string(),
+    }
 }
 
-/// How long after the start of a successful write the holder counts the
-/// lease as its own: three quarters of the stale time, which leaves a
-/// quarter for the two clocks' rates and the successor's looking interval.
-fn hold_for(stale: Duration) -> Duration {
-    stale * 3 / 4
-}
-
-/// Refreshes the lease until `done` or lost, at least three times in each
-/// holding time and at most every [`REFRESH`]; marks it lost when a
-/// refresh is refused.
+/// Refreshes the lease until `done` or lost; marks it lost when a refresh
+/// is refused.
 fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool) {
-    let every = (state.hold / 3).clamp(LOOK, REFRESH);
+    let every = state.holding.refresh_every();
     let mut since = Duration::ZERO;
-    while !done.load(Ordering::Relaxed) && !state.lost.load(Ordering::Relaxed) {
+    while !done.load(Ordering::Relaxed) && !state.holding.is_lost() {
         std::thread::sleep(LOOK);
         since += LOOK;
         if since < every {
@@ -309,27 +236,20 @@ fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool) {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let started = Instant::now();
-        match store.write_if(OWNER, content(&state.member), Some(&version)) {
+        match store.write_if(OWNER, content(state.holding.member()), Some(&version)) {
             Ok(Some(next)) => {
                 *state.version.lock().unwrap_or_else(|p| p.into_inner()) = next;
-                let mut held_until = state.held_until.lock().unwrap_or_else(|p| p.into_inner());
-                *held_until = (*held_until).max(started + state.hold);
+                state.holding.refreshed(started);
             }
             Ok(None) => {
-                state.lose(&format!("{store:?}: taken over by another process"));
+                state
+                    .holding
+                    .lose(&format!("{store:?}: taken over by another process"));
             }
             Err(error) => {
                 tracing::warn!("{store:?}: refreshing the partition lease: {error}");
             }
         }
-    }
-}
-
-/// Finds the lease lost when it was not refreshed in time, whatever the
-/// keeper is doing (a refresh may hang).
-fn watch(state: &LeaseState, done: &AtomicBool) {
-    while !done.load(Ordering::Relaxed) && state.held(Instant::now()) {
-        std::thread::sleep(LOOK);
     }
 }
 
