@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use streamwork_state::{CheckpointStore, StateError};
+use streamwork_state::{CheckpointStore, GuardedStore, StateError, WriteGuard};
 
 use crate::lease_clock::{Holding, LOOK, Silence, spawn, watch};
 
@@ -162,10 +162,10 @@ impl StoreLease {
 
     /// The partition's store, refusing writes once the lease is lost.
     pub(crate) fn fenced(&self) -> Arc<dyn CheckpointStore> {
-        Arc::new(Fenced {
-            inner: self.store.clone(),
-            lease: self.state.clone(),
-        })
+        Arc::new(Fenced::with_guard(
+            self.store.clone(),
+            Fence(self.state.clone()),
+        ))
     }
 
     /// Registers what to do when the lease is lost (done at once if it
@@ -253,53 +253,18 @@ fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool) {
     }
 }
 
-/// A partition's store that refuses writes once its lease is lost.
+/// What makes a partition's store refuse writes once its lease is lost.
 #[derive(Debug)]
-struct Fenced {
-    inner: Arc<dyn CheckpointStore>,
-    lease: Arc<LeaseState>,
-}
+struct Fence(Arc<LeaseState>);
 
-impl CheckpointStore for Fenced {
-    fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
-        self.inner.list()
-    }
-
-    fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
-        self.lease.check(&*self.inner, name)?;
-        self.inner.upload(name, bytes)
-    }
-
-    fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
-        self.inner.download(name)
-    }
-
-    fn delete(&self, name: &str) -> Result<(), StateError> {
-        self.lease.check(&*self.inner, name)?;
-        self.inner.delete(name)
-    }
-
-    fn child(&self, prefix: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
-        Ok(Arc::new(Fenced {
-            inner: self.inner.child(prefix)?,
-            lease: self.lease.clone(),
-        }))
-    }
-
-    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
-        self.inner.read_versioned(name)
-    }
-
-    fn write_if(
-        &self,
-        name: &str,
-        bytes: Vec<u8>,
-        expected: Option<&str>,
-    ) -> Result<Option<String>, StateError> {
-        self.lease.check(&*self.inner, name)?;
-        self.inner.write_if(name, bytes, expected)
+impl WriteGuard for Fence {
+    fn before_write(&self, store: &dyn CheckpointStore, object: &str) -> Result<(), StateError> {
+        self.0.check(store, object)
     }
 }
+
+/// A partition's store that refuses writes once its lease is lost.
+type Fenced = GuardedStore<Fence>;
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,9 @@
 //! implements): an operator's fields checkpointed and restored without user
 //! code.
 //!
-//! [`testkit`] has a store whose writes a test makes fail or hang.
+//! [`GuardedStore`] passes a store's writes through a [`WriteGuard`]
+//! first (a fence); [`testkit`] has one whose writes a test makes fail or
+//! hang.
 //!
 //! Not here: the barriers and the coordinator that decide *when* a snapshot
 //! is taken; this crate decides what it holds and how it is stored and read
@@ -49,6 +51,7 @@ mod codec;
 mod cow;
 mod error;
 mod fold;
+mod guarded;
 mod keyed;
 mod log;
 mod managed;
@@ -72,6 +75,7 @@ pub use codec::{
 pub use cow::{CowCell, CowMap, FrozenMap, SHARDS};
 pub use error::StateError;
 pub use fold::{Fold, Reduce, fold, reduce};
+pub use guarded::{GuardedStore, WriteGuard};
 pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
     MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,
