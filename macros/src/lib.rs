@@ -3,12 +3,12 @@
 //!
 //! The entry points here are thin: each macro's logic lives in its own
 //! module, over `proc_macro2` tokens so it can be unit-tested:
-//! * [`operator`](mod@operator): an `Operator` impl from a function or an impl block;
-//! * [`outputs`](mod@outputs): named, typed output channels with a typestate
+//! * `operator`: an `Operator` impl from a function or an impl block;
+//! * `outputs`: named, typed output channels with a typestate
 //!   that makes an unconnected channel a compile error;
-//! * [`state`](mod@state): an operator struct's state, checkpointed by the
+//! * `state`: an operator struct's state, checkpointed by the
 //!   framework field by field;
-//! * [`job`](mod@job): parse → graph IR → structural checks → codegen to the
+//! * `job`: parse → graph IR → structural checks → codegen to the
 //!   typed builder, every problem reported with a span on the user's tokens.
 //!
 //! Use them through the `streamwork` facade, which re-exports them.

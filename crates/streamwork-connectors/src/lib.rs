@@ -2,8 +2,8 @@
 //! files of lines, TCP lines (the book's `nc -lk 9990` readers), stdout, files,
 //! and a collecting sink for tests.
 //!
-//! A connector is an ordinary [`Source`](streamwork::core::Source) or
-//! [`Sink`](streamwork::core::Sink), which the engine drives; here, by hand:
+//! A connector is an ordinary [`Source`](streamwork_core::Source) or
+//! [`Sink`](streamwork_core::Sink), which the engine drives; here, by hand:
 //!
 //! ```
 //! use streamwork::connectors::{CollectSink, VecSource};

@@ -11,7 +11,7 @@ pub struct RunOptions {
     /// Take checkpoints (and restore from them): at-least-once or
     /// exactly-once delivery. `None`: at-most-once.
     pub checkpoints: Option<CheckpointConfig>,
-    /// What [`run_with`] does when the job fails: restart it from its last
+    /// What [`run_with`](crate::run_with) does when the job fails: restart it from its last
     /// complete checkpoint, or give up.
     pub restart: RestartStrategy,
     /// At-least-once by acking (chapter 5), with this tree timeout: every

@@ -28,7 +28,7 @@
 //! group once its session times out; they resume from their last complete
 //! checkpoint, so nothing committed is lost and records after it are read
 //! again (what a replay writes to an output topic is an upsert, or is
-//! dropped by an [`OriginFilter`](streamwork::connectors::kafka::OriginFilter) downstream).
+//! dropped by an [`OriginFilter`](streamwork_connectors::kafka::OriginFilter) downstream).
 //!
 //! A process processes only partitions it owns: the group's coordinator
 //! consumer never reads (its partitions are paused), and a partition's job

@@ -106,7 +106,7 @@ type LoadFn<M, K, V> =
     fn(&Restore<'_>, &[(InstanceIdx, &[u8])]) -> Result<RestoredEntries<M, K, V>, StateError>;
 
 /// Snapshots and restores keyed entries `(K, V)` with metadata `M`, by key
-/// group (see the [module docs](self)). Copy: two function pointers.
+/// group. Copy: two function pointers.
 pub struct KeyedCodec<M, K, V> {
     save: SaveFn<M, K, V>,
     load: LoadFn<M, K, V>,
@@ -140,7 +140,7 @@ pub const KEYED_PARTS_SCHEMA: u32 = 1;
 
 /// The container of a snapshot whose [`KeyedParts`] are archived off the
 /// task thread ([`KeyedCodec::snapshot_beside`]): the snapshot's own bytes
-/// are empty, and the parts are its side record [`BESIDE_STREAM`].
+/// are empty, and the parts are its side record `BESIDE_STREAM`.
 pub const KEYED_PARTS_BESIDE_SCHEMA: u32 = 2;
 
 /// The side stream that holds the parts of a snapshot taken beside.
@@ -251,7 +251,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
     /// is called when the checkpoint is written (it reads state the
     /// operator froze, copy-on-write, so that the task thread only pauses to
     /// freeze it), and the archive is written beside the snapshot, as its
-    /// side record [`BESIDE_STREAM`]. [`restore`](Self::restore) reads both
+    /// side record `BESIDE_STREAM`. [`restore`](Self::restore) reads both
     /// kinds.
     pub fn snapshot_beside<F>(&self, meta: M, entries: F, key_groups: KeyGroups) -> StateBytes
     where
@@ -423,7 +423,7 @@ where
 /// to checkpoint them: the codec, once the operator is built to checkpoint
 /// (`.checkpointed()` on windows and joins), and the job's key groups.
 /// Disabled by default, when the operator answers
-/// [`checkpoints_state`](streamwork::core::Operator::checkpoints_state) with
+/// `Operator::checkpoints_state` (in `streamwork::core`) with
 /// [`is_enabled`](Self::is_enabled)'s `false`.
 pub struct KeyedCheckpoint<M, K, V> {
     codec: Option<KeyedCodec<M, K, V>>,
@@ -557,7 +557,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
     }
 }
 
-/// Checkpoints an operator's [`Timers`](streamwork::core::timer::Timers) by
+/// Checkpoints an operator's `Timers` (`streamwork::core::timer`) by
 /// key group, so that a restored instance (at any parallelism) gets the
 /// timers of the keys it now owns.
 ///

@@ -159,7 +159,7 @@ impl<T: Clone + Default> CowCell<T> {
 type Shard<K, V> = CowCell<Table<K, V>>;
 
 /// A map from keys to values, cut into shards that a checkpoint freezes
-/// and shares instead of copying; see the [module docs](self).
+/// and shares instead of copying.
 pub struct CowMap<K, V> {
     shards: Box<[Shard<K, V>]>,
     len: usize,

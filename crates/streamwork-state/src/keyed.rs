@@ -335,7 +335,7 @@ where
 }
 
 /// Restores an operator's keyed state inside
-/// [`Operator::restore`](streamwork::core::Operator::restore): the parts every
+/// `Operator::restore` (in `streamwork::core`): the parts every
 /// old instance wrote with [`snapshot_keyed`], filtered to the key groups this
 /// instance now owns, read in place.
 ///

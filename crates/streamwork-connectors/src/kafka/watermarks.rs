@@ -82,7 +82,7 @@ impl PartitionWatermarks {
 
     /// The partitions this instance reads, known before their first record
     /// (a source with [`assign`](super::KafkaSource::assign), or a
-    /// [`PartitionTask`](super::group::PartitionTask)): each holds the
+    /// `PartitionTask` (in `streamwork::scaleout`)): each holds the
     /// watermark back until it shows a record or goes idle, so that a
     /// partition read late does not find its window closed by the others.
     /// Without this a partition counts from its first record.

@@ -1,7 +1,7 @@
 //! The Nexmark queries as Streamwork jobs. Every query reads [`Event`]s from a
 //! [`NexmarkSource`], stamps them through the standard watermark (`dateTime -
 //! 4 s`, late events dropped and counted where the input is read), and writes
-//! JSON rows to a [`RowSink`].
+//! JSON rows to a [`RowSink`](crate::sink::RowSink).
 
 mod daily;
 mod q0;

@@ -9,7 +9,7 @@
 //!
 //! * A source's collector starts a tree for each record it emits, keeping a
 //!   copy of the record to replay ([`SourceTrees`], through the collector's
-//!   [`Lineage`](streamwork::core::lineage::Lineage): [`RootedLineage`]).
+//!   [`Lineage`](streamwork_core::lineage::Lineage): [`RootedLineage`]).
 //! * Inside a task, records move with their roots only: an operator's
 //!   outputs inherit the root of the record being processed.
 //! * Where a record crosses a channel, the dispatcher gives the copy it sends
@@ -26,8 +26,8 @@
 //! A tree that has not reached zero within the timeout (a record dropped by
 //! a full edge, say) is replayed by its source, as a new tree.
 //!
-//! [`RootId`]: streamwork::core::RootId
-//! [`RootId::UNTRACKED`]: streamwork::core::RootId::UNTRACKED
+//! [`RootId`]: streamwork_core::RootId
+//! [`RootId::UNTRACKED`]: streamwork_core::RootId::UNTRACKED
 
 mod lineage;
 mod reports;

@@ -34,7 +34,7 @@ pub(crate) type FreshTree<T> = (RootId, u64, Record<T>);
 
 impl<T: Data> SourceTrees<T> {
     /// Numbers the tree of a new source record (no lock): the collector
-    /// hands it over with [`begin_all`](Self::begin_all) before it
+    /// hands it over with `begin_all` before it
     /// dispatches the record.
     #[inline]
     pub fn next_root(&self) -> RootId {

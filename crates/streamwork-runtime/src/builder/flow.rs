@@ -40,8 +40,7 @@ use streamwork_state::{Fold, Reduce, StateData};
 
 use super::{JobBuilder, promise};
 
-/// A stream with the builder it belongs to, to chain steps on; see the
-/// [module docs](self).
+/// A stream with the builder it belongs to, to chain steps on.
 pub struct Flow<'j, T, Tm, D> {
     job: &'j mut JobBuilder<D>,
     stream: Stream<T, Tm>,

@@ -52,14 +52,14 @@ pub struct PortInfo {
 pub enum Guarantee {
     /// A source: whether it resumes from its checkpointed position.
     Source {
-        /// [`Source::replayable`](streamwork::core::Source::replayable).
+        /// [`Source::replayable`](streamwork_core::Source::replayable).
         replayable: bool,
     },
     /// An operator: what it keeps across records.
     Operator(Statefulness),
     /// A sink: whether what it publishes is exactly a failure-free run's.
     Sink {
-        /// [`Sink::exactly_once`](streamwork::core::Sink::exactly_once).
+        /// [`Sink::exactly_once`](streamwork_core::Sink::exactly_once).
         exactly_once: bool,
     },
 }
