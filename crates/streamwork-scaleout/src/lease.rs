@@ -19,20 +19,16 @@
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::lease_clock::{Holding, LOOK, Silence, spawn, watch};
+use crate::lease_clock::{Holding, Kept, LOOK, Silence};
 
 /// A held lease: refreshed by a thread of its own (the keeper) and
 /// watched by another (the watchdog) until released.
 pub(crate) struct Lease {
     path: PathBuf,
-    holding: Arc<Holding>,
-    done: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    kept: Kept,
 }
 
 /// What holds the lease of `path` now, if another holds it.
@@ -101,95 +97,60 @@ impl Lease {
         let staging = dir.join(format!("OWNER.{member}"));
         fs::write(&staging, member)?;
         fs::rename(&staging, &path)?;
-        // Dropped on an error below, the lease stops the threads it has.
-        let mut lease = Lease {
-            path: path.clone(),
-            holding: Arc::new(Holding::new(member, started, stale)),
-            done: Arc::new(AtomicBool::new(false)),
-            threads: Vec::with_capacity(2),
-        };
-        let keeper = {
-            let (holding, done) = (lease.holding.clone(), lease.done.clone());
-            move || keep(&path, &holding, &done)
-        };
-        lease.threads.push(spawn("partition-lease", keeper)?);
-        let watchdog = {
-            let (holding, done) = (lease.holding.clone(), lease.done.clone());
-            move || watch(&holding, &done)
-        };
-        lease.threads.push(spawn("lease-watchdog", watchdog)?);
-        Ok(Some(lease))
+        let kept = Kept::start(Holding::new(member, started, stale), {
+            let path = path.clone();
+            move |holding| refresh(&path, holding)
+        })?;
+        Ok(Some(Lease { path, kept }))
     }
 
     /// Registers what to do when the lease is lost (done at once if it
     /// already is).
     pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
-        self.holding.on_lost(on_lost);
+        self.kept.holding().on_lost(on_lost);
     }
 
     /// Whether the lease was lost.
     pub(crate) fn is_lost(&self) -> bool {
-        self.holding.is_lost()
+        self.kept.holding().is_lost()
     }
 
     /// Gives the lease up (if it is still this member's).
     pub(crate) fn release(mut self) {
-        self.stop_threads();
+        self.kept.stop();
         if self.is_lost() {
             return;
         }
-        if matches!(fs::read_to_string(&self.path), Ok(m) if m.trim() == self.holding.member()) {
+        let member = self.kept.holding().member();
+        if matches!(fs::read_to_string(&self.path), Ok(m) if m.trim() == member) {
             let _ = fs::remove_file(&self.path);
         }
     }
-
-    fn stop_threads(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
 }
 
-impl Drop for Lease {
-    fn drop(&mut self) {
-        self.stop_threads();
+/// Refreshes the lease's time once; marks it lost when the file names
+/// another process, or is gone (it was taken over).
+fn refresh(path: &Path, holding: &Holding) {
+    let started = Instant::now();
+    match fs::read_to_string(path) {
+        Ok(named) if named.trim() != holding.member() => {
+            let taker = named.trim().to_string();
+            holding.lose(&format!("{}: taken over by `{taker}`", path.display()));
+            return;
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            holding.lose(&format!("{}: removed by another process", path.display()));
+            return;
+        }
+        _ => {}
     }
-}
-
-/// Refreshes the lease's time until `done` or lost; marks it lost when the
-/// file names another process, or is gone (it was taken over).
-fn keep(path: &Path, holding: &Holding, done: &AtomicBool) {
-    let every = holding.refresh_every();
-    let mut since = Duration::ZERO;
-    while !done.load(Ordering::Relaxed) && !holding.is_lost() {
-        std::thread::sleep(LOOK);
-        since += LOOK;
-        if since < every {
-            continue;
-        }
-        since = Duration::ZERO;
-        let started = Instant::now();
-        match fs::read_to_string(path) {
-            Ok(named) if named.trim() != holding.member() => {
-                let taker = named.trim().to_string();
-                holding.lose(&format!("{}: taken over by `{taker}`", path.display()));
-                continue;
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                holding.lose(&format!("{}: removed by another process", path.display()));
-                continue;
-            }
-            _ => {}
-        }
-        match File::options()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.set_modified(SystemTime::now()))
-        {
-            Ok(()) => holding.refreshed(started),
-            Err(error) => tracing::warn!("{}: refreshing the lease: {error}", path.display()),
-        }
+    match File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(SystemTime::now()))
+    {
+        Ok(()) => holding.refreshed(started),
+        Err(error) => tracing::warn!("{}: refreshing the lease: {error}", path.display()),
     }
 }
 
@@ -207,6 +168,8 @@ pub(crate) fn member_name() -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn dir(name: &str) -> PathBuf {

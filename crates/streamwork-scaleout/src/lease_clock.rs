@@ -10,12 +10,13 @@
 //!   ([`Holding`]). A successor first sees that refresh after it was
 //!   written, and waits the whole stale time from then, so the holder has
 //!   stopped counting the lease as its own before anyone else may take it,
-//!   even when a refresh hangs. A watchdog thread ([`watch`]) finds the
+//!   even when a refresh hangs. A watchdog thread ([`Kept`]) finds the
 //!   lease lost when that time has passed, whatever the refreshing thread
 //!   is doing, and calls what was registered for the loss.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How often a held lease is refreshed at most, and how often a waiting
@@ -154,20 +155,79 @@ impl Holding {
     }
 }
 
-/// The watchdog: finds the lease lost when it was not refreshed in time,
-/// whatever the refreshing thread is doing (a refresh may hang), until
-/// `done`.
-pub(crate) fn watch(holding: &Holding, done: &AtomicBool) {
-    while !done.load(Ordering::Relaxed) && holding.held(Instant::now()) {
-        std::thread::sleep(LOOK);
+/// A held lease's two threads, until it is released (or dropped): the
+/// keeper, which calls `refresh` (one attempt, which reports through the
+/// [`Holding`]) about every [`Holding::refresh_every`] until the lease is
+/// lost, and the watchdog, which finds it lost when it was not refreshed in
+/// time, whatever the keeper is doing (a refresh may hang).
+pub(crate) struct Kept {
+    holding: Arc<Holding>,
+    done: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Kept {
+    /// Starts both threads for `holding`.
+    pub(crate) fn start(
+        holding: Holding,
+        mut refresh: impl FnMut(&Holding) + Send + 'static,
+    ) -> std::io::Result<Kept> {
+        // Dropped on an error below, it stops the threads it has.
+        let mut kept = Kept {
+            holding: Arc::new(holding),
+            done: Arc::new(AtomicBool::new(false)),
+            threads: Vec::with_capacity(2),
+        };
+        let keeper = {
+            let (holding, done) = (kept.holding.clone(), kept.done.clone());
+            move || {
+                let every = holding.refresh_every();
+                let mut since = Duration::ZERO;
+                while !done.load(Ordering::Relaxed) && !holding.is_lost() {
+                    std::thread::sleep(LOOK);
+                    since += LOOK;
+                    if since >= every {
+                        since = Duration::ZERO;
+                        refresh(&holding);
+                    }
+                }
+            }
+        };
+        kept.threads.push(spawn("partition-lease", keeper)?);
+        let watchdog = {
+            let (holding, done) = (kept.holding.clone(), kept.done.clone());
+            move || {
+                while !done.load(Ordering::Relaxed) && holding.held(Instant::now()) {
+                    std::thread::sleep(LOOK);
+                }
+            }
+        };
+        kept.threads.push(spawn("lease-watchdog", watchdog)?);
+        Ok(kept)
+    }
+
+    /// The lease as its holder sees it.
+    pub(crate) fn holding(&self) -> &Arc<Holding> {
+        &self.holding
+    }
+
+    /// Stops both threads (waiting for a refresh under way).
+    pub(crate) fn stop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
     }
 }
 
-/// Starts a thread of a lease (its keeper or its watchdog).
-pub(crate) fn spawn(
-    name: &str,
-    work: impl FnOnce() + Send + 'static,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
+impl Drop for Kept {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts a thread of a lease.
+fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(work)
@@ -175,8 +235,6 @@ pub(crate) fn spawn(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     #[test]

@@ -19,52 +19,23 @@
 //! [`StoreLease::on_lost`] registered is called (the group runner stops the
 //! partition's job there, so its sinks stop writing).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use streamwork_state::{CheckpointStore, GuardedStore, StateError, WriteGuard};
 
-use crate::lease_clock::{Holding, LOOK, Silence, spawn, watch};
+use crate::lease_clock::{Holding, Kept, LOOK, Silence};
 
 /// The lease object's name in the partition's store.
 const OWNER: &str = "OWNER";
-
-/// What the holder, its keeper, its watchdog and its fenced store share.
-#[derive(Debug)]
-pub(crate) struct LeaseState {
-    holding: Holding,
-    /// The version of the holder's last write.
-    version: Mutex<String>,
-}
-
-impl LeaseState {
-    /// `Ok` if the lease is still this process's.
-    fn check(&self, store: &dyn CheckpointStore, object: &str) -> Result<(), StateError> {
-        if !self.holding.held(Instant::now()) {
-            return Err(StateError::Store {
-                store: format!("{store:?}"),
-                action: "write",
-                object: object.to_string(),
-                reason: format!(
-                    "`{}` lost the partition's lease (another process took it over, or the lease could not be refreshed for most of the stale time): it publishes no more checkpoints of it",
-                    self.holding.member()
-                ),
-            });
-        }
-        Ok(())
-    }
-}
 
 /// A lease held in a store, refreshed by a thread of its own (the keeper)
 /// and watched by another (the watchdog, which finds it lost even while a
 /// refresh hangs) until released.
 pub(crate) struct StoreLease {
     store: Arc<dyn CheckpointStore>,
-    state: Arc<LeaseState>,
-    done: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    kept: Kept,
 }
 
 /// `MEMBER UNIX_MS.WRITE`: the time is for people reading the store (no
@@ -134,132 +105,86 @@ impl StoreLease {
             }
             std::thread::sleep(LOOK);
         };
-        let state = Arc::new(LeaseState {
-            holding: Holding::new(member, started, stale),
-            version: Mutex::new(version),
-        });
-        let done = Arc::new(AtomicBool::new(false));
-        // Dropped on an error below, the lease stops the threads it has.
-        let mut lease = StoreLease {
-            store: store.clone(),
-            state: state.clone(),
-            done: done.clone(),
-            threads: Vec::with_capacity(2),
-        };
-        let keeper = {
-            let (store, state, done) = (store, state.clone(), done.clone());
-            move || keep(&*store, &state, &done)
-        };
-        lease
-            .threads
-            .push(spawn("partition-lease", keeper).map_err(thread_error)?);
-        let watchdog = move || watch(&state.holding, &done);
-        lease
-            .threads
-            .push(spawn("lease-watchdog", watchdog).map_err(thread_error)?);
-        Ok(Some(lease))
+        let kept = Kept::start(Holding::new(member, started, stale), {
+            let (store, mut version) = (store.clone(), version);
+            move |holding| refresh(&*store, &mut version, holding)
+        })
+        .map_err(|e| StateError::Store {
+            store: "partition lease".to_string(),
+            action: "start a thread of",
+            object: OWNER.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Some(StoreLease { store, kept }))
     }
 
     /// The partition's store, refusing writes once the lease is lost.
     pub(crate) fn fenced(&self) -> Arc<dyn CheckpointStore> {
         Arc::new(Fenced::with_guard(
             self.store.clone(),
-            Fence(self.state.clone()),
+            Fence(self.kept.holding().clone()),
         ))
     }
 
     /// Registers what to do when the lease is lost (done at once if it
     /// already is).
     pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
-        self.state.holding.on_lost(on_lost);
+        self.kept.holding().on_lost(on_lost);
     }
 
     /// Whether the lease was lost.
     pub(crate) fn is_lost(&self) -> bool {
-        self.state.holding.is_lost()
+        self.kept.holding().is_lost()
     }
 
     /// Gives the lease up (after the job's final checkpoint).
     pub(crate) fn release(mut self) {
-        self.stop_threads();
+        self.kept.stop();
         if self.is_lost() {
             return;
         }
         // Removed only if still this process's.
         if let Ok(Some((bytes, _))) = self.store.read_versioned(OWNER)
-            && holder(&bytes).is_some_and(|member| member == self.state.holding.member())
+            && holder(&bytes).is_some_and(|member| member == self.kept.holding().member())
             && let Err(error) = self.store.delete(OWNER)
         {
             tracing::warn!("releasing the partition lease: {error}");
         }
     }
-
-    fn stop_threads(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
 }
 
-impl Drop for StoreLease {
-    fn drop(&mut self) {
-        self.stop_threads();
-    }
-}
-
-/// A lease thread that could not start.
-fn thread_error(error: std::io::Error) -> StateError {
-    StateError::Store {
-        store: "partition lease".to_string(),
-        action: "start a thread of",
-        object: OWNER.to_string(),
-        reason: error.to_string(),
-    }
-}
-
-/// Refreshes the lease until `done` or lost; marks it lost when a refresh
-/// is refused.
-fn keep(store: &dyn CheckpointStore, state: &LeaseState, done: &AtomicBool) {
-    let every = state.holding.refresh_every();
-    let mut since = Duration::ZERO;
-    while !done.load(Ordering::Relaxed) && !state.holding.is_lost() {
-        std::thread::sleep(LOOK);
-        since += LOOK;
-        if since < every {
-            continue;
+/// Refreshes the lease once, on the version written last; marks it lost
+/// when the refresh is refused (another process took it over).
+fn refresh(store: &dyn CheckpointStore, version: &mut String, holding: &Holding) {
+    let started = Instant::now();
+    match store.write_if(OWNER, content(holding.member()), Some(version)) {
+        Ok(Some(next)) => {
+            *version = next;
+            holding.refreshed(started);
         }
-        since = Duration::ZERO;
-        let version = state
-            .version
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let started = Instant::now();
-        match store.write_if(OWNER, content(state.holding.member()), Some(&version)) {
-            Ok(Some(next)) => {
-                *state.version.lock().unwrap_or_else(|p| p.into_inner()) = next;
-                state.holding.refreshed(started);
-            }
-            Ok(None) => {
-                state
-                    .holding
-                    .lose(&format!("{store:?}: taken over by another process"));
-            }
-            Err(error) => {
-                tracing::warn!("{store:?}: refreshing the partition lease: {error}");
-            }
-        }
+        Ok(None) => holding.lose(&format!("{store:?}: taken over by another process")),
+        Err(error) => tracing::warn!("{store:?}: refreshing the partition lease: {error}"),
     }
 }
 
 /// What makes a partition's store refuse writes once its lease is lost.
 #[derive(Debug)]
-struct Fence(Arc<LeaseState>);
+struct Fence(Arc<Holding>);
 
 impl WriteGuard for Fence {
     fn before_write(&self, store: &dyn CheckpointStore, object: &str) -> Result<(), StateError> {
-        self.0.check(store, object)
+        if self.0.held(Instant::now()) {
+            return Ok(());
+        }
+        Err(StateError::Store {
+            store: format!("{store:?}"),
+            action: "write",
+            object: object.to_string(),
+            reason: format!(
+                "`{}` lost the partition's lease (another process took it over, or the lease could not be refreshed for most of the stale time): it publishes no more checkpoints of it",
+                self.0.member()
+            ),
+        })
     }
 }
 
