@@ -100,7 +100,7 @@ fn produce(brokers: &str, topic: &str, records: Vec<(u64, u32)>) {
 
 fn store(prefix: &str, root: &Path) -> Arc<dyn CheckpointStore> {
     #[cfg(feature = "s3")]
-    if let Some((endpoint, bucket)) = support::s3_server() {
+    if let Some((endpoint, bucket)) = support::s3_server_if_running() {
         println!("checkpoints in s3://{bucket} at {endpoint}");
         return Arc::new(
             streamwork::state::ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, prefix)

@@ -11,14 +11,19 @@ use streamwork::prelude::*;
 const WARM_UP_KEY: &[u8] = b"streamwork-test-warm-up";
 
 /// The test broker (`STREAMWORK_KAFKA_BROKERS`), or `None` after saying
-/// the test is skipped.
+/// the test is skipped. Under CI (`CI` set) a missing broker fails the
+/// test instead: CI starts it, and a test that skips there proves nothing.
 pub fn brokers() -> Option<String> {
     match std::env::var("STREAMWORK_KAFKA_BROKERS") {
         Ok(brokers) if !brokers.is_empty() => Some(brokers),
         _ => {
-            println!(
-                "skipped: no broker (set STREAMWORK_KAFKA_BROKERS, see scripts/kafka-test-broker.sh)"
+            let missing =
+                "no broker (set STREAMWORK_KAFKA_BROKERS, see scripts/kafka-test-broker.sh)";
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{missing}: under CI every Kafka test runs"
             );
+            println!("skipped: {missing}");
             None
         }
     }
