@@ -432,6 +432,18 @@ pub trait Sink: Clone + Send + 'static {
         self.flush()
     }
 
+    /// The sink's own part of checkpoint `checkpoint`, taken right after
+    /// [`pre_commit`](Self::pre_commit): what it staged and has not made
+    /// visible yet, kept in the checkpoint (and so in its store) rather than
+    /// in a directory of one machine, so that whichever process restores
+    /// the checkpoint finds it in [`Restore::parts`] and can publish it (a
+    /// write-ahead sink). `None` (the default): the sink keeps nothing in
+    /// checkpoints.
+    fn snapshot(&mut self, checkpoint: CheckpointId) -> Result<Option<StateBytes>, ConnectorError> {
+        let _ = checkpoint;
+        Ok(None)
+    }
+
     /// Checkpoints up to `checkpoint` are complete: make what was staged for
     /// them visible. [`CheckpointId::FINAL`] commits everything staged, at
     /// end of input.

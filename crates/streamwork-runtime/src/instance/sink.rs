@@ -103,10 +103,11 @@ impl<S: Sink> Kind for SinkKind<S> {
     }
 
     /// Everything written since the last barrier belongs to `checkpoint`:
-    /// staged, not yet visible. A sink keeps no state of its own.
+    /// staged, not yet visible; the sink's part is what it keeps of that in
+    /// the checkpoint (a write-ahead sink), if anything.
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         self.sink.pre_commit(ctx.checkpoint)?;
-        Ok(None)
+        Ok(self.sink.snapshot(ctx.checkpoint)?)
     }
 
     fn after_barrier(&mut self, env: &Env) -> Result<(), TaskError> {
