@@ -25,10 +25,16 @@
 //!    `GROUP-totalled-in-repartition`, the counts by first letter: how many
 //!    words each letter starts, to the totals topic.
 //!
-//! The runner creates the two repartition topics and drops what a stage
-//! restarted from a checkpoint writes into them again. Without Kafka
-//! transactions (tansu has none), the counts and totals are exact in the
-//! outputs' last value per key, whatever process dies when.
+//! The runner creates the two repartition topics. What a stage writes into
+//! one reaches the next stage only once the checkpoint that covers it is
+//! complete, so the counts and totals are exact in the outputs' last value
+//! per key, whatever process dies when, without Kafka transactions.
+//!
+//! With `--nondeterministic`, every stage emits what differs from run to
+//! run (and from a replay after a failure): each line's distinct words in
+//! the order of a hash set, and the counts' increments summed by first
+//! letter and emitted when the wall clock or a coin says so; the totals
+//! are sums of those increments. The results are as exact.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -96,6 +102,11 @@ struct Args {
     /// graph, its stages and their topics.
     #[arg(long)]
     job_page: Option<String>,
+    /// Count each line's distinct words, emitted in hash-set order, and
+    /// send the letter totals increments summed at moments chosen by the
+    /// wall clock and by chance (see the module docs).
+    #[arg(long)]
+    nondeterministic: bool,
     /// librdkafka debug contexts for every consumer (`cgrp` for the
     /// consumer group), logged at debug level under the `librdkafka`
     /// target: `STREAMWORK_LOG=info,librdkafka=debug`.
@@ -146,6 +157,79 @@ impl LetterTotals {
     }
 }
 
+/// Each word's count increments by first letter, summed while they wait
+/// and emitted whenever the wall clock ticks or a coin says so: what it
+/// emits differs from run to run. What waits is checkpointed.
+#[derive(Clone, Default, State)]
+struct LetterIncrements {
+    waiting: InstanceState<Vec<(char, u64)>>,
+}
+
+#[operator]
+impl LetterIncrements {
+    fn on_record(&mut self, count: (String, u64), out: &mut Collector<(char, u64)>) {
+        let letter = first_letter(&count);
+        match self.waiting.iter_mut().find(|(l, _)| *l == letter) {
+            Some((_, n)) => *n += 1,
+            None => self.waiting.push((letter, 1)),
+        }
+        if coin() {
+            self.emit_waiting(out);
+        }
+    }
+
+    fn on_processing_time(&mut self, _now: Timestamp, out: &mut Collector<(char, u64)>) {
+        self.emit_waiting(out);
+    }
+
+    fn on_end(&mut self, out: &mut Collector<(char, u64)>) {
+        self.emit_waiting(out);
+    }
+
+    fn emit_waiting(&mut self, out: &mut Collector<(char, u64)>) {
+        for increment in self.waiting.drain(..) {
+            out.emit(increment);
+        }
+    }
+}
+
+/// One time in eight, at random (a fresh hasher's keys are random).
+fn coin() -> bool {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0u8) % 8 == 0
+}
+
+/// The sum of the increments of each letter.
+#[derive(Clone, Default, State)]
+struct LetterSums {
+    sums: KeyedState<char, u64>,
+}
+
+#[operator]
+impl LetterSums {
+    fn on_record(
+        &mut self,
+        letter: CurrentKey<'_, char>,
+        (_, increment): (char, u64),
+        out: &mut Collector<(char, u64)>,
+    ) {
+        let sum = self.sums.get_or_default(letter);
+        *sum += increment;
+        let sum = *sum;
+        out.emit((*letter.get(), sum));
+    }
+}
+
+/// A line's distinct words, in the order of a hash set: another order in
+/// every process, and in a replay.
+fn distinct_words(line: KafkaRecord) -> Vec<String> {
+    let words: std::collections::HashSet<String> = String::from_utf8_lossy(&line.value)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    words.into_iter().collect()
+}
+
 /// A line's words (the source refused lines that are not UTF-8).
 fn words(line: KafkaRecord) -> Vec<String> {
     String::from_utf8_lossy(&line.value)
@@ -188,6 +272,19 @@ fn word_count(args: &Args, totals_topic: &str) -> Result<JobGraph, GraphError> {
         },
     );
     let (c, t) = (args.count_partitions.max(1), args.total_partitions.max(1));
+    if args.nondeterministic {
+        return job! {
+            name "kafka_word_count";
+            delivery at_least_once;
+            source lines = lines;
+            operator words = flat_map(distinct_words) <- lines;
+            operator counted[c] = WordCounts::default() <- words.key(|w: &String| w.clone());
+            operator increments[c] = LetterIncrements::default() <- counted;
+            operator totalled[t] = LetterSums::default() <- increments.key(|(l, _): &(char, u64)| *l);
+            sink counts = counts <- counted;
+            sink totals = totals <- totalled;
+        };
+    }
     job! {
         name "kafka_word_count";
         delivery at_least_once;

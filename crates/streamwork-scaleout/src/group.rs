@@ -59,7 +59,7 @@ use streamwork_runtime::{
 };
 use streamwork_state::{CheckpointStore, StateError};
 
-use crate::exchange::{ExchangeSource, exchange_sink, mark_partitions};
+use crate::exchange::{ExchangeSink, ExchangeSource, Unsent, mark_partitions};
 use crate::lease::{Lease, member_name};
 use crate::store_lease::StoreLease;
 
@@ -413,6 +413,9 @@ pub struct GroupRunner {
     /// Every topic whose end `idle_exit` waits for, in the order data
     /// flows through them.
     done_topics: Vec<String>,
+    /// What this process's exchange sinks have not had acknowledged:
+    /// `idle_exit` waits for none.
+    unsent: Unsent,
 }
 
 impl GroupRunner {
@@ -441,6 +444,7 @@ impl GroupRunner {
             store: None,
             leave: None,
             done_topics: topics.iter().map(|t| t.to_string()).collect(),
+            unsent: Unsent::default(),
         }
     }
 
@@ -541,10 +545,15 @@ impl GroupRunner {
     /// every partition job started; it is the same `job!` that runs in one
     /// process.
     ///
-    /// Records a stage writes again after restarting from a checkpoint
-    /// carry the numbers they carried the first time, and the reading stage
-    /// drops them: across stages, nothing is counted twice, without a
-    /// broker that has transactions.
+    /// What a stage writes into an exchange reaches the next stage only
+    /// once the checkpoint that covers it is complete (it is kept in that
+    /// checkpoint until then), and a stage restored from a checkpoint sends
+    /// what it holds again, numbered as before, for the reader to drop
+    /// what it has read: across stages, nothing is read twice or lost,
+    /// whatever the operators compute in a replay (hash-map order,
+    /// processing time, randomness), without a broker that has
+    /// transactions. Each stage's output is as late as its checkpoint
+    /// interval.
     pub fn run_job(
         mut self,
         job: impl Fn() -> Result<JobGraph, GraphError> + Send + Sync + 'static,
@@ -586,6 +595,8 @@ impl GroupRunner {
             reads,
         };
         let stages = routing.clone();
+        let key_groups = plan.key_groups;
+        let unsent = self.unsent.clone();
         let build: Build = Arc::new(move |task: &PartitionTask| {
             let graph = job().map_err(GroupError::Plan)?;
             let (Some(stage), _, _) = stages.task_of(&task.topic) else {
@@ -613,7 +624,17 @@ impl GroupRunner {
                         &extra,
                     )
                 },
-                |x| exchange_sink(&brokers, &x.log_name(&group), x.partitions, &extra),
+                |x| {
+                    ExchangeSink::new(
+                        &brokers,
+                        &x.log_name(&group),
+                        x.partitions,
+                        key_groups,
+                        partition as u32,
+                        &extra,
+                        unsent.clone(),
+                    )
+                },
             )?)
         });
         self.run_with(build, routing)
@@ -802,9 +823,13 @@ impl GroupRunner {
             // Not before the group has given this process its share (a
             // process still joining knows nothing of the group's work), or
             // given up waiting for it.
+            // Nor while an exchange sink holds what a completed checkpoint
+            // covers and the brokers have not acknowledged: it is on its way
+            // into a topic that may look read to its end until it arrives.
             if let Some(idle) = self.idle_exit
                 && quiet_since.elapsed() >= idle
                 && (!unassigned || given_up)
+                && self.unsent.bytes() == 0
             {
                 if self.group_is_done(consumer, &probe)? {
                     tracing::info!(

@@ -3,8 +3,9 @@
 //! [`JobGraph::into_stage`](crate::JobGraph::into_stage) where only the
 //! graph is known.
 //!
-//! * [`EncodeExchange`] numbers and encodes each record into an
-//!   [`Envelope`], for the runner's sink to write to the exchange's log;
+//! * [`EncodeExchange`] encodes each record into an [`Envelope`] (its
+//!   key's hash and its bytes), for the runner's sink, which numbers what
+//!   it writes, to write to the exchange's log;
 //! * [`ExchangeSource`] decodes the envelopes the runner's source reads
 //!   back into records.
 
@@ -19,10 +20,6 @@ use streamwork_core::{
 };
 
 use crate::builder::{NodeDef, operator_node, source_node};
-
-/// The layout of [`EncodeExchange`]'s snapshot: the last sequence number,
-/// 8 bytes.
-const SEQ_SCHEMA: u32 = 1;
 
 /// Makes the encoding operator of an exchange: its name, the writer.
 type EncodeMaker = Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>;
@@ -51,7 +48,7 @@ impl ExchangeEnds {
                 let operator = EncodeExchange {
                     exchange: encoder.clone(),
                     writer,
-                    seq: 0,
+                    encoded: 0,
                     failed: None,
                 };
                 operator_node(name, 1, operator, vec![()])
@@ -68,8 +65,8 @@ impl ExchangeEnds {
         }
     }
 
-    /// The operator that numbers and encodes the records writer `writer`
-    /// sends into the exchange.
+    /// The operator that encodes the records writer `writer` sends into the
+    /// exchange.
     pub(crate) fn encode_node(&self, name: &str, writer: u32) -> NodeDef {
         (self.encode)(name, writer)
     }
@@ -80,14 +77,17 @@ impl ExchangeEnds {
     }
 }
 
-/// Numbers each record (1, 2, 3, ... across checkpoints: the number is part
-/// of the operator's state, so a replay from a checkpoint numbers the same
-/// records the same) and encodes it into an [`Envelope`].
+/// Encodes each record into an [`Envelope`]: its key's hash and its bytes.
+/// It keeps nothing across records: the runner's sink numbers what it
+/// writes, and writes it only once the checkpoint that covers it is
+/// complete (see `streamwork::scaleout`), so a replay may encode other
+/// records than the first run did.
 #[derive(Clone)]
 pub(crate) struct EncodeExchange<T> {
     exchange: Exchange<T>,
     writer: u32,
-    seq: u64,
+    /// Records encoded so far (for the message of a record that cannot be).
+    encoded: u64,
     /// A record that could not be encoded: the next checkpoint fails with it.
     failed: Option<String>,
 }
@@ -99,11 +99,11 @@ impl<T: Data> Operator for EncodeExchange<T> {
     type Time = AnyTime;
 
     fn statefulness(&self) -> Statefulness {
-        Statefulness::Checkpointed
+        Statefulness::Stateless
     }
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, NoKey, Collector<Envelope>>) {
-        self.seq += 1;
+        self.encoded += 1;
         let mut payload = Vec::new();
         if let Err(error) = (self.exchange.encode)(&value, &mut payload) {
             // serde formats fail only on what they cannot represent (a
@@ -111,7 +111,7 @@ impl<T: Data> Operator for EncodeExchange<T> {
             // the job fails rather than go on without the record.
             self.failed.get_or_insert(format!(
                 "record {} of `{}` cannot be encoded: {error}",
-                self.seq,
+                self.encoded,
                 std::any::type_name::<T>()
             ));
             return;
@@ -119,7 +119,7 @@ impl<T: Data> Operator for EncodeExchange<T> {
         let envelope = Envelope {
             key_hash: (self.exchange.key_hash)(&value),
             writer: self.writer,
-            seq: self.seq,
+            seq: 0,
             payload,
         };
         match ctx.timestamp() {
@@ -129,31 +129,10 @@ impl<T: Data> Operator for EncodeExchange<T> {
     }
 
     fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        if let Some(failed) = &self.failed {
-            return Err(TaskError::Connector(ConnectorError::user(failed.clone())));
+        match &self.failed {
+            Some(failed) => Err(TaskError::Connector(ConnectorError::user(failed.clone()))),
+            None => Ok(None),
         }
-        Ok(Some(StateBytes::new(
-            SEQ_SCHEMA,
-            self.seq.to_le_bytes().to_vec(),
-        )))
-    }
-
-    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        for part in &restore.parts {
-            let seq = match (part.schema, <[u8; 8]>::try_from(part.bytes)) {
-                (SEQ_SCHEMA, Ok(bytes)) => u64::from_le_bytes(bytes),
-                _ => {
-                    return Err(TaskError::Restore(format!(
-                        "`{}`: a sequence number of schema {} and {} bytes (this version reads schema {SEQ_SCHEMA}, 8 bytes)",
-                        restore.component,
-                        part.schema,
-                        part.bytes.len()
-                    )));
-                }
-            };
-            self.seq = self.seq.max(seq);
-        }
-        Ok(())
     }
 }
 
@@ -356,38 +335,5 @@ mod tests {
             "{refused}"
         );
         assert!(out.take_buffered().is_empty());
-    }
-
-    #[test]
-    fn encoding_numbers_records_and_the_number_survives_a_restore() {
-        use streamwork_core::checkpoint::RestoredPart;
-        let exchange = Exchange::<u64> {
-            key_hash: Arc::new(|v: &u64| *v),
-            encode: |v: &u64, out: &mut Vec<u8>| v.encode_into(out),
-            decode: u64::decode,
-            watermarked: false,
-        };
-        let mut encode = EncodeExchange {
-            exchange,
-            writer: 3,
-            seq: 0,
-            failed: None,
-        };
-        let ctx = SnapshotContext::single(CheckpointId::new(1));
-        encode.seq = 41;
-        let snapshot = encode.snapshot(&ctx).unwrap().unwrap();
-        let mut restored = encode.clone();
-        restored.seq = 0;
-        let mut restore = Restore::nothing("encode", InstanceIdx(0), 1, KeyGroups::DEFAULT);
-        restore.parts = vec![RestoredPart {
-            part: InstanceIdx(0),
-            schema: snapshot.schema,
-            bytes: &snapshot.bytes,
-        }];
-        restored.restore(&restore).unwrap();
-        assert_eq!(restored.seq, 41, "a replay numbers on from the checkpoint");
-        // A torn number is refused, not read as zero.
-        restore.parts[0].bytes = &snapshot.bytes[..4];
-        assert!(restored.restore(&restore).is_err());
     }
 }
