@@ -10,16 +10,19 @@
 //! the component it enters. [`JobGraph::into_stage`] makes the job of one
 //! partition of one stage: the stage's components, each at parallelism 1,
 //! the source told its partition, each exchange leaving the stage ending
-//! in an operator that numbers and encodes its records and the runner's
-//! sink, each exchange entering it starting at the runner's source.
+//! in an operator that encodes its records and the runner's sink, each
+//! exchange entering it starting at the runner's source.
+//!
+//! The runner's sink must publish what a stage writes only once the
+//! checkpoint that covers it is complete, and the same records again after
+//! a restore from it (write-ahead): then what the next stage reads is what
+//! the restored stage had written, whatever a replay computes, and
+//! operators need not be deterministic. `streamwork::scaleout`'s does.
 //!
 //! What cannot run as stages is refused by name, with the fix: a global,
 //! broadcast or custom grouping (across processes they would reach one
 //! partition's instance only), an event-time exchange (watermarks do not
-//! cross processes yet), a stage that reads two sources, and a stage that
-//! merges two inputs and writes an exchange (the order in which two inputs
-//! interleave differs from run to run, and a replay must number what it
-//! writes as the first run did).
+//! cross processes yet), and a stage that reads two sources.
 
 mod ends;
 
@@ -29,7 +32,7 @@ use std::sync::Arc;
 
 use streamwork_core::grouping::GroupingKind;
 use streamwork_core::stream::Stream;
-use streamwork_core::{Collector, Envelope, JobId, NodeId, Sink, Source};
+use streamwork_core::{Collector, Envelope, JobId, KeyGroups, NodeId, Sink, Source};
 
 pub use self::ends::EnvelopeSource;
 pub(crate) use self::ends::ExchangeEnds;
@@ -68,6 +71,10 @@ pub struct StagePlan {
     pub stages: Vec<Stage>,
     /// The keyed exchanges between them.
     pub exchanges: Vec<ExchangePlan>,
+    /// The job's key groups: a record goes to the exchange partition that
+    /// owns its key's group, as it would go to that instance in one process
+    /// ([`KeyGroups::route`]).
+    pub key_groups: KeyGroups,
 }
 
 /// One stage: components that stay together, run as one job per partition.
@@ -370,24 +377,6 @@ impl JobGraph {
                     ));
                 }
             }
-            // A replay numbers what the stage writes as the first run did
-            // only if the stage's order is its input's.
-            // (Every edge into a node of the stage is a channel of its own
-            // in the stage's job, an exchange's too.)
-            if !stage.outputs.is_empty() {
-                let merges = stage.inputs.len() > 1
-                    || stage
-                        .nodes
-                        .iter()
-                        .any(|n| self.edges().iter().filter(|e| e.to() == *n).count() > 1);
-                if merges {
-                    return Err(refuse(
-                        &stage.name,
-                        "starts a stage that merges two inputs and writes a keyed exchange: two inputs interleave differently in a replay, so the records it writes again could not be told from new ones",
-                        "key the merged stream before it is merged, so that the merge starts a stage that writes no exchange, or run the job in one process",
-                    ));
-                }
-            }
         }
         // Stages that read sources first, then in the order of their
         // exchanges.
@@ -434,6 +423,7 @@ impl JobGraph {
             job: self.name().to_string(),
             stages,
             exchanges,
+            key_groups: self.config().key_groups,
         })
     }
 
@@ -445,9 +435,10 @@ impl JobGraph {
     /// source `input` makes for it. The source is given `link` (see
     /// [`InstanceContext::runner_link`](streamwork_core::InstanceContext::runner_link)).
     ///
-    /// The exchange sinks count as exactly-once: what a replay writes
-    /// again carries the numbers it carried the first time, and the
-    /// reading stage's source drops them ([`EnvelopeSource`]s must).
+    /// The exchange sinks count as exactly-once: they must publish only
+    /// what completed checkpoints cover, and publish it again after a
+    /// restore, numbered so that the reading stage's source drops what it
+    /// already read ([`EnvelopeSource`]s must).
     #[allow(clippy::too_many_arguments)]
     pub fn into_stage<I, O>(
         self,
@@ -513,7 +504,7 @@ impl JobGraph {
                     kept.push(ends.encode_node(&format!("{}:encode", x.name), partition));
                     let write = NodeId(kept.len() as u32);
                     let mut sink = sink_node(&format!("{}:write", x.name), 1, output(x));
-                    // Replays are dropped by the reader (see above).
+                    // Written ahead, deduplicated by the reader (see above).
                     sink.guarantee = Guarantee::Sink { exactly_once: true };
                     kept.push(sink);
                     new_edges.push(EdgeDef {
