@@ -188,7 +188,7 @@ struct WithKey {
 
 #[operator(stateless)]
 impl WithKey {
-    fn on_record(&mut self, value: u64, out: &mut Collector<(u64, u64)>) {
+    fn on_record(&self, value: u64, out: &mut Collector<(u64, u64)>) {
         out.emit((key(value, self.keys), value));
     }
 }

@@ -42,7 +42,7 @@ struct StateEvents {
 
 #[operator(stateless)]
 impl StateEvents {
-    fn on_record(&mut self, value: u64, out: &mut Collector<(u64, u64)>) {
+    fn on_record(&self, value: u64, out: &mut Collector<(u64, u64)>) {
         out.emit((state_key(value, self.keys), value));
     }
 }

@@ -58,7 +58,7 @@ struct ParseVehicles(InputErrors);
 
 #[operator(stateless)]
 impl ParseVehicles {
-    fn on_record(&mut self, line: String, out: &mut Collector<Vehicle>) {
+    fn on_record(&self, line: String, out: &mut Collector<Vehicle>) {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         match fields.as_slice() {
             [kind, zone, time] => match (zone.parse(), time.parse()) {
@@ -81,7 +81,7 @@ struct ParseTemperatures(InputErrors);
 
 #[operator(stateless)]
 impl ParseTemperatures {
-    fn on_record(&mut self, line: String, out: &mut Collector<Temperature>) {
+    fn on_record(&self, line: String, out: &mut Collector<Temperature>) {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         match fields.as_slice() {
             [zone, celsius, time] => match (zone.parse(), celsius.parse(), time.parse()) {

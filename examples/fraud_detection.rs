@@ -118,7 +118,7 @@ struct ParseTransactions {
 
 #[operator(stateless)]
 impl ParseTransactions {
-    fn on_record(&mut self, line: String, out: &mut Collector<Transaction>) {
+    fn on_record(&self, line: String, out: &mut Collector<Transaction>) {
         match Transaction::parse(&line) {
             Ok(transaction) => out.emit(transaction),
             Err(reason) => self.errors.record(format!("`{line}`: {reason}")),

@@ -38,7 +38,7 @@ struct ParseVehicles {
 
 #[operator(stateless)]
 impl ParseVehicles {
-    fn on_record(&mut self, line: String, out: &mut Collector<Vehicle>) {
+    fn on_record(&self, line: String, out: &mut Collector<Vehicle>) {
         let parsed = line
             .split_once(',')
             .and_then(|(kind, speed)| Some((kind.trim(), speed.trim().parse().ok()?)));
@@ -81,7 +81,7 @@ struct SpeedAlert {
 
 #[operator(stateless)]
 impl SpeedAlert {
-    fn on_record(&mut self, vehicle: Vehicle, out: &mut Collector<String>) {
+    fn on_record(&self, vehicle: Vehicle, out: &mut Collector<String>) {
         if vehicle.speed_kmh > self.limit {
             out.emit(format!(
                 "alert\t{}\t{} km/h",

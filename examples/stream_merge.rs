@@ -30,7 +30,7 @@ struct Tag(&'static str);
 
 #[operator(stateless)]
 impl Tag {
-    fn on_record(&mut self, vehicle: String, out: &mut Collector<(&'static str, String)>) {
+    fn on_record(&self, vehicle: String, out: &mut Collector<(&'static str, String)>) {
         out.emit((self.0, vehicle));
     }
 }

@@ -41,7 +41,7 @@ struct ParseSightings {
 
 #[operator(stateless)]
 impl ParseSightings {
-    fn on_record(&mut self, line: String, out: &mut Collector<Sighting>) {
+    fn on_record(&self, line: String, out: &mut Collector<Sighting>) {
         let parsed = line
             .split_once(',')
             .and_then(|(kind, time)| Some((kind.trim().to_string(), time.trim().parse().ok()?)));

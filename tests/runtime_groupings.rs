@@ -16,7 +16,7 @@ impl TagInstance {
         self.instance = ctx.instance().0;
     }
 
-    fn on_record(&mut self, value: u64, out: &mut Collector<(u32, u64)>) {
+    fn on_record(&self, value: u64, out: &mut Collector<(u32, u64)>) {
         out.emit((self.instance, value));
     }
 }

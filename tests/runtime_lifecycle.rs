@@ -11,7 +11,7 @@ struct ExplodeAt(u64);
 
 #[operator(stateless)]
 impl ExplodeAt {
-    fn on_record(&mut self, value: u64, out: &mut Collector<u64>) {
+    fn on_record(&self, value: u64, out: &mut Collector<u64>) {
         if value == self.0 {
             panic!("boom at {value}");
         }

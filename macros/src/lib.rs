@@ -39,7 +39,9 @@ mod state;
 /// State is declared, never assumed: the struct of an impl block is
 /// checkpointed through its `#[derive(State)]` (a compile error without
 /// one), unless the block says it keeps nothing across records,
-/// `#[operator(stateless)]`. A function is stateless.
+/// `#[operator(stateless)]`, which the types then check: its per-record
+/// and per-tick methods take `&self` (`&mut self` is a compile error), so
+/// nothing they do reaches the next record. A function is stateless.
 #[proc_macro_attribute]
 pub fn operator(args: TokenStream, item: TokenStream) -> TokenStream {
     operator::expand(args.into(), item.into()).into()
@@ -58,6 +60,13 @@ pub fn derive_outputs(item: TokenStream) -> TokenStream {
 /// `InstanceState<T>`), unless marked `#[state(transient)]`. A field added
 /// later starts empty; a field removed is refused at restore unless the
 /// struct says `#[state(forget("name"))]`.
+///
+/// A transient field is left out of checkpoints, so it must hold nothing an
+/// output depends on across records (configuration, a cache, a scratch
+/// buffer): after a restore it starts as `Default` makes it. A state kind
+/// marked transient is a compile error (in a struct without generic
+/// parameters); for other types the types cannot tell, and the mark is the
+/// author's promise.
 #[proc_macro_derive(State, attributes(state))]
 pub fn derive_state(item: TokenStream) -> TokenStream {
     state::expand(item.into()).into()

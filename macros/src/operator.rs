@@ -325,6 +325,9 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             "`stateless` and `at_most_once` contradict each other: an operator keeps nothing across records, or keeps state it does not checkpoint",
         ));
     }
+    if args.stateless.is_some() {
+        refuse_mut_self_in_stateless(&block)?;
+    }
     let state = match (args.stateless, args.at_most_once) {
         (Some(_), _) => quote! {
             fn statefulness(&self) -> #p::Statefulness {
@@ -395,6 +398,33 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
     })
 }
 
+/// A stateless operator keeps nothing across records, which the types can
+/// tell: what runs per record or per tick takes `&self`, so nothing it does
+/// can change what it does for the next record (`open` may take `&mut
+/// self`: it prepares the instance before any record).
+fn refuse_mut_self_in_stateless(block: &ItemImpl) -> syn::Result<()> {
+    for name in [
+        "on_record",
+        "on_watermark",
+        "on_processing_time",
+        "on_batch_end",
+        "on_end",
+    ] {
+        if let Some(f) = method(block, name)
+            && let Some(FnArg::Receiver(receiver)) = f.sig.inputs.first()
+            && let Some(mutability) = receiver.mutability
+        {
+            return Err(syn::Error::new(
+                mutability.span(),
+                format!(
+                    "a `#[operator(stateless)]` keeps nothing across records, so `{name}` takes `&self`, not `&mut self`: what it does for one record cannot change what it does for the next; to keep state across records, give the struct `#[derive(State)]` and drop `stateless`"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +445,25 @@ mod tests {
         )
         .to_string();
         assert!(out.contains("ByKey < String >"), "{out}");
+    }
+
+    #[test]
+    fn a_stateless_operator_taking_mut_self_per_record_is_refused() {
+        let out = expand(
+            quote!(stateless),
+            quote!(impl Counter { fn on_record(&mut self, v: u64, out: &mut Collector<u64>) {} }),
+        )
+        .to_string();
+        assert!(out.contains("takes `&self`, not `&mut self`"), "{out}");
+        let out = expand(
+            quote!(stateless),
+            quote!(impl Tag {
+                fn open(&mut self, ctx: &InstanceContext) {}
+                fn on_record(&self, v: u64, out: &mut Collector<u64>) {}
+            }),
+        )
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
     }
 
     #[test]

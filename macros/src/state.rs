@@ -79,8 +79,18 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
     let mut restores = Vec::new();
     let mut known = Vec::new();
     let mut bounds = Vec::new();
+    let mut transient_checks = Vec::new();
     for field in fields {
         if is_transient(&field.attrs)? {
+            // A state kind left out of checkpoints holds state across
+            // records that a restore would not bring back: refused, where
+            // the types can tell (a struct without generic parameters).
+            if input.generics.params.is_empty() {
+                let ty = &field.ty;
+                transient_checks.push(quote_spanned! {ty.span()=>
+                    <#ty as transient_field_is_a_state_kind_that_checkpoints_leave_out<_>>::check();
+                });
+            }
             continue;
         }
         let ident = field.ident.clone().expect("named fields have names");
@@ -109,7 +119,28 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         });
         quote!(where #existing #(#bounds),*)
     };
+    let transient_checks = (!transient_checks.is_empty()).then(|| {
+        quote! {
+            #[allow(non_camel_case_types, dead_code)]
+            const _: () = {
+                // Both impls apply to a state kind, and the call below is
+                // then ambiguous: a compile error naming the trait.
+                trait transient_field_is_a_state_kind_that_checkpoints_leave_out<A> {
+                    fn check() {}
+                }
+                impl<T: ?::std::marker::Sized> transient_field_is_a_state_kind_that_checkpoints_leave_out<()> for T {}
+                struct IsStateKind;
+                impl<T: ?::std::marker::Sized + #p::StateField>
+                    transient_field_is_a_state_kind_that_checkpoints_leave_out<IsStateKind> for T {}
+                fn checks() {
+                    #(#transient_checks)*
+                }
+            };
+        }
+    });
     Ok(quote! {
+        #transient_checks
+
         impl #impl_generics #p::OperatorState for #name #ty_generics #where_clause {
             fn snapshot_state(
                 &mut self,

@@ -55,7 +55,7 @@ struct JoinSideInput {
 
 #[operator(stateless)]
 impl JoinSideInput {
-    fn on_record(&mut self, event: Event, out: &mut Collector<Q13Row>) {
+    fn on_record(&self, event: Event, out: &mut Collector<Q13Row>) {
         let Event::Bid(bid) = event else { return };
         // SQL's MOD: the sign of the dividend (an auction id is never negative).
         let key = (bid.auction % 10_000) as i64;

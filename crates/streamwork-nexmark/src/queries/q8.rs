@@ -29,7 +29,7 @@ serde_rows!(Q8Row);
 
 #[operator(stateless)]
 impl Q8Rows {
-    fn on_record(&mut self, row: JoinRow<u64, Person, Auction>, out: &mut Collector<Q8Row>) {
+    fn on_record(&self, row: JoinRow<u64, Person, Auction>, out: &mut Collector<Q8Row>) {
         let Some(person) = row.left else { return };
         out.emit(Q8Row {
             id: person.id,
