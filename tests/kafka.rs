@@ -15,6 +15,7 @@ use std::time::Duration;
 use streamwork::connectors::kafka::{
     KafkaRecord, KafkaSink, KafkaSource, PartitionWatermarks, create_topic, end_offsets,
 };
+use streamwork::core::checkpoint::RestoredPart;
 use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
 
@@ -228,9 +229,9 @@ fn read_values(brokers: &str, topic: &str) -> Vec<u64> {
     values
 }
 
-/// What a sink `out`, instance 0 of 1, is told when restored from
-/// `checkpoint`.
-fn restored_from(checkpoint: u64) -> Restore<'static> {
+/// What a sink `out`, instance 0 of `parallelism`, is told when restored
+/// from `checkpoint`, whose parts are `parts` (by old instance).
+fn restored_from(checkpoint: u64, parallelism: u32, parts: &[StateBytes]) -> Restore<'_> {
     Restore {
         records: None,
         component: "out",
@@ -238,9 +239,17 @@ fn restored_from(checkpoint: u64) -> Restore<'static> {
         is_final: false,
         ended: Vec::new(),
         instance: InstanceIdx(0),
-        parallelism: 1,
+        parallelism,
         key_groups: KeyGroups::DEFAULT,
-        parts: Vec::new(),
+        parts: parts
+            .iter()
+            .enumerate()
+            .map(|(k, part)| RestoredPart {
+                part: InstanceIdx(k as u32),
+                schema: part.schema,
+                bytes: &part.bytes,
+            })
+            .collect(),
     }
 }
 
@@ -269,7 +278,7 @@ fn a_transactional_sink_publishes_every_record_once_across_a_failure() {
     let sink = KafkaSink::new(&brokers, &output, |r: &KafkaRecord| {
         (r.key.clone(), r.value.clone())
     })
-    .transactional(&output, root.join("staging"));
+    .transactional(&output);
     let graph = job! {
         delivery exactly_once;
         source records[3] = source;
@@ -288,7 +297,9 @@ fn a_transactional_sink_publishes_every_record_once_across_a_failure() {
 }
 
 /// The sink driven by hand through the crashes a job can have around a
-/// checkpoint's completion.
+/// checkpoint's completion, each run in a process of its own that shares
+/// nothing with the others but the brokers and the checkpoints (what a
+/// checkpoint staged is in it: the sink's part).
 #[test]
 fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     let Some(brokers) = transactional_brokers() else {
@@ -296,10 +307,9 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
     };
     let output = topic("tx-restore");
     create_topic(&brokers, &output, 1).unwrap();
-    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-staging"));
     let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
     let open = || {
-        let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
+        let mut sink = number_sink(&brokers, &output).transactional(&output);
         sink.open(&ctx).unwrap();
         sink
     };
@@ -310,32 +320,41 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
         sink.write(Record::new(i)).unwrap();
     }
     sink.pre_commit(CheckpointId::new(1)).unwrap();
+    let first = sink.snapshot(CheckpointId::new(1)).unwrap().unwrap();
     for i in 100..110 {
         sink.write(Record::new(i)).unwrap();
     }
     sink.pre_commit(CheckpointId::new(2)).unwrap();
     drop(sink);
+    // Another process restores checkpoint 1: it publishes what it staged.
     let mut sink = open();
-    sink.restore(&restored_from(1)).unwrap();
-    // Checkpoint 3 is published, but the job dies before it forgets the
-    // staged file (put back by hand here).
+    sink.restore(&restored_from(1, 1, std::slice::from_ref(&first)))
+        .unwrap();
+    // Checkpoint 3 completes and is published; the process dies at once.
     for i in 20..25 {
         sink.write(Record::new(i)).unwrap();
     }
     sink.pre_commit(CheckpointId::new(3)).unwrap();
-    let dir = staging.join(format!("{output}-0"));
-    let staged = dir.join(format!("staged-{:020}", 3));
-    let kept = std::fs::read(&staged).unwrap();
+    let third = sink.snapshot(CheckpointId::new(3)).unwrap().unwrap();
     sink.commit(CheckpointId::new(3)).unwrap();
-    assert!(!staged.exists());
-    std::fs::write(&staged, kept).unwrap();
     drop(sink);
+    // A third restores checkpoint 3, which still holds its records as
+    // staged: the marker says they reached Kafka, so they are not sent again.
     let mut sink = open();
-    sink.restore(&restored_from(3)).unwrap();
-    assert!(!staged.exists(), "a published checkpoint is forgotten");
+    sink.restore(&restored_from(3, 1, std::slice::from_ref(&third)))
+        .unwrap();
     let expected: Vec<u64> = (0..10).chain(20..25).collect();
     assert_eq!(read_values(&brokers, &output), expected);
-    let _ = std::fs::remove_dir_all(&staging);
+    // Restoring checkpoint 1 now would publish 0..10 twice: refused.
+    let error = open()
+        .restore(&restored_from(1, 1, std::slice::from_ref(&first)))
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("has published the output of checkpoint 3"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -345,21 +364,19 @@ fn a_fenced_transactional_sink_cannot_publish() {
     };
     let output = topic("tx-fenced");
     create_topic(&brokers, &output, 1).unwrap();
-    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-fenced"));
     let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
-    let mut zombie = number_sink(&brokers, &output).transactional(&output, &staging);
+    let mut zombie = number_sink(&brokers, &output).transactional(&output);
     zombie.open(&ctx).unwrap();
     for i in 0..5 {
         zombie.write(Record::new(i)).unwrap();
     }
     zombie.pre_commit(CheckpointId::new(1)).unwrap();
     // Its successor opens with the same transactional id.
-    let mut successor = number_sink(&brokers, &output).transactional(&output, &staging);
+    let mut successor = number_sink(&brokers, &output).transactional(&output);
     successor.open(&ctx).unwrap();
     let error = zombie.commit(CheckpointId::new(1)).unwrap_err();
     assert!(error.to_string().contains("fenced"), "{error}");
     assert!(read_values(&brokers, &output).is_empty());
-    let _ = std::fs::remove_dir_all(&staging);
 }
 
 #[test]
@@ -369,8 +386,7 @@ fn a_transactional_sink_in_a_job_without_checkpoints_publishes_at_the_end() {
     };
     let output = topic("tx-plain");
     create_output_topic(&brokers, &output, 2);
-    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-plain"));
-    let sink = number_sink(&brokers, &output).transactional(&output, &staging);
+    let sink = number_sink(&brokers, &output).transactional(&output);
     job! {
         source numbers = GeneratorSource::new(|i: u64| i).take(1_000);
         sink out[2] = sink <- numbers;
@@ -382,7 +398,6 @@ fn a_transactional_sink_in_a_job_without_checkpoints_publishes_at_the_end() {
         read_values(&brokers, &output),
         (0..1_000).collect::<Vec<_>>()
     );
-    let _ = std::fs::remove_dir_all(&staging);
 }
 
 #[test]
@@ -392,9 +407,8 @@ fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_stag
     };
     let output = topic("tx-scale-down");
     create_topic(&brokers, &output, 1).unwrap();
-    let staging = std::env::temp_dir().join(topic("streamwork-kafka-tx-scale-down"));
     let open = |instance: u32, parallelism: u32| {
-        let mut sink = number_sink(&brokers, &output).transactional(&output, &staging);
+        let mut sink = number_sink(&brokers, &output).transactional(&output);
         let ctx = InstanceContext::new(
             "out",
             InstanceIdx(instance),
@@ -405,20 +419,20 @@ fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_stag
         sink
     };
     // Two instances stage checkpoint 1; the job dies once it completes.
+    let mut parts = Vec::new();
     for instance in 0..2 {
         let mut sink = open(instance, 2);
         for i in 0..5 {
             sink.write(Record::new(instance as u64 * 100 + i)).unwrap();
         }
         sink.pre_commit(CheckpointId::new(1)).unwrap();
+        parts.push(sink.snapshot(CheckpointId::new(1)).unwrap().unwrap());
     }
     // Restored at parallelism 1: instance 0 stands for old instance 1 too.
     let mut sink = open(0, 1);
-    sink.restore(&restored_from(1)).unwrap();
-    assert!(!staging.join(format!("{output}-1")).exists());
+    sink.restore(&restored_from(1, 1, &parts)).unwrap();
     let expected: Vec<u64> = (0..5).chain(100..105).collect();
     assert_eq!(read_values(&brokers, &output), expected);
-    let _ = std::fs::remove_dir_all(&staging);
 }
 
 /// A run that takes checkpoints and fails before its first one completes

@@ -1,27 +1,26 @@
 //! The transactional Kafka sink: what a checkpoint covers becomes visible
 //! to `read_committed` readers when the checkpoint completes, once.
 //!
-//! Records are staged, not sent, between checkpoints: appended to a file
-//! of the instance's staging directory, which `pre_commit` makes durable
-//! and names after the checkpoint. When the checkpoint completes, `commit`
-//! sends the staged records in one Kafka transaction that also commits a
-//! marker, the run's epoch and the checkpoint id packed into the offset of
-//! a consumer group of the sink's own (offset metadata would be the natural
-//! place for the run, but not every broker keeps it). The transaction
-//! and its marker land together or not at all, so after a crash `restore`
-//! knows which staged checkpoints reached Kafka (at or below the marker)
-//! and sends the others the completed checkpoint covers. Librdkafka cannot
-//! resume another producer's open transaction, which is why records wait
-//! in files rather than in an open transaction: a crash between a
-//! checkpoint's completion and its commit loses nothing.
+//! Records are staged, not sent, between checkpoints: appended in memory,
+//! and at each barrier made the sink's part of the checkpoint
+//! ([`Sink::snapshot`]), so they live wherever the checkpoints live (in the
+//! checkpoint store when the job has one): a process on another machine
+//! that restores the checkpoint has them. When the checkpoint completes,
+//! `commit` sends the staged records in one Kafka transaction that also
+//! commits a marker, the run's epoch and the checkpoint id packed into the
+//! offset of a consumer group of the sink's own (offset metadata would be
+//! the natural place for the run, but not every broker keeps it). The
+//! transaction and its marker land together or not at all, so after a crash
+//! `restore` knows which staged checkpoints reached Kafka (at or below the
+//! marker) and sends the others the restored checkpoint holds. Librdkafka
+//! cannot resume another producer's open transaction, which is why records
+//! wait in the checkpoint rather than in an open transaction: a crash
+//! between a checkpoint's completion and its commit loses nothing.
 //!
 //! The transactional id fences: opening an instance aborts what a previous
 //! producer with its id left open, and a zombie of that producer can no
 //! longer commit.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
@@ -30,7 +29,9 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use streamwork_core::checkpoint::{CheckpointId, Transactional};
-use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
+use streamwork_core::{
+    ConnectorError, Data, InstanceContext, InstanceIdx, Record, Restore, Sink, StateBytes,
+};
 
 use super::kafka_error;
 use super::origin::ORIGIN_HEADER;
@@ -38,6 +39,9 @@ use super::sink::{KafkaSink, kafka_timestamp, send_waiting};
 
 /// How long a transaction step may take before the sink fails.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// The layout of the sink's part of a checkpoint: its run's epoch and what
+/// it staged and has not published.
+const STAGED_SCHEMA: u32 = 1;
 
 /// A [`KafkaSink`] that publishes each checkpoint's records in a Kafka
 /// transaction when the checkpoint completes (see the module docs); made
@@ -46,11 +50,14 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Readers see each record once with `isolation.level=read_committed`
 /// (the default of a [`KafkaSource`](super::KafkaSource)). Output is as
-/// late as the checkpoint interval.
+/// late as the checkpoint interval. What a checkpoint staged is in the
+/// checkpoint, so nothing is shared between the processes that may run the
+/// sink but the brokers and the checkpoints. Without checkpoints, the
+/// records wait in memory and are published at the end, in one
+/// transaction.
 pub struct TransactionalKafkaSink<T> {
     sink: KafkaSink<T>,
     transactional_id: String,
-    staging: PathBuf,
     instance: Option<Instance>,
 }
 
@@ -59,7 +66,6 @@ impl<T> Clone for TransactionalKafkaSink<T> {
         TransactionalKafkaSink {
             sink: self.sink.clone(),
             transactional_id: self.transactional_id.clone(),
-            staging: self.staging.clone(),
             instance: None,
         }
     }
@@ -69,31 +75,27 @@ impl<T: Data> KafkaSink<T> {
     /// Publishes each checkpoint's records in one transaction when the
     /// checkpoint completes. `transactional_id` names the sink for the
     /// brokers (instance `i` uses `ID-i`, for its producer and the marker
-    /// group): keep it across restarts and unique per sink. `staging` holds
-    /// the records of checkpoints not yet published, `staging/ID-i/`: keep
-    /// it across restarts, on storage every process that may run the
-    /// instance can reach.
-    pub fn transactional(
-        self,
-        transactional_id: &str,
-        staging: impl Into<PathBuf>,
-    ) -> TransactionalKafkaSink<T> {
+    /// group): keep it across restarts and unique per sink.
+    pub fn transactional(self, transactional_id: &str) -> TransactionalKafkaSink<T> {
         TransactionalKafkaSink {
             sink: self,
             transactional_id: transactional_id.to_string(),
-            staging: staging.into(),
             instance: None,
         }
     }
 }
 
-/// One open instance: its staging files and its transactional producer.
+/// One open instance: what it staged and its transactional producer.
 struct Instance {
-    dir: PathBuf,
+    /// `ID-i`.
+    id: String,
     publisher: Publisher,
-    pending: Option<BufWriter<File>>,
+    /// Frames written since the last barrier.
+    pending: Vec<u8>,
+    /// Staged for checkpoints not yet published, oldest first.
+    staged: Vec<(Staged, Vec<u8>)>,
     /// Whether this run's epoch is set: by `restore`, or by the first
-    /// write of a fresh run (which first clears what an older run left).
+    /// write of a fresh run.
     started: bool,
     /// Whether the job takes checkpoints; without, `close` publishes.
     checkpointed: bool,
@@ -162,17 +164,14 @@ impl Publisher {
             }))
     }
 
-    /// Sends one staged file and its marker in one transaction.
-    fn publish(&self, path: &Path, staged: Staged, run: u64) -> Result<(), ConnectorError> {
-        let mut bytes = Vec::new();
-        File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(|e| ConnectorError::io(format!("reading {}", path.display()), e))?;
+    /// Sends one checkpoint's staged frames and its marker in one
+    /// transaction.
+    fn publish(&self, bytes: &[u8], staged: Staged, run: u64) -> Result<(), ConnectorError> {
         let doing = format!("publishing checkpoint {staged:?} to `{}`", self.topic);
         self.producer
             .begin_transaction()
             .map_err(|e| kafka_error(doing.clone(), e))?;
-        let outcome = self.send_all(&bytes, path).and_then(|()| {
+        let outcome = self.send_all(bytes).and_then(|()| {
             let mut marker = TopicPartitionList::new();
             let mut at = marker.add_partition(&self.topic, 0);
             at.set_offset(Offset::Offset(staged.marker(run)))
@@ -194,12 +193,12 @@ impl Publisher {
         outcome
     }
 
-    fn send_all(&self, mut bytes: &[u8], path: &Path) -> Result<(), ConnectorError> {
+    fn send_all(&self, mut bytes: &[u8]) -> Result<(), ConnectorError> {
         while !bytes.is_empty() {
             let (frame, rest) = Frame::decode(bytes).ok_or_else(|| {
                 ConnectorError::user(format!(
-                    "{} is torn or not a staging file: remove it only if its checkpoint was never completed",
-                    path.display()
+                    "transactional kafka sink of `{}`: staged records are torn",
+                    self.topic
                 ))
             })?;
             bytes = rest;
@@ -241,19 +240,19 @@ impl Staged {
         }
     }
 
-    fn file_name(self) -> String {
+    /// Its bytes in the sink's part: the final checkpoint as `u64::MAX`.
+    fn to_raw(self) -> u64 {
         match self {
-            Staged::At(id) => format!("staged-{id:020}"),
-            Staged::Final => "staged-final".to_string(),
+            Staged::At(id) => id,
+            Staged::Final => u64::MAX,
         }
     }
 
-    fn parse(name: &str) -> Option<Self> {
-        let rest = name.strip_prefix("staged-")?;
-        if rest == "final" {
-            return Some(Staged::Final);
+    fn from_raw(raw: u64) -> Self {
+        match raw {
+            u64::MAX => Staged::Final,
+            id => Staged::At(id),
         }
-        rest.parse().ok().map(Staged::At)
     }
 
     /// The checkpoint's part of a marker: its id, the final one largest.
@@ -335,95 +334,73 @@ impl<'a> Frame<'a> {
     }
 }
 
-impl Instance {
-    fn pending_path(&self) -> PathBuf {
-        self.dir.join("pending")
-    }
+/// An instance's part of a checkpoint, read back: its run's epoch and
+/// what it staged.
+struct Part {
+    run: u64,
+    staged: Vec<(Staged, Vec<u8>)>,
+}
 
-    /// The staged files, oldest checkpoint first.
-    fn staged(&self) -> Result<Vec<(Staged, PathBuf)>, ConnectorError> {
+impl Part {
+    fn decode(bytes: &[u8]) -> Option<Part> {
+        let (run, mut rest) = bytes.split_first_chunk::<8>()?;
         let mut staged = Vec::new();
-        let entries = fs::read_dir(&self.dir)
-            .map_err(|e| ConnectorError::io(format!("listing {}", self.dir.display()), e))?;
-        for entry in entries {
-            let entry = entry
-                .map_err(|e| ConnectorError::io(format!("listing {}", self.dir.display()), e))?;
-            if let Some(which) = entry.file_name().to_str().and_then(Staged::parse) {
-                staged.push((which, entry.path()));
-            }
+        while !rest.is_empty() {
+            let (which, after) = rest.split_first_chunk::<8>()?;
+            let (len, after) = after.split_first_chunk::<8>()?;
+            let (frames, after) =
+                after.split_at_checked(usize::try_from(u64::from_le_bytes(*len)).ok()?)?;
+            staged.push((
+                Staged::from_raw(u64::from_le_bytes(*which)),
+                frames.to_vec(),
+            ));
+            rest = after;
         }
-        staged.sort();
-        Ok(staged)
+        Some(Part {
+            run: u64::from_le_bytes(*run),
+            staged,
+        })
     }
+}
 
-    /// A fresh run: what an older run left is not this run's.
+impl Instance {
+    /// A fresh run: a new epoch, past every earlier run's marker.
     fn start_fresh(&mut self) -> Result<(), ConnectorError> {
         if self.started {
             return Ok(());
         }
         self.started = true;
-        for (_, path) in self.staged()? {
-            remove(&path)?;
-        }
-        // A new epoch, past every earlier run's marker.
+        self.staged.clear();
         self.run = self.publisher.marker()?.map_or(1, |(epoch, _)| epoch + 1);
-        self.write_run()
+        Ok(())
     }
 
-    fn write_run(&self) -> Result<(), ConnectorError> {
-        let run_path = self.dir.join("run");
-        fs::write(&run_path, self.run.to_string())
-            .map_err(|e| ConnectorError::io(format!("writing {}", run_path.display()), e))
+    /// Makes the pending records `checkpoint`'s.
+    fn stage(&mut self, checkpoint: CheckpointId) {
+        let frames = std::mem::take(&mut self.pending);
+        self.staged.push((Staged::of(checkpoint), frames));
     }
 
-    fn pending(&mut self) -> Result<&mut BufWriter<File>, ConnectorError> {
-        if self.pending.is_none() {
-            let path = self.pending_path();
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| ConnectorError::io(format!("creating {}", path.display()), e))?;
-            self.pending = Some(BufWriter::with_capacity(1 << 16, file));
+    /// This instance's part of a checkpoint.
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&self.run.to_le_bytes());
+        for (which, frames) in &self.staged {
+            bytes.extend_from_slice(&which.to_raw().to_le_bytes());
+            bytes.extend_from_slice(&(frames.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(frames);
         }
-        Ok(self.pending.as_mut().expect("just created"))
+        bytes
     }
 
-    /// Makes the pending records durable as `checkpoint`'s.
-    fn stage(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
-        self.pending()?;
-        let path = self.pending_path();
-        let writer = self.pending.take().expect("created above");
-        let file = writer.into_inner().map_err(|e| {
-            ConnectorError::io(format!("writing {}", path.display()), e.into_error())
-        })?;
-        file.sync_data()
-            .map_err(|e| ConnectorError::io(format!("syncing {}", path.display()), e))?;
-        let staged = self.dir.join(Staged::of(checkpoint).file_name());
-        fs::rename(&path, &staged)
-            .map_err(|e| ConnectorError::io(format!("staging {}", staged.display()), e))
-    }
-
-    /// After a restore from a checkpoint covering `covered`: publishes the
-    /// staged checkpoints it covers that the marker says did not reach
-    /// Kafka, and discards the rest.
-    fn recover(&mut self, covered: Staged) -> Result<(), ConnectorError> {
+    /// After a restore from a checkpoint covering `covered`, whose part of
+    /// this instance is `part`: publishes what the part staged that the
+    /// marker says did not reach Kafka.
+    fn recover(&mut self, covered: Staged, part: Part) -> Result<(), ConnectorError> {
         self.started = true;
+        self.staged.clear();
         let marker = self.publisher.marker()?;
-        let run_path = self.dir.join("run");
-        match fs::read_to_string(&run_path)
-            .ok()
-            .and_then(|r| r.trim().parse().ok())
-        {
-            Some(run) => self.run = run,
-            // The staging directory lost its run: take the last marker's.
-            None => {
-                self.run = marker.map_or(1, |(epoch, _)| epoch);
-                self.write_run()?;
-            }
-        }
-        remove(&self.pending_path())?;
+        self.run = part.run;
         let published = marker
             .filter(|&(epoch, _)| epoch == self.run)
             .map(|(_, checkpoint)| checkpoint);
@@ -434,17 +411,15 @@ impl Instance {
                 format!("checkpoint {published}")
             };
             return Err(ConnectorError::user(format!(
-                "transactional kafka sink {} has published the output of {what} to `{}`, but this run restores an older checkpoint: that output would be published twice. The job is not using the checkpoint directory this output was written with, or that directory lost its newest checkpoints: point the job at it",
-                self.dir.display(),
-                self.publisher.topic,
+                "transactional kafka sink `{}` has published the output of {what} to `{}`, but this run restores an older checkpoint: that output would be published twice. The job is not restoring from the checkpoints this output was written with, or they lost their newest checkpoints: point the job at them",
+                self.id, self.publisher.topic,
             )));
         }
-        for (which, path) in self.staged()? {
+        for (which, frames) in part.staged {
             let reached_kafka = published.is_some_and(|marker| which.is_published_by(marker));
             if !reached_kafka && which <= covered {
-                self.publisher.publish(&path, which, self.run)?;
+                self.publisher.publish(&frames, which, self.run)?;
             }
-            remove(&path)?;
         }
         Ok(())
     }
@@ -452,24 +427,14 @@ impl Instance {
     /// Publishes every staged checkpoint up to `checkpoint`, in order.
     fn publish_up_to(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let upto = Staged::of(checkpoint);
-        for (which, path) in self.staged()? {
-            if which <= upto {
-                self.publisher.publish(&path, which, self.run)?;
-                remove(&path)?;
+        while let Some((which, frames)) = self.staged.first() {
+            if *which > upto {
+                break;
             }
+            self.publisher.publish(frames, *which, self.run)?;
+            self.staged.remove(0);
         }
         Ok(())
-    }
-}
-
-fn remove(path: &Path) -> Result<(), ConnectorError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(ConnectorError::io(
-            format!("removing {}", path.display()),
-            e,
-        )),
     }
 }
 
@@ -485,12 +450,9 @@ fn unpack(marker: i64) -> (u64, u64) {
 }
 
 impl<T: Data> TransactionalKafkaSink<T> {
-    /// The staging directory and producer of instance `index`.
+    /// The producer of instance `index` (opening it fences its zombies).
     fn open_instance(&self, index: u32, checkpointed: bool) -> Result<Instance, ConnectorError> {
         let id = format!("{}-{index}", self.transactional_id);
-        let dir = self.staging.join(&id);
-        fs::create_dir_all(&dir)
-            .map_err(|e| ConnectorError::io(format!("creating {}", dir.display()), e))?;
         let publisher = Publisher::new(
             self.sink.brokers(),
             self.sink.topic(),
@@ -498,9 +460,10 @@ impl<T: Data> TransactionalKafkaSink<T> {
             self.sink.extra(),
         )?;
         Ok(Instance {
-            dir,
+            id,
             publisher,
-            pending: None,
+            pending: Vec::new(),
+            staged: Vec::new(),
             started: false,
             checkpointed,
             scratch: Vec::new(),
@@ -508,43 +471,33 @@ impl<T: Data> TransactionalKafkaSink<T> {
         })
     }
 
-    /// The instances of a larger previous run that this one now stands
-    /// for (old instance `k` by new instance `k % parallelism`).
-    fn orphans(&self, restore: &Restore<'_>) -> Result<Vec<u32>, ConnectorError> {
-        let prefix = format!("{}-", self.transactional_id);
-        let entries = match fs::read_dir(&self.staging) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => {
-                return Err(ConnectorError::io(
-                    format!("listing {}", self.staging.display()),
-                    e,
-                ));
-            }
-        };
-        let mut orphans = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let index = name
-                .to_str()
-                .and_then(|n| n.strip_prefix(&prefix))
-                .and_then(|k| k.parse::<u32>().ok());
-            if let Some(k) = index
-                && k >= restore.parallelism
-                && k % restore.parallelism.max(1) == restore.instance.0
-            {
-                orphans.push(k);
-            }
-        }
-        orphans.sort_unstable();
-        Ok(orphans)
-    }
-
     fn instance(&mut self) -> Result<&mut Instance, ConnectorError> {
         self.instance.as_mut().ok_or_else(|| {
             ConnectorError::user("transactional kafka sink used before it was opened")
         })
     }
+}
+
+/// The part of a checkpoint an instance wrote, read back, or a refusal
+/// naming the sink.
+fn read_part(
+    restore: &Restore<'_>,
+    bytes: &[u8],
+    schema: u32,
+    part: InstanceIdx,
+) -> Result<Part, ConnectorError> {
+    if schema != STAGED_SCHEMA {
+        return Err(ConnectorError::user(format!(
+            "transactional kafka sink `{}`: instance {part}'s part of checkpoint {} has layout {schema} (this version reads layout {STAGED_SCHEMA}): a checkpoint of another version of the sink",
+            restore.component, restore.checkpoint
+        )));
+    }
+    Part::decode(bytes).ok_or_else(|| {
+        ConnectorError::user(format!(
+            "transactional kafka sink `{}`: instance {part}'s part of checkpoint {} is torn",
+            restore.component, restore.checkpoint
+        ))
+    })
 }
 
 impl<T: Data> Transactional for TransactionalKafkaSink<T> {}
@@ -578,11 +531,9 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         let mut scratch = std::mem::take(&mut instance.scratch);
         scratch.clear();
         frame.encode(&mut scratch);
-        let written = instance.pending()?.write_all(&scratch);
+        instance.pending.extend_from_slice(&scratch);
         instance.scratch = scratch;
-        written.map_err(|e| {
-            ConnectorError::io(format!("writing {}", instance.pending_path().display()), e)
-        })
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
@@ -596,7 +547,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         let instance = self.instance()?;
         if !instance.checkpointed {
             instance.start_fresh()?;
-            instance.stage(CheckpointId::FINAL)?;
+            instance.stage(CheckpointId::FINAL);
             instance.publish_up_to(CheckpointId::FINAL)?;
         }
         Ok(())
@@ -605,7 +556,14 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
     fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let instance = self.instance()?;
         instance.start_fresh()?;
-        instance.stage(checkpoint)
+        instance.stage(checkpoint);
+        Ok(())
+    }
+
+    /// The run's epoch and what is staged and not published.
+    fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, ConnectorError> {
+        let instance = self.instance()?;
+        Ok(Some(StateBytes::new(STAGED_SCHEMA, instance.encode())))
     }
 
     fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
@@ -614,42 +572,42 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         instance.publish_up_to(checkpoint)
     }
 
-    /// Publishes the staged checkpoints the restored one covers that did
-    /// not reach Kafka, and discards those after it (their records come
-    /// again from the replay); after a scale-down, the same for what the
-    /// removed instances staged (old instance `k` by new `k % parallelism`).
+    /// Publishes what the checkpoint restored from staged and the markers
+    /// say did not reach Kafka (what was staged after it is not in it: its
+    /// records come again from the replay); after a scale-down, the same for
+    /// the parts of the removed instances (old instance `k` by new instance
+    /// `k % parallelism`, through `ID-k`, which fences `k`'s zombies).
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         if restore.is_fresh() {
-            // Nothing an earlier run staged completed: a new epoch, and the
-            // removed instances' leftovers go (opening each fences its
-            // producer id, aborting what it left open).
-            self.instance()?.start_fresh()?;
-            for k in self.orphans(restore)? {
-                let orphan = self.open_instance(k, true)?;
-                fs::remove_dir_all(&orphan.dir).map_err(|e| {
-                    ConnectorError::io(format!("removing {}", orphan.dir.display()), e)
-                })?;
-            }
-            return Ok(());
+            // Nothing an earlier run staged completed: a new epoch.
+            return self.instance()?.start_fresh();
         }
-        let covered = if restore.finished() {
-            Staged::Final
-        } else {
-            Staged::of(restore.checkpoint)
-        };
-        self.instance()?.recover(covered)?;
-        // After a scale-down, what the removed instances staged.
-        for k in self.orphans(restore)? {
-            let mut orphan = self.open_instance(k, true)?;
-            let ended =
-                restore.is_final || restore.ended.contains(&streamwork_core::InstanceIdx(k));
-            orphan.recover(if ended {
+        let parallelism = restore.parallelism.max(1);
+        let covered_of = |k: InstanceIdx| {
+            if restore.is_final || restore.ended.contains(&k) {
                 Staged::Final
             } else {
                 Staged::of(restore.checkpoint)
-            })?;
-            fs::remove_dir_all(&orphan.dir)
-                .map_err(|e| ConnectorError::io(format!("removing {}", orphan.dir.display()), e))?;
+            }
+        };
+        let mut own = false;
+        for part in &restore.parts {
+            let k = part.part;
+            if k.0 % parallelism != restore.instance.0 {
+                continue;
+            }
+            let staged = read_part(restore, part.bytes, part.schema, k)?;
+            if k == restore.instance {
+                own = true;
+                self.instance()?.recover(covered_of(k), staged)?;
+            } else {
+                let mut orphan = self.open_instance(k.0, true)?;
+                orphan.recover(covered_of(k), staged)?;
+            }
+        }
+        if !own {
+            // A new instance (a scale-up): a run of its own.
+            self.instance()?.start_fresh()?;
         }
         Ok(())
     }
@@ -707,7 +665,7 @@ mod tests {
         staged.sort();
         assert_eq!(staged, [Staged::At(2), Staged::At(10), Staged::Final]);
         for s in staged {
-            assert_eq!(Staged::parse(&s.file_name()), Some(s));
+            assert_eq!(Staged::from_raw(s.to_raw()), s);
         }
         assert!(Staged::At(3).is_published_by(3));
         assert!(!Staged::At(4).is_published_by(3));
