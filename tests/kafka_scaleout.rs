@@ -895,3 +895,42 @@ fn a_partition_whose_lease_is_taken_over_stops_and_is_taken_back_when_the_taker_
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A sink that keeps what it staged in a local directory cannot keep its
+/// promise when the processes share only the checkpoint store: the job is
+/// refused before anything starts (no broker is reached), naming the sink
+/// and the fix (`run` refuses it as it builds a partition's job).
+#[test]
+fn a_sink_staging_on_one_machine_is_refused_when_processes_share_only_the_store() {
+    use streamwork::connectors::FileSink;
+    use streamwork::connectors::kafka::KafkaSource;
+    use streamwork::state::DirectoryStore;
+
+    let root = std::env::temp_dir().join(unique("staged-locally"));
+    let store = Arc::new(DirectoryStore::new(root.join("store")));
+    let brokers = "127.0.0.1:1";
+    let job = {
+        let out = root.join("out");
+        move || {
+            let lines = KafkaSource::new(brokers, "lines", "g");
+            let files = FileSink::<KafkaRecord>::json(&out).transactional();
+            job! {
+                delivery exactly_once;
+                source lines = lines;
+                sink files = files <- lines;
+            }
+        }
+    };
+    let refused = GroupRunner::new(brokers, "g", &[], root.join("local"))
+        .checkpoint_store(store)
+        .run_job(job)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains(
+            "sink `files` keeps what it staged for uncommitted checkpoints in part files in"
+        ) && refused.contains("KafkaSink::transactional"),
+        "{refused}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

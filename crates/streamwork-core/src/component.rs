@@ -444,6 +444,17 @@ pub trait Sink: Clone + Send + 'static {
         Ok(None)
     }
 
+    /// Where the sink keeps what it staged for checkpoints it has not
+    /// committed yet, when that is a place of one machine (a local
+    /// directory) rather than the checkpoint ([`snapshot`](Self::snapshot)):
+    /// a runner whose processes share nothing but the checkpoint store
+    /// refuses such a sink before it starts, since a process taking its
+    /// partition over could neither publish nor discard what it staged.
+    /// `None` (the default): nothing, or only in the checkpoint.
+    fn stages_locally(&self) -> Option<String> {
+        None
+    }
+
     /// Checkpoints up to `checkpoint` are complete: make what was staged for
     /// them visible. [`CheckpointId::FINAL`] commits everything staged, at
     /// end of input.

@@ -131,6 +131,17 @@ pub enum GroupError {
         /// The component's parallelism.
         wanted: u32,
     },
+    /// A sink keeps what it staged on one machine, and the processes share
+    /// nothing but the checkpoint store ([`GroupRunner::checkpoint_store`]).
+    #[error(
+        "sink `{component}` keeps what it staged for uncommitted checkpoints in {place}, which a process taking its partition over on another machine cannot reach (the processes share only the checkpoint store): write to a sink that keeps it in the checkpoint (`KafkaSink::transactional`, `UpsertFileSink`), or keep the checkpoints and that place on storage every process shares (a runner without `checkpoint_store`)"
+    )]
+    StagedLocally {
+        /// The sink.
+        component: String,
+        /// Where it stages.
+        place: String,
+    },
     /// The Ctrl-C handler could not be installed.
     #[error("installing the Ctrl-C handler: {0}")]
     Signal(JobError),
@@ -519,18 +530,40 @@ impl GroupRunner {
         self
     }
 
+    /// Refuses a job one of whose sinks stages on one machine, when the
+    /// processes share nothing but the checkpoint store.
+    fn refuse_local_staging(shared_store: bool, graph: &JobGraph) -> Result<(), GroupError> {
+        if !shared_store {
+            return Ok(());
+        }
+        match graph
+            .nodes()
+            .iter()
+            .find_map(|node| Some((node.name(), node.staged_locally()?)))
+        {
+            Some((component, place)) => Err(GroupError::StagedLocally {
+                component: component.to_string(),
+                place: place.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Runs until idle (with [`idle_exit`](Self::idle_exit)) or a failure:
     /// `build` makes the job of each partition this process is assigned.
     pub fn run(
         self,
         build: impl Fn(&PartitionTask) -> Result<JobGraph, GraphError> + Send + Sync + 'static,
     ) -> Result<GroupReport, GroupError> {
+        let stored = self.store.is_some();
         let build: Build = Arc::new(move |task: &PartitionTask| {
-            build(task).map_err(|error| GroupError::Build {
+            let graph = build(task).map_err(|error| GroupError::Build {
                 topic: task.topic.clone(),
                 partition: task.partition,
                 error,
-            })
+            })?;
+            GroupRunner::refuse_local_staging(stored, &graph)?;
+            Ok(graph)
         });
         self.run_with(build, Routing::Partitions)
     }
@@ -558,7 +591,9 @@ impl GroupRunner {
         mut self,
         job: impl Fn() -> Result<JobGraph, GraphError> + Send + Sync + 'static,
     ) -> Result<GroupReport, GroupError> {
-        let plan = job().map_err(GroupError::Plan)?.stage_plan()?;
+        let planned = job().map_err(GroupError::Plan)?;
+        GroupRunner::refuse_local_staging(self.store.is_some(), &planned)?;
+        let plan = planned.stage_plan()?;
         tracing::info!("kafka group `{}`: {plan}", self.group);
         for exchange in &plan.exchanges {
             let topic = exchange.log_name(&self.group);

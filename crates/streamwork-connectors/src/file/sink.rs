@@ -341,6 +341,12 @@ impl<T: Data> Sink for TransactionalFileSink<T> {
         true
     }
 
+    /// Its part files wait in its directory until their checkpoint
+    /// completes.
+    fn stages_locally(&self) -> Option<String> {
+        Some(format!("part files in {}", self.0.path.display()))
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.0.open(ctx)
     }

@@ -102,6 +102,9 @@ pub struct NodeDef {
     pub(crate) assigned: Option<std::sync::Arc<[i32]>>,
     /// What the runner gives a source it assigned partitions to.
     pub(crate) link: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// Where a sink keeps what it staged, if on one machine
+    /// ([`Sink::stages_locally`](streamwork_core::Sink::stages_locally)).
+    pub(crate) staged_locally: Option<String>,
 }
 
 impl NodeDef {
@@ -120,6 +123,12 @@ impl NodeDef {
     /// Number of instances.
     pub fn parallelism(&self) -> u32 {
         self.parallelism
+    }
+    /// Where a sink keeps what it staged for checkpoints not yet committed,
+    /// if that is a place of one machine (see
+    /// [`Sink::stages_locally`](streamwork_core::Sink::stages_locally)).
+    pub fn staged_locally(&self) -> Option<&str> {
+        self.staged_locally.as_deref()
     }
     /// Input ports.
     pub fn ports(&self) -> &[PortInfo] {

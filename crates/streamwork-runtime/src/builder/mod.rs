@@ -414,6 +414,7 @@ impl<D> JobBuilder<D> {
             partitioned_log: None,
             assigned: None,
             link: None,
+            staged_locally: None,
         });
         self.connect(node, 0, &left);
         self.connect(node, 1, &right);
@@ -504,6 +505,7 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
         partitioned_log,
         assigned: None,
         link: None,
+        staged_locally: None,
     }
 }
 
@@ -548,6 +550,7 @@ pub(crate) fn operator_node<O: Operator>(
         partitioned_log: None,
         assigned: None,
         link: None,
+        staged_locally: None,
     }
 }
 
@@ -560,6 +563,7 @@ pub(crate) fn sink_node<S: streamwork_core::Sink>(
     let guarantee = Guarantee::Sink {
         exactly_once: sink.exactly_once(),
     };
+    let staged_locally = sink.stages_locally();
     let root_sink = sink.clone();
     let root: RootFactory = Box::new(move |env, _, _| {
         Box::new(Instance::new(
@@ -591,5 +595,6 @@ pub(crate) fn sink_node<S: streamwork_core::Sink>(
         partitioned_log: None,
         assigned: None,
         link: None,
+        staged_locally,
     }
 }
