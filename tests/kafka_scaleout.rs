@@ -587,6 +587,64 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
     }
 }
 
+/// One process runs every partition; a second joins. The rebalance is
+/// cooperative: the partitions the first keeps are never stopped (each of
+/// its partition jobs runs once, from its start to the end), only those
+/// that move to the second are; and the counts stay exact.
+#[test]
+fn partitions_that_stay_run_on_through_a_rebalance() {
+    let Some(brokers) = brokers() else { return };
+    let job = Job::fresh(&brokers, None);
+    let (input, output, totals) = (&job.input, &job.output, &job.totals);
+    create_topic(&brokers, input, 4).unwrap();
+    job.create_outputs(4);
+    let batches: Vec<Vec<Vec<u8>>> = (0..30).map(|b| lines(500 + b, 200).0).collect();
+    let mut expected = BTreeMap::new();
+    for line in batches.concat() {
+        for word in std::str::from_utf8(&line).unwrap().split_whitespace() {
+            *expected.entry(word.to_string()).or_insert(0u64) += 1;
+        }
+    }
+    let producer = {
+        let (brokers, input) = (brokers.clone(), input.clone());
+        std::thread::spawn(move || {
+            for batch in batches {
+                produce(&brokers, &input, batch);
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        })
+    };
+    let first = job.spawn();
+    wait_for_output(&brokers, totals);
+    let second = job.spawn();
+    second.wait_for_log("kafka group: running");
+    producer.join().unwrap();
+    let (first, second) = (runs(&first.finish()), runs(&second.finish()));
+    assert_eq!(last_counts(&brokers, output), expected);
+    assert_eq!(last_counts(&brokers, totals), letter_totals(&expected));
+    assert!(
+        !second.is_empty(),
+        "no partition moved to the second process"
+    );
+    let mut tasks: Vec<&str> = first.iter().map(|run| run.task.as_str()).collect();
+    tasks.sort_unstable();
+    let started = tasks.len();
+    tasks.dedup();
+    assert_eq!(
+        tasks.len(),
+        started,
+        "a partition the first process kept was stopped and started again: {first:?}"
+    );
+    let kept = tasks
+        .iter()
+        .filter(|task| !second.iter().any(|run| run.task == **task))
+        .count();
+    println!(
+        "the first process kept {kept} of {started} partition jobs running through the rebalance; {} moved",
+        second.len()
+    );
+}
+
 #[test]
 fn a_job_restarted_at_another_parallelism_is_refused_by_name() {
     let Some(brokers) = brokers() else { return };

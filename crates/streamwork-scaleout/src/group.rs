@@ -18,8 +18,10 @@
 //! repartitions through an intermediate topic (partitioned by key, read by
 //! tasks of its own).
 //!
-//! When a process joins, leaves or dies, the group rebalances. Before a
-//! partition is revoked its job stops gracefully: it drains and takes a
+//! When a process joins, leaves or dies, the group rebalances,
+//! cooperatively: only the partitions that move are revoked, and the jobs of
+//! the others run on through the rebalance. Before a partition is revoked
+//! its job stops gracefully: it drains and takes a
 //! final checkpoint, then the runner commits its position and lets the
 //! rebalance go on. The process that receives the partition restores its
 //! job from the latest checkpoint in the directory (which must be shared
@@ -714,10 +716,12 @@ impl GroupRunner {
             .set("group.id", &self.group)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")
-            // Every partition of every topic dealt around in turn: the
-            // stages of a job are topics of few partitions each, which the
-            // default (ranges, topic by topic) would give to one member.
-            .set("partition.assignment.strategy", "roundrobin")
+            // Cooperative, incremental rebalancing: a rebalance revokes only
+            // the partitions that move, and the others' jobs run on through
+            // it. The sticky assignor balances the count of partitions over
+            // every topic, so the stages' topics of few partitions each do
+            // not all go to one member (as ranges, topic by topic, would).
+            .set("partition.assignment.strategy", "cooperative-sticky")
             .set(
                 "session.timeout.ms",
                 self.session_timeout.as_millis().to_string(),
