@@ -98,6 +98,10 @@ struct Args {
     /// partitions to the others.
     #[arg(long, default_value_t = 6_000)]
     session_timeout_ms: u64,
+    /// Copies of each exchange topic partition (default: as many as the
+    /// cluster has brokers, up to 3).
+    #[arg(long)]
+    exchange_replication: Option<u16>,
     /// Serve the job page on this address (`127.0.0.1:7000`): the job's
     /// graph, its stages and their topics.
     #[arg(long)]
@@ -352,6 +356,9 @@ fn main() -> anyhow::Result<()> {
         args.s3_bucket.is_none() && args.s3_endpoint.is_none(),
         "--s3-bucket needs the example built with `--features s3`"
     );
+    if let Some(copies) = args.exchange_replication {
+        runner = runner.exchange_replication(copies);
+    }
     if let Some(contexts) = &args.kafka_debug {
         runner = runner.property("debug", contexts);
     }

@@ -992,3 +992,18 @@ fn a_sink_staging_on_one_machine_is_refused_when_processes_share_only_the_store(
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Exchange topics keep as many copies as the job asks; more than the
+/// cluster has brokers is refused by name before anything starts (the test
+/// broker is one broker, where the default is one copy, with a warning).
+#[test]
+fn exchange_replication_beyond_the_cluster_is_refused_by_name() {
+    let Some(brokers) = brokers() else { return };
+    let job = Job::fresh(&brokers, None);
+    create_topic(&brokers, &job.input, 2).unwrap();
+    let refused = job.spawn_with(&["--exchange-replication", "2"]).failure();
+    assert!(
+        refused.contains("exchange topics with 2 copies of each partition on a cluster of 1 brokers: more copies than the cluster has brokers"),
+        "{refused}"
+    );
+}

@@ -51,7 +51,8 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{
-    BusySpan, EndProbe, KafkaSource, SourceProgress, create_topic, end_offsets,
+    BusySpan, EndProbe, KafkaSource, SourceProgress, cluster_replication, create_replicated_topic,
+    end_offsets,
 };
 use streamwork_core::ConnectorError;
 use streamwork_runtime::stages::{StageError, StagePlan};
@@ -143,6 +144,18 @@ pub enum GroupError {
         component: String,
         /// Where it stages.
         place: String,
+    },
+    /// The exchange topics' replication cannot be what was asked.
+    #[error(
+        "exchange topics with {copies} copies of each partition on a cluster of {brokers} brokers: {problem}; set `exchange_replication` (and `exchange_min_insync_replicas`) to what the cluster can hold"
+    )]
+    ExchangeReplication {
+        /// The copies asked for.
+        copies: u16,
+        /// The brokers of the cluster.
+        brokers: u16,
+        /// What is wrong.
+        problem: String,
     },
     /// The Ctrl-C handler could not be installed.
     #[error("installing the Ctrl-C handler: {0}")]
@@ -429,6 +442,12 @@ pub struct GroupRunner {
     /// What this process's exchange sinks have not had acknowledged:
     /// `idle_exit` waits for none.
     unsent: Unsent,
+    /// Copies of each exchange topic's partitions (`None`: as many as the
+    /// cluster has brokers, up to 3).
+    replication: Option<u16>,
+    /// Copies a write to an exchange topic waits for (`None`: one fewer
+    /// than the replication, at least 1).
+    min_insync: Option<u16>,
 }
 
 impl GroupRunner {
@@ -458,6 +477,8 @@ impl GroupRunner {
             leave: None,
             done_topics: topics.iter().map(|t| t.to_string()).collect(),
             unsent: Unsent::default(),
+            replication: None,
+            min_insync: None,
         }
     }
 
@@ -485,6 +506,56 @@ impl GroupRunner {
     pub fn checkpoint_store(mut self, store: Arc<dyn CheckpointStore>) -> Self {
         self.store = Some(store);
         self
+    }
+
+    /// Keeps `copies` of every partition of the job's exchange topics (the
+    /// records between its stages); by default as many as the cluster has
+    /// brokers, up to 3, with a warning below 3 (one broker lost would lose
+    /// the records in flight).
+    pub fn exchange_replication(mut self, copies: u16) -> Self {
+        self.replication = Some(copies.max(1));
+        self
+    }
+
+    /// A write to an exchange topic is acknowledged once `copies` replicas
+    /// hold it (the topics' `min.insync.replicas`; by default one fewer
+    /// than the replication, at least 1).
+    pub fn exchange_min_insync_replicas(mut self, copies: u16) -> Self {
+        self.min_insync = Some(copies.max(1));
+        self
+    }
+
+    /// The replication and `min.insync.replicas` of the exchange topics,
+    /// given the cluster (`probe`: a topic whose metadata names its
+    /// brokers), or why they cannot be.
+    fn exchange_copies(&self, probe: &str) -> Result<(u16, u16), GroupError> {
+        let (brokers, _) = cluster_replication(&self.brokers, probe)?;
+        let brokers = u16::try_from(brokers).unwrap_or(u16::MAX).max(1);
+        let copies = self.replication.unwrap_or(brokers.min(3));
+        if copies > brokers {
+            return Err(GroupError::ExchangeReplication {
+                copies,
+                brokers,
+                problem: "more copies than the cluster has brokers".to_string(),
+            });
+        }
+        let insync = self.min_insync.unwrap_or(copies.saturating_sub(1).max(1));
+        if insync > copies {
+            return Err(GroupError::ExchangeReplication {
+                copies,
+                brokers,
+                problem: format!("min.insync.replicas {insync} is more than the copies"),
+            });
+        }
+        if copies < 3 {
+            tracing::warn!(
+                "kafka group `{}`: exchange topics keep {copies} cop{} of each partition (the cluster has {brokers} broker{}): a broker lost loses the records in flight between stages; give the cluster 3 brokers, or set `exchange_replication`",
+                self.group,
+                if copies == 1 { "y" } else { "ies" },
+                if brokers == 1 { "" } else { "s" },
+            );
+        }
+        Ok((copies, insync))
     }
 
     /// Time between a partition job's checkpoints (default 1 s).
@@ -597,9 +668,29 @@ impl GroupRunner {
         GroupRunner::refuse_local_staging(self.store.is_some(), &planned)?;
         let plan = planned.stage_plan()?;
         tracing::info!("kafka group `{}`: {plan}", self.group);
+        let copies = match plan.exchanges.first() {
+            Some(first) => Some(self.exchange_copies(&first.log_name(&self.group))?),
+            None => None,
+        };
         for exchange in &plan.exchanges {
             let topic = exchange.log_name(&self.group);
-            create_topic(&self.brokers, &topic, exchange.partitions as i32)?;
+            let (replication, insync) = copies.unwrap_or((1, 1));
+            let insync = insync.to_string();
+            create_replicated_topic(
+                &self.brokers,
+                &topic,
+                exchange.partitions as i32,
+                i32::from(replication),
+                &[("min.insync.replicas", &insync)],
+            )?;
+            if let (_, Some(found)) = cluster_replication(&self.brokers, &topic)?
+                && found < usize::from(replication)
+            {
+                tracing::warn!(
+                    "kafka group `{}`: exchange topic `{topic}` exists with {found} copies of a partition, fewer than the {replication} asked: add replicas with Kafka's partition reassignment",
+                    self.group
+                );
+            }
             let found = self.partitions_of(&topic)?;
             if found != exchange.partitions as usize {
                 return Err(GroupError::ExchangePartitions {

@@ -15,13 +15,29 @@ use super::kafka_error;
 /// Creates `topic` with `partitions` partitions on `brokers` (replication
 /// factor 1), if it does not exist yet.
 pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), ConnectorError> {
+    create_replicated_topic(brokers, topic, partitions, 1, &[])
+}
+
+/// Creates `topic` with `partitions` partitions, `replication` copies of
+/// each, and the topic settings `config` (`("min.insync.replicas", "2")`,
+/// say), if it does not exist yet.
+pub fn create_replicated_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    config: &[(&str, &str)],
+) -> Result<(), ConnectorError> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()
         .map_err(|e| kafka_error("creating an admin client", e))?;
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+    for (key, value) in config {
+        new = new.set(key, value);
+    }
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = block_on(admin.create_topics([&new], &options))
         .map_err(|e| kafka_error(format!("creating topic `{topic}`"), e))?;
@@ -38,6 +54,27 @@ pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), C
         }
     }
     Ok(())
+}
+
+/// How many brokers the cluster has, and the replication factor of
+/// `topic` (the fewest copies of any of its partitions), if it exists.
+pub fn cluster_replication(
+    brokers: &str,
+    topic: &str,
+) -> Result<(usize, Option<usize>), ConnectorError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| kafka_error("creating a metadata client", e))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))?;
+    let replication = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .and_then(|t| t.partitions().iter().map(|p| p.replicas().len()).min());
+    Ok((metadata.brokers().len(), replication))
 }
 
 /// Runs a future to completion on this thread (the admin client's futures

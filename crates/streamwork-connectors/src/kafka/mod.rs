@@ -40,7 +40,9 @@ mod source;
 mod transactional;
 mod watermarks;
 
-pub use admin::{EndProbe, create_topic, end_offsets};
+pub use admin::{
+    EndProbe, cluster_replication, create_replicated_topic, create_topic, end_offsets,
+};
 pub use origin::{ORIGIN_HEADER, Origin, OriginFilter};
 pub use sink::KafkaSink;
 pub use source::{BusySpan, KafkaRecord, KafkaSource, Malformed, SourceProgress};
