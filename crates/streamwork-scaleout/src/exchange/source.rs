@@ -1,0 +1,455 @@
+//! The reading end of an exchange: [`ExchangeSource`] admits each record
+//! of its partition once, in its writer's order, and refuses a gap or a
+//! number reused ([`WriterLog`]; see the [module docs](super)).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use streamwork_connectors::kafka::{KafkaRecord, KafkaSource, SourceProgress};
+use streamwork_core::checkpoint::{Replayable, Restore, RestoredPart, StateBytes};
+use streamwork_core::{
+    CheckpointId, Collector, ConnectorError, Envelope, InstanceContext, Source, SourcePoll,
+};
+
+use super::exchange_refusal;
+use super::frame::{FrameHead, HEAD, MARKER};
+
+/// The layout of [`ExchangeSource`]'s part of a checkpoint.
+const READ_SCHEMA: u32 = 3;
+
+/// Why a reader refuses a record of an exchange.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// A number was skipped: records were lost between writer and reader.
+    Gap {
+        writer: u32,
+        expected: u64,
+        found: u64,
+    },
+    /// A number read before came again with a later checkpoint: the writer
+    /// was restored from an older checkpoint than one whose records were
+    /// read, and its new records reuse their numbers.
+    Differs {
+        writer: u32,
+        seq: u64,
+        checkpoint: u64,
+        read_with: u64,
+    },
+}
+
+impl Refusal {
+    fn explain(&self, topic: &str, partition: i32, offset: i64) -> String {
+        match self {
+            Refusal::Gap {
+                writer,
+                expected,
+                found,
+            } => format!(
+                "exchange `{topic}` partition {partition} offset {offset}: writer {writer}'s record {found} follows its record {}: records {expected}..{found} were lost between the stages (a broker that lost acknowledged records, or the topic's records deleted before this stage read them); the stage stops rather than go on without them",
+                expected - 1
+            ),
+            Refusal::Differs {
+                writer,
+                seq,
+                checkpoint,
+                read_with,
+            } => format!(
+                "exchange `{topic}` partition {partition} offset {offset}: writer {writer} sent its record {seq} again as part of its checkpoint {checkpoint}, after this stage had read records up to its checkpoint {read_with}: the writer was restored from an older checkpoint than one whose output was read (its checkpoint store lost its newest checkpoints, or another store was given); the stage stops rather than count records twice or lose them"
+            ),
+        }
+    }
+}
+
+/// What one reader of an exchange partition has read from each writer: its
+/// last number and the checkpoint that covered it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WriterLog {
+    last: BTreeMap<u32, (u64, u64)>,
+}
+
+impl WriterLog {
+    /// Whether the record of `head` is new (`Ok(false)`: read already), or
+    /// why it is refused.
+    pub(crate) fn admit(&mut self, head: &FrameHead) -> Result<bool, Refusal> {
+        let (writer, checkpoint, seq) = (head.writer, head.checkpoint, head.seq);
+        let (last_checkpoint, last_seq) = self.last.get(&writer).copied().unwrap_or((0, 0));
+        if seq <= last_seq {
+            // A resend carries the checkpoint it was first sent with.
+            if checkpoint > last_checkpoint {
+                return Err(Refusal::Differs {
+                    writer,
+                    seq,
+                    checkpoint,
+                    read_with: last_checkpoint,
+                });
+            }
+            return Ok(false);
+        }
+        if seq != last_seq + 1 {
+            return Err(Refusal::Gap {
+                writer,
+                expected: last_seq + 1,
+                found: seq,
+            });
+        }
+        if checkpoint < last_checkpoint {
+            return Err(Refusal::Differs {
+                writer,
+                seq,
+                checkpoint,
+                read_with: last_checkpoint,
+            });
+        }
+        self.last.insert(writer, (checkpoint, seq));
+        Ok(true)
+    }
+
+    fn write_to(&self, bytes: &mut Vec<u8>) {
+        bytes.extend_from_slice(&(self.last.len() as u32).to_le_bytes());
+        for (&writer, &(checkpoint, seq)) in &self.last {
+            bytes.extend_from_slice(&writer.to_le_bytes());
+            bytes.extend_from_slice(&checkpoint.to_le_bytes());
+            bytes.extend_from_slice(&seq.to_le_bytes());
+        }
+    }
+
+    fn read_from(bytes: &[u8]) -> Option<WriterLog> {
+        let (count, mut rest) = bytes.split_first_chunk::<4>()?;
+        let mut log = WriterLog::default();
+        for _ in 0..u32::from_le_bytes(*count) {
+            let (writer, after) = rest.split_first_chunk::<4>()?;
+            let (checkpoint, after) = after.split_first_chunk::<8>()?;
+            let (seq, after) = after.split_first_chunk::<8>()?;
+            log.last.insert(
+                u32::from_le_bytes(*writer),
+                (u64::from_le_bytes(*checkpoint), u64::from_le_bytes(*seq)),
+            );
+            rest = after;
+        }
+        rest.is_empty().then_some(log)
+    }
+
+    /// Takes in what `other` has read: the later of each writer's.
+    fn merge(&mut self, other: WriterLog) {
+        for (writer, last) in other.last {
+            let entry = self.last.entry(writer).or_insert(last);
+            *entry = (*entry).max(last);
+        }
+    }
+}
+
+/// The source of one partition of an exchange's topic: admits each record
+/// once (see the [module docs](self)).
+pub(crate) struct ExchangeSource {
+    topic: String,
+    inner: KafkaSource,
+    read: Collector<KafkaRecord>,
+    writers: WriterLog,
+    /// Records dropped as read already, since the last snapshot.
+    dropped: u64,
+}
+
+impl ExchangeSource {
+    pub(crate) fn new(
+        brokers: &str,
+        topic: &str,
+        group: &str,
+        partition: i32,
+        progress: Arc<SourceProgress>,
+        extra: &[(String, String)],
+    ) -> Self {
+        let mut inner = KafkaSource::new(brokers, topic, group)
+            .assign([partition])
+            .report_to(progress);
+        for (key, value) in extra {
+            inner = inner.property(key, value);
+        }
+        ExchangeSource {
+            topic: topic.to_string(),
+            inner,
+            read: Collector::detached(),
+            writers: WriterLog::default(),
+            dropped: 0,
+        }
+    }
+}
+
+impl Clone for ExchangeSource {
+    fn clone(&self) -> Self {
+        ExchangeSource {
+            topic: self.topic.clone(),
+            inner: self.inner.clone(),
+            read: Collector::detached(),
+            writers: self.writers.clone(),
+            dropped: 0,
+        }
+    }
+}
+
+impl Source for ExchangeSource {
+    type Out = Collector<Envelope>;
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.inner.open(ctx)
+    }
+
+    fn poll(&mut self, out: &mut Collector<Envelope>) -> Result<SourcePoll, ConnectorError> {
+        let poll = self.inner.poll(&mut self.read)?;
+        for record in self.read.take_buffered() {
+            let time = record.time;
+            let mut record = record.value;
+            let Some(head) = FrameHead::read(&record.value) else {
+                return Err(exchange_refusal(format!(
+                    "exchange topic `{}` partition {} offset {}: not an exchange record of this version (written by an older version of Streamwork, or by something else than the job's stages): run the changed job as a new group",
+                    self.topic, record.partition, record.offset
+                )));
+            };
+            if head.kind == MARKER {
+                continue;
+            }
+            match self.writers.admit(&head) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.dropped += 1;
+                    continue;
+                }
+                Err(refusal) => {
+                    return Err(exchange_refusal(refusal.explain(
+                        &self.topic,
+                        record.partition,
+                        record.offset,
+                    )));
+                }
+            }
+            let key_hash = record
+                .key
+                .as_deref()
+                .and_then(|key| <[u8; 8]>::try_from(key).ok())
+                .map_or(0, u64::from_be_bytes);
+            record.value.drain(..HEAD);
+            let envelope = Envelope {
+                key_hash,
+                writer: head.writer,
+                seq: head.seq,
+                payload: record.value,
+            };
+            match time {
+                Some(time) => out.emit_at(envelope, time),
+                None => out.emit(envelope),
+            }
+        }
+        Ok(poll)
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.inner.close()
+    }
+
+    fn replayable(&self) -> bool {
+        true
+    }
+
+    fn partitioned_log(&self) -> Option<String> {
+        Some(self.topic.clone())
+    }
+
+    /// The position and, per writer, what was read.
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        if self.dropped > 0 {
+            tracing::info!(
+                "exchange `{}`: dropped {} records sent again after a restore (read already)",
+                self.topic,
+                std::mem::take(&mut self.dropped)
+            );
+        }
+        let inner = self.inner.snapshot()?;
+        let mut bytes = Vec::with_capacity(8 + inner.bytes.len());
+        bytes.extend_from_slice(&inner.schema.to_le_bytes());
+        bytes.extend_from_slice(&(inner.bytes.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&inner.bytes);
+        self.writers.write_to(&mut bytes);
+        Some(StateBytes::new(READ_SCHEMA, bytes))
+    }
+
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
+        self.inner.snapshot_taken(checkpoint)
+    }
+
+    fn suspended_at(&mut self, checkpoint: CheckpointId) {
+        self.inner.suspended_at(checkpoint)
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let mut inner_parts = Vec::with_capacity(restore.parts.len());
+        for part in &restore.parts {
+            let refused = |what: String| {
+                exchange_refusal(format!(
+                    "exchange `{}`: the reader's part of checkpoint {} {what}: run the changed job as a new group",
+                    self.topic, restore.checkpoint
+                ))
+            };
+            if part.schema != READ_SCHEMA {
+                return Err(refused(format!(
+                    "has layout {} (this version reads layout {READ_SCHEMA}): it was written by another version of the exchange protocol",
+                    part.schema
+                )));
+            }
+            let torn = || refused("is torn".to_string());
+            let (schema, rest) = part.bytes.split_first_chunk::<4>().ok_or_else(torn)?;
+            let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(torn)?;
+            let (inner, writers) = rest
+                .split_at_checked(u32::from_le_bytes(*len) as usize)
+                .ok_or_else(torn)?;
+            self.writers
+                .merge(WriterLog::read_from(writers).ok_or_else(torn)?);
+            inner_parts.push(RestoredPart {
+                part: part.part,
+                schema: u32::from_le_bytes(*schema),
+                bytes: inner,
+            });
+        }
+        let inner = Restore {
+            component: restore.component,
+            checkpoint: restore.checkpoint,
+            is_final: restore.is_final,
+            ended: restore.ended.clone(),
+            instance: restore.instance,
+            parallelism: restore.parallelism,
+            key_groups: restore.key_groups,
+            parts: inner_parts,
+            records: restore.records,
+        };
+        self.inner.restore(&inner)
+    }
+}
+
+impl Replayable for ExchangeSource {}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::frame::RECORD;
+    use super::*;
+
+    fn head(writer: u32, checkpoint: u64, seq: u64) -> FrameHead {
+        FrameHead {
+            kind: RECORD,
+            writer,
+            checkpoint,
+            seq,
+        }
+    }
+
+    #[test]
+    fn a_reader_refuses_gaps_and_reused_numbers_by_name() {
+        let mut log = WriterLog::default();
+        assert_eq!(
+            log.admit(&head(1, 3, 2)),
+            Err(Refusal::Gap {
+                writer: 1,
+                expected: 1,
+                found: 2
+            }),
+            "a writer's first record is its number 1"
+        );
+        assert_eq!(log.admit(&head(1, 3, 1)), Ok(true));
+        assert_eq!(log.admit(&head(1, 3, 2)), Ok(true));
+        assert_eq!(log.admit(&head(1, 3, 1)), Ok(false), "sent again");
+        assert_eq!(log.admit(&head(1, 5, 3)), Ok(true));
+        assert_eq!(
+            log.admit(&head(1, 9, 2)),
+            Err(Refusal::Differs {
+                writer: 1,
+                seq: 2,
+                checkpoint: 9,
+                read_with: 5
+            }),
+            "a number reused by a later checkpoint"
+        );
+        assert!(matches!(
+            log.admit(&head(1, 5, 5)),
+            Err(Refusal::Gap { expected: 4, .. })
+        ));
+        assert_eq!(log.admit(&head(2, 1, 1)), Ok(true), "writers apart");
+        let mut bytes = Vec::new();
+        log.write_to(&mut bytes);
+        assert_eq!(WriterLog::read_from(&bytes), Some(log.clone()));
+        assert_eq!(WriterLog::read_from(&bytes[..bytes.len() - 1]), None);
+        let message = Refusal::Gap {
+            writer: 4,
+            expected: 3,
+            found: 7,
+        }
+        .explain("g-x-repartition", 1, 88);
+        assert!(
+            message.contains("writer 4's record 7 follows its record 2") && message.contains("88"),
+            "{message}"
+        );
+    }
+
+    proptest! {
+        /// A writer that stages records per checkpoint and sends a
+        /// checkpoint's records once it completes (a crash may cut the
+        /// sending anywhere, and may come before the last checkpoint of a
+        /// run completes); restored from its latest completed checkpoint,
+        /// it sends that checkpoint's records again and goes on with new
+        /// records under new checkpoint ids, reusing the numbers of what
+        /// was never sent. The reader admits every record of every
+        /// completed checkpoint once, in order, nothing else, and never
+        /// refuses.
+        #[test]
+        fn a_reader_admits_each_completed_record_once_whatever_a_replay_computes(
+            runs in proptest::collection::vec(
+                (proptest::collection::vec(0u64..4, 1..6), any::<bool>(), 0usize..30),
+                1..6,
+            ),
+        ) {
+            let mut sent: Vec<FrameHead> = Vec::new();
+            let mut next_checkpoint = 1u64;
+            // The last number a completed checkpoint covers, and the
+            // records of completed checkpoints: what must be admitted.
+            let mut covered = 0u64;
+            let mut completed: Vec<FrameHead> = Vec::new();
+            for (checkpoints, last_completes, cut) in runs {
+                // Restored: what the latest completed checkpoint may hold
+                // unacknowledged is sent again (here: all of it, the most).
+                sent.extend(completed.iter().copied());
+                let mut seq = covered;
+                let mut run_sent: Vec<FrameHead> = Vec::new();
+                let count = checkpoints.len();
+                for (index, records) in checkpoints.into_iter().enumerate() {
+                    let checkpoint = next_checkpoint;
+                    next_checkpoint += 1;
+                    let staged: Vec<FrameHead> = (0..records)
+                        .map(|_| {
+                            seq += 1;
+                            head(0, checkpoint, seq)
+                        })
+                        .collect();
+                    if index + 1 == count && !last_completes {
+                        // Staged, never completed, never sent.
+                        break;
+                    }
+                    completed.extend(staged.iter().copied());
+                    covered = seq;
+                    run_sent.extend(staged);
+                }
+                // A crash cuts the sending anywhere.
+                let keep = run_sent.len().saturating_sub(cut % (run_sent.len() + 1));
+                sent.extend_from_slice(&run_sent[..keep]);
+            }
+            sent.extend(completed.iter().copied());
+            let mut log = WriterLog::default();
+            let mut admitted = Vec::new();
+            for frame in &sent {
+                match log.admit(frame) {
+                    Ok(true) => admitted.push(*frame),
+                    Ok(false) => {}
+                    Err(refusal) => prop_assert!(false, "refused {frame:?}: {refusal:?}"),
+                }
+            }
+            prop_assert_eq!(admitted, completed);
+        }
+    }
+}
