@@ -101,7 +101,8 @@ impl Sink for EnvelopeSink {
 
     fn write(&mut self, record: Record<Envelope>) -> Result<(), ConnectorError> {
         let mut log = self.0.partitions.lock().unwrap();
-        let partition = (record.value.key_hash % log.len() as u64) as usize;
+        // The partition that owns the key's group, as a runner's sink routes.
+        let partition = KeyGroups::DEFAULT.route(record.value.key_hash, log.len() as u32) as usize;
         log[partition].push(record.value);
         Ok(())
     }
@@ -260,6 +261,7 @@ fn a_job_run_stage_by_stage_gives_the_whole_jobs_results() {
                     &plan,
                     index,
                     partition,
+                    stage.partitions.unwrap_or(input_partitions),
                     None,
                     |x| LogSource::new(&log_of(x)),
                     |x| EnvelopeSink(log_of(x)),
@@ -268,18 +270,16 @@ fn a_job_run_stage_by_stage_gives_the_whole_jobs_results() {
             graph.run().unwrap();
         }
     }
-    // Each writer numbers what it writes into a partition in order.
+    // Each record went to the partition owning its key's group, from the
+    // writer of the partition it came from.
     for log in &logs {
-        for partition in log.partitions.lock().unwrap().iter() {
-            let mut last = BTreeMap::new();
-            for envelope in partition {
-                let seq = last.entry(envelope.writer).or_insert(0);
-                assert!(
-                    envelope.seq > *seq,
-                    "writer {} out of order",
-                    envelope.writer
+        let partitions = log.partitions.lock().unwrap();
+        for (partition, envelopes) in partitions.iter().enumerate() {
+            for envelope in envelopes {
+                assert_eq!(
+                    KeyGroups::DEFAULT.route(envelope.key_hash, partitions.len() as u32),
+                    partition as u32
                 );
-                *seq = envelope.seq;
             }
         }
     }

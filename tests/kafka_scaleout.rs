@@ -645,19 +645,104 @@ fn partitions_that_stay_run_on_through_a_rebalance() {
     );
 }
 
+/// A staged job killed with SIGKILL while records flow through its
+/// exchanges, then started with fewer partitions for its counting stage and
+/// more for its totalling one, then (after more input) with more for both:
+/// every time, the counts and totals go on from where the checkpoints left
+/// them (the keyed state moved by key group: counting from nothing would
+/// end with the later input's counts alone), and what was in flight in the
+/// exchanges reaches the new partitions once.
+fn rescaled_down_and_up(s3: Option<(String, String)>) {
+    let Some(brokers) = brokers() else { return };
+    let job = Job::fresh(&brokers, s3);
+    let (input, output, totals) = (&job.input, &job.output, &job.totals);
+    create_topic(&brokers, input, 4).unwrap();
+    job.create_outputs(4);
+    let batches: Vec<Vec<Vec<u8>>> = (0..30).map(|b| lines(700 + b, 200).0).collect();
+    let mut expected = BTreeMap::new();
+    let count = |expected: &mut BTreeMap<String, u64>, batch: &[Vec<u8>]| {
+        for line in batch {
+            for word in std::str::from_utf8(line).unwrap().split_whitespace() {
+                *expected.entry(word.to_string()).or_insert(0u64) += 1;
+            }
+        }
+    };
+    for batch in &batches {
+        count(&mut expected, batch);
+    }
+    let producer = {
+        let (brokers, input) = (brokers.clone(), input.clone());
+        std::thread::spawn(move || {
+            for batch in batches {
+                produce(&brokers, &input, batch);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    // 4 counting and 3 totalling partitions, killed while it runs.
+    let first = job.spawn_with(&["--count-partitions", "4", "--total-partitions", "3"]);
+    wait_for_output(&brokers, totals);
+    std::thread::sleep(Duration::from_millis(random_below(1_500)));
+    first.kill();
+    producer.join().unwrap();
+    // 2 and 5.
+    let down = ["--count-partitions", "2", "--total-partitions", "5"];
+    let log = job.spawn_with(&down).finish();
+    assert!(log.contains("rescaled to generation 1"), "{log}");
+    assert_eq!(last_counts(&brokers, output), expected, "after 4 → 2");
+    assert_eq!(last_counts(&brokers, totals), letter_totals(&expected));
+    // More input, then 6 and 6, in two processes started together (one
+    // moves the group, the other waits for it).
+    let more = lines(900, 3_000).0;
+    count(&mut expected, &more);
+    produce(&brokers, input, more);
+    let up = ["--count-partitions", "6", "--total-partitions", "6"];
+    let logs: Vec<String> = [job.spawn_with(&up), job.spawn_with(&up)]
+        .into_iter()
+        .map(Process::finish)
+        .collect();
+    assert_eq!(
+        logs.iter()
+            .filter(|log| log.contains("rescaled to generation 2"))
+            .count(),
+        1,
+        "one process rescaled the group:\n{}",
+        logs.join("\n")
+    );
+    assert_eq!(last_counts(&brokers, output), expected, "after 2 → 6");
+    assert_eq!(last_counts(&brokers, totals), letter_totals(&expected));
+}
+
 #[test]
-fn a_job_restarted_at_another_parallelism_is_refused_by_name() {
+fn a_staged_job_rescaled_down_and_up_carries_its_state_and_its_records_over() {
+    rescaled_down_and_up(None);
+}
+
+/// The same with the checkpoints in an S3 bucket and each process given an
+/// empty directory of its own.
+#[cfg(feature = "s3")]
+#[test]
+fn a_staged_job_rescaled_with_checkpoints_in_s3_carries_its_state_over() {
+    let Some(server) = support::s3_server() else {
+        return;
+    };
+    rescaled_down_and_up(Some(server));
+}
+
+/// An exchange topic that the group's layout does not account for (made
+/// by something else, with another partition count) is refused by name.
+#[test]
+fn an_exchange_topic_the_layout_does_not_account_for_is_refused_by_name() {
     let Some(brokers) = brokers() else { return };
     let job = Job::fresh(&brokers, None);
     let (input, group) = (&job.input, &job.group);
     create_topic(&brokers, input, 2).unwrap();
-    // The exchange into `counted` as a run at parallelism 4 left it.
     create_topic(&brokers, &format!("{group}-counted-in-repartition"), 4).unwrap();
     let log = job.spawn_with(&["--count-partitions", "3"]).failure();
     assert!(
         log.contains(&format!(
-            "exchange topic `{group}-counted-in-repartition` has 4 partitions, and `counted` has parallelism 3"
-        )) && log.contains("run the changed job as a new group"),
+            "exchange topic `{group}-counted-in-repartition` has 4 partitions, and the group's layout gives it 3"
+        )) && log.contains("run the job as a new group"),
         "{log}"
     );
 }

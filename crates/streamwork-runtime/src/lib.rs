@@ -83,7 +83,7 @@ pub use builder::{
     ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, JobBuilder, JobConfig,
     JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo,
 };
-pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery};
+pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery, RescaledFrom};
 pub use ctrl_c::raise_on_ctrl_c;
 pub use error::JobError;
 pub use handle::{JobHandle, LiveMetrics, StopHandle};

@@ -184,16 +184,37 @@ fn open_checkpoints(
             });
         }
     }
-    let completed = restored
+    let mut source: Option<Arc<dyn RestoreSource>> =
+        restored.map(|r| Arc::new(r) as Arc<dyn RestoreSource>);
+    if let (None, Some(rescaled)) = (&source, &config.rescaled) {
+        // The first run of a stage partition at a new partition count: the
+        // old partitions' checkpoints, merged.
+        let mut checkpoints = Vec::with_capacity(rescaled.dirs.len());
+        for dir in &rescaled.dirs {
+            checkpoints.push(match streamwork_state::load_latest(dir) {
+                Ok(checkpoint) => Some(checkpoint),
+                Err(streamwork_state::StateError::NoCheckpoint { .. }) => None,
+                Err(error) => return Err(error.into()),
+            });
+        }
+        let merged = checkpoint::Merged::new(checkpoints, rescaled.fresh.clone());
+        tracing::info!(
+            "{}: no checkpoint of its own yet; restoring from the {} partitions it was rescaled from (newest checkpoint {})",
+            config.dir.display(),
+            rescaled.dirs.len(),
+            merged.checkpoint()
+        );
+        source = Some(Arc::new(merged));
+    }
+    let completed = source
         .as_ref()
         .map_or(CheckpointId::NONE, |r| r.checkpoint());
-    let log = Coordinator::open(config)?;
+    let mut log = Coordinator::open(config)?;
+    // Ids follow those of what it restores from.
+    log.skip_ids_past(completed);
     let signals = Signals::new(completed);
     let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
-    let view = CheckpointView::new(
-        signals.completed.clone(),
-        restored.map(|r| Arc::new(r) as Arc<dyn RestoreSource>),
-    );
+    let view = CheckpointView::new(signals.completed.clone(), source);
     let link = CheckpointLink::new(parts_tx, &signals);
     let tasks = TaskCheckpoints {
         trigger: signals.trigger.clone(),

@@ -227,10 +227,16 @@ impl<'g> TaskBuilder<'g> {
     /// The environment of `node`'s instance `instance`.
     fn env(&self, node: usize, instance: InstanceIdx) -> Env {
         let def = &self.graph.nodes()[node];
+        // One partition of a stage stands for that partition's instance of
+        // the whole job.
+        let (told, parallelism) = match def.share {
+            Some((partition, partitions)) => (InstanceIdx(partition), partitions),
+            None => (instance, def.parallelism()),
+        };
         let mut ctx = InstanceContext::new(
             def.name_arc(),
-            instance,
-            def.parallelism(),
+            told,
+            parallelism,
             self.graph.config().key_groups,
         )
         .with_batch_size(self.graph.config().batch_size);

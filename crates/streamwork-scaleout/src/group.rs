@@ -55,15 +55,17 @@ use streamwork_connectors::kafka::{
     end_offsets,
 };
 use streamwork_core::ConnectorError;
-use streamwork_runtime::stages::{StageError, StagePlan};
+use streamwork_runtime::stages::{ExchangePlan, StageError, StagePlan};
 use streamwork_runtime::{
-    CheckpointConfig, Delivery, GraphError, JobError, JobGraph, RestartStrategy, RunOptions,
-    StopHandle, start_with,
+    CheckpointConfig, Delivery, GraphError, JobError, JobGraph, RescaledFrom, RestartStrategy,
+    RunOptions, StopHandle, start_with,
 };
 use streamwork_state::{CheckpointStore, StateError};
 
 use crate::exchange::{ExchangeSink, ExchangeSource, Unsent, mark_partitions};
+use crate::layout::Layout;
 use crate::lease::{Lease, member_name};
+use crate::rescale::Rescaler;
 use crate::store_lease::StoreLease;
 
 /// How often the runner commits the group's offsets and looks for idleness.
@@ -120,19 +122,23 @@ pub enum GroupError {
     #[error("building the job: {0}")]
     Plan(GraphError),
     /// An exchange's topic exists with another number of partitions than
-    /// the job's parallelism gives it.
+    /// the group's layout gives it.
     #[error(
-        "exchange topic `{topic}` has {found} partitions, and `{component}` has parallelism {wanted}: the job's parallelism changed since the topic was made; run the changed job as a new group (its state starts anew), or give `{component}` parallelism {found} again"
+        "exchange topic `{topic}` has {found} partitions, and the group's layout gives it {wanted}: the topic was made by something else than this group's runner (or by an earlier version of it); run the job as a new group, or give the topic back the partitions it had"
     )]
     ExchangePartitions {
         /// The exchange's topic.
         topic: String,
-        /// The component it enters.
-        component: String,
         /// Its partitions.
         found: usize,
-        /// The component's parallelism.
+        /// The partitions the layout gives it.
         wanted: u32,
+    },
+    /// The group's layout cannot be read, or the job cannot run in it.
+    #[error("the group's layout (`LAYOUT` beside its checkpoints): {problem}")]
+    Layout {
+        /// What is wrong.
+        problem: String,
     },
     /// A sink keeps what it staged on one machine, and the processes share
     /// nothing but the checkpoint store ([`GroupRunner::checkpoint_store`]).
@@ -393,6 +399,8 @@ enum Routing {
         plan: StagePlan,
         /// The topics each stage reads, its first one first, by stage.
         reads: Vec<Vec<String>>,
+        /// Where each stage's partitions keep their checkpoints.
+        layout: Layout,
     },
 }
 
@@ -402,7 +410,7 @@ impl Routing {
     fn task_of(&self, topic: &str) -> (Option<usize>, String, Vec<String>) {
         match self {
             Routing::Partitions => (None, topic.to_string(), vec![topic.to_string()]),
-            Routing::Stages { plan, reads } => {
+            Routing::Stages { plan, reads, .. } => {
                 match reads
                     .iter()
                     .position(|r| r.first().map(String::as_str) == Some(topic))
@@ -416,6 +424,44 @@ impl Routing {
                 }
             }
         }
+    }
+
+    /// Where the checkpoints of partition `partition` of the task named
+    /// `name` (of stage `stage`) are, relative to the group's.
+    fn path(&self, stage: Option<usize>, name: &str, partition: i32) -> String {
+        match (self, stage) {
+            (Routing::Stages { layout, .. }, Some(stage)) => {
+                layout.stages[stage].path(partition as u32)
+            }
+            _ => format!("{name}/{partition}"),
+        }
+    }
+
+    /// For a partition of a stage that was rescaled: the stage's name,
+    /// generation and partition count before, which the partition restores
+    /// from until it has checkpoints of its own, and the components that
+    /// start anew (its exchange ends).
+    fn rescaled(&self, stage: Option<usize>) -> Option<(String, u32, u32, Vec<String>)> {
+        let (Routing::Stages { plan, layout, .. }, Some(stage)) = (self, stage) else {
+            return None;
+        };
+        let (generation, partitions) = layout.stages[stage].from?;
+        let mut fresh = Vec::new();
+        for exchange in &plan.exchanges {
+            if exchange.to_stage == stage {
+                fresh.push(format!("{}:read", exchange.name));
+            }
+            if exchange.from_stage == stage {
+                fresh.push(format!("{}:encode", exchange.name));
+                fresh.push(format!("{}:write", exchange.name));
+            }
+        }
+        Some((
+            layout.stages[stage].name.clone(),
+            generation,
+            partitions,
+            fresh,
+        ))
     }
 }
 
@@ -668,22 +714,29 @@ impl GroupRunner {
         GroupRunner::refuse_local_staging(self.store.is_some(), &planned)?;
         let plan = planned.stage_plan()?;
         tracing::info!("kafka group `{}`: {plan}", self.group);
-        let copies = match plan.exchanges.first() {
-            Some(first) => Some(self.exchange_copies(&first.log_name(&self.group))?),
+        let mut source_partitions = Vec::with_capacity(plan.stages.len());
+        for stage in &plan.stages {
+            source_partitions.push(match &stage.log {
+                Some(topic) => self.partitions_of(topic)? as u32,
+                None => 0,
+            });
+        }
+        let wanted = Layout::first(&plan, &source_partitions);
+        let copies = match wanted.exchanges.first() {
+            Some(first) => Some(self.exchange_copies(&first.topic(&self.group))?),
             None => None,
         };
-        for exchange in &plan.exchanges {
-            let topic = exchange.log_name(&self.group);
+        let create = |topic: &str, partitions: u32| -> Result<(), GroupError> {
             let (replication, insync) = copies.unwrap_or((1, 1));
             let insync = insync.to_string();
             create_replicated_topic(
                 &self.brokers,
-                &topic,
-                exchange.partitions as i32,
+                topic,
+                partitions as i32,
                 i32::from(replication),
                 &[("min.insync.replicas", &insync)],
             )?;
-            if let (_, Some(found)) = cluster_replication(&self.brokers, &topic)?
+            if let (_, Some(found)) = cluster_replication(&self.brokers, topic)?
                 && found < usize::from(replication)
             {
                 tracing::warn!(
@@ -691,16 +744,22 @@ impl GroupRunner {
                     self.group
                 );
             }
-            let found = self.partitions_of(&topic)?;
-            if found != exchange.partitions as usize {
+            let found = self.partitions_of(topic)?;
+            if found != partitions as usize {
                 return Err(GroupError::ExchangePartitions {
-                    topic,
-                    component: exchange.to.clone(),
+                    topic: topic.to_string(),
                     found,
-                    wanted: exchange.partitions,
+                    wanted: partitions,
                 });
             }
-            mark_partitions(&self.brokers, &topic, exchange.partitions)?;
+            mark_partitions(&self.brokers, topic, partitions)?;
+            Ok(())
+        };
+        let member = member_name();
+        let rescaler = self.rescaler(&member);
+        let layout = rescaler.settle(&plan, wanted, &create)?;
+        for exchange in &layout.exchanges {
+            create(&exchange.topic(&self.group), exchange.partitions)?;
         }
         let reads: Vec<Vec<String>> = plan
             .stages
@@ -710,7 +769,7 @@ impl GroupRunner {
                 None => stage
                     .inputs
                     .iter()
-                    .map(|&x| plan.exchanges[x].log_name(&self.group))
+                    .map(|&x| layout.exchanges[x].topic(&self.group))
                     .collect(),
             })
             .collect();
@@ -721,6 +780,7 @@ impl GroupRunner {
         let routing = Routing::Stages {
             plan: plan.clone(),
             reads,
+            layout: layout.clone(),
         };
         let stages = routing.clone();
         let key_groups = plan.key_groups;
@@ -736,13 +796,23 @@ impl GroupRunner {
             };
             let link: Arc<dyn std::any::Any + Send + Sync> = task.progress.clone();
             let partition = task.partition;
+            let this = &layout.stages[stage];
+            let exchange_of = |x: &ExchangePlan| {
+                let index = plan
+                    .exchanges
+                    .iter()
+                    .position(|e| e.name == x.name)
+                    .unwrap_or(0);
+                &layout.exchanges[index]
+            };
             Ok(graph.into_stage(
                 &plan,
                 stage,
                 partition as u32,
+                this.partitions,
                 Some(link),
                 |x| {
-                    let topic = x.log_name(&group);
+                    let topic = exchange_of(x).topic(&group);
                     ExchangeSource::new(
                         &brokers,
                         &topic,
@@ -753,19 +823,35 @@ impl GroupRunner {
                     )
                 },
                 |x| {
+                    let exchange = exchange_of(x);
                     ExchangeSink::new(
                         &brokers,
-                        &x.log_name(&group),
-                        x.partitions,
+                        &exchange.topic(&group),
+                        exchange.partitions,
                         key_groups,
-                        partition as u32,
+                        this.writer(partition as u32),
                         &extra,
                         unsent.clone(),
                     )
+                    .moved_from(&exchange.previous)
                 },
             )?)
         });
         self.run_with(build, routing)
+    }
+
+    /// The rescaler of this runner (see `rescale`).
+    fn rescaler<'a>(&'a self, member: &'a str) -> Rescaler<'a> {
+        Rescaler {
+            brokers: &self.brokers,
+            group: &self.group,
+            extra: &self.extra,
+            checkpoint_dir: &self.checkpoint_dir,
+            store: self.store.as_ref(),
+            stale: self.session_timeout,
+            member,
+            wait: (self.rebalance_timeout() * 2).max(self.session_timeout * 4),
+        }
     }
 
     /// The partitions of `topic`, once its metadata shows any (a topic
@@ -1169,7 +1255,9 @@ impl Shared {
 
     /// Starts the job of one partition.
     fn start(&self, topic: &str, partition: i32) {
-        let (_, task_name, topics) = self.routing.task_of(topic);
+        let (stage, task_name, topics) = self.routing.task_of(topic);
+        let path = self.routing.path(stage, &task_name, partition);
+        let rescaled = self.routing.rescaled(stage);
         let reads: Vec<(String, Arc<SourceProgress>)> = topics
             .into_iter()
             .map(|t| (t, Arc::new(SourceProgress::default())))
@@ -1188,14 +1276,10 @@ impl Shared {
         };
         let stopped = Arc::new(AtomicBool::new(false));
         let stop: Arc<Mutex<Option<StopHandle>>> = Arc::new(Mutex::new(None));
-        let dir = self
-            .runner
-            .checkpoint_dir
-            .join(&task_name)
-            .join(partition.to_string());
+        let dir = self.runner.checkpoint_dir.join(&path);
         let config = CheckpointConfig::new(dir.clone(), self.runner.checkpoint_interval)
             .delivery(self.runner.delivery);
-        let store_name = format!("{task_name}/{partition}");
+        let store_name = path.clone();
         let store = match self
             .runner
             .store
@@ -1218,9 +1302,22 @@ impl Shared {
         let (build, restart) = (self.build.clone(), self.runner.restart);
         let (thread_stopped, thread_stop) = (stopped.clone(), stop.clone());
         let (member, stale) = (self.member.clone(), self.runner.session_timeout);
+        let runner = self.runner.clone();
         let thread = std::thread::Builder::new()
             .name(format!("{topic}-{partition}"))
             .spawn(move || {
+                // A partition of a rescaled stage restores from the old
+                // partitions until it has checkpoints of its own.
+                let mut config = config;
+                if let Some((name, generation, partitions, fresh)) = rescaled {
+                    let dirs = runner.rescaler(&member).old_partitions(
+                        &name,
+                        generation,
+                        partitions,
+                        &store_name,
+                    )?;
+                    config = config.rescaled_from(RescaledFrom { dirs, fresh });
+                }
                 let options = |config: CheckpointConfig| RunOptions {
                     checkpoints: Some(config),
                     restart: RestartStrategy::Never,
@@ -1262,7 +1359,7 @@ impl Shared {
                 thread,
                 reads,
                 run: TaskRun {
-                    task: format!("{task_name}/{partition}"),
+                    task: path.clone(),
                     started: SystemTime::now(),
                     first_record: None,
                     stop_asked: None,
@@ -1344,7 +1441,7 @@ impl Shared {
 }
 
 /// Where a partition's lease is.
-enum LeasePlace {
+pub(crate) enum LeasePlace {
     /// Beside its checkpoints in the store (`STAGE/PARTITION` there): each
     /// process has a directory of its own.
     Store {
@@ -1356,7 +1453,7 @@ enum LeasePlace {
 }
 
 /// A partition's lease, taken.
-enum Taken {
+pub(crate) enum Taken {
     Store(StoreLease),
     Directory(Lease),
 }
@@ -1376,7 +1473,7 @@ impl Taken {
         }
     }
 
-    fn release(self) {
+    pub(crate) fn release(self) {
         match self {
             Taken::Store(lease) => lease.release(),
             Taken::Directory(lease) => lease.release(),
@@ -1394,15 +1491,15 @@ impl Taken {
 }
 
 /// A partition's job behind its lease.
-struct Leased {
-    place: LeasePlace,
-    member: String,
-    stale: Duration,
+pub(crate) struct Leased {
+    pub(crate) place: LeasePlace,
+    pub(crate) member: String,
+    pub(crate) stale: Duration,
 }
 
 impl Leased {
     /// Waits for the lease (`None` if `stopped` first).
-    fn take(&self, stopped: &AtomicBool) -> Result<Option<Taken>, GroupError> {
+    pub(crate) fn take(&self, stopped: &AtomicBool) -> Result<Option<Taken>, GroupError> {
         match &self.place {
             LeasePlace::Store { store, name } => {
                 StoreLease::acquire(store.clone(), &self.member, self.stale, stopped)

@@ -65,9 +65,13 @@ mod exchange;
 #[cfg(feature = "kafka")]
 pub mod group;
 #[cfg(feature = "kafka")]
+mod layout;
+#[cfg(feature = "kafka")]
 mod lease;
 #[cfg(feature = "kafka")]
 mod lease_clock;
+#[cfg(feature = "kafka")]
+mod rescale;
 #[cfg(feature = "kafka")]
 mod store_lease;
 

@@ -208,6 +208,12 @@ impl CheckpointLog {
         Ok(CheckpointId::new(id))
     }
 
+    /// Hands out no id at or below `id` from now on (a log that carries on
+    /// from checkpoints of other logs: its ids follow theirs).
+    pub fn skip_ids_past(&mut self, id: CheckpointId) {
+        self.next_id = self.next_id.max(id.get().saturating_add(1));
+    }
+
     /// Ids of the complete checkpoints still kept, oldest first.
     pub fn complete_checkpoints(&self) -> impl Iterator<Item = CheckpointId> + '_ {
         self.complete.iter().copied().map(CheckpointId::new)

@@ -640,19 +640,17 @@ impl Source for KafkaSource {
             .map_err(|e| kafka_error("creating a consumer", e))?;
         let (instance, parallelism) =
             (ctx.instance().0 as usize, ctx.parallelism().max(1) as usize);
-        // A runner that splits the job by partition assigns them itself.
-        let assigned = ctx
-            .assigned_partitions()
-            .map(<[i32]>::to_vec)
-            .or_else(|| self.assigned.clone());
-        let owned: Vec<i32> = match &assigned {
-            Some(list) => list
+        // A runner that splits the job by partition assigns this instance
+        // its own.
+        let owned: Vec<i32> = match (ctx.assigned_partitions(), &self.assigned) {
+            (Some(own), _) => own.to_vec(),
+            (None, Some(list)) => list
                 .iter()
                 .copied()
                 .skip(instance)
                 .step_by(parallelism)
                 .collect(),
-            None => self
+            (None, None) => self
                 .partitions(&consumer)?
                 .into_iter()
                 .filter(|&p| p as usize % parallelism == instance)

@@ -102,6 +102,10 @@ pub struct NodeDef {
     pub(crate) assigned: Option<std::sync::Arc<[i32]>>,
     /// What the runner gives a source it assigned partitions to.
     pub(crate) link: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// For a job that is one partition of a stage (`into_stage`): the
+    /// partition and the stage's partitions, which its instance is told as
+    /// its index and parallelism (its key groups, its part of checkpoints).
+    pub(crate) share: Option<(u32, u32)>,
     /// Where a sink keeps what it staged, if on one machine
     /// ([`Sink::stages_locally`](streamwork_core::Sink::stages_locally)).
     pub(crate) staged_locally: Option<String>,

@@ -415,6 +415,7 @@ impl<D> JobBuilder<D> {
             assigned: None,
             link: None,
             staged_locally: None,
+            share: None,
         });
         self.connect(node, 0, &left);
         self.connect(node, 1, &right);
@@ -506,6 +507,7 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
         assigned: None,
         link: None,
         staged_locally: None,
+        share: None,
     }
 }
 
@@ -551,6 +553,7 @@ pub(crate) fn operator_node<O: Operator>(
         assigned: None,
         link: None,
         staged_locally: None,
+        share: None,
     }
 }
 
@@ -596,5 +599,6 @@ pub(crate) fn sink_node<S: streamwork_core::Sink>(
         assigned: None,
         link: None,
         staged_locally,
+        share: None,
     }
 }

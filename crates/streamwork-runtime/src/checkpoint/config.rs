@@ -31,6 +31,25 @@ pub struct CheckpointConfig {
     /// with an empty directory of its own carries on (see
     /// [`Mirror`](streamwork_state::Mirror)). `None`: the directory alone.
     pub store: Option<Arc<dyn CheckpointStore>>,
+    /// For the first run of one partition of a stage whose partition count
+    /// changed (see [`rescaled_from`](Self::rescaled_from)): the
+    /// checkpoint directories of the stage's old partitions, in order, and
+    /// the components that start anew rather than take their state.
+    pub rescaled: Option<RescaledFrom>,
+}
+
+/// The checkpoints a stage partition restores from when its own directory
+/// holds none yet, after its stage's partition count changed: part `b` of
+/// every component is old partition `b`'s, so that keyed state moves by
+/// key group, as at a restore at another parallelism in one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RescaledFrom {
+    /// Each old partition's checkpoint directory (loaded, never written),
+    /// by old partition.
+    pub dirs: Vec<PathBuf>,
+    /// Components offered no state (they start anew: the stage's exchange
+    /// ends, whose topics the runner moved).
+    pub fresh: Vec<String>,
 }
 
 impl CheckpointConfig {
@@ -45,7 +64,15 @@ impl CheckpointConfig {
             retain: 3,
             drop_removed_state: false,
             store: None,
+            rescaled: None,
         }
+    }
+
+    /// The same, restoring from the checkpoints of a stage's old partitions
+    /// when the directory (and the store) hold none yet.
+    pub fn rescaled_from(mut self, rescaled: RescaledFrom) -> Self {
+        self.rescaled = Some(rescaled);
+        self
     }
 
     /// The same, with `delivery`.

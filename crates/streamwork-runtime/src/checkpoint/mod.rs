@@ -18,13 +18,15 @@
 
 mod config;
 mod coordinator;
+mod merged;
+pub(crate) use merged::Merged;
 mod restore;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use config::{CheckpointConfig, CheckpointStats};
+pub use config::{CheckpointConfig, CheckpointStats, RescaledFrom};
 pub(crate) use coordinator::{Coordinator, Signals};
 pub use restore::Recovery;
 pub(crate) use restore::load;

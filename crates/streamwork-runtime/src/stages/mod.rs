@@ -427,10 +427,13 @@ impl JobGraph {
         })
     }
 
-    /// The job of partition `partition` of stage `stage` of `plan` (made
-    /// from this graph by [`stage_plan`](Self::stage_plan)): the stage's
-    /// components at parallelism 1, its source told to read partition
-    /// `partition`, each exchange it writes numbered by writer `partition`
+    /// The job of partition `partition` of the `partitions` of stage `stage`
+    /// of `plan` (made from this graph by [`stage_plan`](Self::stage_plan)):
+    /// the stage's components at parallelism 1, each instance told it is
+    /// instance `partition` of `partitions` (its key groups and its part of
+    /// checkpoints are that instance's of the whole job, so that a stage
+    /// restored at another partition count takes its keys' state by key
+    /// group), its source told to read partition `partition`, each exchange it writes numbered by writer `partition`
     /// into the sink `output` makes for it, each exchange it reads from the
     /// source `input` makes for it. The source is given `link` (see
     /// [`InstanceContext::runner_link`](streamwork_core::InstanceContext::runner_link)).
@@ -445,6 +448,7 @@ impl JobGraph {
         plan: &StagePlan,
         stage: usize,
         partition: u32,
+        partitions: u32,
         link: Option<Arc<dyn std::any::Any + Send + Sync>>,
         mut input: impl FnMut(&ExchangePlan) -> I,
         mut output: impl FnMut(&ExchangePlan) -> O,
@@ -553,6 +557,10 @@ impl JobGraph {
                 }
                 _ => {}
             }
+        }
+        let share = Some((partition, partitions.max(partition + 1)));
+        for node in &mut kept {
+            node.share = share;
         }
         Ok(JobGraph {
             name: format!("{name}/{}", this.name),

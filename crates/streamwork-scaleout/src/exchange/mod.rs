@@ -47,8 +47,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use streamwork_core::{ConnectorError, ErrorDomain};
 
 use self::frame::{FrameHead, HEAD, MARKER, MARKER_WRITER};
-pub(crate) use self::sink::{ExchangeSink, Unsent};
-pub(crate) use self::source::ExchangeSource;
+pub(crate) use self::sink::{ExchangeSink, Unsent, resend_part};
+pub(crate) use self::source::{ExchangeSource, read_part, undelivered};
 
 /// How long closing a sink waits for the brokers to acknowledge.
 pub(super) const CLOSE_WAIT: Duration = Duration::from_secs(30);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientConfig, ClientContext};
-use streamwork_core::checkpoint::{Restore, StateBytes};
+use streamwork_core::checkpoint::{CheckpointView, Restore, RestoredPart, StateBytes};
 use streamwork_core::{
     CheckpointId, ConnectorError, Envelope, InstanceContext, KeyGroups, Record, Sink,
 };
@@ -110,6 +110,10 @@ pub(crate) struct ExchangeSink {
     writer: u32,
     extra: Vec<(String, String)>,
     unsent: Unsent,
+    /// The exchange's topics of earlier generations: a part of a
+    /// checkpoint written for one of them was sent by the rescale that
+    /// moved the exchange (see `rescale`), and starts this writer anew.
+    previous: Vec<String>,
     open: Option<Writing>,
 }
 
@@ -169,6 +173,7 @@ impl Clone for ExchangeSink {
             writer: self.writer,
             extra: self.extra.clone(),
             unsent: self.unsent.clone(),
+            previous: self.previous.clone(),
             open: None,
         }
     }
@@ -195,8 +200,16 @@ impl ExchangeSink {
             writer,
             extra: extra.to_vec(),
             unsent,
+            previous: Vec::new(),
             open: None,
         }
+    }
+
+    /// The same sink, for an exchange whose earlier generations had the
+    /// topics `previous`.
+    pub(crate) fn moved_from(mut self, previous: &[String]) -> Self {
+        self.previous = previous.to_vec();
+        self
     }
 
     fn writing(&mut self) -> Result<&mut Writing, ConnectorError> {
@@ -320,6 +333,49 @@ impl ExchangeSink {
         }
         bytes
     }
+}
+
+/// Sends what a writer's part of a checkpoint holds staged or
+/// unacknowledged into the topic it was written for, as the writer restored
+/// from it would, and waits for the brokers' acknowledgement: what a
+/// rescale does for the old writers before it moves an exchange.
+pub(crate) fn resend_part(
+    brokers: &str,
+    extra: &[(String, String)],
+    part: &RestoredPart<'_>,
+) -> Result<(), ConnectorError> {
+    let old = WriterPart::decode(part.bytes)
+        .filter(|_| part.schema == WRITE_SCHEMA)
+        .ok_or_else(|| {
+            exchange_refusal(format!(
+                "an exchange writer's part of layout {} cannot be read: the checkpoint was written by another version of the exchange protocol",
+                part.schema
+            ))
+        })?;
+    let key_groups = KeyGroups::new(old.key_groups).unwrap_or_default();
+    let mut sink = ExchangeSink::new(
+        brokers,
+        &old.topic,
+        old.partitions,
+        key_groups,
+        old.writer,
+        extra,
+        Unsent::default(),
+    );
+    let ctx = InstanceContext::new("rescale", part.part, 1, key_groups)
+        .with_checkpoints(CheckpointView::new(Arc::new(AtomicU64::new(0)), None));
+    sink.open(&ctx)?;
+    let mut restore = Restore::nothing("rescale", part.part, 1, key_groups);
+    restore.checkpoint = CheckpointId::new(1);
+    restore.parts = vec![*part];
+    sink.restore(&restore)?;
+    let outcome = sink.close();
+    // Acknowledged (or failed): nothing is left to send.
+    if let Some(writing) = sink.open.as_mut() {
+        writing.sent.clear();
+        writing.staged.clear();
+    }
+    outcome
 }
 
 /// A writer's part of a checkpoint, read back.
@@ -516,6 +572,12 @@ impl Sink for ExchangeSink {
             )));
         }
         let old = WriterPart::decode(part.bytes).ok_or_else(|| refused("is torn"))?;
+        if self.previous.contains(&old.topic) {
+            // The exchange moved to another topic since: the rescale sent
+            // what the part held into the old one, and this writer starts
+            // anew in the new one.
+            return Ok(());
+        }
         if (&old.topic, old.partitions, old.key_groups, old.writer)
             != (
                 &self.topic,

@@ -5,14 +5,21 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use streamwork_connectors::kafka::{KafkaRecord, KafkaSource, SourceProgress};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use streamwork_connectors::kafka::{EndProbe, KafkaRecord, KafkaSource, SourceProgress};
 use streamwork_core::checkpoint::{Replayable, Restore, RestoredPart, StateBytes};
 use streamwork_core::{
-    CheckpointId, Collector, ConnectorError, Envelope, InstanceContext, Source, SourcePoll,
+    CheckpointId, Collector, ConnectorError, Envelope, InstanceContext, Record, Source, SourcePoll,
+    Timestamp,
 };
 
-use super::exchange_refusal;
 use super::frame::{FrameHead, HEAD, MARKER};
+use super::{broker_error, exchange_refusal};
 
 /// The layout of [`ExchangeSource`]'s part of a checkpoint.
 const READ_SCHEMA: u32 = 3;
@@ -136,6 +143,126 @@ impl WriterLog {
             *entry = (*entry).max(last);
         }
     }
+}
+
+/// The records of `topic`'s partition `partition`, from offset `from` to
+/// its end, that a reader restored with `log` would admit, in order: what
+/// a rescale moves into the exchange's new topic.
+pub(crate) fn undelivered(
+    brokers: &str,
+    extra: &[(String, String)],
+    topic: &str,
+    partition: i32,
+    from: i64,
+    mut log: WriterLog,
+) -> Result<Vec<Record<Envelope>>, ConnectorError> {
+    let end = EndProbe::new(brokers, extra)?
+        .ends(topic)?
+        .get(&partition)
+        .copied()
+        .unwrap_or(0);
+    let mut records = Vec::new();
+    if from >= end {
+        return Ok(records);
+    }
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("{topic}-rescale"))
+        .set("enable.auto.commit", "false");
+    for (key, value) in extra {
+        config.set(key, value);
+    }
+    let consumer: BaseConsumer = config
+        .create()
+        .map_err(|e| broker_error(format!("a consumer of `{topic}`: {e}")))?;
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Offset(from))
+        .and_then(|()| consumer.assign(&assignment))
+        .map_err(|e| broker_error(format!("reading `{topic}` partition {partition}: {e}")))?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut next = from;
+    while next < end {
+        if Instant::now() > deadline {
+            return Err(broker_error(format!(
+                "`{topic}` partition {partition} not read from {from} to {end} within 120 s"
+            )));
+        }
+        let message = match consumer.poll(Duration::from_millis(100)) {
+            None | Some(Err(KafkaError::PartitionEOF(_))) => continue,
+            Some(Err(e)) => {
+                return Err(broker_error(format!(
+                    "reading `{topic}` partition {partition}: {e}"
+                )));
+            }
+            Some(Ok(message)) => message,
+        };
+        next = message.offset() + 1;
+        let value = message.payload().unwrap_or_default();
+        let Some(head) = FrameHead::read(value) else {
+            return Err(exchange_refusal(format!(
+                "exchange topic `{topic}` partition {partition} offset {}: not an exchange record of this version",
+                message.offset()
+            )));
+        };
+        if head.kind == MARKER {
+            continue;
+        }
+        match log.admit(&head) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(refusal) => {
+                return Err(exchange_refusal(refusal.explain(
+                    topic,
+                    partition,
+                    message.offset(),
+                )));
+            }
+        }
+        let key_hash = message
+            .key()
+            .and_then(|key| <[u8; 8]>::try_from(key).ok())
+            .map_or(0, u64::from_be_bytes);
+        let envelope = Envelope {
+            key_hash,
+            writer: head.writer,
+            seq: head.seq,
+            payload: value[HEAD..].to_vec(),
+        };
+        records.push(match message.timestamp().to_millis() {
+            Some(time) => Record::at(envelope, Timestamp::from_millis(time)),
+            None => Record::new(envelope),
+        });
+    }
+    Ok(records)
+}
+
+/// A reader's part of a checkpoint, read back: the next offset of each
+/// partition it read, and what it read of each writer (`None`: torn, or
+/// of another layout).
+pub(crate) fn read_part(part: &RestoredPart<'_>) -> Option<(BTreeMap<i32, i64>, WriterLog)> {
+    if part.schema != READ_SCHEMA {
+        return None;
+    }
+    let (_, rest) = part.bytes.split_first_chunk::<4>()?;
+    let (len, rest) = rest.split_first_chunk::<4>()?;
+    let (inner, writers) = rest.split_at_checked(u32::from_le_bytes(*len) as usize)?;
+    // The Kafka source's positions: 12 bytes a partition.
+    if !inner.len().is_multiple_of(12) {
+        return None;
+    }
+    let positions = inner
+        .chunks_exact(12)
+        .map(|entry| {
+            let (partition, next) = entry.split_at(4);
+            (
+                i32::from_le_bytes(partition.try_into().unwrap_or_default()),
+                i64::from_le_bytes(next.try_into().unwrap_or_default()),
+            )
+        })
+        .collect();
+    Some((positions, WriterLog::read_from(writers)?))
 }
 
 /// The source of one partition of an exchange's topic: admits each record
