@@ -331,21 +331,24 @@ impl<T: StateData> StateField for InstanceState<T> {
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
         field.expect(FieldKind::Instance, INSTANCE_FIELD_SCHEMA)?;
-        let old = field.parts.len() as u32;
-        if old != field.restore.parallelism {
-            return Err(field.refused(format!(
-                "it is the state of one instance (InstanceState), written by {old} instances, and cannot be split or merged among {}: restore at parallelism {old}, or keep it in a KeyedState to rescale it",
-                field.restore.parallelism
-            )));
-        }
-        let Some(&(part, _, _, bytes)) = field
+        // At the parallelism it was written at, each instance finds its
+        // own part and no part of an instance beyond it (a partition of a
+        // stage sees its own part only: its checkpoints are its own).
+        let parallelism = field.restore.parallelism;
+        let own = field
             .parts
             .iter()
-            .find(|(part, ..)| *part == field.restore.instance)
-        else {
+            .find(|(part, ..)| *part == field.restore.instance);
+        let written_by = field
+            .parts
+            .iter()
+            .map(|(part, ..)| part.0 + 1)
+            .max()
+            .unwrap_or(0)
+            .max(field.parts.len() as u32);
+        let Some(&(part, _, _, bytes)) = own.filter(|_| written_by <= parallelism) else {
             return Err(field.refused(format!(
-                "no snapshot of instance {} was found",
-                field.restore.instance
+                "it is the state of one instance (InstanceState), written by {written_by} instances, and cannot be split or merged among {parallelism}: restore at parallelism {written_by}, or keep it in a KeyedState to rescale it"
             )));
         };
         let archived = rkyv::access::<T::Archived, rkyv::rancor::Error>(bytes).map_err(|e| {
