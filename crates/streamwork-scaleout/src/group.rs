@@ -48,7 +48,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{
     BusySpan, EndProbe, KafkaSource, SourceProgress, cluster_replication, create_replicated_topic,
@@ -970,7 +970,29 @@ impl GroupRunner {
         if let Some(failure) = shared.take_failure() {
             return Err(failure);
         }
-        commit?;
+        match commit {
+            // The group dropped this member before it could commit (a
+            // broker that timed the member out while it stopped its jobs):
+            // the positions are in the partitions' checkpoints, which is
+            // where the next owner resumes from; the group's offsets only
+            // tell how far it has read.
+            Err(GroupError::Kafka(error))
+                if matches!(
+                    error.rdkafka_error_code(),
+                    Some(
+                        RDKafkaErrorCode::UnknownMemberId
+                            | RDKafkaErrorCode::IllegalGeneration
+                            | RDKafkaErrorCode::RebalanceInProgress
+                    )
+                ) =>
+            {
+                tracing::warn!(
+                    "kafka group `{}`: the positions were not committed as the group's offsets when leaving ({error}): the checkpoints hold them",
+                    self.group
+                );
+            }
+            outcome => outcome?,
+        }
         Ok(report)
     }
 
