@@ -109,10 +109,11 @@ impl Frames {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn head(writer: u32, checkpoint: u64, seq: u64) -> FrameHead {
+    /// The head of record `seq` of `writer`, covered by `checkpoint`.
+    pub(in crate::exchange) fn head(writer: u32, checkpoint: u64, seq: u64) -> FrameHead {
         FrameHead {
             kind: RECORD,
             writer,

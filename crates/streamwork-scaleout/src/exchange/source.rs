@@ -456,17 +456,8 @@ impl Replayable for ExchangeSource {}
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::frame::RECORD;
+    use super::super::frame::tests::head;
     use super::*;
-
-    fn head(writer: u32, checkpoint: u64, seq: u64) -> FrameHead {
-        FrameHead {
-            kind: RECORD,
-            writer,
-            checkpoint,
-            seq,
-        }
-    }
 
     #[test]
     fn a_reader_refuses_gaps_and_reused_numbers_by_name() {
