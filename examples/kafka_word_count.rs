@@ -200,7 +200,9 @@ impl LetterIncrements {
 /// One time in eight, at random (a fresh hasher's keys are random).
 fn coin() -> bool {
     use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0u8) % 8 == 0
+    std::collections::hash_map::RandomState::new()
+        .hash_one(0u8)
+        .is_multiple_of(8)
 }
 
 /// The sum of the increments of each letter.

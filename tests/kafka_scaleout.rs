@@ -71,6 +71,23 @@ fn produce(brokers: &str, topic: &str, lines: Vec<Vec<u8>>) {
     .unwrap();
 }
 
+/// Produces `batches` one after another, `pause` apart, on a thread of
+/// its own (bounded: as many batches as given).
+fn produce_over_time(
+    brokers: &str,
+    input: &str,
+    batches: Vec<Vec<Vec<u8>>>,
+    pause: Duration,
+) -> JoinHandle<()> {
+    let (brokers, input) = (brokers.to_string(), input.to_string());
+    std::thread::spawn(move || {
+        for batch in batches {
+            produce(&brokers, &input, batch);
+            std::thread::sleep(pause);
+        }
+    })
+}
+
 /// How many words start with each letter, from the words' counts.
 fn letter_totals(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     let mut totals = BTreeMap::new();
@@ -437,15 +454,7 @@ fn nondeterministic_stages_killed_at_random(s3: Option<(String, String)>) {
         let spawn = || job.spawn_with(&["--nondeterministic"]);
         let mut processes: Vec<Process> = (0..3).map(|_| spawn()).collect();
         wait_for_output(&brokers, totals);
-        let producer = {
-            let (brokers, input) = (brokers.clone(), input.clone());
-            std::thread::spawn(move || {
-                for batch in batches {
-                    produce(&brokers, &input, batch);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            })
-        };
+        let producer = produce_over_time(&brokers, input, batches, Duration::from_millis(100));
         let mut kills = Vec::new();
         for _ in 0..2 {
             let delay = Duration::from_millis(random_below(2_000));
@@ -531,15 +540,7 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
             }
         }
     }
-    let producer = {
-        let (brokers, input) = (brokers.clone(), input.clone());
-        std::thread::spawn(move || {
-            for batch in batches {
-                produce(&brokers, &input, batch);
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        })
-    };
+    let producer = produce_over_time(&brokers, input, batches, Duration::from_millis(200));
     // One process, then three, then two.
     let first = job.spawn();
     wait_for_output(&brokers, totals);
@@ -605,15 +606,7 @@ fn partitions_that_stay_run_on_through_a_rebalance() {
             *expected.entry(word.to_string()).or_insert(0u64) += 1;
         }
     }
-    let producer = {
-        let (brokers, input) = (brokers.clone(), input.clone());
-        std::thread::spawn(move || {
-            for batch in batches {
-                produce(&brokers, &input, batch);
-                std::thread::sleep(Duration::from_millis(150));
-            }
-        })
-    };
+    let producer = produce_over_time(&brokers, input, batches, Duration::from_millis(150));
     let first = job.spawn();
     wait_for_output(&brokers, totals);
     let second = job.spawn();
@@ -670,15 +663,7 @@ fn rescaled_down_and_up(s3: Option<(String, String)>) {
     for batch in &batches {
         count(&mut expected, batch);
     }
-    let producer = {
-        let (brokers, input) = (brokers.clone(), input.clone());
-        std::thread::spawn(move || {
-            for batch in batches {
-                produce(&brokers, &input, batch);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let producer = produce_over_time(&brokers, input, batches, Duration::from_millis(100));
     // 4 counting and 3 totalling partitions, killed while it runs.
     let first = job.spawn_with(&["--count-partitions", "4", "--total-partitions", "3"]);
     wait_for_output(&brokers, totals);

@@ -79,17 +79,13 @@ impl Rescaler<'_> {
         create: &dyn Fn(&str, u32) -> Result<(), GroupError>,
     ) -> Result<Layout, GroupError> {
         let root = self.root();
-        let store_error = |error: StateError| GroupError::Store {
-            task: LAYOUT.to_string(),
-            error,
-        };
         loop {
-            match root.read_versioned(LAYOUT).map_err(store_error)? {
+            match root.read_versioned(LAYOUT).map_err(layout_error)? {
                 None => {
                     let text = wanted.to_text().into_bytes();
                     if root
                         .write_if(LAYOUT, text, None)
-                        .map_err(store_error)?
+                        .map_err(layout_error)?
                         .is_some()
                     {
                         return Ok(wanted);
@@ -165,11 +161,7 @@ impl Rescaler<'_> {
         version: &str,
         create: &dyn Fn(&str, u32) -> Result<(), GroupError>,
     ) -> Result<bool, GroupError> {
-        let store_error = |error: StateError| GroupError::Store {
-            task: LAYOUT.to_string(),
-            error,
-        };
-        let still = root.read_versioned(LAYOUT).map_err(store_error)?;
+        let still = root.read_versioned(LAYOUT).map_err(layout_error)?;
         if still.as_ref().map(|(_, v)| v.as_str()) != Some(version) {
             return Ok(false);
         }
@@ -255,7 +247,7 @@ impl Rescaler<'_> {
         let text = next.to_text().into_bytes();
         Ok(root
             .write_if(LAYOUT, text, Some(version))
-            .map_err(store_error)?
+            .map_err(layout_error)?
             .is_some())
     }
 
@@ -411,6 +403,14 @@ impl Rescaler<'_> {
         (0..partitions)
             .map(|partition| self.local_copy(&stage_path(name, generation, partition), reader))
             .collect()
+    }
+}
+
+/// A failure of the store while reading or writing the layout.
+fn layout_error(error: StateError) -> GroupError {
+    GroupError::Store {
+        task: LAYOUT.to_string(),
+        error,
     }
 }
 
