@@ -51,8 +51,8 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{
-    BusySpan, EndProbe, KafkaSource, SourceProgress, cluster_replication, create_replicated_topic,
-    end_offsets,
+    BusySpan, EndProbe, KafkaSource, RecordPurger, SourceProgress, cluster_replication,
+    create_replicated_topic, end_offsets,
 };
 use streamwork_core::ConnectorError;
 use streamwork_runtime::stages::{ExchangePlan, StageError, StagePlan};
@@ -65,6 +65,7 @@ use streamwork_state::{CheckpointStore, StateError};
 use crate::exchange::{ExchangeSink, ExchangeSource, Unsent, mark_partitions};
 use crate::layout::Layout;
 use crate::lease::{Lease, member_name};
+use crate::purge::{PurgeHistory, Purging};
 use crate::rescale::Rescaler;
 use crate::store_lease::StoreLease;
 
@@ -494,6 +495,10 @@ pub struct GroupRunner {
     /// Copies a write to an exchange topic waits for (`None`: one fewer
     /// than the replication, at least 1).
     min_insync: Option<u16>,
+    /// The exchange topics of a staged job (`run_job`).
+    exchange_topics: Vec<String>,
+    /// How often read exchange records are deleted (`None`: never).
+    purge_every: Option<Duration>,
 }
 
 impl GroupRunner {
@@ -525,6 +530,8 @@ impl GroupRunner {
             unsent: Unsent::default(),
             replication: None,
             min_insync: None,
+            exchange_topics: Vec::new(),
+            purge_every: Some(Duration::from_secs(10)),
         }
     }
 
@@ -568,6 +575,17 @@ impl GroupRunner {
     /// than the replication, at least 1).
     pub fn exchange_min_insync_replicas(mut self, copies: u16) -> Self {
         self.min_insync = Some(copies.max(1));
+        self
+    }
+
+    /// How often the records of the exchange topics that every reader is
+    /// past are deleted (Kafka's `DeleteRecords`; default every 10 s;
+    /// `None`: never, the topics' retention alone bounds them). A partition
+    /// is purged to the oldest of the last three positions its reader
+    /// completed a checkpoint at, so each retained checkpoint's records
+    /// stay readable.
+    pub fn exchange_purge(mut self, every: Option<Duration>) -> Self {
+        self.purge_every = every;
         self
     }
 
@@ -775,6 +793,11 @@ impl GroupRunner {
             .collect();
         self.topics = reads.iter().filter_map(|r| r.first().cloned()).collect();
         self.done_topics = reads.iter().flatten().cloned().collect();
+        self.exchange_topics = layout
+            .exchanges
+            .iter()
+            .map(|x| x.topic(&self.group))
+            .collect();
         let (brokers, group, extra) =
             (self.brokers.clone(), self.group.clone(), self.extra.clone());
         let routing = Routing::Stages {
@@ -1011,6 +1034,22 @@ impl GroupRunner {
         shared: &Shared,
     ) -> Result<(), GroupError> {
         let probe = EndProbe::new(&self.brokers, &self.extra)?;
+        let purging = match self.purge_every {
+            Some(_) if !self.exchange_topics.is_empty() => {
+                let purger = RecordPurger::new(&self.brokers, &self.extra)?;
+                Purging::start(purger, self.group.clone())
+                    .inspect_err(|error| {
+                        tracing::warn!(
+                            "kafka group `{}`: no thread to delete read exchange records ({error}): the exchange topics grow until their retention removes records",
+                            self.group
+                        );
+                    })
+                    .ok()
+            }
+            _ => None,
+        };
+        let mut purge_history = PurgeHistory::default();
+        let mut last_purge = Instant::now();
         let mut last_commit = Instant::now();
         let mut records = u64::MAX;
         let mut quiet_since = Instant::now();
@@ -1038,6 +1077,22 @@ impl GroupRunner {
                     tracing::debug!("kafka group `{}`: {error}", self.group);
                 }
                 last_commit = Instant::now();
+                if let Some(purging) = &purging {
+                    for (topic, read) in positions.iter().flat_map(|(_, reads)| reads) {
+                        if self.exchange_topics.contains(topic) {
+                            for (&partition, &next) in read {
+                                purge_history.observe(topic, partition, next);
+                            }
+                        }
+                    }
+                    if self
+                        .purge_every
+                        .is_some_and(|every| last_purge.elapsed() >= every)
+                    {
+                        purging.ask(purge_history.due());
+                        last_purge = Instant::now();
+                    }
+                }
             }
             // A healthy broker completes a join within the rebalance
             // timeout; tansu 0.6, when the group's leader leaves during a

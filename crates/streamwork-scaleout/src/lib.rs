@@ -12,6 +12,7 @@
 //!   partition of a stage a job; records a restarted stage writes again
 //!   are dropped by the next (see `streamwork::runtime::stages`);
 //! * `exchange`: the sink and source of an exchange's topic;
+//! * `purge`: deleting the exchange records every reader is past;
 //! * `lease`: the file in a partition's checkpoint directory that names the
 //!   process running its job, so that two processes sharing the directory
 //!   never run it at once;
@@ -70,6 +71,8 @@ mod layout;
 mod lease;
 #[cfg(feature = "kafka")]
 mod lease_clock;
+#[cfg(feature = "kafka")]
+mod purge;
 #[cfg(feature = "kafka")]
 mod rescale;
 #[cfg(feature = "kafka")]

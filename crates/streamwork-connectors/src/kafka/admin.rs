@@ -220,3 +220,64 @@ impl EndProbe {
         outcome
     }
 }
+
+/// Deletes the records before given offsets (Kafka's `DeleteRecords`),
+/// through an admin client of its own.
+///
+/// A partition's records before the offset become unreadable and their
+/// space is freed; the partition's offsets do not change.
+pub struct RecordPurger {
+    admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>,
+}
+
+impl RecordPurger {
+    /// A purger on `brokers`, with `extra` client settings (security, say).
+    pub fn new(brokers: &str, extra: &[(String, String)]) -> Result<Self, ConnectorError> {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", brokers);
+        for (key, value) in extra {
+            config.set(key, value);
+        }
+        let admin = config
+            .create()
+            .map_err(|e| kafka_error("creating an admin client", e))?;
+        Ok(RecordPurger { admin })
+    }
+
+    /// Deletes the records of `topic` before `before` (partition → the
+    /// first offset to keep). An error names the first partition the
+    /// brokers refused, or the request that failed.
+    pub fn purge(
+        &self,
+        topic: &str,
+        before: &std::collections::BTreeMap<i32, i64>,
+    ) -> Result<(), ConnectorError> {
+        use rdkafka::admin::AdminOptions;
+        let mut list = TopicPartitionList::new();
+        for (&partition, &offset) in before {
+            list.add_partition_offset(topic, partition, Offset::Offset(offset))
+                .map_err(|e| kafka_error(format!("deleting records of `{topic}`"), e))?;
+        }
+        if list.count() == 0 {
+            return Ok(());
+        }
+        let options = AdminOptions::new()
+            .request_timeout(Some(Duration::from_secs(10)))
+            .operation_timeout(Some(Duration::from_secs(10)));
+        let answer = block_on(self.admin.delete_records(&list, &options))
+            .map_err(|e| kafka_error(format!("deleting records of `{topic}`"), e))?;
+        for element in answer.elements() {
+            if let Err(error) = element.error() {
+                return Err(kafka_error(
+                    format!(
+                        "deleting records of `{topic}` partition {} before offset {}",
+                        element.partition(),
+                        before.get(&element.partition()).copied().unwrap_or(-1)
+                    ),
+                    error,
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -41,7 +41,7 @@ mod transactional;
 mod watermarks;
 
 pub use admin::{
-    EndProbe, cluster_replication, create_replicated_topic, create_topic, end_offsets,
+    EndProbe, RecordPurger, cluster_replication, create_replicated_topic, create_topic, end_offsets,
 };
 pub use origin::{ORIGIN_HEADER, Origin, OriginFilter};
 pub use sink::KafkaSink;
