@@ -1,6 +1,7 @@
 //! House rules checked as a test: every Rust file says what it is in a `//!`
 //! first line, and every compile-fail case has its locked `.stderr`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -216,4 +217,373 @@ fn core_names_no_engine_code() {
         "engine code in core:\n{}",
         found.join("\n")
     );
+}
+
+/// A crate's modules, by path from the crate root (`[]` is `lib.rs`), and
+/// the file of each.
+fn modules_of(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .into_iter()
+        .filter_map(|file| {
+            let relative = file.strip_prefix(src).ok()?;
+            let mut path: Vec<String> = relative
+                .iter()
+                .map(|part| part.to_string_lossy().into_owned())
+                .collect();
+            let last = path.pop()?;
+            match last.as_str() {
+                "lib.rs" | "mod.rs" => {}
+                "main.rs" => return None,
+                name => path.push(name.trim_end_matches(".rs").to_string()),
+            }
+            // `src/bin` and the like are programs, not modules of the crate.
+            if path.first().is_some_and(|p| p == "bin") {
+                return None;
+            }
+            Some((path, file))
+        })
+        .collect()
+}
+
+/// `text` without comments, string and character literals (so that a
+/// path in a doc comment or a message is not read as an import).
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !prev_is_ident(&chars, i)
+        {
+            // A raw string: r"..." or r#"..."#.
+            let mut hashes = 0;
+            let mut j = i + 1;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            'raw: while j < chars.len() {
+                if chars[j] == '"' && (0..hashes).all(|h| chars.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break 'raw;
+                }
+                j += 1;
+            }
+            out.push_str("\"\"");
+            i = j;
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            i += 3;
+        } else if c == '\'' && next == Some('\\') {
+            i += 2;
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn prev_is_ident(chars: &[char], i: usize) -> bool {
+    i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
+}
+
+/// Every path a file's code names through `crate::`, `super::` or
+/// `self::` (groups `{a, b::c}` expanded), as module paths from the crate
+/// root; and whether it was named in a `pub use` (a re-export).
+fn named_paths(module: &[String], code: &str) -> Vec<(Vec<String>, bool)> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if prev_is_ident(&chars, i) || (i > 1 && chars[i - 1] == ':' && chars[i - 2] == ':') {
+            i += 1;
+            continue;
+        }
+        let rest: String = chars[i..chars.len().min(i + 7)].iter().collect();
+        let start = if rest.starts_with("crate::") {
+            Some((Vec::new(), i + 7))
+        } else if rest.starts_with("super::") {
+            let mut base = module.to_vec();
+            let mut j = i;
+            while chars[j..].iter().take(7).collect::<String>() == "super::" {
+                base.pop();
+                j += 7;
+            }
+            Some((base, j))
+        } else if rest.starts_with("self::") {
+            Some((module.to_vec(), i + 6))
+        } else {
+            None
+        };
+        let Some((base, at)) = start else {
+            i += 1;
+            continue;
+        };
+        // A `pub use` (any visibility) re-exports.
+        let line_start = chars[..i]
+            .iter()
+            .rposition(|&c| c == '\n' || c == ';' || c == '{' || c == '}')
+            .map_or(0, |p| p + 1);
+        let before: String = chars[line_start..i].iter().collect();
+        let before = before.trim();
+        let reexport = before.starts_with("pub") && before.ends_with("use");
+        let mut paths = Vec::new();
+        let end = expand(&chars, at, base, &mut paths);
+        found.extend(paths.into_iter().map(|p| (p, reexport)));
+        i = end.max(i + 1);
+    }
+    found
+}
+
+/// Reads `a::b::{c, d::e}` from `at`, pushing each full path; returns
+/// where it ended.
+fn expand(
+    chars: &[char],
+    mut at: usize,
+    mut base: Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> usize {
+    loop {
+        while chars.get(at).is_some_and(|c| c.is_whitespace()) {
+            at += 1;
+        }
+        if chars.get(at) == Some(&'{') {
+            at += 1;
+            loop {
+                at = expand(chars, at, base.clone(), out);
+                while chars.get(at).is_some_and(|c| c.is_whitespace()) {
+                    at += 1;
+                }
+                match chars.get(at) {
+                    Some(',') => at += 1,
+                    Some('}') => return at + 1,
+                    _ => return at,
+                }
+                while chars.get(at).is_some_and(|c| c.is_whitespace()) {
+                    at += 1;
+                }
+                if chars.get(at) == Some(&'}') {
+                    return at + 1;
+                }
+            }
+        }
+        let from = at;
+        while chars
+            .get(at)
+            .is_some_and(|c| c.is_alphanumeric() || *c == '_')
+        {
+            at += 1;
+        }
+        if from == at {
+            out.push(base);
+            return at;
+        }
+        let segment: String = chars[from..at].iter().collect();
+        if segment == "self" {
+            // `a::{self, b}`: the module itself.
+        } else {
+            base.push(segment);
+        }
+        if chars.get(at) == Some(&':') && chars.get(at + 1) == Some(&':') {
+            at += 2;
+        } else {
+            out.push(base);
+            return at;
+        }
+    }
+}
+
+/// The import graph of a crate's modules: file → the files it names.
+/// A parent's `pub use` of its own children (its façade) and `mod`
+/// declarations are not arrows; everything else a file names is, to the
+/// deepest module of the path that is a file.
+fn module_graph(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let modules = modules_of(src);
+    let file_of: BTreeMap<Vec<String>, PathBuf> = modules.iter().cloned().collect();
+    let mut graph = BTreeMap::new();
+    for (module, file) in &modules {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = code_only(text.split("#[cfg(test)]").next().unwrap_or(""));
+        let arrows: &mut BTreeSet<PathBuf> = graph.entry(file.clone()).or_default();
+        for (path, reexport) in named_paths(module, &code) {
+            let Some(target) = (0..=path.len())
+                .rev()
+                .find_map(|n| file_of.get(&path[..n]).map(|f| (n, f)))
+            else {
+                continue;
+            };
+            let (depth, target) = target;
+            let is_descendant = depth > module.len() && path[..module.len()] == module[..];
+            if target == file || (reexport && is_descendant) {
+                continue;
+            }
+            arrows.insert(target.clone());
+        }
+    }
+    graph
+}
+
+/// The strongly connected components of more than one file (Tarjan).
+fn cycles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        index: BTreeMap<&'g PathBuf, (usize, usize)>,
+        stack: Vec<&'g PathBuf>,
+        on_stack: BTreeSet<&'g PathBuf>,
+        next: usize,
+        found: Vec<Vec<PathBuf>>,
+    }
+    impl<'g> Walk<'g> {
+        fn visit(&mut self, node: &'g PathBuf) {
+            self.index.insert(node, (self.next, self.next));
+            self.next += 1;
+            self.stack.push(node);
+            self.on_stack.insert(node);
+            for to in self.graph.get(node).into_iter().flatten() {
+                if !self.index.contains_key(to) {
+                    self.visit(to);
+                    let low = self.index[to].1.min(self.index[node].1);
+                    self.index.get_mut(node).unwrap().1 = low;
+                } else if self.on_stack.contains(to) {
+                    let low = self.index[to].0.min(self.index[node].1);
+                    self.index.get_mut(node).unwrap().1 = low;
+                }
+            }
+            if self.index[node].0 == self.index[node].1 {
+                let mut component = Vec::new();
+                while let Some(top) = self.stack.pop() {
+                    self.on_stack.remove(top);
+                    component.push(top.clone());
+                    if top == node {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !walk.index.contains_key(node) {
+            walk.visit(node);
+        }
+    }
+    walk.found
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .collect();
+    sources.push(root.join("macros/src"));
+    sources.push(root.join("src"));
+    let mut report = Vec::new();
+    for src in &sources {
+        let graph = module_graph(src);
+        for cycle in cycles(&graph) {
+            let members: BTreeSet<&PathBuf> = cycle.iter().collect();
+            let mut lines = vec![format!("a cycle of {} files:", cycle.len())];
+            for file in &cycle {
+                for to in graph[file].iter().filter(|t| members.contains(t)) {
+                    lines.push(format!(
+                        "  {} -> {}",
+                        file.strip_prefix(root).unwrap_or(file).display(),
+                        to.strip_prefix(root).unwrap_or(to).display()
+                    ));
+                }
+            }
+            report.push(lines.join("\n"));
+        }
+    }
+    assert!(sources.len() > 8);
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+#[test]
+fn the_module_graph_reader_sees_a_cycle() {
+    // The reader itself, on a crate made up here: a -> b by `use`, b -> a
+    // by an inline path; c names a in a doc comment and a string only.
+    let dir = std::env::temp_dir().join(format!("tidy-graph-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("b")).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "//! x\nmod a;\nmod b;\nmod c;\npub use a::A;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a.rs"),
+        "//! a\nuse crate::b::{inner::{self, X}, B};\npub struct A;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b/mod.rs"),
+        "//! b\npub mod inner;\npub use inner::X;\npub struct B;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b/inner.rs"),
+        "//! i\npub struct X(pub super::super::a::A);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("c.rs"),
+        "//! see crate::a::A\nconst S: &str = \"crate::a::A\";\n",
+    )
+    .unwrap();
+    let graph = module_graph(&src);
+    let found = cycles(&graph);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found.len(), 1, "{graph:#?}");
+    assert_eq!(found[0], vec![src.join("a.rs"), src.join("b/inner.rs")]);
+    assert!(graph[&src.join("c.rs")].is_empty());
+    // A parent's re-export of its child is no arrow back.
+    assert!(!graph[&src.join("b/mod.rs")].contains(&src.join("b/inner.rs")));
 }

@@ -3,7 +3,7 @@
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::{ErrorDomain, InstanceIdx, TaskError};
 
-use crate::builder::GraphError;
+use crate::builder::error::GraphError;
 
 /// A job stopped with an error. The variants name the component and instance
 /// where the failure started; failures that merely followed from it (a

@@ -1,13 +1,13 @@
 //! A running job: stop it, watch it, wait for it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use streamwork_core::{CheckpointId, InstanceIdx, TaskError};
 
-use crate::checkpoint::{CheckpointStats, Recovery};
+use crate::checkpoint::CheckpointRecord;
 use crate::error::JobError;
 use crate::failure::Failure;
 use crate::metrics::Registry;
@@ -23,33 +23,6 @@ pub struct JobHandle {
     threads: Vec<JoinHandle<Ended>>,
     flags: Flags,
     started: Instant,
-}
-
-/// What a checkpointed run records of its checkpoints: where it started
-/// from, and each one it completed.
-pub(crate) struct CheckpointRecord {
-    pub(crate) completed: Arc<Mutex<Vec<CheckpointStats>>>,
-    pub(crate) recovery: Recovery,
-    /// The savepoint a stop asked for (0: none).
-    pub(crate) savepoint: Arc<std::sync::atomic::AtomicU64>,
-    /// The longest restore of an instance, in nanoseconds.
-    pub(crate) longest_restore: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl CheckpointRecord {
-    /// The checkpoints completed so far, and the recovery with its
-    /// instances' restore time.
-    fn read(&self) -> (Vec<CheckpointStats>, Recovery) {
-        let completed = self
-            .completed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let mut recovery = self.recovery.clone();
-        recovery.longest_instance_restore =
-            Duration::from_nanos(self.longest_restore.load(Ordering::Relaxed));
-        (completed, recovery)
-    }
 }
 
 impl JobHandle {

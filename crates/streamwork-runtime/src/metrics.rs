@@ -122,7 +122,7 @@ pub(crate) struct Registry {
     pub(crate) stop: AtomicBool,
     /// What a run that takes checkpoints records of them (set once, when
     /// the coordinator starts).
-    pub(crate) checkpoints: std::sync::OnceLock<crate::handle::CheckpointRecord>,
+    pub(crate) checkpoints: std::sync::OnceLock<crate::checkpoint::CheckpointRecord>,
 }
 
 /// One component's instances and their measurements.

@@ -14,10 +14,11 @@ use streamwork_state::Mirror;
 
 use crate::acking::Acker;
 use crate::builder::JobGraph;
+use crate::checkpoint::CheckpointRecord;
 use crate::checkpoint::{self, CheckpointConfig, CheckpointLink, Coordinator, Recovery, Signals};
 use crate::error::JobError;
 use crate::failure::Failure;
-use crate::handle::{CheckpointRecord, JobHandle};
+use crate::handle::JobHandle;
 use crate::metrics::{MONITOR_INTERVAL, Registry};
 use crate::options::RunOptions;
 use crate::task::{Ended, Flags, Task, TaskCheckpoints, drive};

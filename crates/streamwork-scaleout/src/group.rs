@@ -48,154 +48,31 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{
     BusySpan, EndProbe, KafkaSource, RecordPurger, SourceProgress, cluster_replication,
     create_replicated_topic, end_offsets,
 };
-use streamwork_core::ConnectorError;
 use streamwork_runtime::stages::{ExchangePlan, StageError, StagePlan};
 use streamwork_runtime::{
-    CheckpointConfig, Delivery, GraphError, JobError, JobGraph, RescaledFrom, RestartStrategy,
-    RunOptions, StopHandle, start_with,
+    CheckpointConfig, Delivery, GraphError, JobGraph, RescaledFrom, RestartStrategy, RunOptions,
+    StopHandle, start_with,
 };
-use streamwork_state::{CheckpointStore, StateError};
+use streamwork_state::CheckpointStore;
 
+pub use crate::error::GroupError;
 use crate::exchange::{ExchangeSink, ExchangeSource, Unsent, mark_partitions};
 use crate::layout::Layout;
-use crate::lease::{Lease, member_name};
+use crate::lease::member_name;
+use crate::leased::{LeasePlace, Leased};
 use crate::purge::{PurgeHistory, Purging};
 use crate::rescale::Rescaler;
-use crate::store_lease::StoreLease;
 
 /// How often the runner commits the group's offsets and looks for idleness.
 const TICK: Duration = Duration::from_millis(100);
 /// How often the group's committed offsets are advanced.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
-
-/// Why a scale-out runner stopped.
-#[derive(thiserror::Error)]
-#[non_exhaustive]
-pub enum GroupError {
-    /// The Kafka client failed (joining the group, committing, reading
-    /// metadata).
-    #[error("kafka consumer group: {0}")]
-    Kafka(KafkaError),
-    /// Finding where the partitions end failed.
-    #[error(transparent)]
-    Connector(#[from] ConnectorError),
-    /// Building the job of a partition failed.
-    #[error("building the job of `{topic}` partition {partition}: {error}")]
-    Build {
-        /// The partition's topic.
-        topic: String,
-        /// The partition.
-        partition: i32,
-        /// What was wrong with the job.
-        error: GraphError,
-    },
-    /// The job of a partition failed, and its restarts were used up.
-    #[error(
-        "the job of `{topic}` partition {partition} failed: {error} (its partition resumes from its last checkpoint in whichever process runs it next)"
-    )]
-    Job {
-        /// The partition's topic.
-        topic: String,
-        /// The partition.
-        partition: i32,
-        /// How it failed.
-        error: JobError,
-    },
-    /// The thread running a partition's job panicked (a bug in the runner:
-    /// a job's own panics are its failures).
-    #[error("the job thread of `{topic}` partition {partition} panicked")]
-    JobThread {
-        /// The partition's topic.
-        topic: String,
-        /// The partition.
-        partition: i32,
-    },
-    /// The job cannot run as stages.
-    #[error(transparent)]
-    Stages(#[from] StageError),
-    /// Building the job (to plan its stages) failed.
-    #[error("building the job: {0}")]
-    Plan(GraphError),
-    /// An exchange's topic exists with another number of partitions than
-    /// the group's layout gives it.
-    #[error(
-        "exchange topic `{topic}` has {found} partitions, and the group's layout gives it {wanted}: the topic was made by something else than this group's runner (or by an earlier version of it); run the job as a new group, or give the topic back the partitions it had"
-    )]
-    ExchangePartitions {
-        /// The exchange's topic.
-        topic: String,
-        /// Its partitions.
-        found: usize,
-        /// The partitions the layout gives it.
-        wanted: u32,
-    },
-    /// The group's layout cannot be read, or the job cannot run in it.
-    #[error("the group's layout (`LAYOUT` beside its checkpoints): {problem}")]
-    Layout {
-        /// What is wrong.
-        problem: String,
-    },
-    /// A sink keeps what it staged on one machine, and the processes share
-    /// nothing but the checkpoint store ([`GroupRunner::checkpoint_store`]).
-    #[error(
-        "sink `{component}` keeps what it staged for uncommitted checkpoints in {place}, which a process taking its partition over on another machine cannot reach (the processes share only the checkpoint store): write to a sink that keeps it in the checkpoint (`KafkaSink::transactional`, `UpsertFileSink`), or keep the checkpoints and that place on storage every process shares (a runner without `checkpoint_store`)"
-    )]
-    StagedLocally {
-        /// The sink.
-        component: String,
-        /// Where it stages.
-        place: String,
-    },
-    /// The exchange topics' replication cannot be what was asked.
-    #[error(
-        "exchange topics with {copies} copies of each partition on a cluster of {brokers} brokers: {problem}; set `exchange_replication` (and `exchange_min_insync_replicas`) to what the cluster can hold"
-    )]
-    ExchangeReplication {
-        /// The copies asked for.
-        copies: u16,
-        /// The brokers of the cluster.
-        brokers: u16,
-        /// What is wrong.
-        problem: String,
-    },
-    /// The Ctrl-C handler could not be installed.
-    #[error("installing the Ctrl-C handler: {0}")]
-    Signal(JobError),
-    /// A partition's checkpoint store could not be opened.
-    #[error("the checkpoint store of {task}: {error}")]
-    Store {
-        /// `STAGE/PARTITION` (or `TOPIC/PARTITION`).
-        task: String,
-        /// What the store said.
-        error: StateError,
-    },
-    /// The lease file of a partition (in its checkpoint directory) could
-    /// not be read or written.
-    #[error(
-        "the partition lease in {}: {error} (the checkpoint directory must be writable by every process of the group)",
-        dir.display()
-    )]
-    Lease {
-        /// The lease file's directory.
-        dir: PathBuf,
-        /// What the file system said.
-        error: std::io::Error,
-    },
-}
-
-streamwork_core::debug_as_display!(GroupError);
-
-impl From<KafkaError> for GroupError {
-    fn from(error: KafkaError) -> Self {
-        GroupError::Kafka(error)
-    }
-}
 
 /// One partition this process owns: what its job is built from.
 pub struct PartitionTask {
@@ -1517,92 +1394,7 @@ impl Shared {
     }
 }
 
-/// Where a partition's lease is.
-pub(crate) enum LeasePlace {
-    /// Beside its checkpoints in the store (`STAGE/PARTITION` there): each
-    /// process has a directory of its own.
-    Store {
-        store: Arc<dyn CheckpointStore>,
-        name: String,
-    },
-    /// In its checkpoint directory, which every process shares.
-    Directory(PathBuf),
-}
-
-/// A partition's lease, taken.
-pub(crate) enum Taken {
-    Store(StoreLease),
-    Directory(Lease),
-}
-
-impl Taken {
-    fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
-        match self {
-            Taken::Store(lease) => lease.on_lost(on_lost),
-            Taken::Directory(lease) => lease.on_lost(on_lost),
-        }
-    }
-
-    fn is_lost(&self) -> bool {
-        match self {
-            Taken::Store(lease) => lease.is_lost(),
-            Taken::Directory(lease) => lease.is_lost(),
-        }
-    }
-
-    pub(crate) fn release(self) {
-        match self {
-            Taken::Store(lease) => lease.release(),
-            Taken::Directory(lease) => lease.release(),
-        }
-    }
-
-    /// The job's checkpoints under this lease: into the store through its
-    /// fence, or in the shared directory as they are.
-    fn checkpoints(&self, config: CheckpointConfig) -> CheckpointConfig {
-        match self {
-            Taken::Store(lease) => config.stored_in(lease.fenced()),
-            Taken::Directory(_) => config,
-        }
-    }
-}
-
-/// A partition's job behind its lease.
-pub(crate) struct Leased {
-    pub(crate) place: LeasePlace,
-    pub(crate) member: String,
-    pub(crate) stale: Duration,
-}
-
 impl Leased {
-    /// Waits for the lease (`None` if `stopped` first).
-    pub(crate) fn take(&self, stopped: &AtomicBool) -> Result<Option<Taken>, GroupError> {
-        match &self.place {
-            LeasePlace::Store { store, name } => {
-                StoreLease::acquire(store.clone(), &self.member, self.stale, stopped)
-                    .map(|taken| taken.map(Taken::Store))
-                    .map_err(|error| GroupError::Store {
-                        task: name.clone(),
-                        error,
-                    })
-            }
-            LeasePlace::Directory(dir) => Lease::acquire(dir, &self.member, self.stale, stopped)
-                .map(|taken| taken.map(Taken::Directory))
-                .map_err(|error| GroupError::Lease {
-                    dir: dir.clone(),
-                    error,
-                }),
-        }
-    }
-
-    /// What the logs call the partition.
-    fn name(&self) -> String {
-        match &self.place {
-            LeasePlace::Store { name, .. } => name.clone(),
-            LeasePlace::Directory(dir) => dir.display().to_string(),
-        }
-    }
-
     /// Takes the lease and runs the job until `stopped`. A lease lost while
     /// the job runs (another process took the partition over, or the lease
     /// could not be refreshed for most of the stale time) aborts the job at

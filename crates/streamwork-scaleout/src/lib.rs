@@ -62,6 +62,8 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "kafka")]
+mod error;
+#[cfg(feature = "kafka")]
 mod exchange;
 #[cfg(feature = "kafka")]
 pub mod group;
@@ -71,6 +73,8 @@ mod layout;
 mod lease;
 #[cfg(feature = "kafka")]
 mod lease_clock;
+#[cfg(feature = "kafka")]
+mod leased;
 #[cfg(feature = "kafka")]
 mod purge;
 #[cfg(feature = "kafka")]

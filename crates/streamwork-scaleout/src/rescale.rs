@@ -39,9 +39,10 @@ use streamwork_state::{
     Checkpoint, CheckpointStore, DirectoryStore, Mirror, StateError, load_latest, operator_id,
 };
 
+use crate::error::GroupError;
 use crate::exchange::{ExchangeSink, Unsent, read_part, resend_part, undelivered};
-use crate::group::{GroupError, LeasePlace, Leased, Taken};
 use crate::layout::{LAYOUT, Layout, migration_writer, stage_path};
+use crate::leased::{LeasePlace, Leased, Taken};
 
 /// What a rescale needs of the runner.
 pub(crate) struct Rescaler<'a> {

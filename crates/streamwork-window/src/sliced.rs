@@ -34,8 +34,16 @@ use crate::ends::{
     ends, first_end_containing, last_end_containing, last_instant, next_end, slice_start,
 };
 use crate::outputs::WindowOutputs;
-use crate::spec::Early;
 use crate::window::{Firing, Window, WindowResult};
+
+/// Early firing of sliced windows, before they close.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Early {
+    /// Every this many events of a key in a window.
+    pub every: Option<u64>,
+    /// Every this many milliseconds of processing time, for windows that changed.
+    pub interval: Option<i64>,
+}
 
 /// One key's partial aggregate in one slice.
 #[derive(Clone)]

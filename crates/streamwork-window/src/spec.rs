@@ -23,17 +23,9 @@ use crate::aggregate::{Aggregate, Apply, Count, MaxBy, Sum};
 use crate::count::CountWindows;
 use crate::domain::{EventDomain, ProcessingDomain};
 use crate::session::SessionWindows;
+pub use crate::sliced::Early;
 use crate::sliced::SlicedWindows;
 use crate::window::WindowContents;
-
-/// Early firing of sliced windows, before they close.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Early {
-    /// Every this many events of a key in a window.
-    pub every: Option<u64>,
-    /// Every this many milliseconds of processing time, for windows that changed.
-    pub interval: Option<i64>,
-}
 
 /// Tumbling or sliding windows (computed on slices).
 #[derive(Copy, Clone, Debug)]

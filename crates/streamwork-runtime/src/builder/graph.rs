@@ -13,7 +13,7 @@ use streamwork_core::grouping::{GroupingKind, KeyGroups};
 use streamwork_core::outputs::ChannelInfo;
 
 use super::factory::{DispatcherFactory, EdgeWiring, LineageFactory, NodeFactory};
-use super::plan::JobPlan;
+use crate::stages::ends::EnvelopeSource;
 
 /// What kind of component a node is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -167,7 +167,7 @@ pub struct EdgeDef {
     pub(crate) dispatcher: DispatcherFactory,
     pub(crate) lineage: LineageFactory,
     /// How a keyed edge's records cross processes.
-    pub(crate) exchange: Option<std::sync::Arc<crate::stages::ExchangeEnds>>,
+    pub(crate) exchange: Option<std::sync::Arc<ExchangeEnds>>,
 }
 
 impl EdgeDef {
@@ -269,15 +269,41 @@ impl JobGraph {
     pub fn node(&self, id: NodeId) -> &NodeDef {
         &self.nodes[id.index()]
     }
-    /// The graph as data: names, parallelism, groupings, channels.
-    pub fn plan(&self) -> JobPlan {
-        JobPlan::of(self)
-    }
 
     /// The first component that cannot keep `delivery`, and why.
     pub fn delivery_problem(&self, delivery: Delivery) -> Option<(&str, String)> {
         self.nodes
             .iter()
             .find_map(|n| Some((n.name(), n.guarantee.problem(delivery)?)))
+    }
+}
+
+/// Makes the encoding operator of an exchange: its name, the writer.
+type EncodeMaker = Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>;
+/// Makes the decoding source of an exchange: its name, what reads it.
+type DecodeMaker = Box<dyn Fn(&str, Box<dyn EnvelopeSource>) -> NodeDef + Send + Sync>;
+
+/// How to make the ends of one keyed edge cut between stages, for its
+/// record type (made where `key_by` knew the type, by the builder's
+/// `exchange_ends`).
+pub(crate) struct ExchangeEnds {
+    /// The records' Rust type.
+    pub(crate) type_name: &'static str,
+    /// Whether the stream carries watermarks.
+    pub(crate) watermarked: bool,
+    pub(crate) encode: EncodeMaker,
+    pub(crate) decode: DecodeMaker,
+}
+
+impl ExchangeEnds {
+    /// The operator that encodes the records writer `writer` sends into the
+    /// exchange.
+    pub(crate) fn encode_node(&self, name: &str, writer: u32) -> NodeDef {
+        (self.encode)(name, writer)
+    }
+
+    /// The source of the exchange's records, read by `inner`.
+    pub(crate) fn decode_node(&self, name: &str, inner: Box<dyn EnvelopeSource>) -> NodeDef {
+        (self.decode)(name, inner)
     }
 }

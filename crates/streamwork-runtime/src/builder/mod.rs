@@ -36,7 +36,7 @@
 //! ```
 
 mod check;
-mod error;
+pub(crate) mod error;
 pub(crate) mod factory;
 mod flow;
 mod graph;
@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use error::GraphError;
 pub use flow::{Flow, KeyedFlow};
+pub(crate) use graph::ExchangeEnds;
 pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef, PortInfo};
 pub use plan::{ComponentPlan, EdgePlan, JobPlan, StageRow};
 use streamwork_core::checkpoint::Delivery;
@@ -70,7 +71,7 @@ use crate::dispatch::ChannelDispatcher;
 use crate::instance::{
     CoOperatorKind, Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind,
 };
-use crate::stages::ExchangeEnds;
+use crate::stages::ends::{EncodeExchange, ExchangeSource};
 
 /// An edge as added, before the graph is checked.
 pub(crate) struct PendingEdge {
@@ -321,7 +322,7 @@ impl<D> JobBuilder<D> {
             let (dispatcher, lineage) = edge_factories(input.route().clone());
             let exchange = input
                 .exchange()
-                .map(|exchange| std::sync::Arc::new(ExchangeEnds::of(exchange.clone())));
+                .map(|exchange| std::sync::Arc::new(exchange_ends(exchange.clone())));
             self.edges.push(PendingEdge {
                 from: input.node(),
                 channel: input.channel(),
@@ -508,6 +509,29 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
         link: None,
         staged_locally: None,
         share: None,
+    }
+}
+
+/// The ends of a keyed edge cut between stages: the operator that encodes
+/// its records and the source that decodes them.
+fn exchange_ends<T: Data>(exchange: streamwork_core::stream::Exchange<T>) -> ExchangeEnds {
+    let watermarked = exchange.watermarked;
+    let decode = exchange.decode;
+    let encoder = exchange.clone();
+    ExchangeEnds {
+        type_name: std::any::type_name::<T>(),
+        watermarked,
+        encode: Box::new(move |name, writer| {
+            operator_node(
+                name,
+                1,
+                EncodeExchange::new(encoder.clone(), writer),
+                vec![()],
+            )
+        }),
+        decode: Box::new(move |name, inner| {
+            source_node(name, 1, ExchangeSource::<T>::new(name, inner, decode))
+        }),
     }
 }
 

@@ -217,3 +217,10 @@ impl JobPlan {
             .unwrap_or(usize::MAX)
     }
 }
+
+impl JobGraph {
+    /// The graph as data: names, parallelism, groupings, channels.
+    pub fn plan(&self) -> JobPlan {
+        JobPlan::of(self)
+    }
+}

@@ -20,6 +20,8 @@ mod config;
 mod coordinator;
 mod merged;
 pub(crate) use merged::Merged;
+mod record;
+pub(crate) use record::CheckpointRecord;
 mod restore;
 
 use std::sync::Arc;

@@ -19,64 +19,6 @@ use streamwork_core::{
     TaskError,
 };
 
-use crate::builder::{NodeDef, operator_node, source_node};
-
-/// Makes the encoding operator of an exchange: its name, the writer.
-type EncodeMaker = Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>;
-/// Makes the decoding source of an exchange: its name, what reads it.
-type DecodeMaker = Box<dyn Fn(&str, Box<dyn EnvelopeSource>) -> NodeDef + Send + Sync>;
-
-/// How to make the ends of one keyed edge, for its record type.
-pub(crate) struct ExchangeEnds {
-    /// The records' Rust type.
-    pub(crate) type_name: &'static str,
-    /// Whether the stream carries watermarks.
-    pub(crate) watermarked: bool,
-    encode: EncodeMaker,
-    decode: DecodeMaker,
-}
-
-impl ExchangeEnds {
-    pub(crate) fn of<T: Data>(exchange: Exchange<T>) -> Self {
-        let watermarked = exchange.watermarked;
-        let decode = exchange.decode;
-        let encoder = exchange.clone();
-        ExchangeEnds {
-            type_name: std::any::type_name::<T>(),
-            watermarked,
-            encode: Box::new(move |name, writer| {
-                let operator = EncodeExchange {
-                    exchange: encoder.clone(),
-                    writer,
-                    encoded: 0,
-                    failed: None,
-                };
-                operator_node(name, 1, operator, vec![()])
-            }),
-            decode: Box::new(move |name, inner| {
-                let source = ExchangeSource::<T> {
-                    exchange: Arc::from(name),
-                    inner,
-                    read: Collector::detached(),
-                    decode,
-                };
-                source_node(name, 1, source)
-            }),
-        }
-    }
-
-    /// The operator that encodes the records writer `writer` sends into the
-    /// exchange.
-    pub(crate) fn encode_node(&self, name: &str, writer: u32) -> NodeDef {
-        (self.encode)(name, writer)
-    }
-
-    /// The source of the exchange's records, read by `inner`.
-    pub(crate) fn decode_node(&self, name: &str, inner: Box<dyn EnvelopeSource>) -> NodeDef {
-        (self.decode)(name, inner)
-    }
-}
-
 /// Encodes each record into an [`Envelope`]: its key's hash and its bytes.
 /// It keeps nothing across records: the runner's sink numbers what it
 /// writes, and writes it only once the checkpoint that covers it is
@@ -90,6 +32,18 @@ pub(crate) struct EncodeExchange<T> {
     encoded: u64,
     /// A record that could not be encoded: the next checkpoint fails with it.
     failed: Option<String>,
+}
+
+impl<T> EncodeExchange<T> {
+    /// The encoder of what writer `writer` sends into `exchange`.
+    pub(crate) fn new(exchange: Exchange<T>, writer: u32) -> Self {
+        EncodeExchange {
+            exchange,
+            writer,
+            encoded: 0,
+            failed: None,
+        }
+    }
 }
 
 impl<T: Data> Operator for EncodeExchange<T> {
@@ -196,6 +150,23 @@ pub(crate) struct ExchangeSource<T> {
     inner: Box<dyn EnvelopeSource>,
     read: Collector<Envelope>,
     decode: fn(&[u8]) -> Result<T, String>,
+}
+
+impl<T> ExchangeSource<T> {
+    /// The records of exchange `exchange`, decoded by `decode` from what
+    /// `inner` reads.
+    pub(crate) fn new(
+        exchange: &str,
+        inner: Box<dyn EnvelopeSource>,
+        decode: fn(&[u8]) -> Result<T, String>,
+    ) -> Self {
+        ExchangeSource {
+            exchange: Arc::from(exchange),
+            inner,
+            read: Collector::detached(),
+            decode,
+        }
+    }
 }
 
 impl<T> Clone for ExchangeSource<T> {

@@ -24,7 +24,7 @@
 //! partition's instance only), an event-time exchange (watermarks do not
 //! cross processes yet), and a stage that reads two sources.
 
-mod ends;
+pub(crate) mod ends;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -35,7 +35,6 @@ use streamwork_core::stream::Stream;
 use streamwork_core::{Collector, Envelope, JobId, KeyGroups, NodeId, Sink, Source};
 
 pub use self::ends::EnvelopeSource;
-pub(crate) use self::ends::ExchangeEnds;
 use crate::builder::{
     ComponentKind, EdgeDef, Guarantee, JobGraph, NodeDef, edge_factories, sink_node,
 };
