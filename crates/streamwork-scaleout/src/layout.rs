@@ -252,15 +252,15 @@ impl Layout {
     }
 
     /// A layout from its text, or what is wrong with it.
-    pub(crate) fn parse(text: &str) -> Result<Layout, String> {
+    pub(crate) fn parse(text: &str) -> Result<Layout, LayoutUnreadable> {
         let mut lines = text.lines();
         if lines.next() != Some(HEADER) {
-            return Err(format!("it does not start with `{HEADER}`"));
+            return Err(LayoutUnreadable::Header);
         }
-        let number = |field: Option<&str>, what: &str| -> Result<u32, String> {
+        let number = |field: Option<&str>, what: &'static str| -> Result<u32, LayoutUnreadable> {
             field
                 .and_then(|f| f.parse().ok())
-                .ok_or_else(|| format!("no {what} where one is expected"))
+                .ok_or(LayoutUnreadable::Missing(what))
         };
         let mut layout = Layout {
             generation: 0,
@@ -272,7 +272,10 @@ impl Layout {
             match fields.next() {
                 Some("generation") => layout.generation = number(fields.next(), "generation")?,
                 Some("stage") => {
-                    let name = fields.next().ok_or("a stage without a name")?.to_string();
+                    let name = fields
+                        .next()
+                        .ok_or(LayoutUnreadable::Missing("stage name"))?
+                        .to_string();
                     let partitions = number(fields.next(), "partition count")?;
                     let generation = number(fields.next(), "generation")?;
                     let from = match fields.next() {
@@ -291,7 +294,7 @@ impl Layout {
                 Some("exchange") => {
                     let name = fields
                         .next()
-                        .ok_or("an exchange without a name")?
+                        .ok_or(LayoutUnreadable::Missing("exchange name"))?
                         .to_string();
                     let partitions = number(fields.next(), "partition count")?;
                     let generation = number(fields.next(), "generation")?;
@@ -303,11 +306,25 @@ impl Layout {
                     });
                 }
                 Some("") | None => {}
-                Some(other) => return Err(format!("an unknown line `{other}`")),
+                Some(other) => return Err(LayoutUnreadable::Unknown(other.to_string())),
             }
         }
         Ok(layout)
     }
+}
+
+/// Why a `LAYOUT` file cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LayoutUnreadable {
+    /// The first line is not this version's header.
+    #[error("it does not start with `{HEADER}`")]
+    Header,
+    /// A field is missing or not a number.
+    #[error("no {0} where one is expected")]
+    Missing(&'static str),
+    /// A line of a kind this version does not know.
+    #[error("an unknown line `{0}`")]
+    Unknown(String),
 }
 
 #[cfg(test)]

@@ -94,7 +94,9 @@ impl Rescaler<'_> {
                 }
                 Some((bytes, version)) => {
                     let stored = Layout::parse(&String::from_utf8_lossy(&bytes))
-                        .map_err(|problem| GroupError::Layout { problem })?;
+                        .map_err(|unreadable| GroupError::Layout {
+                            problem: format!("{unreadable}: it was written by another version, or damaged: restore it from a copy, or run the job as a new group"),
+                        })?;
                     if stored.fits(&wanted) {
                         return Ok(stored);
                     }

@@ -82,9 +82,22 @@ fn filter_may_hold(filter: &[u8], hash: u64) -> bool {
         || filter_bits(hash, bits).all(|bit| filter[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
 }
 
-/// What a run's bytes failed to be.
-#[derive(Debug)]
+/// What a run's bytes failed to be, or why they could not be written.
+#[derive(Clone, Debug)]
 pub(crate) struct BadRun(pub(crate) String);
+
+impl BadRun {
+    /// The run failed with `error`.
+    pub(crate) fn of(error: impl std::fmt::Display) -> Self {
+        BadRun(error.to_string())
+    }
+}
+
+impl std::fmt::Display for BadRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// Writes a run to a stream, one key group at a time in increasing order.
 pub(crate) struct RunWriter<'w> {
@@ -119,27 +132,25 @@ impl<'w> RunWriter<'w> {
         &mut self,
         group: u32,
         entries: &Vec<RunEntry<K, V>>,
-    ) -> Result<(), String>
+    ) -> Result<(), BadRun>
     where
         Vec<RunEntry<K, V>>: StateData,
     {
         if group < self.next_group || group as usize >= self.table.len() {
-            return Err(format!("key group {group} written out of order"));
+            return Err(BadRun(format!("key group {group} written out of order")));
         }
         self.next_group = group + 1;
         if entries.is_empty() {
             return Ok(());
         }
-        let archive: AlignedVec =
-            rkyv::to_bytes::<rancor::Error>(entries).map_err(|e| e.to_string())?;
+        let archive: AlignedVec = rkyv::to_bytes::<rancor::Error>(entries).map_err(BadRun::of)?;
         let padding = (self.written.next_multiple_of(ALIGN as u64) - self.written) as usize;
-        self.put(&[0u8; ALIGN][..padding])
-            .map_err(|e| e.to_string())?;
+        self.put(&[0u8; ALIGN][..padding]).map_err(BadRun::of)?;
         let at = self.written;
-        self.put(&archive).map_err(|e| e.to_string())?;
+        self.put(&archive).map_err(BadRun::of)?;
         let filter = build_filter(entries.iter().map(|e| e.0));
         let filter_at = self.written;
-        self.put(&filter).map_err(|e| e.to_string())?;
+        self.put(&filter).map_err(BadRun::of)?;
         let crcs =
             u64::from(crc32fast::hash(&archive)) | (u64::from(crc32fast::hash(&filter)) << 32);
         self.table[group as usize] = [
@@ -154,7 +165,7 @@ impl<'w> RunWriter<'w> {
     }
 
     /// Writes the table and the trailer.
-    pub(crate) fn finish(mut self) -> Result<(), String> {
+    pub(crate) fn finish(mut self) -> Result<(), BadRun> {
         let table_offset = self.written;
         let mut table = Vec::with_capacity(SLOT * self.table.len());
         for slot in &self.table {
@@ -171,7 +182,7 @@ impl<'w> RunWriter<'w> {
         trailer[24..32].copy_from_slice(&table_offset.to_le_bytes());
         self.put(&table)
             .and_then(|()| self.put(&trailer))
-            .map_err(|e| e.to_string())
+            .map_err(BadRun::of)
     }
 }
 

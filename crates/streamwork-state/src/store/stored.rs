@@ -153,7 +153,7 @@ struct Lower<K, V> {
     /// A failure to read the log, kept to be reported by the next
     /// checkpoint (reads cannot fail: a key whose run cannot be read reads
     /// as absent until then, and the checkpoint fails the job).
-    broken: Option<String>,
+    broken: Option<BadRun>,
 }
 
 impl<K: Key, V> Default for StoredState<K, V> {
@@ -410,8 +410,8 @@ where
     fn take_snapshot(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         // A read that found a run unreadable read as absent: the job fails
         // here, before a checkpoint could record the difference.
-        if let Some(reason) = self.lower.broken.take() {
-            return Err(StateError::RunUnreadable { reason });
+        if let Some(bad) = self.lower.broken.take() {
+            return Err(bad.into());
         }
         self.lower.key_groups = ctx.key_groups;
         self.lower.instance = ctx.instance;
@@ -606,24 +606,24 @@ impl From<BadRun> for StateError {
 
 /// The value run `run` holds for `k` in `group`: `Some(None)` if removed
 /// there, `None` if it does not mention it.
-fn read_run<K, V>(run: &Run, group: u32, hash: u64, k: &K) -> Result<Option<Option<V>>, String>
+fn read_run<K, V>(run: &Run, group: u32, hash: u64, k: &K) -> Result<Option<Option<V>>, BadRun>
 where
     K: Key + StateData,
     V: StateData,
     Vec<RunEntry<K, V>>: StateData,
 {
-    if !run.may_hold(group, hash).map_err(|e| e.0)? {
+    if !run.may_hold(group, hash)? {
         return Ok(None);
     }
-    let Some(entries) = run.group::<K, V>(group).map_err(|e| e.0)? else {
+    let Some(entries) = run.group::<K, V>(group)? else {
         return Ok(None);
     };
-    let Some(archived) = find::<K, V>(entries, hash, k).map_err(|e| e.to_string())? else {
+    let Some(archived) = find::<K, V>(entries, hash, k).map_err(BadRun::of)? else {
         return Ok(None);
     };
     rkyv::deserialize::<Option<V>, rancor::Error>(archived)
         .map(Some)
-        .map_err(|e| e.to_string())
+        .map_err(BadRun::of)
 }
 
 /// Calls `f` with every entry of `run` in `group`, in hash order.
@@ -683,7 +683,7 @@ where
     V: StateData + Clone + Send + Sync + 'static,
     Vec<RunEntry<K, V>>: StateData,
 {
-    fn write(&self, out: &mut dyn std::io::Write) -> Result<(), String> {
+    fn write(&self, out: &mut dyn std::io::Write) -> Result<(), BadRun> {
         let groups = self.key_groups.count();
         // Each layer's entries by key group, once.
         let mut by_group: Vec<Vec<GroupEntries<'_, K, V>>> =
@@ -712,8 +712,7 @@ where
                 {
                     continue;
                 }
-                for_each_in::<K, V>(run, group, |hash, k, v| ranked.push((hash, rank, k, v)))
-                    .map_err(|e| e.0)?;
+                for_each_in::<K, V>(run, group, |hash, k, v| ranked.push((hash, rank, k, v)))?;
             }
             for layer in &by_group[group as usize] {
                 rank += 1;
