@@ -146,60 +146,100 @@ pub struct GroupReport {
 }
 
 /// One run of one partition job in one process.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// A process prints each as one line (`task-run ` and the run as JSON, times
+/// in milliseconds since the Unix epoch) for another to read back with
+/// [`parse`](Self::parse):
+///
+/// ```
+/// # use std::time::{Duration, SystemTime};
+/// use streamwork::scaleout::TaskRun;
+///
+/// let run = TaskRun {
+///     task: "counted/3".to_string(),
+///     started: SystemTime::UNIX_EPOCH + Duration::from_millis(1_000),
+///     first_record: None,
+///     stop_asked: None,
+///     stopped: None,
+/// };
+/// assert_eq!(TaskRun::parse(&run.line()), Some(run));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskRun {
     /// `STAGE/PARTITION` (or `TOPIC/PARTITION`).
     pub task: String,
     /// When the group gave it to this process (its job started restoring).
+    #[serde(with = "epoch_ms")]
     pub started: SystemTime,
     /// When its job first read a record.
+    #[serde(with = "epoch_ms::optional")]
     pub first_record: Option<SystemTime>,
     /// When the process was asked to stop it (the group revoked it, or the
     /// process left).
+    #[serde(with = "epoch_ms::optional")]
     pub stop_asked: Option<SystemTime>,
     /// When its job had stopped (drained, final checkpoint taken and, with
     /// a checkpoint store, stored).
+    #[serde(with = "epoch_ms::optional")]
     pub stopped: Option<SystemTime>,
 }
 
+/// What starts a [`TaskRun`]'s line.
+const TASK_RUN: &str = "task-run ";
+
 impl TaskRun {
-    /// One line: `task STAGE/P started=MS first_record=MS stop_asked=MS
-    /// stopped=MS`, in milliseconds since the Unix epoch (`-` for none),
-    /// for a process to print and another to read with [`parse`](Self::parse).
+    /// The run as one line, for a process to print (see the type's docs).
     pub fn line(&self) -> String {
-        let ms = |t: Option<SystemTime>| {
-            t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map_or_else(|| "-".to_string(), |d| d.as_millis().to_string())
-        };
-        format!(
-            "task {} started={} first_record={} stop_asked={} stopped={}",
-            self.task,
-            ms(Some(self.started)),
-            ms(self.first_record),
-            ms(self.stop_asked),
-            ms(self.stopped)
-        )
+        let json = serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string());
+        format!("{TASK_RUN}{json}")
     }
 
-    /// A run from a [`line`](Self::line).
+    /// A run from a [`line`](Self::line); `None` for any other line.
     pub fn parse(line: &str) -> Option<TaskRun> {
-        let mut words = line.strip_prefix("task ")?.split(' ');
-        let task = words.next()?.to_string();
-        let mut field = |name: &str| -> Option<Option<SystemTime>> {
-            let value = words.next()?.strip_prefix(name)?.strip_prefix('=')?;
-            if value == "-" {
-                return Some(None);
+        serde_json::from_str(line.trim_end().strip_prefix(TASK_RUN)?).ok()
+    }
+}
+
+/// Times as milliseconds since the Unix epoch, in a run's line.
+mod epoch_ms {
+    use std::time::{Duration, SystemTime};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    fn ms(time: SystemTime) -> u64 {
+        time.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn serialize<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(ms(*time))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        Ok(SystemTime::UNIX_EPOCH + Duration::from_millis(u64::deserialize(d)?))
+    }
+
+    pub(super) mod optional {
+        use std::time::{Duration, SystemTime};
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            time: &Option<SystemTime>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match time {
+                Some(time) => s.serialize_some(&super::ms(*time)),
+                None => s.serialize_none(),
             }
-            let ms: u64 = value.parse().ok()?;
-            Some(Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)))
-        };
-        Some(TaskRun {
-            task,
-            started: field("started")??,
-            first_record: field("first_record")?,
-            stop_asked: field("stop_asked")?,
-            stopped: field("stopped")?,
-        })
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<SystemTime>, D::Error> {
+            Ok(Option::<u64>::deserialize(d)?
+                .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms)))
+        }
     }
 }
 
