@@ -105,6 +105,9 @@ fn main() -> anyhow::Result<()> {
         peak_rss_bytes: peak_rss_bytes(),
         state: None,
         cpu_s: Some(cpu_s),
+        rounds: 0,
+        events_per_sec_low: None,
+        events_per_sec_high: None,
     };
     println!("{}", serde_json::to_string(&measurement)?);
     Ok(())
@@ -191,5 +194,8 @@ fn state_workload(
         peak_rss_bytes: peak_rss_bytes(),
         state: Some(state),
         cpu_s: None,
+        rounds: 0,
+        events_per_sec_low: None,
+        events_per_sec_high: None,
     })
 }

@@ -23,6 +23,14 @@ pub(crate) struct Measurement {
     /// CPU seconds (user and system, every thread) of the measured run.
     #[serde(default)]
     pub(crate) cpu_s: Option<f64>,
+    /// Rounds this figure is the median of (0: one run, not summarised).
+    #[serde(default)]
+    pub(crate) rounds: u32,
+    /// The slowest and fastest round's events per second.
+    #[serde(default)]
+    pub(crate) events_per_sec_low: Option<f64>,
+    #[serde(default)]
+    pub(crate) events_per_sec_high: Option<f64>,
 }
 
 /// What a state workload measured beside its throughput.
@@ -56,29 +64,49 @@ impl Measurement {
         self.cpu_s.map(|cpu| self.events as f64 / cpu.max(1e-9))
     }
 
-    /// The better of two rounds of one configuration: the faster run, with
-    /// the faster baseline, the larger peak resident size, and whichever
-    /// latency was measured.
+    /// The median round of one configuration's rounds (the lower of the two
+    /// middle ones for an even count), with the spread of all of them, the
+    /// median baseline, the largest peak resident size, and the latency of
+    /// the round that measured it.
     #[allow(dead_code)] // used by `cargo xtask bench` only
-    pub(crate) fn best_with(self, other: Measurement) -> Measurement {
-        let baseline = self
-            .baseline_events_per_sec
-            .max(other.baseline_events_per_sec);
-        let peak = self.peak_rss_bytes.max(other.peak_rss_bytes);
-        // The per-core figure goes with the run it was measured in.
-        let (p50, p99) = (
-            self.p50_latency_us.or(other.p50_latency_us),
-            self.p99_latency_us.or(other.p99_latency_us),
-        );
-        let mut best = if other.events_per_sec > self.events_per_sec {
-            other
-        } else {
-            self
-        };
-        best.baseline_events_per_sec = baseline;
-        best.peak_rss_bytes = peak;
-        best.p50_latency_us = p50;
-        best.p99_latency_us = p99;
-        best
+    pub(crate) fn median_of(mut rounds: Vec<Measurement>) -> Option<Measurement> {
+        if rounds.is_empty() {
+            return None;
+        }
+        let count = rounds.len();
+        let low = rounds
+            .iter()
+            .map(|m| m.events_per_sec)
+            .fold(f64::INFINITY, f64::min);
+        let high = rounds.iter().map(|m| m.events_per_sec).fold(0.0, f64::max);
+        let peak = rounds.iter().filter_map(|m| m.peak_rss_bytes).max();
+        let (p50, p99) = rounds
+            .iter()
+            .find(|m| m.p50_latency_us.is_some())
+            .map_or((None, None), |m| (m.p50_latency_us, m.p99_latency_us));
+        let mut baselines: Vec<f64> = rounds.iter().map(|m| m.baseline_events_per_sec).collect();
+        baselines.sort_by(f64::total_cmp);
+        rounds.sort_by(|a, b| a.events_per_sec.total_cmp(&b.events_per_sec));
+        let mut median = rounds.swap_remove((count - 1) / 2);
+        median.baseline_events_per_sec = baselines[(count - 1) / 2];
+        median.peak_rss_bytes = peak;
+        median.p50_latency_us = p50;
+        median.p99_latency_us = p99;
+        median.rounds = count as u32;
+        median.events_per_sec_low = Some(low);
+        median.events_per_sec_high = Some(high);
+        Some(median)
+    }
+
+    /// The spread of the rounds, fastest less slowest, as a share of the
+    /// median (0 for one round).
+    #[allow(dead_code)] // used by `cargo xtask bench` only
+    pub(crate) fn spread(&self) -> f64 {
+        match (self.events_per_sec_low, self.events_per_sec_high) {
+            (Some(low), Some(high)) if self.events_per_sec > 0.0 => {
+                (high - low) / self.events_per_sec
+            }
+            _ => 0.0,
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! baselines. Each workload and parallelism runs in a fresh process of
 //! `streamwork-bench`, so that its peak resident size is its own; the baseline
 //! runs in that same process, just before. The processes run in rounds, and
-//! each configuration keeps its best round.
+//! each configuration reports its median round and the spread of all;
+//! a full run keeps its results and a chart under `benches/results/`.
 
 use std::process::Command;
 
@@ -236,14 +237,28 @@ fn measure_nexmark(
         peak_rss_bytes: summary["peak_rss_bytes"].as_u64(),
         state: None,
         cpu_s: Some(number("cpu_s")?),
+        rounds: 0,
+        events_per_sec_low: None,
+        events_per_sec_high: None,
     })
 }
 
-fn keep_best(slot: &mut Option<Measurement>, measurement: Measurement) {
-    *slot = Some(match slot.take() {
-        None => measurement,
-        Some(so_far) => so_far.best_with(measurement),
-    });
+/// Every round of each configuration, in order of first appearance.
+type Rounds = Vec<Vec<Measurement>>;
+
+fn keep(rounds: &mut Rounds, slot: usize, measurement: Measurement) {
+    if rounds.len() <= slot {
+        rounds.resize_with(slot + 1, Vec::new);
+    }
+    rounds[slot].push(measurement);
+}
+
+/// The median round of each configuration, with its spread.
+fn medians(rounds: Rounds) -> Vec<Measurement> {
+    rounds
+        .into_iter()
+        .filter_map(Measurement::median_of)
+        .collect()
 }
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
@@ -251,9 +266,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let quick = options.quick;
     // On a shared machine the speed of a run varies by a quarter or more,
     // and for seconds at a time. So every workload and parallelism runs once
-    // per round (two runs in a fresh process, the better kept), round after
-    // round, and each keeps its best round: a slow spell hits every
-    // configuration alike instead of the one that happened to run in it.
+    // per round (two runs in a fresh process, the first a warm-up), round
+    // after round, and each reports its median round and the spread of all
+    // of them: a slow spell hits every configuration alike instead of the
+    // one that happened to run in it, and shows as spread, not as a figure.
     // With `--against`, the other binary runs each configuration in the
     // same round, right before or after (alternating), so that both see
     // the same machine.
@@ -284,32 +300,28 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .copied()
         .filter(|w| options.workloads.is_empty() || options.workloads.iter().any(|o| o == w))
         .collect();
-    let mut best_nexmark: Vec<Option<Measurement>> = Vec::new();
+    let mut nexmark_rounds = Rounds::new();
     let runs = if quick { "1" } else { "2" };
-    let mut best: Vec<Option<Measurement>> = Vec::new();
-    let mut best_against: Vec<Option<Measurement>> = Vec::new();
+    let mut this_rounds = Rounds::new();
+    let mut against_rounds = Rounds::new();
     for round in 0..rounds {
         let mut slot = 0;
         for workload in &workloads {
             for &parallelism in PARALLELISM {
-                if best.len() <= slot {
-                    best.push(None);
-                    best_against.push(None);
-                }
                 // Latency (W2) is measured once, in the first round.
                 let latency = round == 0;
                 let this_first = round % 2 == 0;
                 if this_first {
                     let m = measure(&binary, workload, parallelism, events, runs, latency)?;
-                    keep_best(&mut best[slot], m);
+                    keep(&mut this_rounds, slot, m);
                 }
                 if let Some(against) = options.against.as_ref().filter(|_| !is_recent(workload)) {
                     let m = measure(against, workload, parallelism, events, runs, latency)?;
-                    keep_best(&mut best_against[slot], m);
+                    keep(&mut against_rounds, slot, m);
                 }
                 if !this_first {
                     let m = measure(&binary, workload, parallelism, events, runs, latency)?;
-                    keep_best(&mut best[slot], m);
+                    keep(&mut this_rounds, slot, m);
                 }
                 slot += 1;
             }
@@ -318,28 +330,25 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         let mut slot = 0;
         for query in &options.queries {
             for &parallelism in PARALLELISM {
-                if best_nexmark.len() <= slot {
-                    best_nexmark.push(None);
-                }
                 let m = measure_nexmark(&nexmark, query, parallelism, events)?;
-                keep_best(&mut best_nexmark[slot], m);
+                keep(&mut nexmark_rounds, slot, m);
                 slot += 1;
             }
         }
         eprintln!("round {} of {rounds} done", round + 1);
     }
-    let mut results: Vec<Measurement> = best.into_iter().flatten().collect();
+    let mut results = medians(this_rounds);
     if !results.is_empty() {
         print_table(&results);
     }
-    let queries: Vec<Measurement> = best_nexmark.into_iter().flatten().collect();
+    let queries = medians(nexmark_rounds);
     if !queries.is_empty() {
         print_nexmark_table(&queries);
     }
     results.extend(queries);
     print_parallelism_table(&results);
     if let Some(against) = &options.against {
-        let others: Vec<Measurement> = best_against.into_iter().flatten().collect();
+        let others = medians(against_rounds);
         print_comparison(&results, &others, against);
     }
     let dir = project_root().join("target/bench");
@@ -347,6 +356,16 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let path = dir.join("results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     eprintln!("wrote {}", path.display());
+    if !quick {
+        let kept = project_root().join("benches/results");
+        std::fs::create_dir_all(&kept)?;
+        let day = crate::chart::today();
+        let json = kept.join(format!("{day}.json"));
+        std::fs::write(&json, serde_json::to_string_pretty(&results)?)?;
+        let svg = kept.join(format!("{day}.svg"));
+        std::fs::write(&svg, chart(&results, &day))?;
+        eprintln!("kept {} and {}", json.display(), svg.display());
+    }
     Ok(())
 }
 
@@ -355,12 +374,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 fn print_nexmark_table(results: &[Measurement]) {
     println!();
     println!(
-        "{:<8} {:>3} {:>11} {:>9} {:>13} {:>8} {:>10} {:>14} {:>11} {:>6}",
+        "{:<8} {:>3} {:>11} {:>9} {:>13} {:>7} {:>8} {:>10} {:>14} {:>11} {:>6}",
         "query",
         "par",
         "events",
         "elapsed",
         "events/s",
+        "spread",
         "CPU s",
         "peak RSS",
         "K ev/core-s",
@@ -375,12 +395,13 @@ fn print_nexmark_table(results: &[Measurement]) {
             .map_or(0.0, |(_, bar)| *bar);
         let per_core = m.events_per_core_sec().unwrap_or(0.0) / 1e3;
         println!(
-            "{:<8} {:>3} {:>11} {:>8.3}s {:>13.0} {:>8.3} {:>9.1}M {:>14.0} {:>11.0} {:>6}",
+            "{:<8} {:>3} {:>11} {:>8.3}s {:>13.0} {:>6.1}% {:>8.3} {:>9.1}M {:>14.0} {:>11.0} {:>6}",
             query,
             m.parallelism,
             m.events,
             m.elapsed_s,
             m.events_per_sec,
+            100.0 * m.spread(),
             m.cpu_s.unwrap_or(0.0),
             m.peak_rss_bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0),
             per_core,
@@ -427,7 +448,7 @@ fn print_parallelism_table(results: &[Measurement]) {
     );
 }
 
-/// This build's best round of each configuration beside the other build's.
+/// This build's median round of each configuration beside the other build's.
 fn print_comparison(this: &[Measurement], other: &[Measurement], against: &std::path::Path) {
     println!();
     println!("against {}:", against.display());
@@ -458,12 +479,13 @@ fn print_comparison(this: &[Measurement], other: &[Measurement], against: &std::
 
 fn print_table(results: &[Measurement]) {
     println!(
-        "{:<12} {:>3} {:>11} {:>9} {:>13} {:>9} {:>10} {:>8} {:>9} {:>9} {:>11} {:>20}",
+        "{:<12} {:>3} {:>11} {:>9} {:>13} {:>7} {:>9} {:>10} {:>8} {:>9} {:>9} {:>11} {:>20}",
         "workload",
         "par",
         "events",
         "elapsed",
         "events/s",
+        "spread",
         "ns/event",
         "peak RSS",
         "vs loop",
@@ -476,12 +498,13 @@ fn print_table(results: &[Measurement]) {
         let ratio = m.baseline_events_per_sec / m.events_per_sec;
         let latency = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<12} {:>3} {:>11} {:>8.3}s {:>13.0} {:>9.2} {:>9.1}M {:>7.2}× {:>9} {:>9} {:>11} {:>20}",
+            "{:<12} {:>3} {:>11} {:>8.3}s {:>13.0} {:>6.1}% {:>9.2} {:>9.1}M {:>7.2}× {:>9} {:>9} {:>11} {:>20}",
             m.workload,
             m.parallelism,
             m.events,
             m.elapsed_s,
             m.events_per_sec,
+            100.0 * m.spread(),
             m.ns_per_event,
             m.peak_rss_bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0),
             ratio,
@@ -492,7 +515,7 @@ fn print_table(results: &[Measurement]) {
         );
     }
     println!(
-        "vs loop: the hand-written single-threaded loop's events/s divided by Streamwork's (1.00× = as fast as the loop)"
+        "events/s: the median round; spread: fastest round less slowest, as a share of the median; vs loop: the hand-written single-threaded loop's events/s divided by Streamwork's (1.00× = as fast as the loop)"
     );
     print_state_table(results);
 }
@@ -541,4 +564,65 @@ fn print_state_table(results: &[Measurement]) {
     println!(
         "ckpt/none: events/s with a checkpoint every 100 ms over events/s without; pause: the longest a task thread waited for a checkpoint; first B: bytes of the first checkpoint; later B: mean bytes of the others; restore, rescale: loading the final checkpoint and the longest instance restore, at the same parallelism and one more"
     );
+}
+
+/// The chart of a run: the Nexmark queries' per-core throughput against
+/// Feldera's published per-core figure, and each workload's per-core
+/// throughput at parallelism 1 and 2.
+fn chart(results: &[Measurement], day: &str) -> String {
+    use crate::chart::{Group, Panel, draw};
+    let per_core = |workload: &str, parallelism: u32| {
+        results
+            .iter()
+            .find(|m| m.workload == workload && m.parallelism == parallelism)
+            .and_then(Measurement::events_per_core_sec)
+    };
+    let mut panels = Vec::new();
+    let queries: Vec<Group> = NEXMARK
+        .iter()
+        .filter(|(q, _)| per_core(&format!("nexmark-{q}"), 1).is_some())
+        .map(|(q, bar)| Group {
+            label: q.to_string(),
+            values: vec![
+                per_core(&format!("nexmark-{q}"), 1),
+                per_core(&format!("nexmark-{q}"), 2),
+                // The bar is twice Feldera's figure (ten times Flink's for
+                // q10 and q11, which Feldera does not publish).
+                (!matches!(*q, "q10" | "q11")).then_some(bar * 1e3 / 2.0),
+            ],
+        })
+        .collect();
+    if !queries.is_empty() {
+        panels.push(Panel {
+            title: "Nexmark: events per core-second (median round)".to_string(),
+            unit: "events per core-second".to_string(),
+            series: vec![
+                "Streamwork, parallelism 1".to_string(),
+                "Streamwork, parallelism 2".to_string(),
+                "Feldera, published (16 cores / 16)".to_string(),
+            ],
+            groups: queries,
+        });
+    }
+    let workloads: Vec<Group> = WORKLOADS
+        .iter()
+        .filter(|w| per_core(w, 1).is_some())
+        .map(|w| Group {
+            label: w.to_string(),
+            values: vec![per_core(w, 1), per_core(w, 2)],
+        })
+        .collect();
+    if !workloads.is_empty() {
+        panels.push(Panel {
+            title: "Workloads: events per core-second, parallelism 2 against 1 (median round)"
+                .to_string(),
+            unit: "events per core-second".to_string(),
+            series: vec!["parallelism 1".to_string(), "parallelism 2".to_string()],
+            groups: workloads,
+        });
+    }
+    draw(
+        &format!("cargo xtask bench, {day}: medians of interleaved rounds"),
+        &panels,
+    )
 }

@@ -8,6 +8,7 @@
 //! * `criterion [ARGS]`: the criterion micro-benchmarks.
 
 mod bench;
+mod chart;
 
 use std::process::Command;
 
