@@ -1,5 +1,5 @@
 //! The state workloads: W2's keyed count over many keys, its counts in
-//! `KeyedState` (a heap copy, snapshotted whole) or in `StoredState` (the
+//! `KeyedState` (on the heap, frozen copy-on-write and archived whole off the task thread) or in `StoredState` (the
 //! state store: increments written off the task thread, restored in
 //! place), with a checkpoint every interval.
 //!
@@ -18,7 +18,7 @@ use crate::{KeyChecksum, Outcome, Totals, key, workers_for};
 /// Where a state workload keeps its counts.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum StateKind {
-    /// `KeyedState`: in memory, snapshotted whole at every checkpoint.
+    /// `KeyedState`: in memory, every key archived (off the task thread) at every checkpoint.
     Keyed,
     /// `StoredState`: the state store.
     Stored,

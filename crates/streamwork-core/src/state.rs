@@ -7,6 +7,7 @@
 
 use std::hash::Hash;
 use std::ops::Deref;
+use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
 
@@ -70,8 +71,12 @@ impl<K> Deref for CurrentKey<'_, K> {
 
 /// A value per key, scoped by the current key of a keyed operator.
 ///
-/// Backed by a SwissTable (`hashbrown::HashTable`) probed with the hash the
+/// Backed by SwissTables (`hashbrown::HashTable`) probed with the hash the
 /// current key carries: one hash computation per record, one probe per access.
+/// The keys are spread over 128 tables by bits of that hash, so that a
+/// checkpoint can [freeze](KeyedState::freeze) the state by sharing the
+/// tables, not copying them: the first write to a table afterwards copies
+/// that table alone (none if the checkpoint already let go of it).
 ///
 /// ```
 /// use streamwork::core::state::KeyedState;
@@ -80,14 +85,77 @@ impl<K> Deref for CurrentKey<'_, K> {
 /// ```
 #[derive(Clone)]
 pub struct KeyedState<K, V> {
-    table: HashTable<(K, V)>,
+    /// No tables until the first write; then [`SHARDS`] of them.
+    shards: Vec<Shard<K, V>>,
+    /// How a table a checkpoint still reads is copied (set by `freeze`,
+    /// which alone requires clonable keys and values).
+    copy: Option<CopyTable<K, V>>,
+}
+
+/// Copies a table (a monomorphised `Clone`, kept where keys and values are
+/// not known to be clonable).
+type CopyTable<K, V> = fn(&HashTable<(K, V)>) -> HashTable<(K, V)>;
+
+/// Tables a state's keys are spread over.
+pub const SHARDS: usize = 128;
+
+/// The table of a key's hash: bits 40 to 46 (the low bits choose the
+/// bucket within it, the high seven its control byte).
+#[inline]
+fn shard_of(hash: u64) -> usize {
+    ((hash >> 40) as usize) & (SHARDS - 1)
+}
+
+/// One table: its own, or shared with a checkpoint (then `owned` is empty).
+#[derive(Clone)]
+struct Shard<K, V> {
+    owned: HashTable<(K, V)>,
+    frozen: Option<Arc<HashTable<(K, V)>>>,
+}
+
+impl<K, V> Shard<K, V> {
+    #[inline]
+    fn table(&self) -> &HashTable<(K, V)> {
+        self.frozen.as_deref().unwrap_or(&self.owned)
+    }
+}
+
+/// A state's tables as a checkpoint froze them: read while the state goes
+/// on changing (see [`KeyedState::freeze`]).
+pub struct FrozenKeyed<K, V> {
+    shards: Vec<Arc<HashTable<(K, V)>>>,
+}
+
+impl<K, V> FrozenKeyed<K, V> {
+    /// Every key and value as frozen, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.shards
+            .iter()
+            .flat_map(|table| table.iter().map(|(k, v)| (k, v)))
+    }
+
+    /// Keys frozen.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|t| t.len()).sum()
+    }
+
+    /// Whether no key was frozen.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K, V> std::fmt::Debug for FrozenKeyed<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrozenKeyed")
+            .field("keys", &self.len())
+            .finish()
+    }
 }
 
 impl<K: Key, V: std::fmt::Debug> std::fmt::Debug for KeyedState<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.table.iter().map(|(k, v)| (k, v)))
-            .finish()
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
@@ -105,14 +173,47 @@ impl<K: Key, V> KeyedState<K, V> {
     /// Empty state.
     pub fn new() -> Self {
         KeyedState {
-            table: HashTable::new(),
+            shards: Vec::new(),
+            copy: None,
         }
+    }
+
+    /// The table holding `hash`, for reading.
+    #[inline]
+    fn table(&self, hash: u64) -> Option<&HashTable<(K, V)>> {
+        self.shards.get(shard_of(hash)).map(Shard::table)
+    }
+
+    /// The table holding `hash`, for writing: made on the first write,
+    /// taken back from a checkpoint that froze it (copied if it still
+    /// reads it).
+    #[inline]
+    fn table_mut(&mut self, hash: u64) -> &mut HashTable<(K, V)> {
+        if self.shards.is_empty() {
+            self.make_tables();
+        }
+        let copy = self.copy;
+        let shard = &mut self.shards[shard_of(hash)];
+        if let Some(frozen) = shard.frozen.take() {
+            shard.owned = thaw(frozen, copy);
+        }
+        &mut shard.owned
+    }
+
+    #[cold]
+    fn make_tables(&mut self) {
+        self.shards = (0..SHARDS)
+            .map(|_| Shard {
+                owned: HashTable::new(),
+                frozen: None,
+            })
+            .collect();
     }
 
     /// The value of the current key.
     #[inline]
     pub fn get(&self, key: CurrentKey<'_, K>) -> Option<&V> {
-        self.table
+        self.table(key.hash)?
             .find(key.hash, |(k, _)| k == key.key)
             .map(|(_, v)| v)
     }
@@ -120,7 +221,9 @@ impl<K: Key, V> KeyedState<K, V> {
     /// The value of the current key, mutably.
     #[inline]
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
-        self.table
+        self.table(key.hash)?
+            .find(key.hash, |(k, _)| k == key.key)?;
+        self.table_mut(key.hash)
             .find_mut(key.hash, |(k, _)| k == key.key)
             .map(|(_, v)| v)
     }
@@ -132,7 +235,10 @@ impl<K: Key, V> KeyedState<K, V> {
     where
         V: Default,
     {
-        match self.table.entry(key.hash, |(k, _)| k == key.key, rehash) {
+        match self
+            .table_mut(key.hash)
+            .entry(key.hash, |(k, _)| k == key.key, rehash)
+        {
             Entry::Occupied(entry) => &mut entry.into_mut().1,
             Entry::Vacant(entry) => &mut entry.insert((key.key.clone(), V::default())).into_mut().1,
         }
@@ -140,7 +246,10 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Sets the value of the current key, returning the previous one.
     pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V> {
-        match self.table.entry(key.hash, |(k, _)| k == key.key, rehash) {
+        match self
+            .table_mut(key.hash)
+            .entry(key.hash, |(k, _)| k == key.key, rehash)
+        {
             Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().1, value)),
             Entry::Vacant(entry) => {
                 entry.insert((key.key.clone(), value));
@@ -151,7 +260,12 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Removes the value of the current key.
     pub fn remove(&mut self, key: CurrentKey<'_, K>) -> Option<V> {
-        match self.table.find_entry(key.hash, |(k, _)| k == key.key) {
+        self.table(key.hash)?
+            .find(key.hash, |(k, _)| k == key.key)?;
+        match self
+            .table_mut(key.hash)
+            .find_entry(key.hash, |(k, _)| k == key.key)
+        {
             Ok(entry) => Some(entry.remove().0.1),
             Err(_) => None,
         }
@@ -159,22 +273,75 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Number of keys with a value.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.shards.iter().map(|s| s.table().len()).sum()
     }
 
     /// Whether no key has a value.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.shards.iter().all(|s| s.table().is_empty())
     }
 
     /// Every key and value, in no particular order (for end-of-stream output).
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.table.iter().map(|(k, v)| (k, v))
+        self.shards
+            .iter()
+            .flat_map(|s| s.table().iter().map(|(k, v)| (k, v)))
     }
 
     /// Takes every key and value out, leaving the state empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
-        self.table.drain()
+        let copy = self.copy;
+        self.shards.iter_mut().flat_map(move |shard| {
+            if let Some(frozen) = shard.frozen.take() {
+                shard.owned = thaw(frozen, copy);
+            }
+            shard.owned.drain()
+        })
+    }
+
+    /// Shares every table with a checkpoint, for it to read while the
+    /// state goes on: a pause of 128 pointer copies, whatever the size of
+    /// the state. The first write to a table afterwards copies that table
+    /// (only the keys in it), unless the checkpoint has let go of it.
+    ///
+    /// ```
+    /// use streamwork::core::state::{CurrentKey, KeyedState};
+    /// let mut counts: KeyedState<String, u64> = KeyedState::new();
+    /// let key = "a".to_string();
+    /// *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
+    /// let frozen = counts.freeze();
+    /// *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
+    /// assert_eq!(frozen.iter().next(), Some((&key, &1)));
+    /// assert_eq!(counts.get(CurrentKey::for_testing(&key)), Some(&2));
+    /// ```
+    pub fn freeze(&mut self) -> FrozenKeyed<K, V>
+    where
+        V: Clone,
+    {
+        self.copy = Some(HashTable::clone);
+        let shards = self
+            .shards
+            .iter_mut()
+            .map(|shard| {
+                let owned = std::mem::take(&mut shard.owned);
+                shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
+            })
+            .collect();
+        FrozenKeyed { shards }
+    }
+}
+
+/// A table back from a checkpoint: itself if the checkpoint let go of it,
+/// else a copy.
+#[cold]
+fn thaw<K, V>(
+    frozen: Arc<HashTable<(K, V)>>,
+    copy: Option<CopyTable<K, V>>,
+) -> HashTable<(K, V)> {
+    match Arc::try_unwrap(frozen) {
+        Ok(table) => table,
+        // Only `freeze` shares a table, and it sets `copy` first.
+        Err(shared) => copy.map_or_else(HashTable::new, |copy| copy(&shared)),
     }
 }
 
@@ -185,7 +352,10 @@ impl<K: Key, V> Extend<(K, V)> for KeyedState<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
         for (k, v) in entries {
             let hash = stable_hash(&k);
-            match self.table.entry(hash, |(key, _)| *key == k, rehash) {
+            match self
+                .table_mut(hash)
+                .entry(hash, |(key, _)| *key == k, rehash)
+            {
                 Entry::Occupied(mut entry) => entry.get_mut().1 = v,
                 Entry::Vacant(entry) => {
                     entry.insert((k, v));
@@ -227,6 +397,43 @@ mod tests {
         let mut rest: Vec<_> = state.drain().collect();
         rest.sort();
         assert_eq!(rest, vec![("b".to_string(), 8)]);
+        assert!(state.is_empty());
+    }
+
+    #[test]
+    fn a_frozen_state_reads_as_it_was_while_the_state_changes() {
+        let mut state = KeyedState::<String, u64>::new();
+        let keys: Vec<String> = (0..1_000).map(|i| format!("k{i}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            state.insert(key(k), i as u64);
+        }
+        let frozen = state.freeze();
+        for k in &keys[..500] {
+            *state.get_or_default(key(k)) += 1_000;
+        }
+        for k in &keys[500..600] {
+            state.remove(key(k));
+        }
+        let mut seen: Vec<(String, u64)> = frozen.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        seen.sort();
+        let mut expected: Vec<(String, u64)> = keys.iter().cloned().zip(0..).collect();
+        expected.sort();
+        assert_eq!(seen, expected);
+        assert_eq!(state.len(), 900);
+        assert_eq!(state.get(key(&keys[0])), Some(&1_000));
+        assert_eq!(state.get(key(&keys[550])), None);
+        // Once the checkpoint lets go, the next freeze shares the tables as
+        // they are now.
+        drop(frozen);
+        let again = state.freeze();
+        assert_eq!(again.len(), 900);
+        *state.get_or_default(key(&keys[1])) += 1;
+        assert_eq!(state.get(key(&keys[1])), Some(&1_002));
+        assert_eq!(
+            again.iter().find(|(k, _)| **k == keys[1]).map(|(_, v)| *v),
+            Some(1_001)
+        );
+        assert_eq!(state.drain().count(), 900);
         assert!(state.is_empty());
     }
 }

@@ -158,14 +158,26 @@ fn beside_schema(layout: u32) -> u32 {
 
 /// The bytes of one restored part: in the snapshot, in a side record mapped
 /// from the log, or copied where the record is not aligned for rkyv.
-enum PartBytes<'a> {
+pub(crate) enum PartBytes<'a> {
     Inline(&'a [u8]),
     Shared(SharedBytes),
     Copied(AlignedVec),
 }
 
 impl PartBytes<'_> {
-    fn bytes(&self) -> &[u8] {
+    /// A side record's bytes, copied if the log did not place them on a
+    /// 16-byte boundary (rkyv reads archives in place).
+    pub(crate) fn aligned(record: SharedBytes) -> Self {
+        if (record.bytes().as_ptr() as usize).is_multiple_of(16) {
+            PartBytes::Shared(record)
+        } else {
+            let mut copy = AlignedVec::with_capacity(record.bytes().len());
+            copy.extend_from_slice(record.bytes());
+            PartBytes::Copied(copy)
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             PartBytes::Inline(bytes) => bytes,
             PartBytes::Shared(shared) => shared.bytes(),
@@ -332,14 +344,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                     reason: "its entries, archived in a record beside the snapshot, are not in the checkpoint: restore from an earlier checkpoint".into(),
                 });
             };
-            let bytes = if (record.bytes().as_ptr() as usize).is_multiple_of(16) {
-                PartBytes::Shared(record)
-            } else {
-                let mut copy = AlignedVec::with_capacity(record.bytes().len());
-                copy.extend_from_slice(record.bytes());
-                PartBytes::Copied(copy)
-            };
-            held.push((part.part, bytes));
+            held.push((part.part, PartBytes::aligned(record)));
         }
         let parts: Vec<(InstanceIdx, &[u8])> = held.iter().map(|(i, b)| (*i, b.bytes())).collect();
         (self.load)(restore, &parts)

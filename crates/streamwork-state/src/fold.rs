@@ -33,7 +33,7 @@ fn snapshot<K, V>(
 ) -> Result<Option<StateBytes>, TaskError>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send + Sync + 'static,
 {
     let mut fields = FieldsWriter::new();
     let field = values
@@ -49,7 +49,7 @@ fn restore_fields<K, V>(
 ) -> Result<(), TaskError>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send + Sync + 'static,
 {
     let refused = |e: crate::StateError| TaskError::Restore(e.to_string());
     let fields = FieldsReader::read(restore).map_err(refused)?;
@@ -93,7 +93,7 @@ where
 impl<K, V, F> Operator for Reduce<K, V, F>
 where
     K: Key + StateData,
-    V: Data + StateData,
+    V: Data + StateData + Sync,
     F: Fn(&mut V, V) + Clone + Send + 'static,
 {
     type In = V;
@@ -170,7 +170,7 @@ impl<K, T, A, F> Operator for Fold<K, A, F, T>
 where
     K: Key + StateData,
     T: Data,
-    A: Data + StateData,
+    A: Data + StateData + Sync,
     F: Fn(&mut A, T) + Clone + Send + 'static,
 {
     type In = T;

@@ -64,6 +64,10 @@ impl<K: Key, V> ListState<K, V> {
         &self.0
     }
 
+    pub(crate) fn keyed_mut(&mut self) -> &mut KeyedState<K, Vec<V>> {
+        &mut self.0
+    }
+
     /// Lists per key, from a restore.
     pub fn from_keyed(state: KeyedState<K, Vec<V>>) -> Self {
         ListState(state)
@@ -109,6 +113,10 @@ impl<K: Key, MK: Hash + Eq, MV> MapState<K, MK, MV> {
     /// The state as one map per key, for snapshots.
     pub fn as_keyed(&self) -> &KeyedState<K, HashMap<MK, MV>> {
         &self.0
+    }
+
+    pub(crate) fn keyed_mut(&mut self) -> &mut KeyedState<K, HashMap<MK, MV>> {
+        &mut self.0
     }
 
     /// Maps per key, from a restore.
@@ -291,12 +299,23 @@ where
     KeyedSnapshot<K, V>:
         for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
 {
+    archive_entries(state.iter(), key_groups)
+}
+
+/// Archives `entries` grouped by key group, as [`snapshot_keyed`] does.
+pub(crate) fn archive_entries<'a, K, V>(
+    entries: impl Iterator<Item = (&'a K, &'a V)>,
+    key_groups: KeyGroups,
+) -> Result<AlignedVec, StateError>
+where
+    K: Key,
+    V: Clone + 'a,
+    KeyedSnapshot<K, V>:
+        for<'b> Serialize<HighSerializer<AlignedVec, ArenaHandle<'b>, rancor::Error>>,
+{
     let snapshot = KeyedSnapshot {
         key_groups: key_groups.count(),
-        groups: group_entries(
-            state.iter().map(|(k, v)| (k.clone(), v.clone())),
-            key_groups,
-        ),
+        groups: group_entries(entries.map(|(k, v)| (k.clone(), v.clone())), key_groups),
     };
     crate::archive(&snapshot)
 }

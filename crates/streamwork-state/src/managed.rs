@@ -21,15 +21,18 @@
 use std::ops::{Deref, DerefMut};
 
 use rkyv::util::AlignedVec;
-use streamwork_core::checkpoint::{Restore, RestoredPart, SideRecord, SnapshotContext, StateBytes};
-use streamwork_core::state::{Key, KeyedState};
-use streamwork_core::{CheckpointId, InstanceIdx};
+use streamwork_core::checkpoint::{
+    DeferredBytes, Restore, RestoredPart, SideRecord, SnapshotContext, StateBytes,
+};
+use streamwork_core::state::{FrozenKeyed, Key, KeyedState};
+use streamwork_core::{CheckpointId, InstanceIdx, TaskError};
 
+use crate::codec::PartBytes;
 use crate::codec::StateData;
 use crate::error::StateError;
 use crate::keyed::{
-    Aggregate, AggregatingState, ListState, MapState, ReducingState, restore_keyed_from,
-    snapshot_keyed,
+    Aggregate, AggregatingState, ListState, MapState, ReducingState, archive_entries,
+    restore_keyed_from,
 };
 
 /// The schema version of the container `#[derive(State)]` writes: every
@@ -186,27 +189,122 @@ impl FieldRestore<'_> {
     }
 }
 
-/// The layout version of keyed fields (a [`KeyedSnapshot`](crate::KeyedSnapshot)).
+/// The layout version of keyed fields archived on the task thread (a
+/// [`KeyedSnapshot`](crate::KeyedSnapshot) in the part): written by earlier
+/// versions, still read.
 const KEYED_FIELD_SCHEMA: u32 = 1;
+/// The layout version of keyed fields archived off the task thread: the
+/// same [`KeyedSnapshot`](crate::KeyedSnapshot), in the field's side record.
+const KEYED_BESIDE_FIELD_SCHEMA: u32 = 2;
+
+/// A keyed field's snapshot: its tables frozen (a pause of 128 pointer
+/// copies, whatever the number of keys), archived by the coordinator
+/// beside the part.
+fn snapshot_keyed_field<K, V>(state: &mut KeyedState<K, V>, ctx: &SnapshotContext) -> FieldSnapshot
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+{
+    let payload = FrozenFieldEntries {
+        frozen: state.freeze(),
+        key_groups: ctx.key_groups,
+    };
+    FieldSnapshot {
+        kind: FieldKind::Keyed,
+        schema: KEYED_BESIDE_FIELD_SCHEMA,
+        bytes: AlignedVec::new(),
+        side: Some(SideRecord {
+            stream: 0,
+            schema: KEYED_BESIDE_FIELD_SCHEMA,
+            payload: std::sync::Arc::new(payload),
+            written: Default::default(),
+        }),
+        builds_on: Vec::new(),
+    }
+}
+
+/// A keyed field's tables as a checkpoint froze them, archived when the
+/// coordinator writes the checkpoint.
+struct FrozenFieldEntries<K, V> {
+    frozen: FrozenKeyed<K, V>,
+    key_groups: streamwork_core::KeyGroups,
+}
+
+impl<K, V> std::fmt::Debug for FrozenFieldEntries<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrozenFieldEntries")
+            .field("keys", &self.frozen.len())
+            .finish()
+    }
+}
+
+impl<K, V> DeferredBytes for FrozenFieldEntries<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+{
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        let bytes = archive_entries(self.frozen.iter(), self.key_groups)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        out.write_all(&bytes)
+            .map_err(|e| TaskError::Snapshot(format!("writing keyed state: {e}")))
+    }
+}
+
+/// Restores a keyed field from either layout: the entries in the parts, or
+/// beside them.
+fn restore_keyed_field<K, V>(field: &FieldRestore<'_>) -> Result<KeyedState<K, V>, StateError>
+where
+    K: Key + StateData,
+    V: StateData,
+{
+    let beside = field
+        .parts
+        .first()
+        .is_some_and(|&(_, _, schema, _)| schema == KEYED_BESIDE_FIELD_SCHEMA);
+    if !beside {
+        field.expect(FieldKind::Keyed, KEYED_FIELD_SCHEMA)?;
+        return restore_keyed_from(&field.as_restore());
+    }
+    field.expect(FieldKind::Keyed, KEYED_BESIDE_FIELD_SCHEMA)?;
+    let restore = field.restore;
+    let mut held = Vec::with_capacity(field.parts.len());
+    for &(part, _, _, _) in &field.parts {
+        let record = restore
+            .side_record(restore.checkpoint, field.stream(), part)
+            .ok_or_else(|| {
+                field.refused(format!(
+                    "the entries instance {part} archived beside its snapshot are not in checkpoint {}: restore from an earlier checkpoint",
+                    restore.checkpoint
+                ))
+            })?;
+        held.push((part, PartBytes::aligned(record)));
+    }
+    let mut own = field.as_restore();
+    own.parts = held
+        .iter()
+        .map(|(part, bytes)| RestoredPart {
+            part: *part,
+            schema: KEYED_BESIDE_FIELD_SCHEMA,
+            bytes: bytes.bytes(),
+        })
+        .collect();
+    restore_keyed_from(&own)
+}
 /// The layout version of instance fields (the value's archive).
 const INSTANCE_FIELD_SCHEMA: u32 = 1;
 
 impl<K, V> StateField for KeyedState<K, V>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot::new(
-            FieldKind::Keyed,
-            KEYED_FIELD_SCHEMA,
-            snapshot_keyed(self, ctx.key_groups)?,
-        ))
+        Ok(snapshot_keyed_field(self, ctx))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
-        field.expect(FieldKind::Keyed, KEYED_FIELD_SCHEMA)?;
-        *self = restore_keyed_from(&field.as_restore())?;
+        *self = restore_keyed_field(field)?;
         Ok(())
     }
 }
@@ -214,14 +312,10 @@ where
 impl<K, V> StateField for ListState<K, V>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot::new(
-            FieldKind::Keyed,
-            KEYED_FIELD_SCHEMA,
-            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
-        ))
+        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -236,14 +330,10 @@ impl<K, MK, MV> StateField for MapState<K, MK, MV>
 where
     K: Key + StateData,
     MK: std::hash::Hash + Eq,
-    std::collections::HashMap<MK, MV>: StateData + Clone,
+    std::collections::HashMap<MK, MV>: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot::new(
-            FieldKind::Keyed,
-            KEYED_FIELD_SCHEMA,
-            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
-        ))
+        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -257,15 +347,11 @@ where
 impl<K, V, F> StateField for ReducingState<K, V, F>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send + Sync + 'static,
     F: Fn(&mut V, V),
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot::new(
-            FieldKind::Keyed,
-            KEYED_FIELD_SCHEMA,
-            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
-        ))
+        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -277,14 +363,10 @@ impl<K, A> StateField for AggregatingState<K, A>
 where
     K: Key + StateData,
     A: Aggregate,
-    A::Acc: StateData + Clone,
+    A::Acc: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(FieldSnapshot::new(
-            FieldKind::Keyed,
-            KEYED_FIELD_SCHEMA,
-            snapshot_keyed(self.as_keyed(), ctx.key_groups)?,
-        ))
+        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
