@@ -334,10 +334,7 @@ impl<K: Key, V> KeyedState<K, V> {
 /// A table back from a checkpoint: itself if the checkpoint let go of it,
 /// else a copy.
 #[cold]
-fn thaw<K, V>(
-    frozen: Arc<HashTable<(K, V)>>,
-    copy: Option<CopyTable<K, V>>,
-) -> HashTable<(K, V)> {
+fn thaw<K, V>(frozen: Arc<HashTable<(K, V)>>, copy: Option<CopyTable<K, V>>) -> HashTable<(K, V)> {
     match Arc::try_unwrap(frozen) {
         Ok(table) => table,
         // Only `freeze` shares a table, and it sets `copy` first.
