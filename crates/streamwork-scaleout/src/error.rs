@@ -76,7 +76,7 @@ pub enum GroupError {
         problem: String,
     },
     /// A sink keeps what it staged on one machine, and the processes share
-    /// nothing but the checkpoint store ([`GroupRunner::checkpoint_store`]).
+    /// nothing but the checkpoint store ([`GroupRunner::checkpoint_store`](crate::GroupRunner::checkpoint_store)).
     #[error(
         "sink `{component}` keeps what it staged for uncommitted checkpoints in {place}, which a process taking its partition over on another machine cannot reach (the processes share only the checkpoint store): write to a sink that keeps it in the checkpoint (`KafkaSink::transactional`, `UpsertFileSink`), or keep the checkpoints and that place on storage every process shares (a runner without `checkpoint_store`)"
     )]
