@@ -390,3 +390,109 @@ fn an_aborted_job_commits_nothing_more_and_a_restored_run_ends_exact() {
         assert_same(&rows, &expected_sums(n), &format!("aborted, p={p}"));
     }
 }
+
+/// A row of the CSV test below, its columns named by a header.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+struct Row {
+    id: u64,
+    name: String,
+}
+
+/// Plain, gzip and zstd CSV files with headers (columns in either order),
+/// read by two instances, failed after a checkpoint, resumed by three;
+/// written as zstd CSV with a header by a rolling transactional sink: the
+/// output, read back by name, holds every row once.
+#[test]
+fn compressed_csv_with_headers_failed_and_resumed_at_another_parallelism_ends_exact() {
+    use std::io::Write;
+    use streamwork::connectors::Compression;
+
+    let root = dir("paths-csv-compressed");
+    let (input, output) = (root.join("input"), root.join("output"));
+    std::fs::create_dir_all(&input).unwrap();
+    let mut expected = Vec::new();
+    for f in 0..6u64 {
+        let mut text = String::from(if f % 2 == 0 { "id,name\n" } else { "name,id\n" });
+        for i in 0..700 {
+            let row = Row {
+                id: f * 1_000 + i,
+                name: format!("file {f}, \"row\" {i}"),
+            };
+            let name = format!("\"{}\"", row.name.replace('"', "\"\""));
+            text += &if f % 2 == 0 {
+                format!("{},{name}\n", row.id)
+            } else {
+                format!("{name},{}\n", row.id)
+            };
+            expected.push(row);
+        }
+        let (file, bytes) = match f % 3 {
+            0 => (format!("part-{f}.csv"), text.into_bytes()),
+            1 => {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(text.as_bytes()).unwrap();
+                (format!("part-{f}.csv.gz"), gz.finish().unwrap())
+            }
+            _ => (
+                format!("part-{f}.csv.zst"),
+                zstd::encode_all(text.as_bytes(), 3).unwrap(),
+            ),
+        };
+        std::fs::write(input.join(file), bytes).unwrap();
+    }
+    let checkpoints = root.join("ckpt");
+    let run = |p: u32, fail_at: u64| {
+        let source = FileSource::<Row>::csv(&input)
+            .has_headers()
+            .split_bytes(5_000);
+        let sink = FileSink::<Row>::csv(&output)
+            .has_headers()
+            .compression(Compression::Zstd)
+            .rolling(1, std::time::Duration::from_secs(3600))
+            .transactional();
+        let fail = FailOnce {
+            at: fail_at,
+            seen: 0,
+            armed: false,
+        };
+        job! {
+            delivery exactly_once;
+            source rows[p] = Held::new(source, 1);
+            operator pairs = |r: Row| (r.id, r.name.into_bytes()) <- rows;
+            operator checked = fail <- pairs.global();
+            operator back = |(id, name): (u64, Vec<u8>)| Row { id, name: String::from_utf8(name).unwrap() } <- checked;
+            sink out = sink <- back;
+        }
+        .unwrap()
+        .run_with(exactly_once(&checkpoints, 0))
+    };
+    let error = run(2, 3_000).expect_err("the injected failure");
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    let report = run(3, u64::MAX).unwrap();
+    assert!(report.recovery.restored_from.is_some());
+
+    let read = CollectSink::new();
+    let files = std::fs::read_dir(&output)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".zst")
+        })
+        .count();
+    assert!(files > 1, "rolled into several files: {files}");
+    job! {
+        source rows = FileSource::<Row>::csv(&output).has_headers().map_lines(|l| l.on_bad_input(BadInput::Fail));
+        sink got = read.clone() <- rows;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let mut got = read.values();
+    got.sort();
+    expected.sort();
+    assert_eq!(got.len(), expected.len());
+    assert_eq!(got, expected);
+}

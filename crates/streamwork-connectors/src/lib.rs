@@ -1,5 +1,5 @@
 //! Sources and sinks for Streamwork jobs: in-memory, a deterministic generator,
-//! files of lines, TCP lines (the book's `nc -lk 9990` readers), stdout, files,
+//! files of lines (JSON, CSV by position or header; plain, gzip or zstd), TCP lines (the book's `nc -lk 9990` readers), stdout, files,
 //! and a collecting sink for tests.
 //!
 //! A connector is an ordinary [`Source`](streamwork_core::Source) or
@@ -48,7 +48,7 @@ mod tcp;
 
 pub use collect::{CollectSink, TransactionalCollectSink};
 pub use errors::{BadInput, InputErrors};
-pub use file::{FileSink, FileSource, TransactionalFileSink, UpsertFileSink};
+pub use file::{Compression, FileSink, FileSource, TransactionalFileSink, UpsertFileSink};
 pub use generator::{DynMake, DynStamp, Generate, GeneratorSource, NoStamp, Stamp, StampWith};
 pub use memory::VecSource;
 pub use stdout::StdoutSink;

@@ -91,6 +91,7 @@ impl<T: Data> Source for TcpLineSource<T> {
     type Out = Collector<T>;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.lines.check(ctx.component())?;
         if ctx.instance().0 != 0 {
             return Ok(());
         }
@@ -131,6 +132,12 @@ impl<T: Data> Source for TcpLineSource<T> {
                     self.line_no += 1;
                     let raw = &self.buf[..self.buf.len() - 1];
                     let (addr, line_no) = (&self.addr, self.line_no);
+                    if line_no == 1 && self.lines.wants_header() {
+                        // A CSV header (`Lines::has_headers`): the connection's first line.
+                        self.lines.read_header(raw, || format!("{addr} line 1"))?;
+                        self.buf.clear();
+                        continue;
+                    }
                     if let Some(record) = self
                         .lines
                         .decode(raw, line_no - 1, || format!("{addr} line {line_no}"))?

@@ -1,44 +1,42 @@
 //! The file source's splits, driven directly: any input (files with and
 //! without a last newline, empty files and lines, lines longer than a
-//! split), read partly at one parallelism, checkpointed, and read to the
-//! end at another, yields every line once with its index in the whole
-//! input.
+//! split, plain, gzip or zstd in one or more members), read partly at one
+//! parallelism, checkpointed, and read to the end at another, yields every
+//! line once with its index in the whole input.
+
+use std::io::Write;
+
+mod support;
 
 use proptest::prelude::*;
 use streamwork_connectors::FileSource;
 use streamwork_connectors::file::Lines;
-use streamwork_core::checkpoint::RestoredPart;
-use streamwork_core::{
-    CheckpointId, Collector, InstanceContext, InstanceIdx, KeyGroups, Restore, Source, SourcePoll,
-    StateBytes,
-};
+use streamwork_core::{Source, StateBytes};
+use support::{context, read, restore};
 
 type Line = (u64, Vec<u8>);
 
-fn context(instance: u32, parallelism: u32) -> InstanceContext {
-    InstanceContext::new(
-        "lines",
-        InstanceIdx(instance),
-        parallelism,
-        KeyGroups::DEFAULT,
-    )
-}
-
-/// Polls until `limit` lines came out or the source finished.
-fn read(source: &mut FileSource<Line>, limit: usize) -> Vec<Line> {
-    let mut out = Collector::detached();
-    let mut got = Vec::new();
-    for _ in 0..1_000_000 {
-        if got.len() >= limit {
-            break;
+/// File `i`'s name and bytes: plain, or compressed in two members (gzip)
+/// or frames (zstd) cut at byte `cut`.
+fn compressed(i: usize, bytes: &[u8], compression: u8, cut: usize) -> (String, Vec<u8>) {
+    let (head, tail) = bytes.split_at(cut);
+    match compression {
+        1 => {
+            let mut out = Vec::new();
+            for piece in [head, tail] {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(piece).unwrap();
+                out.extend(gz.finish().unwrap());
+            }
+            (format!("part-{i:02}.gz"), out)
         }
-        let poll = source.poll(&mut out).unwrap();
-        got.extend(out.take_buffered().into_iter().map(|r| r.value));
-        if poll == SourcePoll::Finished {
-            break;
+        2 => {
+            let mut out = zstd::encode_all(head, 1).unwrap();
+            out.extend(zstd::encode_all(tail, 1).unwrap());
+            (format!("part-{i:02}.zst"), out)
         }
+        _ => (format!("part-{i:02}"), bytes.to_vec()),
     }
-    got
 }
 
 fn source(dir: &std::path::Path, split_bytes: u64) -> FileSource<Line> {
@@ -51,7 +49,13 @@ proptest! {
     #[test]
     fn every_line_once_across_a_restore_at_another_parallelism(
         files in prop::collection::vec(
-            (prop::collection::vec(prop::collection::vec(b'a'..=b'z', 0..30), 0..40), any::<bool>()),
+            (
+                prop::collection::vec(prop::collection::vec(b'a'..=b'z', 0..30), 0..40),
+                any::<bool>(),
+                // Plain, gzip or zstd, and where a second member begins.
+                0u8..3,
+                any::<prop::sample::Index>(),
+            ),
             1..5,
         ),
         split_bytes in 1u64..64,
@@ -67,7 +71,7 @@ proptest! {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let mut expected: Vec<Line> = Vec::new();
-        for (i, (lines, last_newline)) in files.iter().enumerate() {
+        for (i, (lines, last_newline, compression, cut)) in files.iter().enumerate() {
             let mut bytes = Vec::new();
             for (j, line) in lines.iter().enumerate() {
                 bytes.extend_from_slice(line);
@@ -83,7 +87,8 @@ proptest! {
             for part in parts {
                 expected.push((expected.len() as u64, part.to_vec()));
             }
-            std::fs::write(dir.join(format!("part-{i:02}")), &bytes).unwrap();
+            let (name, stored) = compressed(i, &bytes, *compression, cut.index(bytes.len() + 1));
+            std::fs::write(dir.join(name), stored).unwrap();
         }
         // The first run reads part of the input, then every instance's
         // position is checkpointed.
@@ -98,25 +103,7 @@ proptest! {
         // The second reads the rest at another parallelism.
         for instance in 0..after {
             let mut second = source(&dir, split_bytes);
-            let restore = Restore {
-                records: None,
-                component: "lines",
-                checkpoint: CheckpointId::new(1),
-                is_final: false,
-                ended: Vec::new(),
-                instance: InstanceIdx(instance),
-                parallelism: after,
-                key_groups: KeyGroups::DEFAULT,
-                parts: parts
-                    .iter()
-                    .enumerate()
-                    .map(|(k, p)| RestoredPart {
-                        part: InstanceIdx(k as u32),
-                        schema: p.schema,
-                        bytes: &p.bytes,
-                    })
-                    .collect(),
-            };
+            let restore = restore(1, instance, after, &parts);
             second.restore(&restore).unwrap();
             second.open(&context(instance, after)).unwrap();
             got.extend(read(&mut second, usize::MAX));
@@ -143,21 +130,8 @@ fn a_changed_input_is_refused() {
     std::fs::write(dir.join("a"), "1\n2\n3\n4\n").unwrap();
     std::fs::write(dir.join("b"), "5\n").unwrap();
     let mut second = source(&dir, 4);
-    let restore = Restore {
-        records: None,
-        component: "lines",
-        checkpoint: CheckpointId::new(1),
-        is_final: false,
-        ended: Vec::new(),
-        instance: InstanceIdx(0),
-        parallelism: 1,
-        key_groups: KeyGroups::DEFAULT,
-        parts: vec![RestoredPart {
-            part: InstanceIdx(0),
-            schema: part.schema,
-            bytes: &part.bytes,
-        }],
-    };
+    let parts = [part];
+    let restore = restore(1, 0, 1, &parts);
     second.restore(&restore).unwrap();
     let error = second.open(&context(0, 1)).unwrap_err().to_string();
     assert!(error.contains("a was 6 bytes and is 8"), "{error}");

@@ -13,15 +13,33 @@ pub type LineParser<T> = Arc<dyn Fn(&str) -> Result<T, String> + Send + Sync>;
 /// Makes a record of a line's 0-based index and its raw bytes.
 pub type RawLineParser<T> = Arc<dyn Fn(u64, &[u8]) -> Result<T, String> + Send + Sync>;
 
-/// Makes a record of every line, good or bad: its text (or why it is not
-/// text), its raw bytes and its position (file and line).
-type LenientParser<T> =
-    Arc<dyn Fn(Result<&str, std::str::Utf8Error>, &[u8], String) -> T + Send + Sync>;
+/// Makes a record of every line, good or bad: the CSV header read (if
+/// any), its text (or why it is not text), its raw bytes and its position
+/// (file and line).
+type LenientParser<T> = Arc<
+    dyn Fn(Option<&csv::StringRecord>, Result<&str, std::str::Utf8Error>, &[u8], String) -> T
+        + Send
+        + Sync,
+>;
+
+/// Parses one CSV line, by position or by the columns of the header read.
+type CsvParser<T> =
+    Arc<dyn Fn(Option<&csv::StringRecord>, &str) -> Result<T, String> + Send + Sync>;
 
 enum Parser<T> {
     Text(LineParser<T>),
     Raw(RawLineParser<T>),
     Lenient(LenientParser<T>),
+    Csv(CsvParser<T>),
+}
+
+/// What a CSV source knows of its columns.
+#[derive(Clone)]
+struct CsvColumns {
+    /// The record's field names, if it is a struct.
+    fields: Option<&'static [&'static str]>,
+    /// The header of the input being read, once read.
+    header: Option<csv::StringRecord>,
 }
 
 impl<T> Clone for Parser<T> {
@@ -30,6 +48,7 @@ impl<T> Clone for Parser<T> {
             Parser::Text(parse) => Parser::Text(parse.clone()),
             Parser::Raw(parse) => Parser::Raw(parse.clone()),
             Parser::Lenient(parse) => Parser::Lenient(parse.clone()),
+            Parser::Csv(parse) => Parser::Csv(parse.clone()),
         }
     }
 }
@@ -40,6 +59,10 @@ pub struct Lines<T> {
     skip_blank: bool,
     policy: BadInput,
     errors: InputErrors,
+    /// Whether each input begins with a header line.
+    headers: bool,
+    /// Set for CSV lines.
+    csv: Option<CsvColumns>,
 }
 
 impl<T> Clone for Lines<T> {
@@ -49,6 +72,8 @@ impl<T> Clone for Lines<T> {
             skip_blank: self.skip_blank,
             policy: self.policy,
             errors: self.errors.clone(),
+            headers: self.headers,
+            csv: self.csv.clone(),
         }
     }
 }
@@ -69,11 +94,21 @@ impl<T: serde::de::DeserializeOwned + 'static> Lines<T> {
         Lines::parsed(crate::formats::from_json_line).skip_blank(true)
     }
 
-    /// Each line a CSV record, its fields by position (no header line);
-    /// blank lines are skipped, and a line that is not a `T` is malformed
-    /// input, as for [`json`](Self::json).
+    /// Each line a CSV record, its fields by position, or by column name
+    /// after [`has_headers`](Self::has_headers); blank lines are skipped,
+    /// and a line that is not a `T` is malformed input, as for
+    /// [`json`](Self::json).
     pub fn csv() -> Self {
-        Lines::parsed(crate::formats::from_csv_line).skip_blank(true)
+        let mut lines = Lines::with_parser(Parser::Csv(Arc::new(|header, line| match header {
+            Some(header) => crate::formats::from_csv_line_headed(header, line),
+            None => crate::formats::from_csv_line(line),
+        })))
+        .skip_blank(true);
+        lines.csv = Some(CsvColumns {
+            fields: crate::formats::struct_fields::<T>(),
+            header: None,
+        });
+        lines
     }
 }
 
@@ -84,18 +119,27 @@ impl<T: serde::de::DeserializeOwned + 'static> Lines<Result<T, crate::formats::D
     /// (split the stream with `filter_map(Result::ok)` and
     /// `filter_map(Result::err)`). Blank lines are skipped.
     pub fn json_with_dead_letters() -> Self {
-        Lines::lenient(crate::formats::from_json_line)
+        Lines::lenient(|_, line| crate::formats::from_json_line(line))
     }
 
-    /// The same for CSV records.
+    /// The same for CSV records (by column name after
+    /// [`has_headers`](Self::has_headers)).
     pub fn csv_with_dead_letters() -> Self {
-        Lines::lenient(crate::formats::from_csv_line)
+        let mut lines = Lines::lenient(|header, line| match header {
+            Some(header) => crate::formats::from_csv_line_headed(header, line),
+            None => crate::formats::from_csv_line(line),
+        });
+        lines.csv = Some(CsvColumns {
+            fields: crate::formats::struct_fields::<T>(),
+            header: None,
+        });
+        lines
     }
 
-    fn lenient(parse: fn(&str) -> Result<T, String>) -> Self {
+    fn lenient(parse: fn(Option<&csv::StringRecord>, &str) -> Result<T, String>) -> Self {
         Lines {
-            parse: Parser::Lenient(Arc::new(move |text, raw, position| {
-                let reason = match text.map(parse) {
+            parse: Parser::Lenient(Arc::new(move |header, text, raw, position| {
+                let reason = match text.map(|line| parse(header, line)) {
                     Ok(Ok(record)) => return Ok(record),
                     Ok(Err(reason)) => reason,
                     Err(e) => format!("invalid UTF-8 ({e})"),
@@ -109,6 +153,8 @@ impl<T: serde::de::DeserializeOwned + 'static> Lines<Result<T, crate::formats::D
             skip_blank: true,
             policy: BadInput::Skip,
             errors: InputErrors::new(),
+            headers: false,
+            csv: None,
         }
     }
 }
@@ -125,23 +171,124 @@ impl Lines<(u64, Vec<u8>)> {
 impl<T> Lines<T> {
     /// Each line through `parse`.
     pub fn parsed(parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static) -> Self {
+        Lines::with_parser(Parser::Text(Arc::new(parse)))
+    }
+
+    fn with_parser(parse: Parser<T>) -> Self {
         Lines {
-            parse: Parser::Text(Arc::new(parse)),
+            parse,
             skip_blank: false,
             policy: BadInput::Skip,
             errors: InputErrors::new(),
+            headers: false,
+            csv: None,
         }
     }
 
     /// Each line, with its 0-based index in the input, through `parse` on
     /// its raw bytes.
     pub fn raw(parse: impl Fn(u64, &[u8]) -> Result<T, String> + Send + Sync + 'static) -> Self {
-        Lines {
-            parse: Parser::Raw(Arc::new(parse)),
-            skip_blank: false,
-            policy: BadInput::Skip,
-            errors: InputErrors::new(),
+        Lines::with_parser(Parser::Raw(Arc::new(parse)))
+    }
+
+    /// CSV with a header line: each input (each file, each connection)
+    /// begins with a line naming its columns, and a record's fields are
+    /// read by those names, in whatever order the columns come. The header
+    /// must name every field of the record and nothing else (an `Option`
+    /// field reads an empty value as `None`): a column the record has no
+    /// field for, a field with no column, or a column named twice fails
+    /// the job naming the input and the columns, whatever the bad-input
+    /// policy, since every line of that input would be misread. For CSV
+    /// lines only ([`csv`](Lines::csv), [`csv_with_dead_letters`](Lines::csv_with_dead_letters)):
+    /// a source of other lines refuses to start with it.
+    ///
+    /// ```
+    /// use streamwork::connectors::file::Lines;
+    /// #[derive(Debug, PartialEq, serde::Deserialize)]
+    /// struct Bid { auction: u64, price: f64 }
+    /// let mut lines = Lines::<Bid>::csv().has_headers();
+    /// lines.read_header(b"price,auction", || "bids.csv:1".into())?;
+    /// let bid = lines.decode(b"2.5,7", 1, || "bids.csv:2".into())?;
+    /// assert_eq!(bid, Some(Bid { auction: 7, price: 2.5 }));
+    /// assert!(lines.read_header(b"auction,price,bidder", || "more.csv:1".into()).is_err());
+    /// # Ok::<(), streamwork::core::ConnectorError>(())
+    /// ```
+    pub fn has_headers(mut self) -> Self {
+        self.headers = true;
+        self
+    }
+
+    /// Whether each input begins with a header line.
+    pub fn wants_header(&self) -> bool {
+        self.headers
+    }
+
+    /// Refuses settings that do not go together: a header for lines that
+    /// are not CSV. `component` names the source.
+    pub fn check(&self, component: &str) -> Result<(), ConnectorError> {
+        if self.headers && self.csv.is_none() {
+            return Err(ConnectorError::user(format!(
+                "source `{component}` is told its input has a header line (`has_headers()`), but it does not read CSV: drop `has_headers()`, or read with `csv()`"
+            )));
         }
+        Ok(())
+    }
+
+    /// Reads an input's header line (without its terminator): the columns
+    /// the lines after it are read by, until the next header. `where_`
+    /// names its position. See [`has_headers`](Self::has_headers) for what
+    /// is refused.
+    pub fn read_header(
+        &mut self,
+        raw: &[u8],
+        where_: impl FnOnce() -> String,
+    ) -> Result<(), ConnectorError> {
+        let Some(csv) = self.csv.as_mut() else {
+            return Ok(());
+        };
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        // A header written with a byte-order mark (as spreadsheets do).
+        let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+        let position = where_();
+        let refuse = |what: String| {
+            ConnectorError::user(format!(
+                "malformed input: {position}: {what}; every input of a source with `has_headers()` begins with a CSV header naming the record's fields"
+            ))
+        };
+        let text = std::str::from_utf8(raw)
+            .map_err(|e| refuse(format!("the header line is not UTF-8 ({e})")))?;
+        let header = crate::formats::csv_header_columns(text).map_err(refuse)?;
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = header.iter().find(|column| !seen.insert(*column)) {
+            return Err(refuse(format!("the header names column `{twice}` twice")));
+        }
+        if let Some(fields) = csv.fields {
+            let extra: Vec<&str> = header.iter().filter(|c| !fields.contains(c)).collect();
+            let missing: Vec<&str> = fields
+                .iter()
+                .copied()
+                .filter(|f| !header.iter().any(|c| c == *f))
+                .collect();
+            if !extra.is_empty() || !missing.is_empty() {
+                let mut why = Vec::new();
+                if !extra.is_empty() {
+                    why.push(format!(
+                        "no field of the record for column(s) `{}`",
+                        extra.join("`, `")
+                    ));
+                }
+                if !missing.is_empty() {
+                    why.push(format!("no column for field(s) `{}`", missing.join("`, `")));
+                }
+                return Err(refuse(format!(
+                    "the header `{text}` does not match the record ({}); the record's fields are `{}`",
+                    why.join("; "),
+                    fields.join("`, `")
+                )));
+            }
+        }
+        csv.header = Some(header);
+        Ok(())
     }
 
     /// Ignores lines that are empty or only whitespace.
@@ -178,13 +325,13 @@ impl<T> Lines<T> {
     ) -> Result<Option<T>, ConnectorError> {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let parse = match &self.parse {
-            Parser::Text(parse) => parse,
+            parse @ (Parser::Text(_) | Parser::Csv(_)) => parse,
             Parser::Lenient(parse) => {
                 let text = std::str::from_utf8(raw);
                 if self.skip_blank && text.is_ok_and(|t| t.trim().is_empty()) {
                     return Ok(None);
                 }
-                let record = parse(text, raw, where_());
+                let record = parse(self.header()?, text, raw, where_());
                 return Ok(Some(record));
             }
             Parser::Raw(parse) => {
@@ -201,9 +348,27 @@ impl<T> Lines<T> {
         if self.skip_blank && line.trim().is_empty() {
             return Ok(None);
         }
-        match parse(line) {
+        let parsed = match parse {
+            Parser::Csv(parse) => parse(self.header()?, line),
+            Parser::Text(parse) => parse(line),
+            _ => unreachable!("handled above"),
+        };
+        match parsed {
             Ok(record) => Ok(Some(record)),
             Err(reason) => self.bad(format!("{}: {reason}", where_())),
+        }
+    }
+
+    /// The header the lines are read by: none without `has_headers`.
+    fn header(&self) -> Result<Option<&csv::StringRecord>, ConnectorError> {
+        if !self.headers {
+            return Ok(None);
+        }
+        match self.csv.as_ref().and_then(|csv| csv.header.as_ref()) {
+            Some(header) => Ok(Some(header)),
+            None => Err(ConnectorError::user(
+                "a CSV line was read before its input's header line: read the header with `Lines::read_header` first".to_string(),
+            )),
         }
     }
 

@@ -9,8 +9,13 @@ use std::sync::Arc;
 use streamwork_core::checkpoint::CheckpointId;
 use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
 
+use super::compression::{Compression, Encoder};
+
 /// Appends a record's line (without its newline), or says why it cannot.
 type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
+
+/// What the sink writes into: its file, through its compression.
+type Output = Encoder<BufWriter<File>>;
 
 /// Writes each record as one line into `DIR/part-INSTANCE` (or into `PATH`
 /// itself when the sink has parallelism 1 and [`single_file`](Self::single_file)
@@ -21,6 +26,13 @@ type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Syn
 /// become visible, as `DIR/part-INSTANCE-CHECKPOINT` (or appended to the
 /// single file), only once their checkpoint is complete; a restarted job
 /// commits what its last complete checkpoint staged and discards the rest.
+///
+/// Compressed output ([`compression`](Self::compression), or a single
+/// file named `.gz` or `.zst`) gets the extension in its file names
+/// (`part-0.gz`, `part-0-00000000000000000003.zst`). Each commit ends a
+/// gzip member or zstd frame, so that appended commits stay one valid
+/// file, which `gzip -d`, `zstd -d` and [`FileSource`](crate::FileSource)
+/// read whole.
 ///
 /// ```no_run
 /// use streamwork::connectors::FileSink;
@@ -34,7 +46,19 @@ pub struct FileSink<T> {
     transactional: bool,
     roll: Option<Roll>,
     format: Format<T>,
-    writer: Option<BufWriter<File>>,
+    /// Set for CSV records.
+    csv: bool,
+    /// Writes the header line of a record's kind, if files have one.
+    header: Option<Format<T>>,
+    /// The header line (with its newline), once a record gave it.
+    header_line: Option<Vec<u8>>,
+    /// The compression asked for, if not by the file name.
+    compression: Option<Compression>,
+    /// The compression written, once open.
+    kind: Compression,
+    writer: Option<Output>,
+    /// Whether nothing has been written into `writer` yet.
+    at_start: bool,
     line: Vec<u8>,
     /// The transactional sink's files, once open.
     files: Option<Staging>,
@@ -49,7 +73,13 @@ impl<T> Clone for FileSink<T> {
             transactional: self.transactional,
             roll: self.roll,
             format: self.format.clone(),
+            csv: self.csv,
+            header: self.header.clone(),
+            header_line: None,
+            compression: self.compression,
+            kind: Compression::None,
             writer: None,
+            at_start: false,
             line: Vec::new(),
             files: None,
         }
@@ -70,10 +100,35 @@ impl<T: Data + serde::Serialize> FileSink<T> {
         FileSink::encoded(dir, crate::formats::json_line)
     }
 
-    /// Writes each record into directory `dir` as one CSV record (no
-    /// header line).
+    /// Writes each record into directory `dir` as one CSV record, with a
+    /// header line after [`has_headers`](Self::has_headers).
     pub fn csv(dir: impl AsRef<Path>) -> Self {
-        FileSink::encoded(dir, crate::formats::csv_line)
+        let mut sink = FileSink::encoded(dir, crate::formats::csv_line);
+        sink.csv = true;
+        sink
+    }
+
+    /// Begins every file with a CSV header line naming the record's fields
+    /// (as [`FileSource::has_headers`](crate::FileSource::has_headers)
+    /// reads them back). A file to which commits append (a single file, a
+    /// rolling sink's file) has it once, at its start. Only for CSV sinks
+    /// of structs with named fields: another record fails its first write
+    /// with the reason, and a sink of other lines refuses to start.
+    ///
+    /// ```
+    /// use streamwork::connectors::{Compression, FileSink};
+    /// #[derive(Clone, serde::Serialize)]
+    /// struct Count { word: String, count: u64 }
+    /// // out/part-I-CHECKPOINT.csv.gz, each beginning `word,count`.
+    /// let out = FileSink::<Count>::csv("out")
+    ///     .has_headers()
+    ///     .compression(Compression::Gzip)
+    ///     .transactional();
+    /// # let _ = out;
+    /// ```
+    pub fn has_headers(mut self) -> Self {
+        self.header = Some(Arc::new(crate::formats::csv_header));
+        self
     }
 }
 
@@ -92,7 +147,13 @@ impl<T: Data> FileSink<T> {
                 format(value, line);
                 Ok(())
             }),
+            csv: false,
+            header: None,
+            header_line: None,
+            compression: None,
+            kind: Compression::None,
             writer: None,
+            at_start: false,
             line: Vec::new(),
             files: None,
         }
@@ -111,7 +172,13 @@ impl<T: Data> FileSink<T> {
             transactional: false,
             roll: None,
             format: Arc::new(encode),
+            csv: false,
+            header: None,
+            header_line: None,
+            compression: None,
+            kind: Compression::None,
             writer: None,
+            at_start: false,
             line: Vec::new(),
             files: None,
         }
@@ -143,6 +210,14 @@ impl<T: Data> FileSink<T> {
         });
         self.transactional = true;
         self.single = false;
+        self
+    }
+
+    /// Compresses what it writes (by default a single file is compressed
+    /// as its name says, `.gz` or `.zst`, and a directory's files are
+    /// plain).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
         self
     }
 
@@ -179,13 +254,45 @@ impl<T: Data> FileSink<T> {
         std::fs::create_dir_all(&self.path).map_err(|e| {
             ConnectorError::io(format!("creating directory {}", self.path.display()), e)
         })?;
-        Ok(self.path.join(format!("part-{}", ctx.instance().0)))
+        // A transactional sink's committed files add their checkpoint and
+        // the extension to this name.
+        let extension = if self.transactional {
+            ""
+        } else {
+            self.kind.extension()
+        };
+        Ok(self
+            .path
+            .join(format!("part-{}{extension}", ctx.instance().0)))
+    }
+
+    /// The file names' extension for committed files: the compression's,
+    /// unless the user named the single file.
+    fn committed_extension(&self) -> &'static str {
+        if self.single {
+            ""
+        } else {
+            self.kind.extension()
+        }
+    }
+
+    /// A new file's writer, through the sink's compression.
+    fn output(&mut self, file: File) -> Result<Output, ConnectorError> {
+        self.at_start = true;
+        self.kind
+            .encoder(BufWriter::with_capacity(256 * 1024, file))
+            .map_err(|e| ConnectorError::io(format!("compressing {}", self.path.display()), e))
     }
 
     fn staging(&mut self, ctx: &InstanceContext) -> Result<&mut Staging, ConnectorError> {
         if self.files.is_none() {
             let target = self.target(ctx)?;
-            self.files = Some(Staging::new(target, self.single).rolling(self.roll));
+            let extension = self.committed_extension();
+            self.files = Some(
+                Staging::new(target, self.single)
+                    .rolling(self.roll)
+                    .with_extension(extension),
+            );
         }
         Ok(self
             .files
@@ -198,6 +305,19 @@ impl<T: Data> Sink for FileSink<T> {
     type In = T;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        if self.header.is_some() && !self.csv {
+            return Err(ConnectorError::user(format!(
+                "file sink `{}` is told to write a header line (`has_headers()`), but it does not write CSV: drop `has_headers()`, or write with `FileSink::csv`",
+                ctx.component()
+            )));
+        }
+        self.kind = self.compression.unwrap_or_else(|| {
+            if self.single {
+                Compression::of_path(&self.path)
+            } else {
+                Compression::None
+            }
+        });
         if self.transactional {
             self.staging(ctx)?;
             return Ok(());
@@ -205,31 +325,53 @@ impl<T: Data> Sink for FileSink<T> {
         let target = self.target(ctx)?;
         let file = File::create(&target)
             .map_err(|e| ConnectorError::io(format!("creating {}", target.display()), e))?;
-        self.writer = Some(BufWriter::with_capacity(256 * 1024, file));
+        self.writer = Some(self.output(file)?);
         Ok(())
     }
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         self.line.clear();
-        (self.format)(&record.value, &mut self.line).map_err(|reason| {
+        let cannot = |reason| {
             ConnectorError::user(format!(
                 "{}: cannot encode a record: {reason}",
                 self.path.display()
             ))
-        })?;
+        };
+        (self.format)(&record.value, &mut self.line).map_err(cannot)?;
         self.line.push(b'\n');
+        if self.header_line.is_none()
+            && let Some(header) = self.header.as_ref()
+        {
+            let mut line = Vec::new();
+            header(&record.value, &mut line).map_err(cannot)?;
+            line.push(b'\n');
+            if let Some(files) = self.files.as_ref().filter(|files| files.appends()) {
+                // Commits write it at the start of the file they append to.
+                let compressed = self.kind.compress(&line).map_err(|e| {
+                    ConnectorError::io(format!("compressing {}", self.path.display()), e)
+                })?;
+                files.keep_header(&compressed)?;
+            }
+            self.header_line = Some(line);
+        }
         if self.writer.is_none()
             && let Some(files) = self.files.as_ref()
         {
             // Transactional: a new in-progress file after each checkpoint.
-            self.writer = Some(BufWriter::with_capacity(256 * 1024, files.start()?));
+            let file = files.start()?;
+            self.writer = Some(self.output(file)?);
         }
-        if let Some(writer) = self.writer.as_mut() {
-            writer
-                .write_all(&self.line)
-                .map_err(|e| ConnectorError::io(format!("writing {}", self.path.display()), e))?;
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let io = |e| ConnectorError::io(format!("writing {}", self.path.display()), e);
+        if std::mem::take(&mut self.at_start)
+            && let Some(header) = self.header_line.as_ref()
+            && !self.files.as_ref().is_some_and(Staging::appends)
+        {
+            writer.write_all(header).map_err(io)?;
         }
-        Ok(())
+        writer.write_all(&self.line).map_err(io)
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
@@ -248,7 +390,14 @@ impl<T: Data> Sink for FileSink<T> {
             self.pre_commit(CheckpointId::FINAL)?;
             return self.commit(CheckpointId::FINAL);
         }
-        self.flush()
+        if let Some(writer) = self.writer.take() {
+            // The end of the compressed stream, then the file's buffer.
+            writer
+                .finish()
+                .and_then(|mut file| file.flush())
+                .map_err(|e| ConnectorError::io(format!("writing {}", self.path.display()), e))?;
+        }
+        Ok(())
     }
 
     fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
@@ -291,7 +440,9 @@ impl<T: Data> Sink for FileSink<T> {
         for old in orphaned_instances(&self.path, restore.parallelism)? {
             if old % restore.parallelism == restore.instance.0 {
                 let target = self.path.join(format!("part-{old}"));
-                let orphan = Staging::new(target, false).rolling(self.roll);
+                let orphan = Staging::new(target, false)
+                    .rolling(self.roll)
+                    .with_extension(self.committed_extension());
                 orphan.refuse_published_after(restore)?;
                 orphan.recover(restore.checkpoint, ended(restore, old))?;
                 // No instance appends to its open file any more: close it.
@@ -387,6 +538,8 @@ struct Staging {
     /// Rolling: commits append to `.NAME.open`, closed into a visible file
     /// by size or age.
     roll: Option<Roll>,
+    /// What committed files' names end with (`.gz`, say).
+    extension: &'static str,
 }
 
 /// When a rolling sink closes its open file.
@@ -420,12 +573,37 @@ impl Staging {
             name,
             single,
             roll: None,
+            extension: "",
         }
     }
 
     fn rolling(mut self, roll: Option<Roll>) -> Self {
         self.roll = roll;
         self
+    }
+
+    fn with_extension(mut self, extension: &'static str) -> Self {
+        self.extension = extension;
+        self
+    }
+
+    /// Keeps the (encoded) header line that commits write at the start of
+    /// the file they append to, before any staged output needs it.
+    fn keep_header(&self, bytes: &[u8]) -> Result<(), ConnectorError> {
+        let path = self.hidden("header");
+        let partial = self.hidden("header.partial");
+        std::fs::write(&partial, bytes).map_err(|e| io("writing", &partial, e))?;
+        std::fs::rename(&partial, &path).map_err(|e| io("writing", &path, e))
+    }
+
+    /// The header line kept by [`keep_header`](Self::keep_header), if any.
+    fn kept_header(&self) -> Result<Vec<u8>, ConnectorError> {
+        let path = self.hidden("header");
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(io("reading", &path, e)),
+        }
     }
 
     /// Whether commits append to one file (the target, or the open file of
@@ -480,9 +658,10 @@ impl Staging {
     }
 
     fn committed_path(&self, staged: Staged) -> PathBuf {
+        let extension = self.extension;
         match staged {
-            Staged::At(id) => self.dir.join(format!("{}-{:020}", self.name, id.get())),
-            Staged::Final => self.dir.join(format!("{}-final", self.name)),
+            Staged::At(id) => (self.dir).join(format!("{}-{:020}{extension}", self.name, id.get())),
+            Staged::Final => self.dir.join(format!("{}-final{extension}", self.name)),
         }
     }
 
@@ -492,10 +671,11 @@ impl Staging {
         File::create(&path).map_err(|e| io("creating", &path, e))
     }
 
-    /// Makes the in-progress file durable as the output of `checkpoint`.
+    /// Makes the in-progress file durable as the output of `checkpoint`
+    /// (a whole member or frame, if compressed).
     fn stage(
         &self,
-        writer: Option<BufWriter<File>>,
+        writer: Option<Output>,
         checkpoint: CheckpointId,
     ) -> Result<(), ConnectorError> {
         let Some(writer) = writer else {
@@ -503,6 +683,8 @@ impl Staging {
         };
         let inprogress = self.hidden("inprogress");
         let file = writer
+            .finish()
+            .map_err(|e| io("writing", &inprogress, e))?
             .into_inner()
             .map_err(|e| io("writing", &inprogress, e.into_error()))?;
         file.sync_data()
@@ -581,7 +763,13 @@ impl Staging {
                 .map_err(|e| io("writing", &since, e))?;
         }
         std::fs::write(&marker, before.to_string()).map_err(|e| io("writing", &marker, e))?;
-        self.append(&target, &path, before)?;
+        // A file's first commit begins it with the header, if it has one.
+        let header = if before == 0 {
+            self.kept_header()?
+        } else {
+            Vec::new()
+        };
+        self.append(&target, &header, &path, before)?;
         // Published before the staged file goes: a crash in between leaves
         // the record ahead of the file, never behind it.
         let published = self.hidden("published");
@@ -596,6 +784,7 @@ impl Staging {
     fn append(
         &self,
         target: &Path,
+        header: &[u8],
         staged: &Path,
         length_before: u64,
     ) -> Result<(), ConnectorError> {
@@ -611,7 +800,8 @@ impl Staging {
         use std::io::Seek;
         file.seek(std::io::SeekFrom::Start(length_before))
             .map_err(|e| io("seeking", target, e))?;
-        file.write_all(&bytes)
+        file.write_all(header)
+            .and_then(|()| file.write_all(&bytes))
             .map_err(|e| io("appending to", target, e))?;
         file.sync_data().map_err(|e| io("flushing", target, e))
     }
@@ -634,7 +824,8 @@ impl Staging {
             .flatten()
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                parse_staged(name.strip_prefix(&prefix)?)
+                let rest = name.strip_prefix(&prefix)?;
+                parse_staged(rest.strip_suffix(self.extension)?)
             })
             .max())
     }

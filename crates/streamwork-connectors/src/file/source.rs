@@ -16,6 +16,15 @@
 //! and each instance takes its own splits' progress: every line is read
 //! once, whatever the parallelism before and after. An input that changed
 //! since the checkpoint (a file added, removed or resized) is refused.
+//!
+//! A compressed file (`.gz`, `.zst`, or all files with
+//! [`FileSource::compression`]) is one split, since it cannot be entered
+//! in the middle; its progress counts decompressed bytes, and a restore
+//! decompresses up to it. A directory of compressed files is still read in
+//! parallel, a file per instance.
+//!
+//! CSV read by column name ([`FileSource::has_headers`]): every file
+//! begins with a header line, which each split of the file reads first.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -26,13 +35,15 @@ use streamwork_core::{
     Collector, ConnectorError, Data, InstanceContext, Restore, Source, SourcePoll, StateBytes,
 };
 
+use super::compression::{self, Compression};
 use super::lines::Lines;
 
 /// The default split size: 32 MiB.
 const DEFAULT_SPLIT_BYTES: u64 = 32 << 20;
 
 /// Emits the lines of a file, or of the files of a directory (in name
-/// order), read in splits by its instances (see the module docs). A line's
+/// order; names beginning with `.` or `_` are left out, as the staging
+/// files of a sink writing there), read in splits by its instances (see the module docs). A line's
 /// index ([`Lines::indexed_raw`]) is its 0-based number in the whole input,
 /// the same at any parallelism. Replayable: a job restored from a
 /// checkpoint, at any parallelism, resumes reading where the checkpoint
@@ -48,8 +59,14 @@ pub struct FileSource<T> {
     path: PathBuf,
     lines: Lines<T>,
     split_bytes: u64,
+    /// Every file's compression, if not by its extension.
+    compression: Option<Compression>,
     /// Every file of the input, with its size.
     plan: Vec<(PathBuf, u64)>,
+    /// Every file's compression.
+    kinds: Vec<Compression>,
+    /// The file whose header `lines` holds.
+    header_of: Option<usize>,
     /// Every split of the input.
     splits: Vec<Split>,
     /// This instance's splits not yet done, in order.
@@ -91,7 +108,7 @@ struct Progress {
 /// The split being read.
 struct Reading {
     split: usize,
-    reader: BufReader<File>,
+    reader: Box<dyn BufRead + Send>,
     offset: u64,
     index: u64,
     /// Lines in the files before this one: a line's number in its file is
@@ -122,7 +139,10 @@ impl<T> Clone for FileSource<T> {
             path: self.path.clone(),
             lines: self.lines.clone(),
             split_bytes: self.split_bytes,
+            compression: self.compression,
             plan: Vec::new(),
+            kinds: Vec::new(),
+            header_of: None,
             splits: Vec::new(),
             todo: Default::default(),
             progress: BTreeMap::new(),
@@ -158,7 +178,8 @@ impl<T: Data + serde::de::DeserializeOwned> FileSource<T> {
         FileSource::with_lines(path, Lines::json())
     }
 
-    /// Each line of `path` a CSV record (no header line); see
+    /// Each line of `path` a CSV record, its fields by position, or by
+    /// column name after [`has_headers`](Self::has_headers); see
     /// [`Lines::csv`].
     pub fn csv(path: impl AsRef<Path>) -> Self {
         FileSource::with_lines(path, Lines::csv())
@@ -194,7 +215,10 @@ impl<T: Data> FileSource<T> {
             path: path.as_ref().to_path_buf(),
             lines,
             split_bytes: DEFAULT_SPLIT_BYTES,
+            compression: None,
             plan: Vec::new(),
+            kinds: Vec::new(),
+            header_of: None,
             splits: Vec::new(),
             todo: Default::default(),
             progress: BTreeMap::new(),
@@ -210,6 +234,30 @@ impl<T: Data> FileSource<T> {
     /// Changes how lines are decoded (blank lines, bad input policy, counter).
     pub fn map_lines(mut self, f: impl FnOnce(Lines<T>) -> Lines<T>) -> Self {
         self.lines = f(self.lines);
+        self
+    }
+
+    /// Each file begins with a CSV header line, and records are read by
+    /// column name: see [`Lines::has_headers`] for what is refused. Only
+    /// for CSV sources.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSource;
+    /// #[derive(Clone, serde::Deserialize)]
+    /// struct Bid { auction: u64, price: f64 }
+    /// // bids/*.csv.gz, each file beginning `auction,price` (or `price,auction`).
+    /// let bids = FileSource::<Bid>::csv("bids").has_headers();
+    /// # let _ = bids;
+    /// ```
+    pub fn has_headers(mut self) -> Self {
+        self.lines = self.lines.has_headers();
+        self
+    }
+
+    /// Reads every file as `compression`, whatever its name (by default, a
+    /// file's extension says: `.gz` gzip, `.zst` zstd, else plain).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
         self
     }
 
@@ -238,7 +286,13 @@ impl<T: Data> FileSource<T> {
         for entry in std::fs::read_dir(&self.path).map_err(|e| io("listing directory", e))? {
             let entry = entry.map_err(|e| io("listing directory", e))?;
             let meta = entry.metadata().map_err(|e| io("listing directory", e))?;
-            if meta.is_file() {
+            // Hidden files (`.name`, `_name`) are not input: a transactional
+            // sink's staging and markers, `_SUCCESS` files.
+            let name = entry.file_name();
+            let hidden = name
+                .to_str()
+                .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
+            if meta.is_file() && !hidden {
                 files.push((entry.path(), meta.len()));
             }
         }
@@ -268,9 +322,13 @@ impl<T: Data> FileSource<T> {
             return Ok(n);
         }
         let (path, size) = &self.plan[file];
-        let newlines = count_newlines(path, *size)?;
-        let unterminated = *size > 0 && last_byte(path, *size)? != Some(b'\n');
-        let n = newlines + u64::from(unterminated);
+        let n = if self.kinds[file].splittable() {
+            let newlines = count_newlines(path, *size)?;
+            let unterminated = *size > 0 && last_byte(path, *size)? != Some(b'\n');
+            newlines + u64::from(unterminated)
+        } else {
+            count_lines(path, self.kinds[file])?
+        };
         self.line_counts.insert(file, n);
         Ok(n)
     }
@@ -284,30 +342,66 @@ impl<T: Data> FileSource<T> {
         Ok(n)
     }
 
+    /// Where file `file` ends for its splits: its size, or, compressed,
+    /// wherever its decompressed bytes end.
+    fn file_end(&self, file: usize) -> u64 {
+        if self.kinds[file].splittable() {
+            self.plan[file].1
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Reads file `file`'s header line into `lines`, unless it holds it.
+    fn read_header(&mut self, file: usize) -> Result<(), ConnectorError> {
+        if !self.lines.wants_header() || self.header_of == Some(file) {
+            return Ok(());
+        }
+        let path = &self.plan[file].0;
+        let kind = self.kinds[file];
+        let io = |what: &str, e| {
+            ConnectorError::io(format!("{what} {} ({})", path.display(), kind.name()), e)
+        };
+        let file_handle = File::open(path).map_err(|e| io("opening", e))?;
+        let mut reader = kind.reader(file_handle).map_err(|e| io("reading", e))?;
+        let mut line = Vec::new();
+        reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io("reading", e))?;
+        let line = line.strip_suffix(b"\n").unwrap_or(&line);
+        self.lines
+            .read_header(line, || format!("{}:1", path.display()))?;
+        self.header_of = Some(file);
+        Ok(())
+    }
+
     /// Opens split `split` where its progress says, or at its start.
     fn open_split(&mut self, split: usize) -> Result<(), ConnectorError> {
         let Split { file, start, .. } = self.splits[split];
+        self.read_header(file)?;
         let path = self.plan[file].0.clone();
-        let io = |what: String, e| ConnectorError::io(format!("{what} {}", path.display()), e);
-        let mut reader = BufReader::with_capacity(
-            256 * 1024,
-            File::open(&path).map_err(|e| io("opening".into(), e))?,
-        );
+        let kind = self.kinds[file];
+        let io = |what: String, e| {
+            ConnectorError::io(format!("{what} {} ({})", path.display(), kind.name()), e)
+        };
         // The lines in the files before this one: known from the split
         // read last if it was in this file or ended the one before.
         let file_base = match self.last_end {
             _ if file == 0 => 0,
             Some(end) if end.file == file => end.file_base,
-            Some(end) if end.file + 1 == file && end.byte == self.plan[end.file].1 => end.index,
+            Some(end) if end.file + 1 == file && end.byte == self.file_end(end.file) => end.index,
             _ => self.lines_before_file(file)?,
         };
         let (offset, index) = match self.progress.get(&split) {
             Some(p) => (p.offset, p.index),
             None => {
-                // Past the partial line the split begins with.
+                // Past the partial line the split begins with (only a plain
+                // file has splits that do not start at 0).
                 let offset = if start == 0 {
                     0
                 } else {
+                    let mut reader =
+                        BufReader::new(File::open(&path).map_err(|e| io("opening".into(), e))?);
                     reader
                         .seek(SeekFrom::Start(start - 1))
                         .map_err(|e| io(format!("seeking to byte {} of", start - 1), e))?;
@@ -338,9 +432,24 @@ impl<T: Data> FileSource<T> {
                 (offset, index)
             }
         };
-        reader
-            .seek(SeekFrom::Start(offset))
-            .map_err(|e| io(format!("resuming at byte {offset} of"), e))?;
+        let mut handle = File::open(&path).map_err(|e| io("opening".into(), e))?;
+        let reader = if kind.splittable() {
+            handle
+                .seek(SeekFrom::Start(offset))
+                .map_err(|e| io(format!("resuming at byte {offset} of"), e))?;
+            kind.reader(handle).map_err(|e| io("reading".into(), e))?
+        } else {
+            let mut reader = kind.reader(handle).map_err(|e| io("reading".into(), e))?;
+            let skipped = compression::skip(&mut reader, offset)
+                .map_err(|e| io(format!("resuming at byte {offset} of"), e))?;
+            if skipped < offset {
+                return Err(ConnectorError::user(format!(
+                    "file source: {} decompresses to {skipped} bytes, but its checkpoint resumes it at byte {offset}: the file changed since the checkpoint; restore it with the input it read, or start over without restoring",
+                    path.display()
+                )));
+            }
+            reader
+        };
         self.reading = Some(Reading {
             split,
             reader,
@@ -383,10 +492,39 @@ fn last_byte(path: &Path, size: u64) -> Result<Option<u8>, ConnectorError> {
     Ok(Some(byte[0]))
 }
 
-/// The splits of files of these sizes, `bytes` each at most.
-fn splits_of(plan: &[(PathBuf, u64)], bytes: u64) -> Vec<Split> {
+/// Lines in compressed file `path`: newlines, and a last line without one.
+fn count_lines(path: &Path, kind: Compression) -> Result<u64, ConnectorError> {
+    let io = |e| ConnectorError::io(format!("reading {} ({})", path.display(), kind.name()), e);
+    let file = File::open(path).map_err(io)?;
+    let mut reader = kind.reader(file).map_err(io)?;
+    let (mut n, mut last) = (0u64, None);
+    loop {
+        let buf = reader.fill_buf().map_err(io)?;
+        let Some(&end) = buf.last() else {
+            return Ok(n + u64::from(last.is_some_and(|b| b != b'\n')));
+        };
+        n += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        last = Some(end);
+        let len = buf.len();
+        reader.consume(len);
+    }
+}
+
+/// The splits of files of these sizes, `bytes` each at most; a compressed
+/// file is one split, to wherever its decompressed bytes end.
+fn splits_of(plan: &[(PathBuf, u64)], kinds: &[Compression], bytes: u64) -> Vec<Split> {
     let mut splits = Vec::new();
     for (file, &(_, size)) in plan.iter().enumerate() {
+        if !kinds[file].splittable() {
+            if size > 0 {
+                splits.push(Split {
+                    file,
+                    start: 0,
+                    end: u64::MAX,
+                });
+            }
+            continue;
+        }
         let mut start = 0;
         while start < size {
             let end = start.saturating_add(bytes).min(size);
@@ -492,8 +630,17 @@ impl<T: Data> Source for FileSource<T> {
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.lines_per_poll = ctx.batch_size();
+        self.lines.check(ctx.component())?;
         self.plan = self.list()?;
-        self.splits = splits_of(&self.plan, self.split_bytes);
+        self.kinds = self
+            .plan
+            .iter()
+            .map(|(path, _)| {
+                self.compression
+                    .unwrap_or_else(|| Compression::of_path(path))
+            })
+            .collect();
+        self.splits = splits_of(&self.plan, &self.kinds, self.split_bytes);
         if let Some(resume) = self.resume.take() {
             let now = self.plan_names();
             if resume.plan != now {
@@ -613,6 +760,10 @@ impl<T: Data> Source for FileSource<T> {
             reading.offset += n as u64;
             let (index, line_no) = (reading.index, reading.index - reading.file_base + 1);
             reading.index += 1;
+            if line_no == 1 && self.lines.wants_header() {
+                // The header, read when the split was opened.
+                continue;
+            }
             let raw = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
             if let Some(record) = self
                 .lines
@@ -684,7 +835,8 @@ mod tests {
             (PathBuf::from("b"), 0),
             (PathBuf::from("c"), 3),
         ];
-        let splits = splits_of(&plan, 4);
+        let kinds = [Compression::None, Compression::None, Compression::None];
+        let splits = splits_of(&plan, &kinds, 4);
         assert_eq!(
             splits,
             [
