@@ -28,7 +28,9 @@
 //! [`InputErrors`] handle and reported; by default it is skipped, never a panic.
 //!
 //! Kafka (source, sink, per-partition watermarks, scale-out through a
-//! consumer group) is the `kafka` module, behind the `kafka` feature.
+//! consumer group) is the `kafka` module, behind the `kafka` feature; the
+//! exactly-once PostgreSQL sink is the `postgres` module, behind the
+//! `postgres` feature.
 //!
 //! Not here: the engine that runs these (streamwork-runtime), scale-out
 //! across processes (streamwork-scaleout), other message queues.
@@ -43,6 +45,8 @@ mod generator;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod stdout;
 mod tcp;
 

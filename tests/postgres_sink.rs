@@ -1,0 +1,413 @@
+//! The exactly-once Postgres sink against a real server
+//! (`scripts/postgres-test-server.sh`): the example killed -9 at moments
+//! chosen by what it has committed, resumed at other parallelisms, ends
+//! with the tables of an uninterrupted run; a transaction prepared and
+//! left by a crash is committed or rolled back by whoever restores; a run
+//! from before committed output is refused; a row the database refuses
+//! fails the job naming the table and the statement.
+//!
+//! ```text
+//! eval "$(scripts/postgres-test-server.sh start)"
+//! cargo build --features postgres --example postgres_upserts
+//! cargo test --features postgres --test postgres_sink
+//! ```
+
+#![cfg(feature = "postgres")]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use postgres::{Client, NoTls};
+use streamwork::connectors::postgres::PostgresSink;
+use streamwork::core::checkpoint::RestoredPart;
+use streamwork::core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, Record, Restore};
+use streamwork::prelude::*;
+
+/// The test server (`STREAMWORK_POSTGRES_URL`), or `None` after saying the
+/// test is skipped. Under CI a missing server fails the test: CI starts it.
+fn url() -> Option<String> {
+    match std::env::var("STREAMWORK_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            let missing =
+                "no Postgres (set STREAMWORK_POSTGRES_URL, see scripts/postgres-test-server.sh)";
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{missing}: under CI every Postgres test runs"
+            );
+            println!("skipped: {missing}");
+            None
+        }
+    }
+}
+
+fn client(url: &str) -> Client {
+    Client::connect(url, NoTls).expect("connecting to the test server")
+}
+
+/// A name no other run uses, for tables and sink ids.
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{name}_{}_{}", std::process::id(), nanos % 1_000_000_000)
+}
+
+fn example() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir")
+        .join("examples")
+        .join("postgres_upserts");
+    assert!(
+        path.exists(),
+        "postgres_upserts not built at {} (cargo build --features postgres --example postgres_upserts)",
+        path.display()
+    );
+    path
+}
+
+/// Starts the example over `input` at `parallelism`.
+fn start(url: &str, prefix: &str, input: &Path, checkpoints: &Path, parallelism: u32) -> Child {
+    Command::new(example())
+        .args(["--url", url, "--prefix", prefix, "--interval-ms", "20"])
+        .arg("--input")
+        .arg(input)
+        .arg("--checkpoints")
+        .arg(checkpoints)
+        .args(["--parallelism", &parallelism.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting postgres_upserts")
+}
+
+/// The newest checkpoint the example's sinks committed, by the progress table.
+fn committed(client: &mut Client, prefix: &str) -> i64 {
+    let pattern = format!("{prefix}%");
+    client
+        .query_one(
+            "SELECT coalesce(min(checkpoint), 0) FROM (SELECT max(checkpoint) AS checkpoint \
+             FROM streamwork_sink_progress WHERE sink LIKE $1 GROUP BY sink) AS sinks",
+            &[&pattern],
+        )
+        .map(|row| row.get(0))
+        .unwrap_or(0)
+}
+
+/// Transactions the example's sinks prepared and have not committed yet.
+fn prepared(client: &mut Client, prefix: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE $1",
+            &[&format!("streamwork:{prefix}%")],
+        )
+        .map(|row| row.get(0))
+        .unwrap_or(0)
+}
+
+/// Kills the example with SIGKILL once both its sinks have committed
+/// checkpoint `at`, at a moment a transaction is prepared and not yet
+/// committed (between pre-commit and commit), or once `at + 20` is
+/// committed; whether it was killed before it ended.
+fn kill_after(child: &mut Child, client: &mut Client, prefix: &str, at: i64) -> bool {
+    for _ in 0..60_000 {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        let done = committed(client, prefix);
+        if (done >= at && prepared(client, prefix) > 0) || done >= at + 20 {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the example committed no checkpoint {at} within a minute");
+}
+
+/// The words of the input and the count of each, as the example reads it.
+fn expected(input: &Path) -> (i64, BTreeMap<String, i64>) {
+    let text = std::fs::read_to_string(input).unwrap();
+    let mut counts = BTreeMap::new();
+    let mut words = 0;
+    for word in text.split_whitespace() {
+        *counts.entry(word.to_string()).or_insert(0) += 1;
+        words += 1;
+    }
+    (words, counts)
+}
+
+fn tables(client: &mut Client, prefix: &str) -> (i64, i64, BTreeMap<String, i64>) {
+    let seen: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {prefix}words_seen"), &[])
+        .unwrap()
+        .get(0);
+    let distinct: i64 = client
+        .query_one(
+            &format!("SELECT count(DISTINCT (line, position)) FROM {prefix}words_seen"),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let counts = client
+        .query(&format!("SELECT word, count FROM {prefix}word_counts"), &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    (seen, distinct, counts)
+}
+
+#[test]
+fn killed_twice_and_resumed_at_other_parallelisms_the_tables_equal_an_uninterrupted_run() {
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let root = support::dir("postgres-kill");
+    std::fs::create_dir_all(&root).unwrap();
+    let input = root.join("input.txt");
+    let words = [
+        "stream", "table", "window", "barrier", "sink", "key", "state",
+    ];
+    let text: String = (0..60_000u64)
+        .map(|i| {
+            let line: Vec<&str> = (0..1 + i % 5)
+                .map(|j| words[((i * 5 + j * 3) % 7) as usize])
+                .collect();
+            line.join(" ") + "\n"
+        })
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let (words_read, counts) = expected(&input);
+    // Parallelism before the first kill, between the kills, at the end.
+    for (trial, parallelism) in [[2, 3, 1], [1, 3, 3]].into_iter().enumerate() {
+        let prefix = unique(&format!("kill{trial}"));
+        let checkpoints = root.join(format!("checkpoints-{trial}"));
+        let mut first = start(&url, &prefix, &input, &checkpoints, parallelism[0]);
+        let killed_first = kill_after(&mut first, &mut db, &prefix, 2);
+        let mut second = start(&url, &prefix, &input, &checkpoints, parallelism[1]);
+        let at = committed(&mut db, &prefix) + 3;
+        let killed_second = kill_after(&mut second, &mut db, &prefix, at);
+        let last = start(&url, &prefix, &input, &checkpoints, parallelism[2]);
+        let out = last.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "trial {trial}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            killed_first,
+            "trial {trial}: the first run ended before its kill"
+        );
+        let (seen, distinct, got) = tables(&mut db, &prefix);
+        assert_eq!(
+            (seen, distinct),
+            (words_read, words_read),
+            "trial {trial}: every word appended once (second kill: {killed_second})"
+        );
+        assert_eq!(got, counts, "trial {trial}: the upserted counts");
+        assert_eq!(
+            prepared(&mut db, &prefix),
+            0,
+            "trial {trial}: prepared transactions left behind"
+        );
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+struct Row {
+    id: i64,
+    name: String,
+}
+
+fn context(instance: u32, parallelism: u32) -> InstanceContext {
+    InstanceContext::new(
+        "rows",
+        InstanceIdx(instance),
+        parallelism,
+        KeyGroups::DEFAULT,
+    )
+}
+
+fn restore(checkpoint: u64, instance: u32, parallelism: u32) -> Restore<'static> {
+    Restore {
+        records: None,
+        component: "rows",
+        checkpoint: CheckpointId::new(checkpoint),
+        is_final: false,
+        ended: Vec::new(),
+        instance: InstanceIdx(instance),
+        parallelism,
+        key_groups: KeyGroups::DEFAULT,
+        parts: Vec::<RestoredPart<'static>>::new(),
+    }
+}
+
+fn rows(db: &mut Client, table: &str) -> Vec<(i64, String)> {
+    db.query(&format!("SELECT id, name FROM {table} ORDER BY id"), &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+fn write(sink: &mut PostgresSink<Row>, ids: std::ops::Range<i64>, name: &str) {
+    for id in ids {
+        Sink::write(
+            sink,
+            Record::new(Row {
+                id,
+                name: name.to_string(),
+            }),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_transaction_prepared_before_a_crash_is_committed_or_rolled_back_by_the_restore() {
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("prepared");
+    db.batch_execute(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL)"
+    ))
+    .unwrap();
+    let sink = PostgresSink::<Row>::upsert(&url, &table, &["id"])
+        .id(&table)
+        .batch_rows(7);
+    // Instance 1 of 2 prepares checkpoints 1 (committed) and 2 (prepared
+    // only), and checkpoint 3, and dies.
+    let mut first = sink.clone();
+    Sink::open(&mut first, &context(1, 2)).unwrap();
+    write(&mut first, 0..20, "one");
+    Sink::pre_commit(&mut first, CheckpointId::new(1)).unwrap();
+    Sink::commit(&mut first, CheckpointId::new(1)).unwrap();
+    write(&mut first, 10..30, "two");
+    Sink::pre_commit(&mut first, CheckpointId::new(2)).unwrap();
+    drop(first);
+    assert_eq!(
+        rows(&mut db, &table).len(),
+        20,
+        "checkpoint 2 is not visible yet"
+    );
+    let prepared: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE $1",
+            &[&format!("streamwork:{table}:%")],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(prepared, 1, "checkpoint 2 outlives its connection");
+
+    // Restored from checkpoint 2 at parallelism 1: instance 0 finishes
+    // old instance 1's transaction.
+    let mut second = sink.clone();
+    Sink::open(&mut second, &context(0, 1)).unwrap();
+    Sink::restore(&mut second, &restore(2, 0, 1)).unwrap();
+    let got = rows(&mut db, &table);
+    assert_eq!(got.len(), 30);
+    assert!(got[10..].iter().all(|(_, name)| name == "two"), "{got:?}");
+
+    // Checkpoint 3 prepared and lost with its process: a restore from 2
+    // rolls it back.
+    write(&mut second, 0..5, "three");
+    Sink::pre_commit(&mut second, CheckpointId::new(3)).unwrap();
+    drop(second);
+    let mut third = sink.clone();
+    Sink::open(&mut third, &context(0, 1)).unwrap();
+    Sink::restore(&mut third, &restore(2, 0, 1)).unwrap();
+    assert!(
+        rows(&mut db, &table)[..5]
+            .iter()
+            .all(|(_, name)| name == "one")
+    );
+
+    // Committed output past the checkpoint a run starts from is refused.
+    write(&mut third, 0..5, "four");
+    Sink::pre_commit(&mut third, CheckpointId::new(4)).unwrap();
+    Sink::commit(&mut third, CheckpointId::new(4)).unwrap();
+    drop(third);
+    let mut fourth = sink.clone();
+    Sink::open(&mut fourth, &context(0, 1)).unwrap();
+    let error = Sink::restore(&mut fourth, &restore(2, 0, 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("committed the output of checkpoint 4"),
+        "{error}"
+    );
+    assert!(error.contains("written twice"), "{error}");
+}
+
+#[test]
+fn a_row_the_database_refuses_fails_the_job_naming_the_table_and_the_statement() {
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("refused");
+    db.batch_execute(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, name varchar(3) NOT NULL)"
+    ))
+    .unwrap();
+    let values = vec![
+        Row {
+            id: 1,
+            name: "ok".into(),
+        },
+        Row {
+            id: 2,
+            name: "far too long".into(),
+        },
+    ];
+    let error = job! {
+        source rows = VecSource::new(values);
+        sink out = PostgresSink::<Row>::append(&url, &table) <- rows;
+    }
+    .unwrap()
+    .run()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains(&format!("table \"{table}\" refused")),
+        "{error}"
+    );
+    assert!(error.contains("json_populate_recordset"), "{error}");
+    assert!(error.contains("character varying(3)"), "{error}");
+    assert!(rows(&mut db, &table).is_empty(), "nothing committed");
+
+    // A table that is not there, and a field that is not a column, are
+    // refused at start.
+    let missing = job! {
+        source rows = VecSource::new(vec![Row { id: 1, name: "a".into() }]);
+        sink out = PostgresSink::<Row>::append(&url, "no_such_table") <- rows;
+    }
+    .unwrap()
+    .run()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        missing.contains("`no_such_table` does not exist"),
+        "{missing}"
+    );
+    let narrow = unique("narrow");
+    db.batch_execute(&format!("CREATE TABLE {narrow} (id bigint)"))
+        .unwrap();
+    let unknown = job! {
+        source rows = VecSource::new(vec![Row { id: 1, name: "a".into() }]);
+        sink out = PostgresSink::<Row>::append(&url, &narrow) <- rows;
+    }
+    .unwrap()
+    .run()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        unknown.contains("field `name` is not a column"),
+        "{unknown}"
+    );
+}
