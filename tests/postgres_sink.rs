@@ -411,3 +411,67 @@ fn a_row_the_database_refuses_fails_the_job_naming_the_table_and_the_statement()
         "{unknown}"
     );
 }
+
+#[derive(Clone, Debug, serde::Serialize)]
+struct Extreme {
+    id: i64,
+    x: f64,
+    r: f32,
+    s: String,
+}
+
+#[test]
+fn extreme_values_arrive_as_they_are() {
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("extreme");
+    db.batch_execute(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, x float8, r real, s text)"
+    ))
+    .unwrap();
+    let values = vec![
+        Extreme {
+            id: i64::MIN,
+            x: f64::NAN,
+            r: f32::INFINITY,
+            s: "it's \"quoted\"".into(),
+        },
+        Extreme {
+            id: i64::MAX,
+            x: f64::NEG_INFINITY,
+            r: f32::MIN_POSITIVE,
+            s: "✓ ünïcode, \\ back".into(),
+        },
+        Extreme {
+            id: 0,
+            x: f64::MAX,
+            r: -0.0,
+            s: String::new(),
+        },
+    ];
+    job! {
+        source rows = VecSource::new(values.clone());
+        sink out = PostgresSink::<Extreme>::upsert(&url, &table, &["id"]) <- rows;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let got: Vec<(i64, f64, f32, String)> = db
+        .query(&format!("SELECT id, x, r, s FROM {table} ORDER BY id"), &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect();
+    assert_eq!(got.len(), 3);
+    let (min, zero, max) = (&got[0], &got[1], &got[2]);
+    assert_eq!(min.0, i64::MIN);
+    assert!(min.1.is_nan(), "NaN, not NULL: {min:?}");
+    assert_eq!(min.2, f32::INFINITY);
+    assert_eq!(min.3, values[0].s);
+    assert_eq!(
+        (max.0, max.1, max.2),
+        (i64::MAX, f64::NEG_INFINITY, f32::MIN_POSITIVE)
+    );
+    assert_eq!(max.3, values[1].s);
+    assert_eq!((zero.1, zero.3.as_str()), (f64::MAX, ""));
+}

@@ -22,7 +22,10 @@
 //! Rows are records serialized by serde as JSON objects, turned into the
 //! table's row type by the server (`json_populate_recordset`), a batch
 //! per statement: a field is a column of the same name, and the server
-//! converts and checks each value for its column's type.
+//! converts and checks each value for its column's type. A NaN or infinite
+//! float goes as the value it is (`rows.rs`), never as a silent `NULL`.
+
+mod rows;
 
 use std::collections::HashMap;
 
@@ -438,7 +441,7 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         let (key, batch_rows, table_name) = (self.key.clone(), self.batch_rows, self.table.clone());
         let open = self.open_mut()?;
-        let value = serde_json::to_value(&record.value).map_err(|e| {
+        let value = rows::to_row(&record.value).map_err(|e| {
             ConnectorError::user(format!(
                 "Postgres sink `{}`: a record cannot be written as a row of `{table_name}`: {e}",
                 open.component
