@@ -6,6 +6,7 @@ mod compression;
 mod lines;
 mod sink;
 mod source;
+mod staging;
 mod upsert;
 
 pub use compression::Compression;
