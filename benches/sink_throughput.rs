@@ -1,12 +1,12 @@
 //! What the sinks cost, exactly once: the same records written by each
-//! file sink (plain, gzip, zstd; CSV, transactional) and by the Postgres
+//! file sink (plain, gzip, zstd; CSV, transactional), the Parquet sink, and by the Postgres
 //! sink (appended, upserted), with a checkpoint every second, in
 //! interleaved rounds; each reported as records per second, its median
 //! round, and as a share of the plain file's.
 //!
 //! ```sh
 //! eval "$(scripts/postgres-test-server.sh start)"
-//! cargo bench -p streamwork-benches --features postgres --bench sink_throughput
+//! cargo bench -p streamwork-benches --features postgres,parquet --bench sink_throughput
 //! ```
 //! `SINK_EVENTS` sets the records per run (default 1 000 000), `SINK_ROUNDS`
 //! the rounds (default 3).
@@ -18,7 +18,7 @@ use streamwork::connectors::Compression;
 use streamwork::connectors::postgres::PostgresSink;
 use streamwork::prelude::*;
 
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Sale {
     id: i64,
     customer: String,
@@ -75,6 +75,7 @@ fn main() {
         "file csv",
         "file csv gzip",
         "file csv zstd",
+        "file parquet",
         "postgres append",
         "postgres upsert",
     ];
@@ -83,7 +84,7 @@ fn main() {
         for (which, name) in names.iter().enumerate() {
             let dir = root.join(format!("{which}"));
             let table = format!("bench_sales_{which}");
-            if which >= 3 {
+            if which >= 4 {
                 db.batch_execute(&format!(
                     "DROP TABLE IF EXISTS {table}; \
                      CREATE TABLE {table} (id bigint PRIMARY KEY, customer text, amount float8); \
@@ -108,7 +109,8 @@ fn main() {
                 0 => run(events, file(Compression::None), &dir),
                 1 => run(events, file(Compression::Gzip), &dir),
                 2 => run(events, file(Compression::Zstd), &dir),
-                3 => run(
+                3 => run(events, FileSink::<Sale>::parquet(dir.join("out")), &dir),
+                4 => run(
                     events,
                     PostgresSink::<Sale>::append(&url, &table).id(&table),
                     &dir,
@@ -120,7 +122,7 @@ fn main() {
                 ),
             }
             let elapsed = started.elapsed().as_secs_f64();
-            if which >= 3 {
+            if which >= 4 {
                 let rows: i64 = db
                     .query_one(&format!("SELECT count(*) FROM {table}"), &[])
                     .unwrap()

@@ -1,9 +1,11 @@
 //! Files of lines: a source reading a file or a directory, a sink writing
 //! one file per instance, and an upsert sink keeping one file per key;
-//! plain, gzip or zstd.
+//! plain, gzip or zstd; and Parquet files (feature `parquet`).
 
 mod compression;
 mod lines;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod sink;
 mod source;
 mod staging;
@@ -11,6 +13,8 @@ mod upsert;
 
 pub use compression::Compression;
 pub use lines::{LineParser, Lines, RawLineParser};
+#[cfg(feature = "parquet")]
+pub use parquet::{DEFAULT_ROW_GROUP_ROWS, ParquetSink, ParquetSource};
 pub use sink::{FileSink, TransactionalFileSink};
 pub use source::FileSource;
 pub use upsert::UpsertFileSink;

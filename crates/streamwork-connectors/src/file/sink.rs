@@ -106,6 +106,16 @@ impl<T: Data + serde::Serialize> FileSink<T> {
         sink
     }
 
+    /// Writes records into Parquet files in directory `dir`, a file per
+    /// instance and checkpoint, exactly once: see [`ParquetSink`](super::ParquetSink).
+    #[cfg(feature = "parquet")]
+    pub fn parquet(dir: impl AsRef<Path>) -> super::ParquetSink<T>
+    where
+        T: serde::de::DeserializeOwned,
+    {
+        super::ParquetSink::new(dir)
+    }
+
     /// Begins every file with a CSV header line naming the record's fields
     /// (as [`FileSource::has_headers`](crate::FileSource::has_headers)
     /// reads them back). A file to which commits append (a single file, a

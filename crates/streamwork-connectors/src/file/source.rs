@@ -178,6 +178,13 @@ impl<T: Data + serde::de::DeserializeOwned> FileSource<T> {
         FileSource::with_lines(path, Lines::json())
     }
 
+    /// The records of `path`, a Parquet file or a directory of them: see
+    /// [`ParquetSource`](super::ParquetSource).
+    #[cfg(feature = "parquet")]
+    pub fn parquet(path: impl AsRef<Path>) -> super::ParquetSource<T> {
+        super::ParquetSource::new(path)
+    }
+
     /// Each line of `path` a CSV record, its fields by position, or by
     /// column name after [`has_headers`](Self::has_headers); see
     /// [`Lines::csv`].
@@ -273,47 +280,6 @@ impl<T: Data> FileSource<T> {
     /// The malformed-input counter.
     pub fn errors(&self) -> &crate::InputErrors {
         self.lines.errors()
-    }
-
-    /// The files of the input, in name order, with their sizes.
-    fn list(&self) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
-        let io = |what: &str, e| ConnectorError::io(format!("{what} {}", self.path.display()), e);
-        let meta = std::fs::metadata(&self.path).map_err(|e| io("reading input", e))?;
-        if !meta.is_dir() {
-            return Ok(vec![(self.path.clone(), meta.len())]);
-        }
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(&self.path).map_err(|e| io("listing directory", e))? {
-            let entry = entry.map_err(|e| io("listing directory", e))?;
-            let meta = entry.metadata().map_err(|e| io("listing directory", e))?;
-            // Hidden files (`.name`, `_name`) are not input: a transactional
-            // sink's staging and markers, `_SUCCESS` files.
-            let name = entry.file_name();
-            let hidden = name
-                .to_str()
-                .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
-            if meta.is_file() && !hidden {
-                files.push((entry.path(), meta.len()));
-            }
-        }
-        files.sort();
-        Ok(files)
-    }
-
-    /// The plan as a checkpoint records it: file names (relative to the
-    /// input directory, or the file's own name) and sizes, so that an input
-    /// moved elsewhere whole still matches.
-    fn plan_names(&self) -> Vec<(String, u64)> {
-        self.plan
-            .iter()
-            .map(|(path, size)| {
-                let name = match path.strip_prefix(&self.path) {
-                    Ok(relative) if !relative.as_os_str().is_empty() => relative,
-                    _ => path.file_name().map(Path::new).unwrap_or(path),
-                };
-                (name.to_string_lossy().into_owned(), *size)
-            })
-            .collect()
     }
 
     /// Lines in file `file`: newlines, and a last line without one.
@@ -459,6 +425,46 @@ impl<T: Data> FileSource<T> {
         });
         Ok(())
     }
+}
+
+/// The files of input `path` (a file, or a directory's files), in name
+/// order, with their sizes. Hidden files (`.name`, `_name`) are not input:
+/// a transactional sink's staging and markers, `_SUCCESS` files.
+pub(super) fn list_input(path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
+    let io = |what: &str, e| ConnectorError::io(format!("{what} {}", path.display()), e);
+    let meta = std::fs::metadata(path).map_err(|e| io("reading input", e))?;
+    if !meta.is_dir() {
+        return Ok(vec![(path.to_path_buf(), meta.len())]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(|e| io("listing directory", e))? {
+        let entry = entry.map_err(|e| io("listing directory", e))?;
+        let meta = entry.metadata().map_err(|e| io("listing directory", e))?;
+        let name = entry.file_name();
+        let hidden = name
+            .to_str()
+            .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
+        if meta.is_file() && !hidden {
+            files.push((entry.path(), meta.len()));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The plan as a checkpoint records it: file names (relative to the input
+/// directory `root`, or the file's own name) and sizes, so that an input
+/// moved elsewhere whole still matches.
+pub(super) fn plan_names(root: &Path, plan: &[(PathBuf, u64)]) -> Vec<(String, u64)> {
+    plan.iter()
+        .map(|(path, size)| {
+            let name = match path.strip_prefix(root) {
+                Ok(relative) if !relative.as_os_str().is_empty() => relative,
+                _ => path.file_name().map(Path::new).unwrap_or(path),
+            };
+            (name.to_string_lossy().into_owned(), *size)
+        })
+        .collect()
 }
 
 /// Newlines in the first `len` bytes of `path`.
@@ -631,7 +637,7 @@ impl<T: Data> Source for FileSource<T> {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.lines_per_poll = ctx.batch_size();
         self.lines.check(ctx.component())?;
-        self.plan = self.list()?;
+        self.plan = list_input(&self.path)?;
         self.kinds = self
             .plan
             .iter()
@@ -642,7 +648,7 @@ impl<T: Data> Source for FileSource<T> {
             .collect();
         self.splits = splits_of(&self.plan, &self.kinds, self.split_bytes);
         if let Some(resume) = self.resume.take() {
-            let now = self.plan_names();
+            let now = plan_names(&self.path, &self.plan);
             if resume.plan != now {
                 let changed = describe_change(&resume.plan, &now);
                 return Err(ConnectorError::user(format!(
@@ -675,7 +681,11 @@ impl<T: Data> Source for FileSource<T> {
         }
         Some(StateBytes::new(
             codec::SCHEMA,
-            codec::encode(self.split_bytes, &self.plan_names(), &self.progress),
+            codec::encode(
+                self.split_bytes,
+                &plan_names(&self.path, &self.plan),
+                &self.progress,
+            ),
         ))
     }
 
@@ -778,7 +788,7 @@ impl<T: Data> Source for FileSource<T> {
 }
 
 /// What differs between the checkpointed plan and the input now.
-fn describe_change(then: &[(String, u64)], now: &[(String, u64)]) -> String {
+pub(super) fn describe_change(then: &[(String, u64)], now: &[(String, u64)]) -> String {
     let then_map: BTreeMap<&str, u64> = then.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     let now_map: BTreeMap<&str, u64> = now.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     let mut changes = Vec::new();

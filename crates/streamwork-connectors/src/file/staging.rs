@@ -84,6 +84,11 @@ impl Staging {
         }
     }
 
+    /// The file this instance's output is named after.
+    pub(super) fn target(&self) -> &Path {
+        &self.target
+    }
+
     pub(super) fn rolling(mut self, roll: Option<Roll>) -> Self {
         self.roll = roll;
         self
@@ -194,6 +199,17 @@ impl Staging {
             .map_err(|e| io("writing", &inprogress, e))?
             .into_inner()
             .map_err(|e| io("writing", &inprogress, e.into_error()))?;
+        self.stage_written(&file, checkpoint)
+    }
+
+    /// Makes the in-progress file, written whole through `file`, durable as
+    /// the output of `checkpoint`.
+    pub(super) fn stage_written(
+        &self,
+        file: &File,
+        checkpoint: CheckpointId,
+    ) -> Result<(), ConnectorError> {
+        let inprogress = self.hidden("inprogress");
         file.sync_data()
             .map_err(|e| io("flushing", &inprogress, e))?;
         let staged = if checkpoint.is_final() {
