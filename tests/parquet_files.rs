@@ -1,7 +1,8 @@
 //! Parquet files, exactly once: a job writes them with checkpoints, fails
 //! after one and resumes; pyarrow (an independent reader) finds every row
 //! once with its type, and the Parquet source reads them back at other
-//! parallelisms, also across a restore.
+//! parallelisms, also across a restore; partitioned into Hive folders, a
+//! checkpoint staged in them and never completed is discarded.
 //!
 //! ```text
 //! eval "$(scripts/pyarrow-reader.sh)"
@@ -105,6 +106,60 @@ fn fail_once_at_zero(s: Sale) -> Sale {
     s
 }
 
+/// A sink that fails once, armed, right after staging its second
+/// checkpoint: that checkpoint never completes, and what it staged (in
+/// every partition folder) must be discarded by the restore.
+#[derive(Clone)]
+struct FailsAfterStaging<S> {
+    inner: S,
+    staged: u32,
+}
+
+static STAGING_ARMED: AtomicBool = AtomicBool::new(false);
+
+impl<S: Sink> Sink for FailsAfterStaging<S> {
+    type In = S::In;
+
+    fn exactly_once(&self) -> bool {
+        self.inner.exactly_once()
+    }
+
+    fn stages_locally(&self) -> Option<String> {
+        self.inner.stages_locally()
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.inner.open(ctx)
+    }
+
+    fn write(&mut self, record: Record<S::In>) -> Result<(), ConnectorError> {
+        self.inner.write(record)
+    }
+
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
+        self.inner.pre_commit(checkpoint)?;
+        self.staged += 1;
+        if self.staged == 2 && STAGING_ARMED.swap(false, Ordering::SeqCst) {
+            return Err(ConnectorError::user("injected failure after staging"));
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
+        self.inner.commit(checkpoint)
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.inner.close()
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        self.inner.restore(restore)
+    }
+}
+
+impl<S: Sink> streamwork::core::checkpoint::Transactional for FailsAfterStaging<S> {}
+
 fn by_id(sales: &mut [Sale]) {
     sales.sort_by_key(|s| s.id);
 }
@@ -181,4 +236,114 @@ fn parquet_written_exactly_once_across_a_failure_reads_back_whole_with_its_types
             );
         }
     }
+}
+
+/// pyarrow's reading of a Hive-partitioned directory: rows, and rows whose
+/// folder columns disagree with their fields.
+fn partitioned_by_pyarrow(dir: &Path) -> Option<(u64, u64)> {
+    let path = std::env::var("STREAMWORK_PYARROW_PATH").ok()?;
+    let script = r#"
+import sys, pyarrow.dataset as ds
+table = ds.dataset(sys.argv[1], format="parquet", partitioning="hive").to_table()
+rows = table.to_pylist()
+wrong = sum(1 for r in rows if r["bucket"] != r["id"] % 3 or str(r["paid"]).lower() != str(r["settled"]).lower())
+print(len(rows), wrong)
+"#;
+    let out = Command::new("python3")
+        .env("PYTHONPATH", path)
+        .args(["-c", script])
+        .arg(dir)
+        .output()
+        .expect("running python3");
+    assert!(
+        out.status.success(),
+        "pyarrow: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut numbers = text.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    Some((numbers.next().unwrap(), numbers.next().unwrap()))
+}
+
+#[test]
+fn partitioned_parquet_lands_in_hive_folders_exactly_once_across_a_failure() {
+    let root = dir("parquet-partitioned");
+    let out = root.join("sales");
+    let checkpoints = root.join("checkpoints");
+    // The first run fails right after staging its second checkpoint; the
+    // second, at parallelism 1, restores the one before.
+    STAGING_ARMED.store(true, Ordering::SeqCst);
+    let run = |p: u32| {
+        let sink = FailsAfterStaging {
+            inner: FileSink::<Sale>::parquet(&out).partition_by(|s: &Sale, _| {
+                format!("settled={}/bucket={}", s.paid, s.id.rem_euclid(3))
+            }),
+            staged: 0,
+        };
+        let source = Held::new(GeneratorSource::new(sale).take(SALES), 1);
+        job! {
+            delivery exactly_once;
+            source sales[p] = source;
+            sink out[p] = sink <- sales;
+        }
+        .unwrap()
+        .run_with(exactly_once(&checkpoints, 0))
+    };
+    let error = run(2).expect_err("the injected failure");
+    assert!(
+        error.to_string().contains("injected failure after staging"),
+        "{error}"
+    );
+    let report = run(1).unwrap();
+    assert!(report.recovery.restored_from.is_some());
+    // Nothing staged is left behind, in any folder, by any old instance.
+    let mut left = Vec::new();
+    let mut folders = vec![out.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                folders.push(entry.path());
+            } else if name.contains(".staged-") || name.ends_with(".inprogress") {
+                left.push(entry.path());
+            }
+        }
+    }
+    assert!(left.is_empty(), "staged files left: {left:?}");
+    for folder in ["settled=true/bucket=0", "settled=false/bucket=2"] {
+        assert!(out.join(folder).is_dir(), "{folder}");
+    }
+    if let Some((rows, wrong)) = partitioned_by_pyarrow(&out) {
+        assert_eq!((rows, wrong), (SALES, 0));
+    }
+    // The source reads the folders too.
+    let got = CollectSink::new();
+    job! {
+        source sales[2] = FileSource::<Sale>::parquet(&out);
+        sink kept = got.clone() <- sales;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let mut ids: Vec<i64> = got.values().iter().map(|s| s.id).collect();
+    ids.sort_unstable();
+    let want: Vec<i64> = (0..SALES).map(|i| i as i64 - 5_000).collect();
+    assert_eq!(ids, want);
+
+    // A folder that is not plain is refused by name.
+    let bad =
+        FileSink::<Sale>::parquet(root.join("bad")).partition_by(|_: &Sale, _| "../up".into());
+    let error = job! {
+        source sales = GeneratorSource::new(sale).take(3);
+        sink out = bad <- sales;
+    }
+    .unwrap()
+    .run()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("partition `../up` is not a plain relative folder"),
+        "{error}"
+    );
 }

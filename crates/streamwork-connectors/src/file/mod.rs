@@ -14,7 +14,7 @@ mod upsert;
 pub use compression::Compression;
 pub use lines::{LineParser, Lines, RawLineParser};
 #[cfg(feature = "parquet")]
-pub use parquet::{DEFAULT_ROW_GROUP_ROWS, ParquetSink, ParquetSource};
+pub use parquet::{DEFAULT_ROW_GROUP_ROWS, ParquetSink, ParquetSource, hive_date_hour};
 pub use sink::{FileSink, TransactionalFileSink};
 pub use source::FileSource;
 pub use upsert::UpsertFileSink;

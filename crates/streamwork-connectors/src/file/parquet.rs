@@ -9,6 +9,7 @@
 //! row groups of [`DEFAULT_ROW_GROUP_ROWS`], the size DuckDB writes, which
 //! DuckDB, Spark, pandas and pyarrow all read in parallel).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use serde_arrow::schema::{SchemaLike, TracingOptions};
 use streamwork_core::checkpoint::{CheckpointId, Transactional};
 use streamwork_core::{
     Collector, ConnectorError, Data, InstanceContext, Record, Restore, Sink, Source, SourcePoll,
-    StateBytes,
+    StateBytes, Timestamp,
 };
 
 use super::staging::Staging;
@@ -64,14 +65,27 @@ fn fields_of<T: DeserializeOwned>(what: &str) -> Result<Vec<FieldRef>, Connector
 pub struct ParquetSink<T> {
     dir: PathBuf,
     row_group_rows: usize,
+    partition: Option<PartitionFn<T>>,
     open: Option<OpenSink<T>>,
 }
 
+/// The folder (`date=2026-12-04/hour=13`) a record and its event time go
+/// into.
+type PartitionFn<T> = Arc<dyn Fn(&T, Option<Timestamp>) -> String + Send + Sync>;
+
 struct OpenSink<T> {
-    staging: Staging,
+    dir: PathBuf,
+    instance: u32,
     component: String,
     fields: Vec<FieldRef>,
     schema: SchemaRef,
+    /// The output of each partition folder ("" without partitions).
+    partitions: BTreeMap<String, Partition<T>>,
+}
+
+/// One folder's output of one instance.
+struct Partition<T> {
+    staging: Staging,
     rows: Vec<T>,
     /// The checkpoint's file: its writer and a handle to sync it.
     writer: Option<(ArrowWriter<File>, File)>,
@@ -82,6 +96,7 @@ impl<T> Clone for ParquetSink<T> {
         ParquetSink {
             dir: self.dir.clone(),
             row_group_rows: self.row_group_rows,
+            partition: self.partition.clone(),
             open: None,
         }
     }
@@ -93,8 +108,37 @@ impl<T: Data + Serialize + DeserializeOwned> ParquetSink<T> {
         ParquetSink {
             dir: dir.as_ref().to_path_buf(),
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+            partition: None,
             open: None,
         }
+    }
+
+    /// Writes each record into the Hive-style folder `partition` names for
+    /// it and its event time (`Some` once a watermark strategy stamped it),
+    /// below the sink's directory: `country=fr/date=2026-12-04`. Each folder
+    /// holds its own files per instance and checkpoint, exactly once as
+    /// without partitions; DuckDB, Spark and pyarrow read the folders'
+    /// names back as columns. A folder name must be relative and plain (no
+    /// empty segment, none beginning with `.` or `_`): another is a user
+    /// error naming it. [`hive_date_hour`] makes the usual event-time one.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSink;
+    /// use streamwork::connectors::file::hive_date_hour;
+    /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+    /// struct Sale { id: i64, country: String, amount: f64 }
+    /// let sales = FileSink::<Sale>::parquet("sales").partition_by(|sale: &Sale, time| {
+    ///     let hour = time.map_or("date=none".to_string(), hive_date_hour);
+    ///     format!("country={}/{hour}", sale.country)
+    /// });
+    /// # let _ = sales;
+    /// ```
+    pub fn partition_by(
+        mut self,
+        partition: impl Fn(&T, Option<Timestamp>) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.partition = Some(Arc::new(partition));
+        self
     }
 
     /// Rows per row group ([`DEFAULT_ROW_GROUP_ROWS`] by default; at least 1).
@@ -114,41 +158,146 @@ impl<T: Data + Serialize + DeserializeOwned> ParquetSink<T> {
     }
 }
 
-impl<T: Serialize> OpenSink<T> {
-    fn io(&self, what: &str, e: impl std::fmt::Display) -> ConnectorError {
+/// What a Parquet sink writes with.
+struct Format<'a> {
+    component: &'a str,
+    fields: &'a [FieldRef],
+    schema: &'a SchemaRef,
+    row_group_rows: usize,
+}
+
+impl<T: Serialize> Partition<T> {
+    fn io(&self, format: &Format<'_>, what: &str, e: impl std::fmt::Display) -> ConnectorError {
         ConnectorError::user(format!(
             "Parquet sink `{}`: {what} {}: {e}",
-            self.component,
+            format.component,
             self.staging.target().display()
         ))
     }
 
     /// Writes the rows held into the checkpoint's file.
-    fn write_rows(&mut self, row_group_rows: usize) -> Result<(), ConnectorError> {
+    fn write_rows(&mut self, format: &Format<'_>) -> Result<(), ConnectorError> {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let batch = serde_arrow::to_record_batch(&self.fields, &self.rows)
-            .map_err(|e| self.io("converting records for", e))?;
+        let batch = serde_arrow::to_record_batch(format.fields, &self.rows)
+            .map_err(|e| self.io(format, "converting records for", e))?;
         if self.writer.is_none() {
             let file = self.staging.start()?;
-            let handle = file.try_clone().map_err(|e| self.io("opening", e))?;
+            let handle = file
+                .try_clone()
+                .map_err(|e| self.io(format, "opening", e))?;
             let properties = WriterProperties::builder()
-                .set_max_row_group_size(row_group_rows)
+                .set_max_row_group_size(format.row_group_rows)
                 .set_compression(Compression::ZSTD(ZstdLevel::default()))
                 .build();
-            let writer = ArrowWriter::try_new(file, self.schema.clone(), Some(properties))
-                .map_err(|e| self.io("writing", e))?;
+            let writer = ArrowWriter::try_new(file, format.schema.clone(), Some(properties))
+                .map_err(|e| self.io(format, "writing", e))?;
             self.writer = Some((writer, handle));
         }
         let result = match self.writer.as_mut() {
             Some((writer, _)) => writer.write(&batch),
             None => Ok(()),
         };
-        result.map_err(|e| self.io("writing", e))?;
+        result.map_err(|e| self.io(format, "writing", e))?;
         self.rows.clear();
         Ok(())
     }
+
+    /// Makes what was written since the last barrier `checkpoint`'s.
+    fn stage(
+        &mut self,
+        format: &Format<'_>,
+        checkpoint: CheckpointId,
+    ) -> Result<(), ConnectorError> {
+        self.write_rows(format)?;
+        let Some((writer, handle)) = self.writer.take() else {
+            return Ok(());
+        };
+        writer
+            .close()
+            .map_err(|e| self.io(format, "finishing", e))?;
+        self.staging.stage_written(&handle, checkpoint)
+    }
+}
+
+/// `partition` as a relative folder, or why it cannot be one.
+fn partition_folder(partition: &str) -> Result<PathBuf, String> {
+    let mut folder = PathBuf::new();
+    for segment in partition.split('/') {
+        let plain = !segment.is_empty()
+            && !segment.starts_with('.')
+            && !segment.starts_with('_')
+            && !segment.contains(['\\', '\0']);
+        if !plain {
+            return Err(format!(
+                "partition `{partition}` is not a plain relative folder (no empty segment, none beginning with `.` or `_`)"
+            ));
+        }
+        folder.push(segment);
+    }
+    Ok(folder)
+}
+
+/// Every folder below `dir` (itself included) that holds files a sink
+/// instance staged or wrote: hidden `.part-*` files.
+fn staging_folders(dir: &Path) -> Result<Vec<PathBuf>, ConnectorError> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(folder) = todo.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(ConnectorError::io(
+                    format!("listing {}", folder.display()),
+                    e,
+                ));
+            }
+        };
+        let mut stages = false;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".part-") {
+                stages = true;
+            } else if !name.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(entry.path());
+            }
+        }
+        if stages {
+            found.push(folder);
+        }
+    }
+    Ok(found)
+}
+
+/// The Hive-style folder of an event time: `date=YYYY-MM-DD/hour=HH`
+/// (UTC), for [`ParquetSink::partition_by`].
+///
+/// ```
+/// use streamwork::connectors::file::hive_date_hour;
+/// use streamwork::core::Timestamp;
+/// assert_eq!(
+///     hive_date_hour(Timestamp::from_millis(1_796_385_600_000)),
+///     "date=2026-12-04/hour=12"
+/// );
+/// assert_eq!(hive_date_hour(Timestamp::from_millis(-1)), "date=1969-12-31/hour=23");
+/// ```
+pub fn hive_date_hour(time: Timestamp) -> String {
+    let millis = time.millis();
+    let days = millis.div_euclid(86_400_000);
+    let hour = millis.rem_euclid(86_400_000) / 3_600_000;
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
 }
 
 impl<T: Data + Serialize + DeserializeOwned> Transactional for ParquetSink<T> {}
@@ -170,24 +319,58 @@ impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
         std::fs::create_dir_all(&self.dir).map_err(|e| {
             ConnectorError::io(format!("creating directory {}", self.dir.display()), e)
         })?;
-        let target = self.dir.join(format!("part-{}", ctx.instance().0));
         self.open = Some(OpenSink {
-            staging: Staging::new(target, false).with_extension(".parquet"),
+            dir: self.dir.clone(),
+            instance: ctx.instance().0,
             component: ctx.component().to_string(),
             schema: Arc::new(Schema::new(fields.clone())),
             fields,
-            rows: Vec::with_capacity(BATCH_ROWS),
-            writer: None,
+            partitions: BTreeMap::new(),
         });
         Ok(())
     }
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         let row_group_rows = self.row_group_rows;
+        let (key, partitioned) = match &self.partition {
+            Some(partition) => (partition(&record.value, record.time), true),
+            None => (String::new(), false),
+        };
         let open = self.open_mut()?;
-        open.rows.push(record.value);
-        if open.rows.len() >= BATCH_ROWS {
-            open.write_rows(row_group_rows)?;
+        if !open.partitions.contains_key(&key) {
+            let folder = if !partitioned {
+                PathBuf::new()
+            } else {
+                partition_folder(&key).map_err(|e| {
+                    ConnectorError::user(format!("Parquet sink `{}`: {e}", open.component))
+                })?
+            };
+            let dir = open.dir.join(folder);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                ConnectorError::io(format!("creating directory {}", dir.display()), e)
+            })?;
+            let target = dir.join(format!("part-{}", open.instance));
+            open.partitions.insert(
+                key.clone(),
+                Partition {
+                    staging: Staging::new(target, false).with_extension(".parquet"),
+                    rows: Vec::with_capacity(BATCH_ROWS),
+                    writer: None,
+                },
+            );
+        }
+        let format = Format {
+            component: &open.component,
+            fields: &open.fields,
+            schema: &open.schema,
+            row_group_rows,
+        };
+        let Some(partition) = open.partitions.get_mut(&key) else {
+            return Ok(());
+        };
+        partition.rows.push(record.value);
+        if partition.rows.len() >= BATCH_ROWS {
+            partition.write_rows(&format)?;
         }
         Ok(())
     }
@@ -195,17 +378,26 @@ impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
     fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let row_group_rows = self.row_group_rows;
         let open = self.open_mut()?;
-        open.write_rows(row_group_rows)?;
-        let Some((writer, handle)) = open.writer.take() else {
-            return Ok(());
+        let format = Format {
+            component: &open.component,
+            fields: &open.fields,
+            schema: &open.schema,
+            row_group_rows,
         };
-        writer.close().map_err(|e| open.io("finishing", e))?;
-        open.staging.stage_written(&handle, checkpoint)
+        for partition in open.partitions.values_mut() {
+            partition.stage(&format, checkpoint)?;
+        }
+        Ok(())
     }
 
     fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
         let open = self.open_mut()?;
-        open.staging.commit_up_to(checkpoint, checkpoint.is_final())
+        for partition in open.partitions.values() {
+            partition
+                .staging
+                .commit_up_to(checkpoint, checkpoint.is_final())?;
+        }
+        Ok(())
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
@@ -218,9 +410,18 @@ impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
         Ok(())
     }
 
+    /// In every folder that holds staged output (each partition's), commits
+    /// what the restored checkpoint covers and discards the rest, for this
+    /// instance and the removed instances it inherits.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        let dir = self.dir.clone();
-        self.open_mut()?.staging.restore(&dir, restore)
+        let instance = self.open_mut()?.instance;
+        for folder in staging_folders(&self.dir)? {
+            let target = folder.join(format!("part-{instance}"));
+            Staging::new(target, false)
+                .with_extension(".parquet")
+                .restore(&folder, restore)?;
+        }
+        Ok(())
     }
 }
 
@@ -244,7 +445,7 @@ pub struct ParquetSource<T> {
     /// This instance's files not yet done, in order.
     todo: std::collections::VecDeque<usize>,
     /// Rows read of each begun file, and whether it is done.
-    progress: std::collections::BTreeMap<usize, (u64, bool)>,
+    progress: BTreeMap<usize, (u64, bool)>,
     reading: Option<(usize, ParquetRecordBatchReader)>,
     /// What a checkpoint says: its plan and every file's progress.
     resume: Option<Checkpointed>,
@@ -259,7 +460,7 @@ pub struct ParquetSource<T> {
 struct Checkpointed {
     plan: Vec<(String, u64)>,
     /// Per file: rows read, done.
-    progress: std::collections::BTreeMap<usize, (u64, bool)>,
+    progress: BTreeMap<usize, (u64, bool)>,
 }
 
 const SOURCE_SCHEMA: u32 = 1;

@@ -41,9 +41,9 @@ use super::lines::Lines;
 /// The default split size: 32 MiB.
 const DEFAULT_SPLIT_BYTES: u64 = 32 << 20;
 
-/// Emits the lines of a file, or of the files of a directory (in name
-/// order; names beginning with `.` or `_` are left out, as the staging
-/// files of a sink writing there), read in splits by its instances (see the module docs). A line's
+/// Emits the lines of a file, or of the files of a directory and its
+/// subdirectories (in path order; names beginning with `.` or `_` are left
+/// out, as the staging files of a sink writing there), read in splits by its instances (see the module docs). A line's
 /// index ([`Lines::indexed_raw`]) is its 0-based number in the whole input,
 /// the same at any parallelism. Replayable: a job restored from a
 /// checkpoint, at any parallelism, resumes reading where the checkpoint
@@ -427,8 +427,9 @@ impl<T: Data> FileSource<T> {
     }
 }
 
-/// The files of input `path` (a file, or a directory's files), in name
-/// order, with their sizes. Hidden files (`.name`, `_name`) are not input:
+/// The files of input `path` (a file, or a directory's files and its
+/// subdirectories', as Hive-style partitioned output has them), in path
+/// order, with their sizes. Hidden names (`.name`, `_name`) are not input:
 /// a transactional sink's staging and markers, `_SUCCESS` files.
 pub(super) fn list_input(path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
     let io = |what: &str, e| ConnectorError::io(format!("{what} {}", path.display()), e);
@@ -437,15 +438,24 @@ pub(super) fn list_input(path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorEr
         return Ok(vec![(path.to_path_buf(), meta.len())]);
     }
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(|e| io("listing directory", e))? {
-        let entry = entry.map_err(|e| io("listing directory", e))?;
-        let meta = entry.metadata().map_err(|e| io("listing directory", e))?;
-        let name = entry.file_name();
-        let hidden = name
-            .to_str()
-            .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
-        if meta.is_file() && !hidden {
-            files.push((entry.path(), meta.len()));
+    let mut dirs = vec![path.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let io = |e| ConnectorError::io(format!("listing directory {}", dir.display()), e);
+        for entry in std::fs::read_dir(&dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let meta = entry.metadata().map_err(io)?;
+            let name = entry.file_name();
+            let hidden = name
+                .to_str()
+                .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
+            if hidden {
+                continue;
+            }
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            } else if meta.is_file() {
+                files.push((entry.path(), meta.len()));
+            }
         }
     }
     files.sort();
