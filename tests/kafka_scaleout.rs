@@ -111,19 +111,10 @@ fn last_counts(brokers: &str, topic: &str) -> BTreeMap<String, u64> {
 }
 
 fn word_count() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir")
-        .join("examples")
-        .join("kafka_word_count");
-    assert!(
-        path.exists(),
-        "kafka_word_count not built at {} (cargo build --features kafka --examples)",
-        path.display()
-    );
-    path
+    support::example(
+        "kafka_word_count",
+        "cargo build --features kafka --examples",
+    )
 }
 
 /// One run of the job: topics, group and checkpoint directory no other run

@@ -45,9 +45,9 @@ fn sale(i: u64) -> Sale {
 
 const SALES: u64 = 20_000;
 
-/// pyarrow's reading of the files in `dir`: the schema's types, then one
-/// line per row (`id|customer|amount|coupon|paid`), sorted.
-fn read_by_pyarrow(dir: &Path) -> Option<(String, Vec<String>)> {
+/// What python `script` prints with pyarrow importable, given `dir`; or
+/// `None` after saying the check is skipped (never under CI).
+fn pyarrow(script: &str, dir: &Path) -> Option<String> {
     let Ok(path) = std::env::var("STREAMWORK_PYARROW_PATH") else {
         let missing = "no pyarrow (eval \"$(scripts/pyarrow-reader.sh)\")";
         assert!(
@@ -57,13 +57,6 @@ fn read_by_pyarrow(dir: &Path) -> Option<(String, Vec<String>)> {
         println!("skipped the independent reader: {missing}");
         return None;
     };
-    let script = r#"
-import sys, pyarrow.dataset as ds
-table = ds.dataset(sys.argv[1], format="parquet", exclude_invalid_files=False).to_table()
-print(",".join(f"{f.name}:{f.type}" for f in table.schema))
-rows = sorted("|".join(str(v) for v in row.values()) for row in table.to_pylist())
-print("\n".join(rows))
-"#;
     let out = Command::new("python3")
         .env("PYTHONPATH", path)
         .args(["-c", script])
@@ -75,7 +68,20 @@ print("\n".join(rows))
         "pyarrow: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+/// pyarrow's reading of the files in `dir`: the schema's types, then one
+/// line per row (`id|customer|amount|coupon|paid`), sorted.
+fn read_by_pyarrow(dir: &Path) -> Option<(String, Vec<String>)> {
+    let script = r#"
+import sys, pyarrow.dataset as ds
+table = ds.dataset(sys.argv[1], format="parquet", exclude_invalid_files=False).to_table()
+print(",".join(f"{f.name}:{f.type}" for f in table.schema))
+rows = sorted("|".join(str(v) for v in row.values()) for row in table.to_pylist())
+print("\n".join(rows))
+"#;
+    let text = pyarrow(script, dir)?;
     let mut lines = text.lines();
     let schema = lines.next().unwrap_or_default().to_string();
     Some((schema, lines.map(str::to_string).collect()))
@@ -241,7 +247,6 @@ fn parquet_written_exactly_once_across_a_failure_reads_back_whole_with_its_types
 /// pyarrow's reading of a Hive-partitioned directory: rows, and rows whose
 /// folder columns disagree with their fields.
 fn partitioned_by_pyarrow(dir: &Path) -> Option<(u64, u64)> {
-    let path = std::env::var("STREAMWORK_PYARROW_PATH").ok()?;
     let script = r#"
 import sys, pyarrow.dataset as ds
 table = ds.dataset(sys.argv[1], format="parquet", partitioning="hive").to_table()
@@ -249,18 +254,7 @@ rows = table.to_pylist()
 wrong = sum(1 for r in rows if r["bucket"] != r["id"] % 3 or str(r["paid"]).lower() != str(r["settled"]).lower())
 print(len(rows), wrong)
 "#;
-    let out = Command::new("python3")
-        .env("PYTHONPATH", path)
-        .args(["-c", script])
-        .arg(dir)
-        .output()
-        .expect("running python3");
-    assert!(
-        out.status.success(),
-        "pyarrow: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = pyarrow(script, dir)?;
     let mut numbers = text.split_whitespace().map(|n| n.parse::<u64>().unwrap());
     Some((numbers.next().unwrap(), numbers.next().unwrap()))
 }

@@ -58,19 +58,10 @@ fn unique(name: &str) -> String {
 }
 
 fn example() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir")
-        .join("examples")
-        .join("postgres_upserts");
-    assert!(
-        path.exists(),
-        "postgres_upserts not built at {} (cargo build --features postgres --example postgres_upserts)",
-        path.display()
-    );
-    path
+    support::example(
+        "postgres_upserts",
+        "cargo build --features postgres --example postgres_upserts",
+    )
 }
 
 /// Starts the example over `input` at `parallelism`.

@@ -355,3 +355,21 @@ pub fn expected_sums(n: u64) -> Vec<String> {
     rows.sort();
     rows
 }
+
+/// Where `cargo build --example NAME` (with the features it needs) put
+/// example `name`: next to this test's executable.
+pub fn example(name: &str, build: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{name} not built at {} ({build})",
+        path.display()
+    );
+    path
+}

@@ -28,6 +28,21 @@ pub struct Timestamp(NonZeroU64);
 const SIGN: u64 = 1 << 63;
 
 impl Timestamp {
+    /// The UTC calendar date and hour of this time: `(year, month, day,
+    /// hour)`, months and days from 1, any `i64` of milliseconds.
+    ///
+    /// ```
+    /// use streamwork::core::Timestamp;
+    /// assert_eq!(Timestamp::from_millis(1_796_385_600_000).civil(), (2026, 12, 4, 12));
+    /// assert_eq!(Timestamp::from_millis(-1).civil(), (1969, 12, 31, 23));
+    /// ```
+    pub fn civil(self) -> (i64, u32, u32, u32) {
+        let millis = self.millis();
+        let (year, month, day) = civil_from_days(millis.div_euclid(86_400_000));
+        let hour = (millis.rem_euclid(86_400_000) / 3_600_000) as u32;
+        (year, month, day, hour)
+    }
+
     /// The smallest representable time: "before everything".
     pub const MIN: Timestamp = Timestamp::from_millis(i64::MIN + 1);
     /// The largest representable time: "after everything" (end of input).
@@ -71,6 +86,28 @@ impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}ms", self.millis())
     }
+}
+
+/// The civil date `(year, month, day)` of a day number since 1970-01-01
+/// (Howard Hinnant's algorithm, proleptic Gregorian).
+///
+/// ```
+/// use streamwork::core::time::civil_from_days;
+/// assert_eq!(civil_from_days(0), (1970, 1, 1));
+/// assert_eq!(civil_from_days(-1), (1969, 12, 31));
+/// assert_eq!(civil_from_days(20_791), (2026, 12, 4));
+/// ```
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 #[cfg(test)]

@@ -11,20 +11,6 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The civil date of a day number since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// Parses `YYYY-MM-DD HH:MM:SS[.mmm]` (UTC) into epoch milliseconds.
 pub fn parse(text: &str) -> Option<i64> {
     let bytes = text.as_bytes();
@@ -71,7 +57,7 @@ pub fn parse(text: &str) -> Option<i64> {
 pub fn format(millis: i64) -> String {
     let days = millis.div_euclid(86_400_000);
     let in_day = millis.rem_euclid(86_400_000);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = streamwork::core::time::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
         in_day / 3_600_000,
@@ -104,7 +90,7 @@ pub fn hour_of_day(millis: i64) -> u8 {
 
 /// A day number as `YYYY-MM-DD`.
 pub fn format_day(day: i64) -> String {
-    let (year, month, day) = civil_from_days(day);
+    let (year, month, day) = streamwork::core::time::civil_from_days(day);
     format!("{year:04}-{month:02}-{day:02}")
 }
 

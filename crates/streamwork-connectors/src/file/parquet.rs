@@ -284,19 +284,7 @@ fn staging_folders(dir: &Path) -> Result<Vec<PathBuf>, ConnectorError> {
 /// assert_eq!(hive_date_hour(Timestamp::from_millis(-1)), "date=1969-12-31/hour=23");
 /// ```
 pub fn hive_date_hour(time: Timestamp) -> String {
-    let millis = time.millis();
-    let days = millis.div_euclid(86_400_000);
-    let hour = millis.rem_euclid(86_400_000) / 3_600_000;
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day, hour) = time.civil();
     format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
 }
 
@@ -465,19 +453,10 @@ struct Checkpointed {
 
 const SOURCE_SCHEMA: u32 = 1;
 
-impl<T> Clone for ParquetSource<T> {
+/// Cloning gives an unopened source of the same input.
+impl<T: Data + DeserializeOwned> Clone for ParquetSource<T> {
     fn clone(&self) -> Self {
-        ParquetSource {
-            path: self.path.clone(),
-            plan: Vec::new(),
-            todo: Default::default(),
-            progress: Default::default(),
-            reading: None,
-            resume: None,
-            component: String::new(),
-            batch_rows: streamwork_core::collector::DEFAULT_BATCH_SIZE,
-            _records: std::marker::PhantomData,
-        }
+        ParquetSource::new(&self.path)
     }
 }
 

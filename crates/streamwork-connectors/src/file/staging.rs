@@ -85,6 +85,7 @@ impl Staging {
     }
 
     /// The file this instance's output is named after.
+    #[cfg(feature = "parquet")]
     pub(super) fn target(&self) -> &Path {
         &self.target
     }
