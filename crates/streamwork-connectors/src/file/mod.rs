@@ -9,6 +9,8 @@ mod parquet;
 mod sink;
 mod source;
 mod staging;
+#[cfg(feature = "s3")]
+mod store;
 mod upsert;
 
 pub use compression::Compression;
@@ -17,4 +19,6 @@ pub use lines::{LineParser, Lines, RawLineParser};
 pub use parquet::{DEFAULT_ROW_GROUP_ROWS, ParquetSink, ParquetSource, hive_date_hour};
 pub use sink::{FileSink, TransactionalFileSink};
 pub use source::FileSource;
+#[cfg(feature = "s3")]
+pub use store::{StoreFileSink, StorePrefix};
 pub use upsert::UpsertFileSink;

@@ -229,6 +229,34 @@ impl<T: Data> FileSink<T> {
         self
     }
 
+    /// Writes into objects under `prefix` of an object store instead of
+    /// files, exactly once, with this sink's format, header and
+    /// compression: see [`StoreFileSink`](super::StoreFileSink). The local
+    /// path the sink was made with is not used.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSink;
+    /// use streamwork::connectors::file::StorePrefix;
+    /// #[derive(Clone, serde::Serialize)]
+    /// struct Count { word: String, count: u64 }
+    /// let prefix = StorePrefix::s3(None, "analytics", "counts")?;
+    /// let out = FileSink::<Count>::json("").into_store(prefix);
+    /// # let _ = out;
+    /// # Ok::<(), streamwork::core::ConnectorError>(())
+    /// ```
+    #[cfg(feature = "s3")]
+    pub fn into_store(self, prefix: super::StorePrefix) -> super::StoreFileSink<T> {
+        super::StoreFileSink::new(
+            prefix,
+            LineFormat {
+                format: self.format,
+                csv: self.csv,
+                header: self.header,
+                compression: self.compression.unwrap_or_default(),
+            },
+        )
+    }
+
     /// Writes into the file at the sink's path itself (parallelism 1 only).
     pub fn single_file(mut self) -> Self {
         self.single = true;
@@ -492,5 +520,65 @@ impl<T: Data> Sink for TransactionalFileSink<T> {
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         self.0.restore(restore)
+    }
+}
+
+/// How a line sink turns records into bytes: the line format, the CSV
+/// header, the compression; for sinks that write elsewhere than files.
+#[cfg(feature = "s3")]
+pub(super) struct LineFormat<T> {
+    format: Format<T>,
+    csv: bool,
+    header: Option<Format<T>>,
+    compression: Compression,
+}
+
+#[cfg(feature = "s3")]
+impl<T> Clone for LineFormat<T> {
+    fn clone(&self) -> Self {
+        LineFormat {
+            format: self.format.clone(),
+            csv: self.csv,
+            header: self.header.clone(),
+            compression: self.compression,
+        }
+    }
+}
+
+#[cfg(feature = "s3")]
+impl<T> LineFormat<T> {
+    /// Refuses a header for lines that are not CSV.
+    pub(super) fn check(&self, component: &str) -> Result<(), ConnectorError> {
+        if self.header.is_some() && !self.csv {
+            return Err(ConnectorError::user(format!(
+                "sink `{component}` is told to write a header line (`has_headers()`), but it does not write CSV: drop `has_headers()`, or write with `FileSink::csv`"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Appends `value`'s line and its newline to `line`; the first time,
+    /// also sets `header` (with its newline) if files have one.
+    pub(super) fn encode(
+        &self,
+        value: &T,
+        line: &mut Vec<u8>,
+        header: &mut Option<Vec<u8>>,
+    ) -> Result<(), String> {
+        (self.format)(value, line)?;
+        line.push(b'\n');
+        if header.is_none()
+            && let Some(write_header) = &self.header
+        {
+            let mut text = Vec::new();
+            write_header(value, &mut text)?;
+            text.push(b'\n');
+            *header = Some(text);
+        }
+        Ok(())
     }
 }
