@@ -610,3 +610,126 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
         }
     }
 }
+
+/// Parquet as an object's bytes, for a sink writing to object storage.
+#[cfg(feature = "s3")]
+pub(super) struct ParquetBytes<T> {
+    row_group_rows: usize,
+    partitioned: bool,
+    fields: Vec<FieldRef>,
+    schema: Option<SchemaRef>,
+    trace: fn(&str) -> Result<Vec<FieldRef>, ConnectorError>,
+    to_batch: ToBatch<T>,
+}
+
+/// Records to an Arrow batch, or why not.
+#[cfg(feature = "s3")]
+type ToBatch<T> = fn(&[FieldRef], &[T]) -> Result<arrow_array::RecordBatch, String>;
+
+/// One object's Parquet being written: the file in memory, and rows not
+/// yet converted.
+#[cfg(feature = "s3")]
+pub(super) struct ParquetWriter<T> {
+    writer: ArrowWriter<Vec<u8>>,
+    rows: Vec<T>,
+}
+
+#[cfg(feature = "s3")]
+impl<T> Clone for ParquetBytes<T> {
+    fn clone(&self) -> Self {
+        ParquetBytes {
+            row_group_rows: self.row_group_rows,
+            partitioned: self.partitioned,
+            fields: self.fields.clone(),
+            schema: self.schema.clone(),
+            trace: self.trace,
+            to_batch: self.to_batch,
+        }
+    }
+}
+
+#[cfg(feature = "s3")]
+impl<T> ParquetBytes<T> {
+    /// Traces the schema; refuses partitions.
+    pub(super) fn open(&mut self, component: &str) -> Result<(), ConnectorError> {
+        if self.partitioned {
+            return Err(ConnectorError::user(format!(
+                "Parquet sink `{component}` writes to object storage and is partitioned: partition folders are written on local disk only; drop `partition_by`, or write to a directory"
+            )));
+        }
+        self.fields = (self.trace)(&format!("Parquet sink `{component}`"))?;
+        self.schema = Some(Arc::new(Schema::new(self.fields.clone())));
+        Ok(())
+    }
+
+    pub(super) fn writer(&self) -> Result<ParquetWriter<T>, String> {
+        let schema = self.schema.clone().ok_or("the sink is not open")?;
+        let properties = WriterProperties::builder()
+            .set_max_row_group_size(self.row_group_rows)
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let writer = ArrowWriter::try_new(Vec::new(), schema, Some(properties))
+            .map_err(|e| e.to_string())?;
+        Ok(ParquetWriter {
+            writer,
+            rows: Vec::with_capacity(BATCH_ROWS),
+        })
+    }
+
+    pub(super) fn push(&self, writer: &mut ParquetWriter<T>, value: T) -> Result<(), String> {
+        writer.rows.push(value);
+        if writer.rows.len() >= BATCH_ROWS {
+            self.convert(writer)?;
+        }
+        Ok(())
+    }
+
+    fn convert(&self, writer: &mut ParquetWriter<T>) -> Result<(), String> {
+        if writer.rows.is_empty() {
+            return Ok(());
+        }
+        let batch = (self.to_batch)(&self.fields, &writer.rows)?;
+        writer.writer.write(&batch).map_err(|e| e.to_string())?;
+        writer.rows.clear();
+        Ok(())
+    }
+
+    pub(super) fn finish(&self, mut writer: ParquetWriter<T>) -> Result<Vec<u8>, String> {
+        self.convert(&mut writer)?;
+        writer.writer.into_inner().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(feature = "s3")]
+impl<T: Data + Serialize + DeserializeOwned> ParquetSink<T> {
+    /// Writes the Parquet files as objects under `prefix` of an object
+    /// store, a file per instance and checkpoint, exactly once with
+    /// nothing on local disk: see [`StoreFileSink`](super::StoreFileSink).
+    /// Not partitioned: a partitioned sink refuses to start.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSink;
+    /// use streamwork::connectors::file::StorePrefix;
+    /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+    /// struct Sale { id: i64, amount: f64 }
+    /// let prefix = StorePrefix::s3(None, "analytics", "sales")?;
+    /// let out = FileSink::<Sale>::parquet("").into_store(prefix);
+    /// # let _ = out;
+    /// # Ok::<(), streamwork::core::ConnectorError>(())
+    /// ```
+    pub fn into_store(self, prefix: super::StorePrefix) -> super::StoreFileSink<T> {
+        super::StoreFileSink::parquet(
+            prefix,
+            ParquetBytes {
+                row_group_rows: self.row_group_rows,
+                partitioned: self.partition.is_some(),
+                fields: Vec::new(),
+                schema: None,
+                trace: fields_of::<T>,
+                to_batch: |fields, rows| {
+                    serde_arrow::to_record_batch(fields, &rows).map_err(|e| e.to_string())
+                },
+            },
+        )
+    }
+}

@@ -20,7 +20,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use streamwork_core::checkpoint::{CheckpointId, Transactional};
 use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink, StateBytes};
 
-use super::compression::{Compression, Encoder};
+use super::compression::Encoder;
 use super::sink::LineFormat;
 
 /// A prefix of an object store: where a [`StoreFileSink`] writes.
@@ -80,8 +80,35 @@ impl StorePrefix {
 /// machines that share nothing but the checkpoint store.
 pub struct StoreFileSink<T> {
     prefix: StorePrefix,
-    format: LineFormat<T>,
-    open: Option<OpenStore>,
+    format: ObjectFormat<T>,
+    open: Option<OpenStore<T>>,
+}
+
+/// How records become an object's bytes.
+enum ObjectFormat<T> {
+    Lines(LineFormat<T>),
+    #[cfg(feature = "parquet")]
+    Parquet(super::parquet::ParquetBytes<T>),
+}
+
+impl<T> Clone for ObjectFormat<T> {
+    fn clone(&self) -> Self {
+        match self {
+            ObjectFormat::Lines(format) => ObjectFormat::Lines(format.clone()),
+            #[cfg(feature = "parquet")]
+            ObjectFormat::Parquet(format) => ObjectFormat::Parquet(format.clone()),
+        }
+    }
+}
+
+/// A checkpoint's object being encoded.
+enum ObjectWriter<T> {
+    Lines(Encoder<Vec<u8>>),
+    #[cfg(feature = "parquet")]
+    Parquet(super::parquet::ParquetWriter<T>),
+    #[cfg(not(feature = "parquet"))]
+    #[allow(dead_code)]
+    Never(std::marker::PhantomData<T>),
 }
 
 impl<T> Clone for StoreFileSink<T> {
@@ -94,13 +121,14 @@ impl<T> Clone for StoreFileSink<T> {
     }
 }
 
-struct OpenStore {
+struct OpenStore<T> {
     runtime: tokio::runtime::Runtime,
     instance: u32,
     component: String,
-    kind: Compression,
+    /// What the objects' names end with.
+    extension: &'static str,
     /// What this checkpoint's records encode to, once one came.
-    encoder: Option<Encoder<Vec<u8>>>,
+    writer: Option<ObjectWriter<T>>,
     line: Vec<u8>,
     /// The header line, once a record gave it.
     header: Option<Vec<u8>>,
@@ -115,12 +143,21 @@ impl<T: Data> StoreFileSink<T> {
     pub(super) fn new(prefix: StorePrefix, format: LineFormat<T>) -> Self {
         StoreFileSink {
             prefix,
-            format,
+            format: ObjectFormat::Lines(format),
             open: None,
         }
     }
 
-    fn open_mut(&mut self) -> Result<&mut OpenStore, ConnectorError> {
+    #[cfg(feature = "parquet")]
+    pub(super) fn parquet(prefix: StorePrefix, format: super::parquet::ParquetBytes<T>) -> Self {
+        StoreFileSink {
+            prefix,
+            format: ObjectFormat::Parquet(format),
+            open: None,
+        }
+    }
+
+    fn open_mut(&mut self) -> Result<&mut OpenStore<T>, ConnectorError> {
         let prefix = &self.prefix;
         self.open.as_mut().ok_or_else(|| {
             ConnectorError::user(format!(
@@ -130,23 +167,23 @@ impl<T: Data> StoreFileSink<T> {
     }
 
     /// The object name of old instance `instance`'s output of `checkpoint`.
-    fn name(&self, instance: u32, checkpoint: u64, kind: Compression) -> String {
+    fn name(&self, instance: u32, checkpoint: u64, extension: &str) -> String {
         let checkpoint = match CheckpointId::new(checkpoint) {
             c if c.is_final() => "final".to_string(),
             c => format!("{:020}", c.get()),
         };
-        format!("part-{instance}-{checkpoint}{}", kind.extension())
+        format!("part-{instance}-{checkpoint}{extension}")
     }
 
     /// Puts `bytes` as old instance `instance`'s output of `checkpoint`.
     fn put(
         &self,
-        open: &OpenStore,
+        open: &OpenStore<T>,
         instance: u32,
         checkpoint: u64,
         bytes: &[u8],
     ) -> Result<(), ConnectorError> {
-        let name = self.name(instance, checkpoint, open.kind);
+        let name = self.name(instance, checkpoint, open.extension);
         let object = self.prefix.object(&name);
         let payload = PutPayload::from(bytes.to_vec());
         open.runtime
@@ -161,7 +198,10 @@ impl<T: Data> StoreFileSink<T> {
     }
 
     /// The checkpoints of the objects under the prefix.
-    fn published(&self, open: &OpenStore) -> Result<Vec<(String, CheckpointId)>, ConnectorError> {
+    fn published(
+        &self,
+        open: &OpenStore<T>,
+    ) -> Result<Vec<(String, CheckpointId)>, ConnectorError> {
         let prefix = ObjectPath::from(self.prefix.prefix.as_str());
         let listed = open
             .runtime
@@ -178,7 +218,7 @@ impl<T: Data> StoreFileSink<T> {
             .filter_map(|meta| {
                 let name = meta.location.filename()?.to_string();
                 let rest = name.strip_prefix("part-")?;
-                let rest = rest.strip_suffix(open.kind.extension()).unwrap_or(rest);
+                let rest = rest.strip_suffix(open.extension).unwrap_or(rest);
                 let (_, checkpoint) = rest.split_once('-')?;
                 let id = match checkpoint {
                     "final" => CheckpointId::FINAL,
@@ -230,7 +270,17 @@ impl<T: Data> Sink for StoreFileSink<T> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        self.format.check(ctx.component())?;
+        let extension = match &mut self.format {
+            ObjectFormat::Lines(format) => {
+                format.check(ctx.component())?;
+                format.compression().extension()
+            }
+            #[cfg(feature = "parquet")]
+            ObjectFormat::Parquet(format) => {
+                format.open(ctx.component())?;
+                ".parquet"
+            }
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -239,8 +289,8 @@ impl<T: Data> Sink for StoreFileSink<T> {
             runtime,
             instance: ctx.instance().0,
             component: ctx.component().to_string(),
-            kind: self.format.compression(),
-            encoder: None,
+            extension,
+            writer: None,
             line: Vec::new(),
             header: None,
             staged: BTreeMap::new(),
@@ -251,38 +301,69 @@ impl<T: Data> Sink for StoreFileSink<T> {
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         let format = self.format.clone();
         let open = self.open_mut()?;
-        open.line.clear();
-        format
-            .encode(&record.value, &mut open.line, &mut open.header)
-            .map_err(|reason| {
-                ConnectorError::user(format!(
-                    "object-store file sink `{}`: cannot encode a record: {reason}",
-                    open.component
-                ))
-            })?;
-        let io = |e| ConnectorError::io("encoding output", e);
-        use std::io::Write;
-        if open.encoder.is_none() {
-            let mut encoder = open.kind.encoder(Vec::new()).map_err(io)?;
-            if let Some(header) = &open.header {
-                encoder.write_all(header).map_err(io)?;
+        let cannot = |reason: String| {
+            ConnectorError::user(format!(
+                "object-store file sink `{}`: cannot encode a record: {reason}",
+                open.component
+            ))
+        };
+        match format {
+            ObjectFormat::Lines(format) => {
+                use std::io::Write;
+                open.line.clear();
+                format
+                    .encode(&record.value, &mut open.line, &mut open.header)
+                    .map_err(cannot)?;
+                let io = |e| ConnectorError::io("encoding output", e);
+                if open.writer.is_none() {
+                    let mut encoder = format.compression().encoder(Vec::new()).map_err(io)?;
+                    if let Some(header) = &open.header {
+                        encoder.write_all(header).map_err(io)?;
+                    }
+                    open.writer = Some(ObjectWriter::Lines(encoder));
+                }
+                if let Some(ObjectWriter::Lines(encoder)) = open.writer.as_mut() {
+                    encoder.write_all(&open.line).map_err(io)?;
+                }
             }
-            open.encoder = Some(encoder);
-        }
-        if let Some(encoder) = open.encoder.as_mut() {
-            encoder.write_all(&open.line).map_err(io)?;
+            #[cfg(feature = "parquet")]
+            ObjectFormat::Parquet(format) => {
+                if open.writer.is_none() {
+                    open.writer = Some(ObjectWriter::Parquet(format.writer().map_err(cannot)?));
+                }
+                if let Some(ObjectWriter::Parquet(writer)) = open.writer.as_mut() {
+                    format.push(writer, record.value).map_err(cannot)?;
+                }
+            }
         }
         Ok(())
     }
 
     fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
+        let format = self.format.clone();
         let open = self.open_mut()?;
-        if let Some(encoder) = open.encoder.take() {
-            let bytes = encoder
+        let bytes = match (open.writer.take(), &format) {
+            (None, _) => return Ok(()),
+            (Some(ObjectWriter::Lines(encoder)), _) => encoder
                 .finish()
-                .map_err(|e| ConnectorError::io("encoding output", e))?;
-            open.staged.insert(checkpoint.get(), bytes);
-        }
+                .map_err(|e| ConnectorError::io("encoding output", e))?,
+            #[cfg(feature = "parquet")]
+            (Some(ObjectWriter::Parquet(writer)), ObjectFormat::Parquet(format)) => {
+                format.finish(writer).map_err(|reason| {
+                    ConnectorError::user(format!(
+                        "object-store file sink `{}`: cannot encode Parquet: {reason}",
+                        open.component
+                    ))
+                })?
+            }
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(ConnectorError::user(
+                    "object-store file sink: a writer of another format".to_string(),
+                ));
+            }
+        };
+        open.staged.insert(checkpoint.get(), bytes);
         Ok(())
     }
 
