@@ -112,3 +112,102 @@ fn objects_written_across_a_failure_and_another_machine_hold_every_row_once() {
         assert!(seen.contains_key("7,\"row, \"\"7\"\"\""));
     }
 }
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+struct Line {
+    id: u64,
+    name: String,
+}
+
+static SOURCE_ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Fails once, armed, at line 7,000.
+fn checked_line(line: Line) -> Line {
+    if line.id == 7_000 && SOURCE_ARMED.swap(false, Ordering::SeqCst) {
+        panic!("injected failure after a checkpoint");
+    }
+    line
+}
+
+/// The file source over objects: CSV with headers, plain and gzip, in a
+/// sub-prefix too, in splits smaller than an object, failed after a
+/// checkpoint and resumed at another parallelism: every line once.
+#[test]
+fn the_file_source_reads_objects_in_splits_replayably() {
+    use std::io::Write;
+    let Some((endpoint, bucket)) = support::s3_server() else {
+        return;
+    };
+    let root = dir("store-source");
+    let name = root.file_name().unwrap().to_str().unwrap().to_string();
+    let input = format!("{name}/input");
+    let objects = ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &input).unwrap();
+    let mut want = Vec::new();
+    for (f, object) in ["a.csv", "b.csv.gz", "day=2/c.csv", "_SUCCESS"]
+        .iter()
+        .enumerate()
+    {
+        let mut text = String::from("name,id\n");
+        if *object != "_SUCCESS" {
+            for i in 0..4_000u64 {
+                let id = f as u64 * 4_000 + i;
+                text += &format!("\"line, {id}\",{id}\n");
+                want.push(Line {
+                    id,
+                    name: format!("line, {id}"),
+                });
+            }
+        }
+        let bytes = if object.ends_with(".gz") {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(text.as_bytes()).unwrap();
+            gz.finish().unwrap()
+        } else {
+            text.into_bytes()
+        };
+        match object.split_once('/') {
+            // A sub-prefix, as partitioned output has.
+            Some((folder, file)) => {
+                ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &format!("{input}/{folder}"))
+                    .unwrap()
+                    .upload(file, bytes)
+                    .unwrap()
+            }
+            None => objects.upload(object, bytes).unwrap(),
+        }
+    }
+    let store = Arc::new(
+        ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &format!("{name}/checkpoints"))
+            .unwrap(),
+    );
+    let got = CollectSink::new();
+    let run = |p: u32, machine: &str| {
+        let prefix = StorePrefix::s3(Some(&endpoint), &bucket, &input).unwrap();
+        let lines = FileSource::<Line>::csv("")
+            .has_headers()
+            .split_bytes(8_192)
+            .from_store(prefix)
+            .map_lines(|l| l.on_bad_input(BadInput::Fail));
+        let mut options = exactly_once(&root.join(machine), 0);
+        let config = options.checkpoints.take().unwrap();
+        options.checkpoints = Some(config.stored_in(store.clone()));
+        job! {
+            delivery exactly_once;
+            source lines[p] = Held::new(lines, 1);
+            operator kept[p] = |l: Line| checked_line(l) <- lines;
+            sink out = got.clone().transactional() <- kept;
+        }
+        .unwrap()
+        .run_with(options)
+    };
+    SOURCE_ARMED.store(true, Ordering::SeqCst);
+    let error = run(2, "one").expect_err("the injected failure");
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    let report = run(3, "two").unwrap();
+    assert!(report.recovery.restored_from.is_some());
+    let mut values = got.values();
+    values.sort();
+    want.sort();
+    assert_eq!(values.len(), want.len(), "every line once");
+    assert_eq!(values, want);
+}

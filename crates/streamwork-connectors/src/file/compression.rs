@@ -7,7 +7,6 @@
 //! read concatenated members or frames as one stream), and a piece a crash
 //! cut short is truncated away at a member boundary.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 
@@ -67,7 +66,10 @@ impl Compression {
     }
 
     /// `file`'s decompressed bytes, buffered.
-    pub(crate) fn reader(self, file: File) -> io::Result<Box<dyn BufRead + Send>> {
+    pub(crate) fn reader(
+        self,
+        file: impl Read + Send + 'static,
+    ) -> io::Result<Box<dyn BufRead + Send>> {
         const BUFFER: usize = 256 * 1024;
         Ok(match self {
             Compression::None => Box::new(BufReader::with_capacity(BUFFER, file)),
@@ -157,6 +159,7 @@ pub(crate) fn skip(reader: &mut dyn BufRead, n: u64) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Read;
 
     fn read_all(compression: Compression, bytes: &[u8]) -> Vec<u8> {

@@ -3,6 +3,7 @@
 //! plain, gzip or zstd; and Parquet files (feature `parquet`).
 
 mod compression;
+mod input;
 mod lines;
 #[cfg(feature = "parquet")]
 mod parquet;

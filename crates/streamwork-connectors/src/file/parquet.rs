@@ -513,15 +513,15 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.component = ctx.component().to_string();
         self.batch_rows = ctx.batch_size().max(1);
-        self.plan = super::source::list_input(&self.path)?;
+        self.plan = super::input::list_input(&self.path)?;
         if let Some(resume) = self.resume.take() {
-            let now = super::source::plan_names(&self.path, &self.plan);
+            let now = super::input::plan_names(&self.path, &self.plan);
             if resume.plan != now {
                 return Err(ConnectorError::user(format!(
                     "Parquet source `{}`: the input {} changed since the checkpoint ({}): restore it with the input it read, or start over without restoring",
                     ctx.component(),
                     self.path.display(),
-                    super::source::describe_change(&resume.plan, &now)
+                    super::input::describe_change(&resume.plan, &now)
                 )));
             }
             self.progress = resume.progress;
@@ -537,7 +537,7 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
 
     fn snapshot(&mut self) -> Option<StateBytes> {
         let part = Checkpointed {
-            plan: super::source::plan_names(&self.path, &self.plan),
+            plan: super::input::plan_names(&self.path, &self.plan),
             progress: self.progress.clone(),
         };
         Some(StateBytes::new(

@@ -36,6 +36,7 @@ use streamwork_core::{
 };
 
 use super::compression::{self, Compression};
+use super::input::{InputFile, describe_change, list_input, plan_names};
 use super::lines::Lines;
 
 /// The default split size: 32 MiB.
@@ -57,6 +58,8 @@ const DEFAULT_SPLIT_BYTES: u64 = 32 << 20;
 /// ```
 pub struct FileSource<T> {
     path: PathBuf,
+    /// Where the files are: on local disk at `path`, or objects.
+    input: Input,
     lines: Lines<T>,
     split_bytes: u64,
     /// Every file's compression, if not by its extension.
@@ -137,6 +140,7 @@ impl<T> Clone for FileSource<T> {
     fn clone(&self) -> Self {
         FileSource {
             path: self.path.clone(),
+            input: self.input.clone(),
             lines: self.lines.clone(),
             split_bytes: self.split_bytes,
             compression: self.compression,
@@ -220,6 +224,7 @@ impl<T: Data> FileSource<T> {
     pub fn with_lines(path: impl AsRef<Path>, lines: Lines<T>) -> Self {
         FileSource {
             path: path.as_ref().to_path_buf(),
+            input: Input::Local,
             lines,
             split_bytes: DEFAULT_SPLIT_BYTES,
             compression: None,
@@ -261,6 +266,25 @@ impl<T: Data> FileSource<T> {
         self
     }
 
+    /// Reads the objects under `prefix` of an object store (and its
+    /// sub-prefixes) instead of local files, in the same splits, replayably
+    /// at any parallelism: each split is read by ranged reads of its
+    /// object. The path the source was made with is not used.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSource;
+    /// use streamwork::connectors::file::StorePrefix;
+    /// let prefix = StorePrefix::s3(None, "analytics", "events/2026-12-04")?;
+    /// let lines = FileSource::text("").from_store(prefix);
+    /// # let _ = lines;
+    /// # Ok::<(), streamwork::core::ConnectorError>(())
+    /// ```
+    #[cfg(feature = "s3")]
+    pub fn from_store(mut self, prefix: super::StorePrefix) -> Self {
+        self.input = Input::Store(super::store::StoreInput::new(prefix));
+        self
+    }
+
     /// Reads every file as `compression`, whatever its name (by default, a
     /// file's extension says: `.gz` gzip, `.zst` zstd, else plain).
     pub fn compression(mut self, compression: Compression) -> Self {
@@ -289,11 +313,11 @@ impl<T: Data> FileSource<T> {
         }
         let (path, size) = &self.plan[file];
         let n = if self.kinds[file].splittable() {
-            let newlines = count_newlines(path, *size)?;
-            let unterminated = *size > 0 && last_byte(path, *size)? != Some(b'\n');
+            let newlines = count_newlines(&self.input, path, *size)?;
+            let unterminated = *size > 0 && last_byte(&self.input, path, *size)? != Some(b'\n');
             newlines + u64::from(unterminated)
         } else {
-            count_lines(path, self.kinds[file])?
+            count_lines(&self.input, path, self.kinds[file])?
         };
         self.line_counts.insert(file, n);
         Ok(n)
@@ -328,7 +352,7 @@ impl<T: Data> FileSource<T> {
         let io = |what: &str, e| {
             ConnectorError::io(format!("{what} {} ({})", path.display(), kind.name()), e)
         };
-        let file_handle = File::open(path).map_err(|e| io("opening", e))?;
+        let file_handle = self.input.open(path).map_err(|e| io("opening", e))?;
         let mut reader = kind.reader(file_handle).map_err(|e| io("reading", e))?;
         let mut line = Vec::new();
         reader
@@ -366,8 +390,11 @@ impl<T: Data> FileSource<T> {
                 let offset = if start == 0 {
                     0
                 } else {
-                    let mut reader =
-                        BufReader::new(File::open(&path).map_err(|e| io("opening".into(), e))?);
+                    let mut reader = BufReader::new(
+                        self.input
+                            .open(&path)
+                            .map_err(|e| io("opening".into(), e))?,
+                    );
                     reader
                         .seek(SeekFrom::Start(start - 1))
                         .map_err(|e| io(format!("seeking to byte {} of", start - 1), e))?;
@@ -385,7 +412,7 @@ impl<T: Data> FileSource<T> {
                     // counts too).
                     _ if offset >= size => file_base + self.lines_in(file)?,
                     // At a line start: one line per newline before it.
-                    _ => file_base + count_newlines(&path, offset)?,
+                    _ => file_base + count_newlines(&self.input, &path, offset)?,
                 };
                 self.progress.insert(
                     split,
@@ -398,7 +425,10 @@ impl<T: Data> FileSource<T> {
                 (offset, index)
             }
         };
-        let mut handle = File::open(&path).map_err(|e| io("opening".into(), e))?;
+        let mut handle = self
+            .input
+            .open(&path)
+            .map_err(|e| io("opening".into(), e))?;
         let reader = if kind.splittable() {
             handle
                 .seek(SeekFrom::Start(offset))
@@ -427,59 +457,10 @@ impl<T: Data> FileSource<T> {
     }
 }
 
-/// The files of input `path` (a file, or a directory's files and its
-/// subdirectories', as Hive-style partitioned output has them), in path
-/// order, with their sizes. Hidden names (`.name`, `_name`) are not input:
-/// a transactional sink's staging and markers, `_SUCCESS` files.
-pub(super) fn list_input(path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
-    let io = |what: &str, e| ConnectorError::io(format!("{what} {}", path.display()), e);
-    let meta = std::fs::metadata(path).map_err(|e| io("reading input", e))?;
-    if !meta.is_dir() {
-        return Ok(vec![(path.to_path_buf(), meta.len())]);
-    }
-    let mut files = Vec::new();
-    let mut dirs = vec![path.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let io = |e| ConnectorError::io(format!("listing directory {}", dir.display()), e);
-        for entry in std::fs::read_dir(&dir).map_err(io)? {
-            let entry = entry.map_err(io)?;
-            let meta = entry.metadata().map_err(io)?;
-            let name = entry.file_name();
-            let hidden = name
-                .to_str()
-                .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
-            if hidden {
-                continue;
-            }
-            if meta.is_dir() {
-                dirs.push(entry.path());
-            } else if meta.is_file() {
-                files.push((entry.path(), meta.len()));
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// The plan as a checkpoint records it: file names (relative to the input
-/// directory `root`, or the file's own name) and sizes, so that an input
-/// moved elsewhere whole still matches.
-pub(super) fn plan_names(root: &Path, plan: &[(PathBuf, u64)]) -> Vec<(String, u64)> {
-    plan.iter()
-        .map(|(path, size)| {
-            let name = match path.strip_prefix(root) {
-                Ok(relative) if !relative.as_os_str().is_empty() => relative,
-                _ => path.file_name().map(Path::new).unwrap_or(path),
-            };
-            (name.to_string_lossy().into_owned(), *size)
-        })
-        .collect()
-}
-
 /// Newlines in the first `len` bytes of `path`.
-fn count_newlines(path: &Path, len: u64) -> Result<u64, ConnectorError> {
-    let file = File::open(path)
+fn count_newlines(input: &Input, path: &Path, len: u64) -> Result<u64, ConnectorError> {
+    let file = input
+        .open(path)
         .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
     let mut reader = file.take(len);
     let mut buf = vec![0u8; 256 * 1024];
@@ -495,11 +476,12 @@ fn count_newlines(path: &Path, len: u64) -> Result<u64, ConnectorError> {
     }
 }
 
-fn last_byte(path: &Path, size: u64) -> Result<Option<u8>, ConnectorError> {
+fn last_byte(input: &Input, path: &Path, size: u64) -> Result<Option<u8>, ConnectorError> {
     if size == 0 {
         return Ok(None);
     }
-    let mut file = File::open(path)
+    let mut file = input
+        .open(path)
         .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
     let mut byte = [0u8];
     file.seek(SeekFrom::Start(size - 1))
@@ -509,9 +491,9 @@ fn last_byte(path: &Path, size: u64) -> Result<Option<u8>, ConnectorError> {
 }
 
 /// Lines in compressed file `path`: newlines, and a last line without one.
-fn count_lines(path: &Path, kind: Compression) -> Result<u64, ConnectorError> {
+fn count_lines(input: &Input, path: &Path, kind: Compression) -> Result<u64, ConnectorError> {
     let io = |e| ConnectorError::io(format!("reading {} ({})", path.display(), kind.name()), e);
-    let file = File::open(path).map_err(io)?;
+    let file = input.open(path).map_err(io)?;
     let mut reader = kind.reader(file).map_err(io)?;
     let (mut n, mut last) = (0u64, None);
     loop {
@@ -647,7 +629,8 @@ impl<T: Data> Source for FileSource<T> {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.lines_per_poll = ctx.batch_size();
         self.lines.check(ctx.component())?;
-        self.plan = list_input(&self.path)?;
+        self.input.start()?;
+        self.plan = self.input.list(&self.path)?;
         self.kinds = self
             .plan
             .iter()
@@ -658,7 +641,7 @@ impl<T: Data> Source for FileSource<T> {
             .collect();
         self.splits = splits_of(&self.plan, &self.kinds, self.split_bytes);
         if let Some(resume) = self.resume.take() {
-            let now = plan_names(&self.path, &self.plan);
+            let now = plan_names(self.input.root(&self.path), &self.plan);
             if resume.plan != now {
                 let changed = describe_change(&resume.plan, &now);
                 return Err(ConnectorError::user(format!(
@@ -693,7 +676,7 @@ impl<T: Data> Source for FileSource<T> {
             codec::SCHEMA,
             codec::encode(
                 self.split_bytes,
-                &plan_names(&self.path, &self.plan),
+                &plan_names(self.input.root(&self.path), &self.plan),
                 &self.progress,
             ),
         ))
@@ -797,24 +780,52 @@ impl<T: Data> Source for FileSource<T> {
     }
 }
 
-/// What differs between the checkpointed plan and the input now.
-pub(super) fn describe_change(then: &[(String, u64)], now: &[(String, u64)]) -> String {
-    let then_map: BTreeMap<&str, u64> = then.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-    let now_map: BTreeMap<&str, u64> = now.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-    let mut changes = Vec::new();
-    for (name, size) in &then_map {
-        match now_map.get(name) {
-            None => changes.push(format!("{name} is gone")),
-            Some(now) if now != size => {
-                changes.push(format!("{name} was {size} bytes and is {now}"))
-            }
-            Some(_) => {}
+/// Where a file source's files are.
+#[derive(Clone)]
+enum Input {
+    /// On local disk, at the source's path.
+    Local,
+    /// Objects under a prefix of an object store.
+    #[cfg(feature = "s3")]
+    Store(super::store::StoreInput),
+}
+
+impl Input {
+    /// Ready to read (a client for a store).
+    fn start(&mut self) -> Result<(), ConnectorError> {
+        match self {
+            Input::Local => Ok(()),
+            #[cfg(feature = "s3")]
+            Input::Store(store) => store.start(),
         }
     }
-    for name in now_map.keys().filter(|n| !then_map.contains_key(*n)) {
-        changes.push(format!("{name} is new"));
+
+    /// The files, in path order, with their sizes.
+    fn list(&self, path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
+        match self {
+            Input::Local => list_input(path),
+            #[cfg(feature = "s3")]
+            Input::Store(store) => store.list(),
+        }
     }
-    changes.join(", ")
+
+    /// What file names are relative to, in the checkpointed plan.
+    fn root<'a>(&self, path: &'a Path) -> &'a Path {
+        match self {
+            Input::Local => path,
+            #[cfg(feature = "s3")]
+            Input::Store(_) => Path::new(""),
+        }
+    }
+
+    /// File `path` of the plan, to read and seek.
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn InputFile>> {
+        match self {
+            Input::Local => Ok(Box::new(File::open(path)?)),
+            #[cfg(feature = "s3")]
+            Input::Store(store) => store.open(path),
+        }
+    }
 }
 
 #[cfg(test)]

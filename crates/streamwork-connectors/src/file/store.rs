@@ -477,3 +477,152 @@ mod tests {
         }
     }
 }
+
+/// The objects under a prefix, as a file source's input.
+#[derive(Clone)]
+pub(super) struct StoreInput {
+    prefix: StorePrefix,
+    /// The client's runtime, once started (shared by the open readers).
+    runtime: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+/// Bytes a ranged read of an object fetches at a time.
+const READ_CHUNK: u64 = 8 << 20;
+
+impl StoreInput {
+    pub(super) fn new(prefix: StorePrefix) -> Self {
+        StoreInput {
+            prefix,
+            runtime: None,
+        }
+    }
+
+    pub(super) fn start(&mut self) -> Result<(), ConnectorError> {
+        if self.runtime.is_none() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| ConnectorError::io("starting an object-store client", e))?;
+            self.runtime = Some(Arc::new(runtime));
+        }
+        Ok(())
+    }
+
+    fn runtime(&self) -> std::io::Result<&Arc<tokio::runtime::Runtime>> {
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("the object-store input is not started"))
+    }
+
+    /// Every object under the prefix and its sub-prefixes (hidden names,
+    /// `.name` and `_name`, left out), by name relative to the prefix,
+    /// with its size.
+    pub(super) fn list(&self) -> Result<Vec<(std::path::PathBuf, u64)>, ConnectorError> {
+        let io = |e: object_store::Error| {
+            ConnectorError::io(
+                format!("listing {:?}", self.prefix),
+                std::io::Error::other(e),
+            )
+        };
+        let runtime = self
+            .runtime()
+            .map_err(|e| ConnectorError::io("listing objects", e))?;
+        let root = ObjectPath::from(self.prefix.prefix.as_str());
+        let mut files = Vec::new();
+        let mut todo = vec![root.clone()];
+        while let Some(prefix) = todo.pop() {
+            let listed = runtime
+                .block_on(self.prefix.store.list_with_delimiter(Some(&prefix)))
+                .map_err(io)?;
+            let hidden = |path: &ObjectPath| {
+                path.filename()
+                    .is_some_and(|n| n.starts_with('.') || n.starts_with('_'))
+            };
+            todo.extend(listed.common_prefixes.into_iter().filter(|p| !hidden(p)));
+            for meta in listed.objects {
+                if hidden(&meta.location) {
+                    continue;
+                }
+                // The location as stored (encoded), after the prefix.
+                let full = meta.location.as_ref();
+                let relative = full
+                    .strip_prefix(root.as_ref())
+                    .map(|rest| rest.trim_start_matches('/'))
+                    .unwrap_or(full)
+                    .to_string();
+                files.push((std::path::PathBuf::from(relative), meta.size));
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
+    /// Object `name` (relative to the prefix), read in ranges.
+    pub(super) fn open(
+        &self,
+        name: &std::path::Path,
+    ) -> std::io::Result<Box<dyn super::input::InputFile>> {
+        let runtime = self.runtime()?.clone();
+        // `name` is the stored (encoded) location after the prefix.
+        let location =
+            ObjectPath::parse(format!("{}/{}", self.prefix.prefix, name.to_string_lossy()))
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", name.display())))?;
+        let head = runtime
+            .block_on(self.prefix.store.head(&location))
+            .map_err(|e| std::io::Error::other(format!("{location}: {e}")))?;
+        Ok(Box::new(ObjectReader {
+            store: self.prefix.store.clone(),
+            location,
+            size: head.size,
+            position: 0,
+            chunk: bytes::Bytes::new(),
+            runtime,
+        }))
+    }
+}
+
+/// An object read and sought in ranges of [`READ_CHUNK`].
+struct ObjectReader {
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+    size: u64,
+    /// Where `chunk` ends in the object: the next byte to fetch.
+    position: u64,
+    chunk: bytes::Bytes,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl std::io::Read for ObjectReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.chunk.is_empty() {
+            if self.position >= self.size {
+                return Ok(0);
+            }
+            let end = (self.position + READ_CHUNK).min(self.size);
+            self.chunk = self
+                .runtime
+                .block_on(self.store.get_range(&self.location, self.position..end))
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", self.location)))?;
+            self.position = end;
+        }
+        let n = out.len().min(self.chunk.len());
+        out[..n].copy_from_slice(&self.chunk[..n]);
+        self.chunk = self.chunk.slice(n..);
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for ObjectReader {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let here = self.position - self.chunk.len() as u64;
+        let target = match to {
+            std::io::SeekFrom::Start(at) => Some(at),
+            std::io::SeekFrom::End(delta) => self.size.checked_add_signed(delta),
+            std::io::SeekFrom::Current(delta) => here.checked_add_signed(delta),
+        }
+        .ok_or_else(|| std::io::Error::other("seek before the start of the object"))?;
+        self.position = target;
+        self.chunk = bytes::Bytes::new();
+        Ok(target)
+    }
+}
