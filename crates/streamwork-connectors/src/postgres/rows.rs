@@ -276,49 +276,28 @@ impl Seq<'_> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = Found;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Found> {
-        self.finish()
-    }
+/// The four serde traits of elements, each walking its element in place.
+macro_rules! elements {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Seq<'_> {
+            type Ok = ();
+            type Error = Found;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Found> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = Found;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Found> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = Found;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Found> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = ();
-    type Error = Found;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Found> {
-        self.finish()
-    }
-}
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// A map's entries: walked, but its places are not named.
 struct Map<'a> {
@@ -359,35 +338,27 @@ impl Fields<'_> {
     }
 }
 
-impl ser::SerializeStruct for Fields<'_> {
-    type Ok = ();
-    type Error = Found;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Found> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Found> {
-        self.finish()
-    }
+/// The two serde traits of named fields, each walking its field by name.
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Fields<'_> {
+            type Ok = ();
+            type Error = Found;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Found> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), Found> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Fields<'_> {
-    type Ok = ();
-    type Error = Found;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Found> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Found> {
-        self.finish()
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {
