@@ -16,7 +16,8 @@ use streamwork::prelude::*;
 use streamwork::state::testkit::{FaultyStore, WriteFault};
 use streamwork::state::{CheckpointStore, DirectoryStore};
 use support::{
-    Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once, expected_sums, sum_files,
+    Numbers, RunningSum, assert_same, committed_sums, dir, exactly_once_stored, expected_sums,
+    sum_files,
 };
 
 /// The sums job, failing before record `fail_at` of its only checker. Its
@@ -48,12 +49,7 @@ fn carried_on_elsewhere(name: &str, store: Arc<dyn CheckpointStore>) {
     let n = 4_000;
     let root = dir(name);
     let output = root.join("out");
-    let options = |machine: &str| {
-        let mut options = exactly_once(&root.join(machine), 0);
-        let config = options.checkpoints.take().unwrap();
-        options.checkpoints = Some(config.stored_in(store.clone()));
-        options
-    };
+    let options = |machine: &str| exactly_once_stored(&root.join(machine), store.clone(), 0);
     let error = sums(n, &output, Some(3_000))
         .run_with(options("one"))
         .expect_err("the injected fault ends the first run");
@@ -115,12 +111,7 @@ fn a_job_stopped_after_its_store_was_fenced_publishes_nothing_more() {
     // this process lost the partition's lease.
     let fenceable = FaultyStore::new(Arc::new(DirectoryStore::new(root.join("store"))));
     let store: Arc<dyn CheckpointStore> = Arc::new(fenceable.clone());
-    let options = |machine: &str| {
-        let mut options = exactly_once(&root.join(machine), 0);
-        let config = options.checkpoints.take().unwrap();
-        options.checkpoints = Some(config.stored_in(store.clone()));
-        options
-    };
+    let options = |machine: &str| exactly_once_stored(&root.join(machine), store.clone(), 0);
     // The source holds halfway until the store refuses writes (after a
     // checkpoint was published), then reads on to its end: what it reads
     // from then on must never be committed.

@@ -18,7 +18,7 @@ use streamwork::connectors::Compression;
 use streamwork::connectors::file::StorePrefix;
 use streamwork::prelude::*;
 use streamwork::state::{CheckpointStore, ObjectStoreCheckpoints};
-use support::{Held, dir, exactly_once};
+use support::{Held, dir, exactly_once_stored};
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 struct Row {
@@ -63,9 +63,7 @@ fn objects_written_across_a_failure_and_another_machine_hold_every_row_once() {
                 .take(ROWS),
                 1,
             );
-            let mut options = exactly_once(&root.join(machine), 0);
-            let config = options.checkpoints.take().unwrap();
-            options.checkpoints = Some(config.stored_in(store.clone()));
+            let options = exactly_once_stored(&root.join(machine), store.clone(), 0);
             job! {
                 delivery exactly_once;
                 source rows[p] = rows;
@@ -188,9 +186,7 @@ fn the_file_source_reads_objects_in_splits_replayably() {
             .split_bytes(8_192)
             .from_store(prefix)
             .map_lines(|l| l.on_bad_input(BadInput::Fail));
-        let mut options = exactly_once(&root.join(machine), 0);
-        let config = options.checkpoints.take().unwrap();
-        options.checkpoints = Some(config.stored_in(store.clone()));
+        let options = exactly_once_stored(&root.join(machine), store.clone(), 0);
         job! {
             delivery exactly_once;
             source lines[p] = Held::new(lines, 1);

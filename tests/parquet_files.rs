@@ -371,9 +371,7 @@ fn parquet_on_object_storage_across_a_failure_holds_every_row_once() {
         let prefix = StorePrefix::s3(Some(&endpoint), &bucket, &out).unwrap();
         let sink = FileSink::<Sale>::parquet("").into_store(prefix);
         let source = Held::new(GeneratorSource::new(sale).take(SALES), 1);
-        let mut options = exactly_once(&root.join(machine), 0);
-        let config = options.checkpoints.take().unwrap();
-        options.checkpoints = Some(config.stored_in(store.clone()));
+        let options = support::exactly_once_stored(&root.join(machine), store.clone(), 0);
         job! {
             delivery exactly_once;
             source sales[p] = source;
@@ -505,4 +503,89 @@ fn the_s3_parquet_example_killed_and_resumed_elsewhere_writes_every_sale_once() 
             "{first} → {second}: each sale once"
         );
     }
+}
+
+/// The builder keeps the promise `job!` keeps: an exactly-once job built
+/// with `JobBuilder::exactly_once` (which accepts only transactional sinks
+/// at compile time) writes Parquet across a failure and a restart, every
+/// row once.
+#[test]
+fn the_builder_writes_parquet_exactly_once_across_a_failure() {
+    static BUILDER_ARMED: AtomicBool = AtomicBool::new(false);
+    let root = dir("parquet-builder");
+    let out = root.join("sales");
+    BUILDER_ARMED.store(true, Ordering::SeqCst);
+    let mut job = JobBuilder::new("parquet").exactly_once();
+    let sales = job.source(
+        "sales",
+        2,
+        Held::new(GeneratorSource::new(sale).take(SALES), 1),
+    );
+    job.flow(sales)
+        .map(|s: Sale| {
+            if s.id == 0 && BUILDER_ARMED.swap(false, Ordering::SeqCst) {
+                panic!("injected failure after a checkpoint");
+            }
+            s
+        })
+        .sink("out", FileSink::<Sale>::parquet(&out));
+    let report = job
+        .build()
+        .unwrap()
+        .run_with(exactly_once(&root.join("checkpoints"), 1))
+        .unwrap();
+    assert_eq!(report.restarts, 1, "the failure fired");
+    let got = CollectSink::new();
+    job! {
+        source sales[2] = FileSource::<Sale>::parquet(&out);
+        sink kept = got.clone() <- sales;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let mut ids: Vec<i64> = got.values().iter().map(|s| s.id).collect();
+    ids.sort_unstable();
+    let want: Vec<i64> = (0..SALES).map(|i| i as i64 - 5_000).collect();
+    assert_eq!(ids, want, "every row once");
+}
+
+/// A file that is not Parquet, and a damaged checkpointed position, are
+/// refused by name, never a panic.
+#[test]
+fn the_parquet_source_refuses_a_file_that_is_not_parquet_and_a_damaged_position() {
+    let root = dir("parquet-bad");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("sales.parquet"), b"PAR1 but not really").unwrap();
+    let error = job! {
+        source sales = FileSource::<Sale>::parquet(&root);
+        sink kept = CollectSink::new() <- sales;
+    }
+    .unwrap()
+    .run()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("sales.parquet cannot be read as Parquet"),
+        "{error}"
+    );
+
+    use streamwork::core::checkpoint::RestoredPart;
+    let mut source = FileSource::<Sale>::parquet(&root);
+    let restore = Restore {
+        records: None,
+        component: "sales",
+        checkpoint: CheckpointId::new(3),
+        is_final: false,
+        ended: Vec::new(),
+        instance: InstanceIdx(0),
+        parallelism: 1,
+        key_groups: KeyGroups::DEFAULT,
+        parts: vec![RestoredPart {
+            part: InstanceIdx(0),
+            schema: 1,
+            bytes: b"{\"plan\": [",
+        }],
+    };
+    let error = source.restore(&restore).unwrap_err().to_string();
+    assert!(error.contains("is damaged"), "{error}");
 }

@@ -466,3 +466,40 @@ fn extreme_values_arrive_as_they_are() {
     assert_eq!(max.3, values[1].s);
     assert_eq!((zero.1, zero.3.as_str()), (f64::MAX, ""));
 }
+
+/// An instance that ended its input prepares its final output, and a later
+/// checkpoint holding its final part completes before a crash: whoever
+/// restores that checkpoint commits the final output (it is covered), and
+/// does not take it for output from after the restore.
+#[test]
+fn the_final_output_of_an_instance_that_had_ended_is_committed_by_the_restore() {
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("ended");
+    db.batch_execute(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL)"
+    ))
+    .unwrap();
+    let sink = PostgresSink::<Row>::append(&url, &table).id(&table);
+    let mut ended = sink.clone();
+    Sink::open(&mut ended, &context(1, 2)).unwrap();
+    write(&mut ended, 0..10, "last");
+    Sink::pre_commit(&mut ended, CheckpointId::FINAL).unwrap();
+    drop(ended);
+    assert!(rows(&mut db, &table).is_empty());
+    let mut after = sink.clone();
+    Sink::open(&mut after, &context(0, 1)).unwrap();
+    let mut from = restore(2, 0, 1);
+    from.ended = vec![InstanceIdx(1)];
+    Sink::restore(&mut after, &from).unwrap();
+    assert_eq!(
+        rows(&mut db, &table).len(),
+        10,
+        "the ended instance's output"
+    );
+    // Restored again from the same checkpoint: nothing twice, no refusal.
+    let mut again = sink.clone();
+    Sink::open(&mut again, &context(0, 1)).unwrap();
+    Sink::restore(&mut again, &from).unwrap();
+    assert_eq!(rows(&mut db, &table).len(), 10);
+}

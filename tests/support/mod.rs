@@ -194,6 +194,19 @@ pub fn exactly_once(dir: &Path, restarts: u32) -> RunOptions {
     }
 }
 
+/// [`exactly_once`] in working directory `dir` (this "machine"'s), every
+/// checkpoint also kept in `store`: a run given an empty directory carries
+/// on from the store.
+pub fn exactly_once_stored(
+    dir: &Path,
+    store: Arc<dyn streamwork::state::CheckpointStore>,
+    restarts: u32,
+) -> RunOptions {
+    let mut options = exactly_once(dir, restarts);
+    options.checkpoints = options.checkpoints.map(|config| config.stored_in(store));
+    options
+}
+
 /// Compares committed rows with the expected ones (as multisets), naming
 /// the first rows missing and repeated rather than printing thousands.
 pub fn assert_same<T: Ord + Clone + std::fmt::Debug>(actual: &[T], expected: &[T], what: &str) {

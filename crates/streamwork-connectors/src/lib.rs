@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 mod collect;
+mod commit;
 mod errors;
 pub mod file;
 pub mod formats;

@@ -2,39 +2,12 @@
 //! checkpointed, restored by `P2` (and again by `P3`), every sequence
 //! number is generated exactly once.
 
+mod support;
+
 use proptest::prelude::*;
 use streamwork_connectors::GeneratorSource;
-use streamwork_core::checkpoint::RestoredPart;
-use streamwork_core::{
-    CheckpointId, Collector, InstanceContext, InstanceIdx, KeyGroups, Restore, Source, SourcePoll,
-    StateBytes,
-};
-
-fn context(instance: u32, parallelism: u32) -> InstanceContext {
-    InstanceContext::new(
-        "numbers",
-        InstanceIdx(instance),
-        parallelism,
-        KeyGroups::DEFAULT,
-    )
-}
-
-/// Polls until at least `limit` numbers came out or the source finished.
-fn read(source: &mut impl Source<Out = Collector<u64>>, limit: usize) -> Vec<u64> {
-    let mut out = Collector::detached();
-    let mut got = Vec::new();
-    for _ in 0..1_000_000 {
-        if got.len() >= limit {
-            break;
-        }
-        let poll = source.poll(&mut out).unwrap();
-        got.extend(out.take_buffered().into_iter().map(|r| r.value));
-        if poll == SourcePoll::Finished {
-            break;
-        }
-    }
-    got
-}
+use streamwork_core::{Source, StateBytes};
+use support::{context, read, restore};
 
 /// One generation: `parallelism` instances restored from `parts` (if any),
 /// each reading `limits[i]` numbers (all, for `usize::MAX`); their parts.
@@ -49,26 +22,9 @@ fn generation(
     for instance in 0..parallelism {
         let mut source = GeneratorSource::new(|i| i).take(n);
         if !parts.is_empty() {
-            let restore = Restore {
-                records: None,
-                component: "numbers",
-                checkpoint: CheckpointId::new(1),
-                is_final: false,
-                ended: Vec::new(),
-                instance: InstanceIdx(instance),
-                parallelism,
-                key_groups: KeyGroups::DEFAULT,
-                parts: parts
-                    .iter()
-                    .enumerate()
-                    .map(|(k, p)| RestoredPart {
-                        part: InstanceIdx(k as u32),
-                        schema: p.schema,
-                        bytes: &p.bytes,
-                    })
-                    .collect(),
-            };
-            source.restore(&restore).unwrap();
+            source
+                .restore(&restore(1, instance, parallelism, parts))
+                .unwrap();
         }
         source.open(&context(instance, parallelism)).unwrap();
         got.extend(read(&mut source, limits[instance as usize % limits.len()]));

@@ -310,7 +310,26 @@ impl<'a> Restore<'a> {
     /// restores as ended (it emits nothing at its end again), and a
     /// transactional sink publishes what it staged at its end.
     pub fn finished(&self) -> bool {
-        self.is_final || self.ended.contains(&self.instance)
+        self.had_ended(self.instance)
+    }
+
+    /// Whether instance `instance` of the run that wrote the checkpoint had
+    /// ended its input: its final output is covered, and a transactional
+    /// sink restoring it (or inheriting it at a lower parallelism)
+    /// publishes what it staged at its end.
+    pub fn had_ended(&self, instance: InstanceIdx) -> bool {
+        self.is_final || self.ended.contains(&instance)
+    }
+
+    /// The last checkpoint whose output of old instance `instance` this
+    /// restore covers: the final one if that instance had ended, else the
+    /// restored checkpoint.
+    pub fn covers(&self, instance: InstanceIdx) -> CheckpointId {
+        if self.had_ended(instance) {
+            CheckpointId::FINAL
+        } else {
+            self.checkpoint
+        }
     }
 
     /// Whether the run starts from no checkpoint.

@@ -389,11 +389,8 @@ impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
-        // Without checkpoints everything commits at the end; with them, the
-        // final checkpoint has already staged and committed it all.
         if self.open.is_some() {
-            self.pre_commit(CheckpointId::FINAL)?;
-            self.commit(CheckpointId::FINAL)?;
+            crate::commit::commit_at_end(self)?;
         }
         Ok(())
     }

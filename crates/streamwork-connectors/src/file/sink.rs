@@ -43,11 +43,7 @@ pub struct FileSink<T> {
     single: bool,
     transactional: bool,
     roll: Option<Roll>,
-    format: Format<T>,
-    /// Set for CSV records.
-    csv: bool,
-    /// Writes the header line of a record's kind, if files have one.
-    header: Option<Format<T>>,
+    lines: LineFormat<T>,
     /// The header line (with its newline), once a record gave it.
     header_line: Option<Vec<u8>>,
     /// The compression asked for, if not by the file name.
@@ -70,9 +66,7 @@ impl<T> Clone for FileSink<T> {
             single: self.single,
             transactional: self.transactional,
             roll: self.roll,
-            format: self.format.clone(),
-            csv: self.csv,
-            header: self.header.clone(),
+            lines: self.lines.clone(),
             header_line: None,
             compression: self.compression,
             kind: Compression::None,
@@ -102,7 +96,7 @@ impl<T: Data + serde::Serialize> FileSink<T> {
     /// header line after [`has_headers`](Self::has_headers).
     pub fn csv(dir: impl AsRef<Path>) -> Self {
         let mut sink = FileSink::encoded(dir, crate::formats::csv_line);
-        sink.csv = true;
+        sink.lines.csv = true;
         sink
     }
 
@@ -135,7 +129,7 @@ impl<T: Data + serde::Serialize> FileSink<T> {
     /// # let _ = out;
     /// ```
     pub fn has_headers(mut self) -> Self {
-        self.header = Some(Arc::new(crate::formats::csv_header));
+        self.lines.header = Some(Arc::new(crate::formats::csv_header));
         self
     }
 }
@@ -146,25 +140,10 @@ impl<T: Data> FileSink<T> {
         dir: impl AsRef<Path>,
         format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
     ) -> Self {
-        FileSink {
-            path: dir.as_ref().to_path_buf(),
-            single: false,
-            transactional: false,
-            roll: None,
-            format: Arc::new(move |value: &T, line: &mut Vec<u8>| {
-                format(value, line);
-                Ok(())
-            }),
-            csv: false,
-            header: None,
-            header_line: None,
-            compression: None,
-            kind: Compression::None,
-            writer: None,
-            at_start: false,
-            line: Vec::new(),
-            files: None,
-        }
+        FileSink::encoded(dir, move |value: &T, line: &mut Vec<u8>| {
+            format(value, line);
+            Ok(())
+        })
     }
 
     /// Writes into directory `dir`, encoding each record with `encode`; a
@@ -179,9 +158,11 @@ impl<T: Data> FileSink<T> {
             single: false,
             transactional: false,
             roll: None,
-            format: Arc::new(encode),
-            csv: false,
-            header: None,
+            lines: LineFormat {
+                format: Arc::new(encode),
+                csv: false,
+                header: None,
+            },
             header_line: None,
             compression: None,
             kind: Compression::None,
@@ -246,15 +227,7 @@ impl<T: Data> FileSink<T> {
     /// ```
     #[cfg(feature = "s3")]
     pub fn into_store(self, prefix: super::StorePrefix) -> super::StoreFileSink<T> {
-        super::StoreFileSink::new(
-            prefix,
-            LineFormat {
-                format: self.format,
-                csv: self.csv,
-                header: self.header,
-                compression: self.compression.unwrap_or_default(),
-            },
-        )
+        super::StoreFileSink::new(prefix, self.lines, self.compression.unwrap_or_default())
     }
 
     /// Writes into the file at the sink's path itself (parallelism 1 only).
@@ -341,12 +314,8 @@ impl<T: Data> Sink for FileSink<T> {
     type In = T;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        if self.header.is_some() && !self.csv {
-            return Err(ConnectorError::user(format!(
-                "file sink `{}` is told to write a header line (`has_headers()`), but it does not write CSV: drop `has_headers()`, or write with `FileSink::csv`",
-                ctx.component()
-            )));
-        }
+        self.lines
+            .check(&format!("file sink `{}`", ctx.component()))?;
         self.kind = self.compression.unwrap_or_else(|| {
             if self.single {
                 Compression::of_path(&self.path)
@@ -373,22 +342,19 @@ impl<T: Data> Sink for FileSink<T> {
                 self.path.display()
             ))
         };
-        (self.format)(&record.value, &mut self.line).map_err(cannot)?;
-        self.line.push(b'\n');
-        if self.header_line.is_none()
-            && let Some(header) = self.header.as_ref()
+        let first = self.header_line.is_none();
+        self.lines
+            .encode(&record.value, &mut self.line, &mut self.header_line)
+            .map_err(cannot)?;
+        if first
+            && let Some(header) = self.header_line.as_ref()
+            && let Some(files) = self.files.as_ref().filter(|files| files.appends())
         {
-            let mut line = Vec::new();
-            header(&record.value, &mut line).map_err(cannot)?;
-            line.push(b'\n');
-            if let Some(files) = self.files.as_ref().filter(|files| files.appends()) {
-                // Commits write it at the start of the file they append to.
-                let compressed = self.kind.compress(&line).map_err(|e| {
-                    ConnectorError::io(format!("compressing {}", self.path.display()), e)
-                })?;
-                files.keep_header(&compressed)?;
-            }
-            self.header_line = Some(line);
+            // Commits write it at the start of the file they append to.
+            let compressed = self.kind.compress(header).map_err(|e| {
+                ConnectorError::io(format!("compressing {}", self.path.display()), e)
+            })?;
+            files.keep_header(&compressed)?;
         }
         if self.writer.is_none()
             && let Some(files) = self.files.as_ref()
@@ -421,10 +387,7 @@ impl<T: Data> Sink for FileSink<T> {
 
     fn close(&mut self) -> Result<(), ConnectorError> {
         if self.files.is_some() {
-            // Without checkpoints everything commits at the end; with them,
-            // the final checkpoint has already staged and committed it all.
-            self.pre_commit(CheckpointId::FINAL)?;
-            return self.commit(CheckpointId::FINAL);
+            return crate::commit::commit_at_end(self);
         }
         if let Some(writer) = self.writer.take() {
             // The end of the compressed stream, then the file's buffer.
@@ -523,42 +486,35 @@ impl<T: Data> Sink for TransactionalFileSink<T> {
     }
 }
 
-/// How a line sink turns records into bytes: the line format, the CSV
-/// header, the compression; for sinks that write elsewhere than files.
-#[cfg(feature = "s3")]
+/// How a line sink turns records into lines: the line format and, for
+/// CSV, the header.
 pub(super) struct LineFormat<T> {
     format: Format<T>,
+    /// Set for CSV records.
     csv: bool,
+    /// Writes the header line of a record's kind, if files have one.
     header: Option<Format<T>>,
-    compression: Compression,
 }
 
-#[cfg(feature = "s3")]
 impl<T> Clone for LineFormat<T> {
     fn clone(&self) -> Self {
         LineFormat {
             format: self.format.clone(),
             csv: self.csv,
             header: self.header.clone(),
-            compression: self.compression,
         }
     }
 }
 
-#[cfg(feature = "s3")]
 impl<T> LineFormat<T> {
-    /// Refuses a header for lines that are not CSV.
-    pub(super) fn check(&self, component: &str) -> Result<(), ConnectorError> {
+    /// Refuses a header for lines that are not CSV; `sink` names the sink.
+    pub(super) fn check(&self, sink: &str) -> Result<(), ConnectorError> {
         if self.header.is_some() && !self.csv {
             return Err(ConnectorError::user(format!(
-                "sink `{component}` is told to write a header line (`has_headers()`), but it does not write CSV: drop `has_headers()`, or write with `FileSink::csv`"
+                "{sink} is told to write a header line (`has_headers()`), but it does not write CSV: drop `has_headers()`, or write with `FileSink::csv`"
             )));
         }
         Ok(())
-    }
-
-    pub(super) fn compression(&self) -> Compression {
-        self.compression
     }
 
     /// Appends `value`'s line and its newline to `line`; the first time,

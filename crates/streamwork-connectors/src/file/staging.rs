@@ -474,7 +474,10 @@ impl Staging {
                     .rolling(self.roll)
                     .with_extension(self.extension);
                 orphan.refuse_published_after(restore)?;
-                orphan.recover(restore.checkpoint, ended(restore, old))?;
+                orphan.recover(
+                    restore.checkpoint,
+                    restore.had_ended(streamwork_core::InstanceIdx(old)),
+                )?;
                 // No instance appends to its open file any more: close it.
                 orphan.roll(Staged::At(restore.checkpoint), true)?;
             }
@@ -507,11 +510,6 @@ fn parse_staged(suffix: &str) -> Option<Staged> {
         .then(|| suffix.parse().ok())
         .flatten()
         .map(|id| Staged::At(CheckpointId::new(id)))
-}
-
-/// Whether old instance `old` had ended when the restored checkpoint was taken.
-fn ended(restore: &Restore<'_>, old: u32) -> bool {
-    restore.is_final || restore.ended.contains(&streamwork_core::InstanceIdx(old))
 }
 
 fn io(action: &str, path: &Path, e: std::io::Error) -> ConnectorError {

@@ -18,9 +18,11 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use streamwork_core::checkpoint::{CheckpointId, Transactional};
-use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink, StateBytes};
+use streamwork_core::{
+    ConnectorError, Data, InstanceContext, InstanceIdx, Record, Restore, Sink, StateBytes,
+};
 
-use super::compression::Encoder;
+use super::compression::{Compression, Encoder};
 use super::sink::LineFormat;
 
 /// A prefix of an object store: where a [`StoreFileSink`] writes.
@@ -86,7 +88,7 @@ pub struct StoreFileSink<T> {
 
 /// How records become an object's bytes.
 enum ObjectFormat<T> {
-    Lines(LineFormat<T>),
+    Lines(LineFormat<T>, Compression),
     #[cfg(feature = "parquet")]
     Parquet(super::parquet::ParquetBytes<T>),
 }
@@ -94,7 +96,9 @@ enum ObjectFormat<T> {
 impl<T> Clone for ObjectFormat<T> {
     fn clone(&self) -> Self {
         match self {
-            ObjectFormat::Lines(format) => ObjectFormat::Lines(format.clone()),
+            ObjectFormat::Lines(format, compression) => {
+                ObjectFormat::Lines(format.clone(), *compression)
+            }
             #[cfg(feature = "parquet")]
             ObjectFormat::Parquet(format) => ObjectFormat::Parquet(format.clone()),
         }
@@ -133,17 +137,21 @@ struct OpenStore<T> {
     /// The header line, once a record gave it.
     header: Option<Vec<u8>>,
     /// Encoded and not yet put, by checkpoint.
-    staged: BTreeMap<u64, Vec<u8>>,
+    staged: BTreeMap<u64, bytes::Bytes>,
 }
 
 /// The layout of the sink's part of a checkpoint.
 const SCHEMA: u32 = 1;
 
 impl<T: Data> StoreFileSink<T> {
-    pub(super) fn new(prefix: StorePrefix, format: LineFormat<T>) -> Self {
+    pub(super) fn new(
+        prefix: StorePrefix,
+        format: LineFormat<T>,
+        compression: Compression,
+    ) -> Self {
         StoreFileSink {
             prefix,
-            format: ObjectFormat::Lines(format),
+            format: ObjectFormat::Lines(format, compression),
             open: None,
         }
     }
@@ -157,17 +165,8 @@ impl<T: Data> StoreFileSink<T> {
         }
     }
 
-    fn open_mut(&mut self) -> Result<&mut OpenStore<T>, ConnectorError> {
-        let prefix = &self.prefix;
-        self.open.as_mut().ok_or_else(|| {
-            ConnectorError::user(format!(
-                "object-store file sink into {prefix:?} used before it was opened"
-            ))
-        })
-    }
-
     /// The object name of old instance `instance`'s output of `checkpoint`.
-    fn name(&self, instance: u32, checkpoint: u64, extension: &str) -> String {
+    fn name(instance: u32, checkpoint: u64, extension: &str) -> String {
         let checkpoint = match CheckpointId::new(checkpoint) {
             c if c.is_final() => "final".to_string(),
             c => format!("{:020}", c.get()),
@@ -177,31 +176,31 @@ impl<T: Data> StoreFileSink<T> {
 
     /// Puts `bytes` as old instance `instance`'s output of `checkpoint`.
     fn put(
-        &self,
+        prefix: &StorePrefix,
         open: &OpenStore<T>,
         instance: u32,
         checkpoint: u64,
-        bytes: &[u8],
+        bytes: bytes::Bytes,
     ) -> Result<(), ConnectorError> {
-        let name = self.name(instance, checkpoint, open.extension);
-        let object = self.prefix.object(&name);
-        let payload = PutPayload::from(bytes.to_vec());
+        let name = Self::name(instance, checkpoint, open.extension);
+        let object = prefix.object(&name);
+        let payload = PutPayload::from(bytes);
         open.runtime
-            .block_on(self.prefix.store.put(&object, payload))
+            .block_on(prefix.store.put(&object, payload))
             .map(drop)
             .map_err(|e| {
                 ConnectorError::io(
-                    format!("putting {object} into {:?}", self.prefix),
+                    format!("putting {object} into {prefix:?}"),
                     std::io::Error::other(e),
                 )
             })
     }
 
-    /// The checkpoints of the objects under the prefix.
+    /// The objects under the prefix: name, instance and checkpoint.
     fn published(
         &self,
         open: &OpenStore<T>,
-    ) -> Result<Vec<(String, CheckpointId)>, ConnectorError> {
+    ) -> Result<Vec<(String, u32, CheckpointId)>, ConnectorError> {
         let prefix = ObjectPath::from(self.prefix.prefix.as_str());
         let listed = open
             .runtime
@@ -219,20 +218,26 @@ impl<T: Data> StoreFileSink<T> {
                 let name = meta.location.filename()?.to_string();
                 let rest = name.strip_prefix("part-")?;
                 let rest = rest.strip_suffix(open.extension).unwrap_or(rest);
-                let (_, checkpoint) = rest.split_once('-')?;
+                let (instance, checkpoint) = rest.split_once('-')?;
                 let id = match checkpoint {
                     "final" => CheckpointId::FINAL,
                     digits => CheckpointId::new(digits.parse().ok()?),
                 };
-                Some((name, id))
+                let instance = instance.parse().ok()?;
+                Some((name, instance, id))
             })
             .collect())
     }
 }
 
+/// The refusal of a sink used before it was opened.
+fn not_open() -> ConnectorError {
+    ConnectorError::user("object-store file sink used before it was opened".to_string())
+}
+
 /// The staged output of a part: `count`, then per entry `checkpoint`,
 /// `length` and the bytes (little endian).
-fn encode(staged: &BTreeMap<u64, Vec<u8>>) -> Vec<u8> {
+fn encode(staged: &BTreeMap<u64, bytes::Bytes>) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&(staged.len() as u64).to_le_bytes());
     for (checkpoint, bytes) in staged {
@@ -243,7 +248,7 @@ fn encode(staged: &BTreeMap<u64, Vec<u8>>) -> Vec<u8> {
     out
 }
 
-fn decode(mut bytes: &[u8]) -> Option<BTreeMap<u64, Vec<u8>>> {
+fn decode(mut bytes: &[u8]) -> Option<BTreeMap<u64, bytes::Bytes>> {
     let mut take = |n: usize| -> Option<&[u8]> {
         let head = bytes.get(..n)?;
         bytes = &bytes[n..];
@@ -255,7 +260,7 @@ fn decode(mut bytes: &[u8]) -> Option<BTreeMap<u64, Vec<u8>>> {
     for _ in 0..count {
         let checkpoint = number(take(8)?);
         let len = usize::try_from(number(take(8)?)).ok()?;
-        staged.insert(checkpoint, take(len)?.to_vec());
+        staged.insert(checkpoint, bytes::Bytes::copy_from_slice(take(len)?));
     }
     bytes.is_empty().then_some(staged)
 }
@@ -271,9 +276,9 @@ impl<T: Data> Sink for StoreFileSink<T> {
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         let extension = match &mut self.format {
-            ObjectFormat::Lines(format) => {
-                format.check(ctx.component())?;
-                format.compression().extension()
+            ObjectFormat::Lines(format, compression) => {
+                format.check(&format!("object-store file sink `{}`", ctx.component()))?;
+                compression.extension()
             }
             #[cfg(feature = "parquet")]
             ObjectFormat::Parquet(format) => {
@@ -299,8 +304,8 @@ impl<T: Data> Sink for StoreFileSink<T> {
     }
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
-        let format = self.format.clone();
-        let open = self.open_mut()?;
+        let StoreFileSink { format, open, .. } = self;
+        let open = open.as_mut().ok_or_else(not_open)?;
         let cannot = |reason: String| {
             ConnectorError::user(format!(
                 "object-store file sink `{}`: cannot encode a record: {reason}",
@@ -308,7 +313,7 @@ impl<T: Data> Sink for StoreFileSink<T> {
             ))
         };
         match format {
-            ObjectFormat::Lines(format) => {
+            ObjectFormat::Lines(format, compression) => {
                 use std::io::Write;
                 open.line.clear();
                 format
@@ -316,7 +321,7 @@ impl<T: Data> Sink for StoreFileSink<T> {
                     .map_err(cannot)?;
                 let io = |e| ConnectorError::io("encoding output", e);
                 if open.writer.is_none() {
-                    let mut encoder = format.compression().encoder(Vec::new()).map_err(io)?;
+                    let mut encoder = compression.encoder(Vec::new()).map_err(io)?;
                     if let Some(header) = &open.header {
                         encoder.write_all(header).map_err(io)?;
                     }
@@ -340,9 +345,9 @@ impl<T: Data> Sink for StoreFileSink<T> {
     }
 
     fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
-        let format = self.format.clone();
-        let open = self.open_mut()?;
-        let bytes = match (open.writer.take(), &format) {
+        let StoreFileSink { format, open, .. } = self;
+        let open = open.as_mut().ok_or_else(not_open)?;
+        let bytes = match (open.writer.take(), &*format) {
             (None, _) => return Ok(()),
             (Some(ObjectWriter::Lines(encoder)), _) => encoder
                 .finish()
@@ -363,47 +368,35 @@ impl<T: Data> Sink for StoreFileSink<T> {
                 ));
             }
         };
-        open.staged.insert(checkpoint.get(), bytes);
+        open.staged.insert(checkpoint.get(), bytes.into());
         Ok(())
     }
 
     /// What is staged and not yet put: kept in the checkpoint.
     fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, ConnectorError> {
-        let open = self.open_mut()?;
+        let open = self.open.as_ref().ok_or_else(not_open)?;
         Ok(Some(StateBytes::new(SCHEMA, encode(&open.staged))))
     }
 
     fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
-        let mut open = self.open.take().ok_or_else(|| {
-            ConnectorError::user(
-                "object-store file sink committed before it was opened".to_string(),
-            )
-        })?;
-        let due: Vec<u64> = open
+        let StoreFileSink { prefix, open, .. } = self;
+        let open = open.as_mut().ok_or_else(not_open)?;
+        let due: Vec<(u64, bytes::Bytes)> = open
             .staged
             .range(..=checkpoint.get())
-            .map(|(c, _)| *c)
+            .map(|(c, bytes)| (*c, bytes.clone()))
             .collect();
-        let mut result = Ok(());
-        for c in due {
-            if let Some(bytes) = open.staged.get(&c) {
-                result = self.put(&open, open.instance, c, bytes);
-                if result.is_err() {
-                    break;
-                }
-                open.staged.remove(&c);
-            }
+        for (c, bytes) in due {
+            // Kept staged until the put succeeds.
+            Self::put(prefix, open, open.instance, c, bytes)?;
+            open.staged.remove(&c);
         }
-        self.open = Some(open);
-        result
+        Ok(())
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
-        // Without checkpoints everything is put at the end; with them, the
-        // final checkpoint has already.
         if self.open.is_some() {
-            self.pre_commit(CheckpointId::FINAL)?;
-            self.commit(CheckpointId::FINAL)?;
+            crate::commit::commit_at_end(self)?;
         }
         Ok(())
     }
@@ -412,10 +405,8 @@ impl<T: Data> Sink for StoreFileSink<T> {
     /// share of the old instances (`k % parallelism`), and refuses a run
     /// from before an object it finds.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
-        let open = self.open.take().ok_or_else(|| {
-            ConnectorError::user("object-store file sink restored before it was opened".to_string())
-        })?;
-        let result = (|| {
+        let open = self.open.as_ref().ok_or_else(not_open)?;
+        {
             let parallelism = restore.parallelism.max(1);
             for part in &restore.parts {
                 if part.part.0 % parallelism != restore.instance.0 {
@@ -430,19 +421,22 @@ impl<T: Data> Sink for StoreFileSink<T> {
                             restore.component, part.part.0, part.schema
                         ))
                     })?;
-                for (checkpoint, bytes) in &staged {
-                    self.put(&open, part.part.0, *checkpoint, bytes)?;
+                for (checkpoint, bytes) in staged {
+                    Self::put(&self.prefix, open, part.part.0, checkpoint, bytes)?;
                 }
             }
-            let covered = if restore.finished() {
-                CheckpointId::FINAL
-            } else {
-                restore.checkpoint
-            };
-            if let Some((name, _)) = self
-                .published(&open)?
-                .into_iter()
-                .find(|(_, checkpoint)| *checkpoint > covered)
+            // Only the objects of the instances this one answers for: its
+            // own and the removed ones it inherits (`k % parallelism`). The
+            // others' are theirs to check, and this run's other instances
+            // may already have written past the restored checkpoint.
+            if let Some((name, _, _)) =
+                self.published(open)?
+                    .into_iter()
+                    .find(|(_, instance, checkpoint)| {
+                        // An old instance that had ended is covered to its end.
+                        instance % parallelism == restore.instance.0
+                            && *checkpoint > restore.covers(InstanceIdx(*instance))
+                    })
             {
                 let from = if restore.is_fresh() {
                     "no checkpoint".to_string()
@@ -455,9 +449,7 @@ impl<T: Data> Sink for StoreFileSink<T> {
                 )));
             }
             Ok(())
-        })();
-        self.open = Some(open);
-        result
+        }
     }
 }
 
@@ -468,8 +460,8 @@ mod tests {
     #[test]
     fn a_part_round_trips_and_a_cut_one_is_refused() {
         let mut staged = BTreeMap::new();
-        staged.insert(3, b"a\nb\n".to_vec());
-        staged.insert(u64::MAX, Vec::new());
+        staged.insert(3, bytes::Bytes::from_static(b"a\nb\n"));
+        staged.insert(u64::MAX, bytes::Bytes::new());
         let bytes = encode(&staged);
         assert_eq!(decode(&bytes), Some(staged));
         for cut in 0..bytes.len() {

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use postgres::{Client, NoTls};
 use serde::Serialize;
 use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Restore, Transactional};
-use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Sink};
+use streamwork_core::{ConnectorError, Data, InstanceContext, InstanceIdx, Record, Sink};
 
 /// Rows per statement by default.
 const DEFAULT_BATCH_ROWS: usize = 1_000;
@@ -155,12 +155,15 @@ impl<T: Data + Serialize> PostgresSink<T> {
 
     fn open_mut(&mut self) -> Result<&mut Open, ConnectorError> {
         let table = &self.table;
-        self.open.as_mut().ok_or_else(|| {
-            ConnectorError::user(format!(
-                "Postgres sink for table `{table}` used before it was opened"
-            ))
-        })
+        self.open.as_mut().ok_or_else(|| not_open(table))
     }
+}
+
+/// The refusal of a sink used before it was opened.
+fn not_open(table: &str) -> ConnectorError {
+    ConnectorError::user(format!(
+        "Postgres sink for table `{table}` used before it was opened"
+    ))
 }
 
 /// An error of the database, with what the sink was doing.
@@ -439,8 +442,14 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
     }
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
-        let (key, batch_rows, table_name) = (self.key.clone(), self.batch_rows, self.table.clone());
-        let open = self.open_mut()?;
+        let PostgresSink {
+            key,
+            batch_rows,
+            table: table_name,
+            open,
+            ..
+        } = self;
+        let open = open.as_mut().ok_or_else(|| not_open(table_name))?;
         let value = rows::to_row(&record.value).map_err(|e| {
             ConnectorError::user(format!(
                 "Postgres sink `{}`: a record cannot be written as a row of `{table_name}`: {e}",
@@ -454,7 +463,7 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
             )));
         };
         if open.statement.is_none() {
-            open.statement = Some(statement(open, fields, &key, &table_name)?);
+            open.statement = Some(statement(open, fields, key, table_name)?);
         }
         let row = value.to_string();
         if key.is_empty() {
@@ -473,7 +482,7 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
                 }
             }
         }
-        if open.rows.len() >= batch_rows {
+        if open.rows.len() >= *batch_rows {
             open.write_batch_when_settled()?;
         }
         Ok(())
@@ -488,11 +497,8 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
-        // Without checkpoints everything commits at the end; with them, the
-        // final checkpoint has already prepared and committed it all.
         if self.open.is_some() {
-            self.pre_commit(CheckpointId::FINAL)?;
-            self.commit(CheckpointId::FINAL)?;
+            crate::commit::commit_at_end(self)?;
         }
         Ok(())
     }
@@ -502,11 +508,7 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
     /// others, and refuses a run that starts before committed output.
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
         let open = self.open_mut()?;
-        let covered = if restore.finished() {
-            CheckpointId::FINAL
-        } else {
-            restore.checkpoint
-        };
+        let parallelism = restore.parallelism.max(1);
         let pattern = format!(
             "streamwork:{}:%",
             open.id.replace('%', "\\%").replace('_', "\\_")
@@ -525,10 +527,11 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
             let Some((instance, checkpoint)) = parse_gid(&open.id, &gid) else {
                 continue;
             };
-            if instance % restore.parallelism.max(1) != restore.instance.0 {
+            if instance % parallelism != restore.instance.0 {
                 continue;
             }
-            let verb = if checkpoint <= covered {
+            // An old instance that had ended is covered to its end.
+            let verb = if checkpoint <= restore.covers(InstanceIdx(instance)) {
                 "COMMIT PREPARED"
             } else {
                 "ROLLBACK PREPARED"
@@ -541,17 +544,27 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
                 Err(e) => return Err(db(format!("{verb} '{gid}'"), e)),
             }
         }
-        let committed: Option<i64> = open
+        // Only the instances this one answers for: its own and the removed
+        // ones it inherits. The others' are theirs to check, and this run's
+        // other instances may already have committed past the restore.
+        let progress: Vec<(i32, i64)> = open
             .control
-            .query_one(
-                &format!("SELECT max(checkpoint) FROM {PROGRESS_TABLE} WHERE sink = $1"),
+            .query(
+                &format!("SELECT instance, checkpoint FROM {PROGRESS_TABLE} WHERE sink = $1"),
                 &[&open.id],
             )
             .map_err(|e| db("reading the sink's progress", e))?
-            .get(0);
-        if let Some(committed) = committed.map(checkpoint_of_progress)
-            && committed > covered
-        {
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        let past = progress.into_iter().find_map(|(instance, committed)| {
+            let instance = u32::try_from(instance).ok()?;
+            let committed = checkpoint_of_progress(committed);
+            (instance % parallelism == restore.instance.0
+                && committed > restore.covers(InstanceIdx(instance)))
+            .then_some(committed)
+        });
+        if let Some(committed) = past {
             let from = if restore.is_fresh() {
                 "no checkpoint".to_string()
             } else {
