@@ -1,7 +1,9 @@
-//! Sales written as Parquet files to S3, exactly once, with checkpoints in
-//! the same bucket and nothing on local disk that a restart needs: kill it
-//! at any moment and run it again, here or on another machine, and the
-//! bucket holds each sale once.
+//! Sales written as Parquet files to S3, exactly once, in Hive-style
+//! folders by region (`sales/region=eu/part-...parquet`), with checkpoints
+//! in the same bucket and nothing on local disk that a restart needs: kill
+//! it at any moment and run it again, here or on another machine, and the
+//! bucket holds each sale once. The files go up in parts as they are
+//! written, and become visible when their checkpoint completes.
 //!
 //! ```text
 //! eval "$(scripts/s3-test-server.sh start)"
@@ -18,7 +20,7 @@ use std::time::Duration;
 use clap::Parser;
 use streamwork::connectors::file::StorePrefix;
 use streamwork::prelude::*;
-use streamwork::state::{CheckpointStore, ObjectStoreCheckpoints};
+use streamwork::state::ObjectStoreCheckpoints;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -39,6 +41,7 @@ struct Args {
 struct Sale {
     id: i64,
     customer: String,
+    region: String,
     amount: f64,
     coupon: Option<String>,
 }
@@ -47,6 +50,7 @@ fn sale(i: u64) -> Sale {
     Sale {
         id: i as i64,
         customer: format!("customer {}", i % 10_007),
+        region: ["eu", "us", "asia"][(i % 3) as usize].to_string(),
         amount: (i % 1_000) as f64 * 0.25,
         coupon: i.is_multiple_of(7).then(|| format!("C{}", i % 97)),
     }
@@ -69,7 +73,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         name "s3 parquet sink";
         delivery exactly_once;
         source sales[p] = GeneratorSource::new(sale).take(args.sales);
-        sink out[p] = FileSink::<Sale>::parquet("").into_store(out) <- sales;
+        sink out[p] = FileSink::<Sale>::parquet("")
+            .partition_by(|sale: &Sale, _| format!("region={}", sale.region))
+            .into_store(out.clone()) <- sales;
     }?;
     let report = graph.run_with(RunOptions {
         checkpoints: Some(
@@ -78,9 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         ..RunOptions::default()
     })?;
-    let objects =
-        ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &format!("{}/sales", args.prefix))?;
-    let listed = objects.list()?;
+    let listed = out.list()?;
     let bytes: u64 = listed.iter().map(|(_, size)| size).sum();
     println!(
         "done (restored from {:?}): {} Parquet objects, {bytes} bytes, in s3://{bucket}/{}/sales",

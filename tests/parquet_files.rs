@@ -415,12 +415,13 @@ fn parquet_on_object_storage_across_a_failure_holds_every_row_once() {
 /// The `s3_parquet_sink` example killed with SIGKILL once it has put
 /// objects, then carried on by a process with an empty working directory
 /// of its own at another parallelism (1, then 3): the bucket holds every
-/// sale once.
+/// sale once, in its region's Hive folder, read back from the bucket by
+/// the Parquet source, with no upload left in progress.
 #[cfg(feature = "s3")]
 #[test]
 fn the_s3_parquet_example_killed_and_resumed_elsewhere_writes_every_sale_once() {
     use std::process::Stdio;
-    use streamwork::state::{CheckpointStore, ObjectStoreCheckpoints};
+    use streamwork::connectors::file::StorePrefix;
 
     let Some((endpoint, bucket)) = support::s3_server() else {
         return;
@@ -434,8 +435,7 @@ fn the_s3_parquet_example_killed_and_resumed_elsewhere_writes_every_sale_once() 
         let root = dir("parquet-s3-kill");
         let prefix = root.file_name().unwrap().to_str().unwrap().to_string();
         let objects =
-            ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &format!("{prefix}/sales"))
-                .unwrap();
+            StorePrefix::s3(Some(&endpoint), &bucket, &format!("{prefix}/sales")).unwrap();
         let start = |p: u32, machine: &str| {
             Command::new(&example)
                 .env("STREAMWORK_S3_ENDPOINT", &endpoint)
@@ -476,24 +476,36 @@ fn the_s3_parquet_example_killed_and_resumed_elsewhere_writes_every_sale_once() 
         );
         assert!(said.contains("restored from Some"), "{said}");
 
-        let local = root.join("downloaded");
-        std::fs::create_dir_all(&local).unwrap();
-        for (object, _) in objects.list().unwrap() {
-            std::fs::write(local.join(&object), objects.download(&object).unwrap()).unwrap();
+        assert!(objects.uploads_in_progress().unwrap().is_empty());
+        let listed = objects.list().unwrap();
+        for (name, _) in &listed {
+            let region = name.split('/').next().unwrap();
+            assert!(
+                ["region=eu", "region=us", "region=asia"].contains(&region),
+                "{name}"
+            );
         }
         #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
         struct Sold {
             id: i64,
+            region: String,
         }
         let got = CollectSink::new();
         job! {
-            source sold[2] = FileSource::<Sold>::parquet(&local);
+            source sold[2] = FileSource::<Sold>::parquet("").from_store(objects.clone());
             sink kept = got.clone() <- sold;
         }
         .unwrap()
         .run()
         .unwrap();
-        let mut ids: Vec<i64> = got.values().iter().map(|s| s.id).collect();
+        let values = got.values();
+        assert!(
+            values
+                .iter()
+                .all(|s| s.region == ["eu", "us", "asia"][(s.id % 3) as usize]),
+            "each sale in its region's folder"
+        );
+        let mut ids: Vec<i64> = values.iter().map(|s| s.id).collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(got.values().len() as u64, sales, "{first} → {second}: rows");

@@ -113,6 +113,17 @@ pub(crate) enum Encoder<W: Write> {
 }
 
 impl<W: Write> Encoder<W> {
+    /// The writer underneath, holding what is encoded so far (less what
+    /// the compressor still buffers).
+    #[cfg(feature = "s3")]
+    pub(crate) fn get_mut(&mut self) -> &mut W {
+        match self {
+            Encoder::Plain(inner) => inner,
+            Encoder::Gzip(encoder) => encoder.get_mut(),
+            Encoder::Zstd(encoder) => encoder.get_mut(),
+        }
+    }
+
     /// Ends the member or frame and gives back the writer underneath.
     pub(crate) fn finish(self) -> io::Result<W> {
         match self {

@@ -2,6 +2,7 @@
 //! checkpoint records and a restore compares, wherever the files are.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
@@ -80,4 +81,52 @@ pub(super) fn describe_change(then: &[(String, u64)], now: &[(String, u64)]) -> 
         changes.push(format!("{name} is new"));
     }
     changes.join(", ")
+}
+
+/// Where a file source's files are.
+#[derive(Clone)]
+pub(super) enum Input {
+    /// On local disk, at the source's path.
+    Local,
+    /// Objects under a prefix of an object store.
+    #[cfg(feature = "s3")]
+    Store(super::store::StoreInput),
+}
+
+impl Input {
+    /// Ready to read (a client for a store).
+    pub(super) fn start(&mut self) -> Result<(), ConnectorError> {
+        match self {
+            Input::Local => Ok(()),
+            #[cfg(feature = "s3")]
+            Input::Store(store) => store.start(),
+        }
+    }
+
+    /// The files, in path order, with their sizes.
+    pub(super) fn list(&self, path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
+        match self {
+            Input::Local => list_input(path),
+            #[cfg(feature = "s3")]
+            Input::Store(store) => store.list(),
+        }
+    }
+
+    /// What file names are relative to, in the checkpointed plan.
+    pub(super) fn root<'a>(&self, path: &'a Path) -> &'a Path {
+        match self {
+            Input::Local => path,
+            #[cfg(feature = "s3")]
+            Input::Store(_) => Path::new(""),
+        }
+    }
+
+    /// File `path` of the plan, to read and seek.
+    pub(super) fn open(&self, path: &Path) -> std::io::Result<Box<dyn InputFile>> {
+        match self {
+            Input::Local => Ok(Box::new(File::open(path)?)),
+            #[cfg(feature = "s3")]
+            Input::Store(store) => store.open(path),
+        }
+    }
 }

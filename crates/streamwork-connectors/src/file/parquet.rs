@@ -426,6 +426,7 @@ impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
 /// ```
 pub struct ParquetSource<T> {
     path: PathBuf,
+    input: super::input::Input,
     plan: Vec<(PathBuf, u64)>,
     /// This instance's files not yet done, in order.
     todo: std::collections::VecDeque<usize>,
@@ -453,7 +454,10 @@ const SOURCE_SCHEMA: u32 = 1;
 /// Cloning gives an unopened source of the same input.
 impl<T: Data + DeserializeOwned> Clone for ParquetSource<T> {
     fn clone(&self) -> Self {
-        ParquetSource::new(&self.path)
+        ParquetSource {
+            input: self.input.clone(),
+            ..ParquetSource::new(&self.path)
+        }
     }
 }
 
@@ -462,6 +466,7 @@ impl<T: Data + DeserializeOwned> ParquetSource<T> {
     pub fn new(path: impl AsRef<Path>) -> Self {
         ParquetSource {
             path: path.as_ref().to_path_buf(),
+            input: super::input::Input::Local,
             plan: Vec::new(),
             todo: Default::default(),
             progress: Default::default(),
@@ -471,6 +476,28 @@ impl<T: Data + DeserializeOwned> ParquetSource<T> {
             batch_rows: streamwork_core::collector::DEFAULT_BATCH_SIZE,
             _records: std::marker::PhantomData,
         }
+    }
+
+    /// Reads the Parquet objects under `prefix` of an object store (and
+    /// its sub-prefixes, as Hive-style folders; hidden names left out),
+    /// fetching each file's footer and the column chunks it needs in
+    /// ranged reads, in the same files per instance, progress and restore
+    /// as a directory's. The path the source was made with is not used.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSource;
+    /// use streamwork::connectors::file::StorePrefix;
+    /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+    /// struct Sale { id: i64, amount: f64 }
+    /// let prefix = StorePrefix::s3(None, "analytics", "sales")?;
+    /// let sales = FileSource::<Sale>::parquet("").from_store(prefix);
+    /// # let _ = sales;
+    /// # Ok::<(), streamwork::core::ConnectorError>(())
+    /// ```
+    #[cfg(feature = "s3")]
+    pub fn from_store(mut self, prefix: super::StorePrefix) -> Self {
+        self.input = super::input::Input::Store(super::store::StoreInput::new(prefix));
+        self
     }
 
     /// Opens file `file` at its progress.
@@ -483,19 +510,34 @@ impl<T: Data + DeserializeOwned> ParquetSource<T> {
                 path.display()
             ))
         };
-        let handle = File::open(path)
-            .map_err(|e| ConnectorError::io(format!("opening {}", path.display()), e))?;
         let (rows, _) = self.progress.get(&file).copied().unwrap_or((0, false));
-        let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| refuse(&e))?;
-        let reader = builder
-            .with_batch_size(batch_rows)
-            .with_offset(rows as usize)
-            .build()
-            .map_err(|e| refuse(&e))?;
+        let opening = |e| ConnectorError::io(format!("opening {}", path.display()), e);
+        let reader = match &self.input {
+            super::input::Input::Local => {
+                batches(File::open(path).map_err(opening)?, batch_rows, rows)
+            }
+            #[cfg(feature = "s3")]
+            super::input::Input::Store(store) => {
+                batches(store.chunks(path).map_err(opening)?, batch_rows, rows)
+            }
+        }
+        .map_err(|e| refuse(&e))?;
         self.progress.insert(file, (rows, false));
         self.reading = Some((file, reader));
         Ok(())
     }
+}
+
+/// A reader of `file`'s rows from row `offset`, `batch_rows` at a time.
+fn batches(
+    file: impl parquet::file::reader::ChunkReader + 'static,
+    batch_rows: usize,
+    offset: u64,
+) -> Result<ParquetRecordBatchReader, parquet::errors::ParquetError> {
+    ParquetRecordBatchReaderBuilder::try_new(file)?
+        .with_batch_size(batch_rows)
+        .with_offset(usize::try_from(offset).unwrap_or(usize::MAX))
+        .build()
 }
 
 impl<T: Data + DeserializeOwned> streamwork_core::checkpoint::Replayable for ParquetSource<T> {}
@@ -510,9 +552,10 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.component = ctx.component().to_string();
         self.batch_rows = ctx.batch_size().max(1);
-        self.plan = super::input::list_input(&self.path)?;
+        self.input.start()?;
+        self.plan = self.input.list(&self.path)?;
         if let Some(resume) = self.resume.take() {
-            let now = super::input::plan_names(&self.path, &self.plan);
+            let now = super::input::plan_names(self.input.root(&self.path), &self.plan);
             if resume.plan != now {
                 return Err(ConnectorError::user(format!(
                     "Parquet source `{}`: the input {} changed since the checkpoint ({}): restore it with the input it read, or start over without restoring",
@@ -534,7 +577,7 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
 
     fn snapshot(&mut self) -> Option<StateBytes> {
         let part = Checkpointed {
-            plan: super::input::plan_names(&self.path, &self.plan),
+            plan: super::input::plan_names(self.input.root(&self.path), &self.plan),
             progress: self.progress.clone(),
         };
         Some(StateBytes::new(
@@ -612,7 +655,7 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
 #[cfg(feature = "s3")]
 pub(super) struct ParquetBytes<T> {
     row_group_rows: usize,
-    partitioned: bool,
+    partition: Option<PartitionFn<T>>,
     fields: Vec<FieldRef>,
     schema: Option<SchemaRef>,
     trace: fn(&str) -> Result<Vec<FieldRef>, ConnectorError>,
@@ -636,7 +679,7 @@ impl<T> Clone for ParquetBytes<T> {
     fn clone(&self) -> Self {
         ParquetBytes {
             row_group_rows: self.row_group_rows,
-            partitioned: self.partitioned,
+            partition: self.partition.clone(),
             fields: self.fields.clone(),
             schema: self.schema.clone(),
             trace: self.trace,
@@ -647,16 +690,30 @@ impl<T> Clone for ParquetBytes<T> {
 
 #[cfg(feature = "s3")]
 impl<T> ParquetBytes<T> {
-    /// Traces the schema; refuses partitions.
+    /// Traces the schema.
     pub(super) fn open(&mut self, component: &str) -> Result<(), ConnectorError> {
-        if self.partitioned {
-            return Err(ConnectorError::user(format!(
-                "Parquet sink `{component}` writes to object storage and is partitioned: partition folders are written on local disk only; drop `partition_by`, or write to a directory"
-            )));
-        }
         self.fields = (self.trace)(&format!("Parquet sink `{component}`"))?;
         self.schema = Some(Arc::new(Schema::new(self.fields.clone())));
         Ok(())
+    }
+
+    /// The folder (relative, `/`-separated; "" without partitions) a
+    /// record and its event time go into.
+    pub(super) fn folder(&self, value: &T, time: Option<Timestamp>) -> Result<String, String> {
+        let Some(partition) = &self.partition else {
+            return Ok(String::new());
+        };
+        let folder = partition_folder(&partition(value, time))?;
+        let segments: Vec<String> = folder
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        Ok(segments.join("/"))
+    }
+
+    /// The file's bytes written so far and not yet taken.
+    pub(super) fn encoded<'w>(&self, writer: &'w mut ParquetWriter<T>) -> &'w mut Vec<u8> {
+        writer.writer.inner_mut()
     }
 
     pub(super) fn writer(&self) -> Result<ParquetWriter<T>, String> {
@@ -700,9 +757,9 @@ impl<T> ParquetBytes<T> {
 #[cfg(feature = "s3")]
 impl<T: Data + Serialize + DeserializeOwned> ParquetSink<T> {
     /// Writes the Parquet files as objects under `prefix` of an object
-    /// store, a file per instance and checkpoint, exactly once with
-    /// nothing on local disk: see [`StoreFileSink`](super::StoreFileSink).
-    /// Not partitioned: a partitioned sink refuses to start.
+    /// store, a file per instance, checkpoint and partition folder, exactly
+    /// once, uploaded in parts as they are written, with nothing on local
+    /// disk: see [`StoreFileSink`](super::StoreFileSink).
     ///
     /// ```no_run
     /// use streamwork::connectors::FileSink;
@@ -719,7 +776,7 @@ impl<T: Data + Serialize + DeserializeOwned> ParquetSink<T> {
             prefix,
             ParquetBytes {
                 row_group_rows: self.row_group_rows,
-                partitioned: self.partition.is_some(),
+                partition: self.partition,
                 fields: Vec::new(),
                 schema: None,
                 trace: fields_of::<T>,

@@ -227,7 +227,12 @@ impl<T: Data> FileSink<T> {
     /// ```
     #[cfg(feature = "s3")]
     pub fn into_store(self, prefix: super::StorePrefix) -> super::StoreFileSink<T> {
-        super::StoreFileSink::new(prefix, self.lines, self.compression.unwrap_or_default())
+        super::StoreFileSink::new(
+            prefix,
+            self.lines,
+            self.compression.unwrap_or_default(),
+            self.roll,
+        )
     }
 
     /// Writes into the file at the sink's path itself (parallelism 1 only).

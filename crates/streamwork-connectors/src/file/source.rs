@@ -27,7 +27,6 @@
 //! begins with a header line, which each split of the file reads first.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -36,7 +35,7 @@ use streamwork_core::{
 };
 
 use super::compression::{self, Compression};
-use super::input::{InputFile, describe_change, list_input, plan_names};
+use super::input::{Input, describe_change, plan_names};
 use super::lines::Lines;
 
 /// The default split size: 32 MiB.
@@ -777,54 +776,6 @@ impl<T: Data> Source for FileSource<T> {
             emitted += 1;
         }
         Ok(SourcePoll::Emitted)
-    }
-}
-
-/// Where a file source's files are.
-#[derive(Clone)]
-enum Input {
-    /// On local disk, at the source's path.
-    Local,
-    /// Objects under a prefix of an object store.
-    #[cfg(feature = "s3")]
-    Store(super::store::StoreInput),
-}
-
-impl Input {
-    /// Ready to read (a client for a store).
-    fn start(&mut self) -> Result<(), ConnectorError> {
-        match self {
-            Input::Local => Ok(()),
-            #[cfg(feature = "s3")]
-            Input::Store(store) => store.start(),
-        }
-    }
-
-    /// The files, in path order, with their sizes.
-    fn list(&self, path: &Path) -> Result<Vec<(PathBuf, u64)>, ConnectorError> {
-        match self {
-            Input::Local => list_input(path),
-            #[cfg(feature = "s3")]
-            Input::Store(store) => store.list(),
-        }
-    }
-
-    /// What file names are relative to, in the checkpointed plan.
-    fn root<'a>(&self, path: &'a Path) -> &'a Path {
-        match self {
-            Input::Local => path,
-            #[cfg(feature = "s3")]
-            Input::Store(_) => Path::new(""),
-        }
-    }
-
-    /// File `path` of the plan, to read and seek.
-    fn open(&self, path: &Path) -> std::io::Result<Box<dyn InputFile>> {
-        match self {
-            Input::Local => Ok(Box::new(File::open(path)?)),
-            #[cfg(feature = "s3")]
-            Input::Store(store) => store.open(path),
-        }
     }
 }
 
