@@ -10,15 +10,13 @@
 #
 # It exports STREAMWORK_POSTGRES_URL (user `streamwork`, database
 # `streamwork`, trust authentication on 127.0.0.1). Set POSTGRES_PORT to
-# use another port than 5433.
+# use another port than 5433. A second cluster on the next port runs with
+# prepared transactions off, for the test of the sink's refusal of such a
+# server: STREAMWORK_POSTGRES_NO_PREPARED_URL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PORT="${POSTGRES_PORT:-5433}"
-# Outside the checkout: the server runs as `postgres` when started by root,
-# and may not be able to reach a directory under it.
-DIR="${POSTGRES_DIR:-/tmp/streamwork-postgres-$PORT}"
-DATA="$DIR/data"
+BASE_PORT="${POSTGRES_PORT:-5433}"
 
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
@@ -47,8 +45,19 @@ listening() {
     (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null
 }
 
-start() {
-    install
+# The cluster on port $1: its directory outside the checkout (the server
+# runs as `postgres` when started by root, and may not be able to reach a
+# directory under it).
+cluster() {
+    PORT="$1"
+    DIR="${POSTGRES_DIR:-/tmp/streamwork-postgres}-$PORT"
+    DATA="$DIR/data"
+}
+
+# Starts the cluster on port $1 with max_prepared_transactions = $2.
+start_cluster() {
+    cluster "$1"
+    local prepared="$2"
     local pg
     pg="$(bin)"
     mkdir -p "$DIR"
@@ -59,22 +68,32 @@ start() {
     fi
     if ! listening; then
         as_owner "$pg/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 start \
-            -o "-h 127.0.0.1 -p $PORT -k $DIR -c max_prepared_transactions=64 -c fsync=off" >&2 \
+            -o "-h 127.0.0.1 -p $PORT -k $DIR -c max_prepared_transactions=$prepared -c fsync=off" >&2 \
             || { cat "$DIR/server.log" >&2; exit 1; }
     fi
     if ! "$pg/psql" -h 127.0.0.1 -p "$PORT" -U streamwork -d postgres -tAc \
         "SELECT 1 FROM pg_database WHERE datname = 'streamwork'" | grep -q 1; then
         "$pg/createdb" -h 127.0.0.1 -p "$PORT" -U streamwork streamwork >&2
     fi
-    echo "export STREAMWORK_POSTGRES_URL=postgresql://streamwork@127.0.0.1:$PORT/streamwork"
+}
+
+start() {
+    install
+    start_cluster "$BASE_PORT" 64
+    start_cluster "$((BASE_PORT + 1))" 0
+    echo "export STREAMWORK_POSTGRES_URL=postgresql://streamwork@127.0.0.1:$BASE_PORT/streamwork"
+    echo "export STREAMWORK_POSTGRES_NO_PREPARED_URL=postgresql://streamwork@127.0.0.1:$((BASE_PORT + 1))/streamwork"
 }
 
 stop() {
-    local pg
+    local pg port
     pg="$(bin)"
-    if [ -n "$pg" ] && [ -f "$DATA/postmaster.pid" ]; then
-        as_owner "$pg/pg_ctl" -D "$DATA" -m fast stop >&2 || true
-    fi
+    for port in "$BASE_PORT" "$((BASE_PORT + 1))"; do
+        cluster "$port"
+        if [ -n "$pg" ] && [ -f "$DATA/postmaster.pid" ]; then
+            as_owner "$pg/pg_ctl" -D "$DATA" -m fast stop >&2 || true
+        fi
+    done
 }
 
 case "${1:-}" in

@@ -503,3 +503,71 @@ fn the_final_output_of_an_instance_that_had_ended_is_committed_by_the_restore() 
     Sink::restore(&mut again, &from).unwrap();
     assert_eq!(rows(&mut db, &table).len(), 10);
 }
+
+/// A server with prepared transactions off (`max_prepared_transactions =
+/// 0`, the project script's second cluster) is refused at start, naming
+/// the setting and what to set it to.
+#[test]
+fn a_server_without_prepared_transactions_is_refused_naming_the_setting() {
+    let Some(_) = url() else { return };
+    let url = std::env::var("STREAMWORK_POSTGRES_NO_PREPARED_URL")
+        .expect("STREAMWORK_POSTGRES_NO_PREPARED_URL: start scripts/postgres-test-server.sh");
+    let mut db = client(&url);
+    let table = unique("no_prepared");
+    db.batch_execute(&format!("CREATE TABLE {table} (id bigint, name text)"))
+        .unwrap();
+    let mut sink = PostgresSink::<Row>::append(&url, &table);
+    let error = Sink::open(&mut sink, &context(0, 1))
+        .expect_err("prepared transactions are off")
+        .to_string();
+    assert!(error.contains("max_prepared_transactions = 0"), "{error}");
+    assert!(error.contains("set `max_prepared_transactions`"), "{error}");
+}
+
+/// Rows written after a prepared checkpoint wait for its commit in memory
+/// (their upserts could wait on its locks), 64 batches at most: at the
+/// bound the sink waits for the checkpoint to complete; one that does not
+/// within `checkpoint_wait` fails the write, naming the checkpoint. Once
+/// it completes, the sink commits it and writes on.
+#[test]
+fn rows_held_after_a_prepared_checkpoint_are_bounded() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use streamwork::core::checkpoint::CheckpointView;
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("held");
+    db.batch_execute(&format!("CREATE TABLE {table} (id bigint, name text)"))
+        .unwrap();
+    let completed = Arc::new(AtomicU64::new(0));
+    let ctx = context(0, 1).with_checkpoints(CheckpointView::new(completed.clone(), None));
+    let mut sink = PostgresSink::<Row>::append(&url, &table)
+        .id(&table)
+        .batch_rows(10)
+        .checkpoint_wait(Duration::ZERO);
+    Sink::open(&mut sink, &ctx).unwrap();
+    write(&mut sink, 0..5, "one");
+    Sink::pre_commit(&mut sink, CheckpointId::new(1)).unwrap();
+    // 639 rows held: under the bound of 64 batches of 10.
+    write(&mut sink, 5..644, "two");
+    assert_eq!(rows(&mut db, &table).len(), 0, "checkpoint 1 is prepared only");
+    let error = Sink::write(
+        &mut sink,
+        Record::new(Row {
+            id: 644,
+            name: "two".into(),
+        }),
+    )
+    .expect_err("the bound, with checkpoint 1 incomplete")
+    .to_string();
+    assert!(error.contains("did not complete within"), "{error}");
+    assert!(error.contains("reached their bound"), "{error}");
+    // Checkpoint 1 completes: the next write commits it and writes the rows.
+    completed.store(1, Ordering::SeqCst);
+    write(&mut sink, 645..650, "two");
+    assert_eq!(rows(&mut db, &table).len(), 5, "checkpoint 1 committed");
+    Sink::pre_commit(&mut sink, CheckpointId::new(2)).unwrap();
+    Sink::commit(&mut sink, CheckpointId::new(2)).unwrap();
+    let got = rows(&mut db, &table);
+    assert_eq!(got.len(), 650, "every row once");
+}

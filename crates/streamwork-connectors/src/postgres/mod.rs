@@ -14,7 +14,9 @@
 //! checkpoint. A prepared transaction holds its rows' locks until it is
 //! committed, so the next checkpoint's rows (an upsert of the same key)
 //! are held back in memory until the sink sees the checkpoint complete and
-//! commits it: the sink never waits on its own locks. Each transaction
+//! commits it: the sink never waits on its own locks. It holds 64 batches
+//! at most, then waits for the checkpoint (and its input with it), so its
+//! memory stays bounded whatever the input rate. Each transaction
 //! also records its checkpoint in
 //! `streamwork_sink_progress`, so that a run restored from before output
 //! the sink has committed is refused rather than writing it twice.
@@ -37,9 +39,13 @@ use streamwork_core::{ConnectorError, Data, InstanceContext, InstanceIdx, Record
 /// Rows per statement by default.
 const DEFAULT_BATCH_ROWS: usize = 1_000;
 
-/// How long a checkpoint waits for the one this sink prepared before it to
-/// complete.
-const PREVIOUS_CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// How long the sink waits, by default, for a checkpoint it prepared to
+/// complete before it writes more.
+const DEFAULT_CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Batches of rows an instance holds at most while the checkpoint before
+/// them completes (upserts of one key count once).
+const HELD_BATCHES: usize = 64;
 
 /// The table of each sink instance's last committed checkpoint.
 const PROGRESS_TABLE: &str = "streamwork_sink_progress";
@@ -73,6 +79,7 @@ pub struct PostgresSink<T> {
     /// Names the sink's transactions; the component name by default.
     id: Option<String>,
     batch_rows: usize,
+    checkpoint_wait: std::time::Duration,
     open: Option<Open>,
     _records: std::marker::PhantomData<fn(T)>,
 }
@@ -104,6 +111,8 @@ struct Open {
     prepared: Vec<CheckpointId>,
     /// Which checkpoints are complete, if the job takes them.
     view: Option<CheckpointView>,
+    /// How long to wait for a prepared checkpoint to complete.
+    checkpoint_wait: std::time::Duration,
 }
 
 impl<T> Clone for PostgresSink<T> {
@@ -114,6 +123,7 @@ impl<T> Clone for PostgresSink<T> {
             key: self.key.clone(),
             id: self.id.clone(),
             batch_rows: self.batch_rows,
+            checkpoint_wait: self.checkpoint_wait,
             open: None,
             _records: std::marker::PhantomData,
         }
@@ -135,6 +145,7 @@ impl<T: Data + Serialize> PostgresSink<T> {
             key: key.iter().map(|k| k.to_string()).collect(),
             id: None,
             batch_rows: DEFAULT_BATCH_ROWS,
+            checkpoint_wait: DEFAULT_CHECKPOINT_WAIT,
             open: None,
             _records: std::marker::PhantomData,
         }
@@ -150,6 +161,16 @@ impl<T: Data + Serialize> PostgresSink<T> {
     /// Rows per statement (1,000 by default; at least 1).
     pub fn batch_rows(mut self, rows: usize) -> Self {
         self.batch_rows = rows.max(1);
+        self
+    }
+
+    /// How long the sink waits for a checkpoint it prepared to complete
+    /// when it needs that to go on: at the next barrier, or when the rows
+    /// held for after it reach 64 batches (10 minutes by default). Past it
+    /// the job fails, naming the checkpoints, and a restart commits or
+    /// rolls back what each covers.
+    pub fn checkpoint_wait(mut self, wait: std::time::Duration) -> Self {
+        self.checkpoint_wait = wait;
         self
     }
 
@@ -282,10 +303,32 @@ impl Open {
     }
 
     /// Writes the batch once no prepared transaction of this instance is
-    /// left uncommitted; until then it keeps growing.
-    fn write_batch_when_settled(&mut self) -> Result<(), ConnectorError> {
+    /// left uncommitted; until then it keeps growing, up to `held` rows,
+    /// where the sink waits for the checkpoint to complete (its input
+    /// waits, and backpressure slows the sources).
+    fn write_batch_when_settled(&mut self, held: usize) -> Result<(), ConnectorError> {
+        if self.rows.len() >= held {
+            self.wait_settled("the rows held for after it reached their bound")?;
+        }
         if self.settle()? {
             self.write_batch()?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the checkpoints this instance prepared are complete and
+    /// committed, for up to the sink's `checkpoint_wait`.
+    fn wait_settled(&mut self, why: &str) -> Result<(), ConnectorError> {
+        let started = std::time::Instant::now();
+        while !self.settle()? {
+            // Without checkpoints nothing says when they complete.
+            if self.view.is_none() || started.elapsed() >= self.checkpoint_wait {
+                return Err(ConnectorError::user(format!(
+                    "Postgres sink `{}`: checkpoint(s) {:?}, which this sink prepared, did not complete within {:?}, and {why}: restart the job, which commits or rolls back what each covers",
+                    self.component, self.prepared, self.checkpoint_wait
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(())
     }
@@ -296,16 +339,10 @@ impl Open {
         // input ended takes its final one as soon as it ends: the checkpoint
         // before may still be completing. It will without this instance (its
         // part is in), and then its rows' locks go with its commit.
-        let started = std::time::Instant::now();
-        while !self.rows.is_empty() && !self.settle()? {
-            // Without checkpoints nothing says when they complete.
-            if self.view.is_none() || started.elapsed() > PREVIOUS_CHECKPOINT_WAIT {
-                return Err(ConnectorError::user(format!(
-                    "Postgres sink `{}`: checkpoint(s) {:?}, which this sink prepared, did not complete within {PREVIOUS_CHECKPOINT_WAIT:?}, and checkpoint {checkpoint}'s rows would wait on their locks: restart the job, which commits or rolls back what each covers",
-                    self.component, self.prepared
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        if !self.rows.is_empty() {
+            self.wait_settled(&format!(
+                "checkpoint {checkpoint}'s rows would wait on their locks"
+            ))?;
         }
         self.write_batch()?;
         if !self.in_transaction {
@@ -437,6 +474,7 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
             in_transaction: false,
             prepared: Vec::new(),
             view: ctx.checkpoints().cloned(),
+            checkpoint_wait: self.checkpoint_wait,
         });
         Ok(())
     }
@@ -483,7 +521,7 @@ impl<T: Data + Serialize> Sink for PostgresSink<T> {
             }
         }
         if open.rows.len() >= *batch_rows {
-            open.write_batch_when_settled()?;
+            open.write_batch_when_settled(batch_rows.saturating_mul(HELD_BATCHES))?;
         }
         Ok(())
     }
