@@ -1,12 +1,13 @@
 //! What the sinks cost, exactly once: the same records written by each
-//! file sink (plain, gzip, zstd; CSV, transactional), the Parquet sink, and by the Postgres
-//! sink (appended, upserted), with a checkpoint every second, in
-//! interleaved rounds; each reported as records per second, its median
-//! round, and as a share of the plain file's.
+//! file sink (plain, gzip, zstd; CSV, transactional), the Parquet sink, the
+//! Postgres sink (appended, upserted) and, with feature `s3`, the
+//! object-store sink (gzip CSV and Parquet, against the local moto server),
+//! with a checkpoint every second, in interleaved rounds; each reported as
+//! records per second, its median round, and as a share of the plain
+//! file's.
 //!
 //! ```sh
-//! eval "$(scripts/postgres-test-server.sh start)"
-//! cargo bench -p streamwork-benches --features postgres,parquet --bench sink_throughput
+//! cargo xtask bench --sinks     # starts Postgres and moto, then runs this
 //! ```
 //! `SINK_EVENTS` sets the records per run (default 1 000 000), `SINK_ROUNDS`
 //! the rounds (default 3).
@@ -71,7 +72,7 @@ fn main() {
     let (events, rounds) = (env("SINK_EVENTS", 1_000_000), env("SINK_ROUNDS", 3));
     let root = std::env::temp_dir().join(format!("streamwork-sink-bench-{}", std::process::id()));
     let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let names = [
+    let mut names = vec![
         "file csv",
         "file csv gzip",
         "file csv zstd",
@@ -79,12 +80,29 @@ fn main() {
         "postgres append",
         "postgres upsert",
     ];
+    #[cfg(feature = "s3")]
+    let s3 = match (
+        std::env::var("STREAMWORK_S3_ENDPOINT"),
+        std::env::var("STREAMWORK_S3_BUCKET"),
+    ) {
+        (Ok(endpoint), Ok(bucket)) => {
+            names.extend(["s3 csv gzip (moto)", "s3 parquet (moto)"]);
+            Some((endpoint, bucket))
+        }
+        _ => {
+            println!(
+                "no object store (STREAMWORK_S3_ENDPOINT, scripts/s3-test-server.sh): its rows are left out"
+            );
+            None
+        }
+    };
     let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for round in 0..rounds {
         for (which, name) in names.iter().enumerate() {
             let dir = root.join(format!("{which}"));
             let table = format!("bench_sales_{which}");
-            if which >= 4 {
+            let postgres = (4..6).contains(&which);
+            if postgres {
                 db.batch_execute(&format!(
                     "DROP TABLE IF EXISTS {table}; \
                      CREATE TABLE {table} (id bigint PRIMARY KEY, customer text, amount float8); \
@@ -115,14 +133,37 @@ fn main() {
                     PostgresSink::<Sale>::append(&url, &table).id(&table),
                     &dir,
                 ),
-                _ => run(
+                5 => run(
                     events,
                     PostgresSink::<Sale>::upsert(&url, &table, &["id"]).id(&table),
                     &dir,
                 ),
+                #[cfg(feature = "s3")]
+                _ => {
+                    use streamwork::connectors::file::StorePrefix;
+                    let Some((endpoint, bucket)) = &s3 else {
+                        unreachable!("object-store rows only with a store")
+                    };
+                    let at = format!("sink-bench-{}/{round}-{which}", std::process::id());
+                    let prefix = StorePrefix::s3(Some(endpoint), bucket, &at).unwrap();
+                    if which == 6 {
+                        let csv = FileSink::<Sale>::csv("")
+                            .has_headers()
+                            .compression(Compression::Gzip);
+                        run(events, csv.into_store(prefix), &dir)
+                    } else {
+                        run(
+                            events,
+                            FileSink::<Sale>::parquet("").into_store(prefix),
+                            &dir,
+                        )
+                    }
+                }
+                #[cfg(not(feature = "s3"))]
+                _ => unreachable!("object-store rows only with feature s3"),
             }
             let elapsed = started.elapsed().as_secs_f64();
-            if which >= 4 {
+            if postgres {
                 let rows: i64 = db
                     .query_one(&format!("SELECT count(*) FROM {table}"), &[])
                     .unwrap()

@@ -304,7 +304,10 @@ fn a_restore_completes_what_its_checkpoint_knows_and_aborts_uploads_begun_after_
         part.bytes.len()
     );
     first.commit(CheckpointId::new(1)).unwrap();
-    assert!(prefix.list().unwrap().is_empty(), "an open object is not visible");
+    assert!(
+        prefix.list().unwrap().is_empty(),
+        "an open object is not visible"
+    );
     // After the checkpoint: the object rolls at 12 MiB, the next sends a part.
     write(&mut first, 60_000..135_000);
     let in_progress = prefix.uploads_in_progress().unwrap();

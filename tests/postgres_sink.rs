@@ -550,7 +550,11 @@ fn rows_held_after_a_prepared_checkpoint_are_bounded() {
     Sink::pre_commit(&mut sink, CheckpointId::new(1)).unwrap();
     // 639 rows held: under the bound of 64 batches of 10.
     write(&mut sink, 5..644, "two");
-    assert_eq!(rows(&mut db, &table).len(), 0, "checkpoint 1 is prepared only");
+    assert_eq!(
+        rows(&mut db, &table).len(),
+        0,
+        "checkpoint 1 is prepared only"
+    );
     let error = Sink::write(
         &mut sink,
         Record::new(Row {

@@ -88,6 +88,8 @@ struct Options {
     queries: Vec<String>,
     /// Rounds (default 9; 1 with `--quick`).
     rounds: Option<u32>,
+    /// The sink bench instead of the workloads.
+    sinks: bool,
 }
 
 fn options(args: &[String]) -> anyhow::Result<Options> {
@@ -97,12 +99,14 @@ fn options(args: &[String]) -> anyhow::Result<Options> {
         workloads: Vec::new(),
         queries: Vec::new(),
         rounds: None,
+        sinks: false,
     };
     let mut only_nexmark = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => options.quick = true,
+            "--sinks" => options.sinks = true,
             "--against" => {
                 let path = args
                     .next()
@@ -130,7 +134,7 @@ fn options(args: &[String]) -> anyhow::Result<Options> {
                 options.rounds = Some(rounds.parse().context("`--rounds` needs a number")?);
             }
             other => bail!(
-                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..., --nexmark, --queries q0,q5,..., --rounds N"
+                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..., --nexmark, --queries q0,q5,..., --rounds N, --sinks"
             ),
         }
     }
@@ -264,6 +268,9 @@ fn medians(rounds: Rounds) -> Vec<Measurement> {
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let options = options(args)?;
     let quick = options.quick;
+    if options.sinks {
+        return crate::sinks::run(quick, options.rounds);
+    }
     // On a shared machine the speed of a run varies by a quarter or more,
     // and for seconds at a time. So every workload and parallelism runs once
     // per round (two runs in a fresh process, the first a warm-up), round

@@ -5,10 +5,13 @@
 //! * `bench [--quick]`: the standard workloads at parallelism 1 and 2, each
 //!   beside its hand-written baseline, as one table and as JSON in
 //!   `target/bench/results.json`; `--quick` runs a reduced size (a smoke check);
+//! * `bench --sinks [--quick] [--rounds N]`: what each sink costs exactly
+//!   once against the plain local file, Postgres and moto started first;
 //! * `criterion [ARGS]`: the criterion micro-benchmarks.
 
 mod bench;
 mod chart;
+mod sinks;
 
 use std::process::Command;
 
@@ -28,7 +31,9 @@ fn main() -> anyhow::Result<()> {
             run("cargo", &cargo)
         }
         _ => {
-            eprintln!("usage: cargo xtask <ci | bench [--quick] | criterion [ARGS]>");
+            eprintln!(
+                "usage: cargo xtask <ci | bench [--quick] | bench --sinks | criterion [ARGS]>"
+            );
             bail!("unknown or missing command")
         }
     }

@@ -130,7 +130,10 @@ impl StorePrefix {
             (prefix, under) => ObjectPath::from(format!("{prefix}/{under}")),
         };
         let io = |e: object_store::Error| {
-            ConnectorError::io(format!("listing {root} of {self:?}"), std::io::Error::other(e))
+            ConnectorError::io(
+                format!("listing {root} of {self:?}"),
+                std::io::Error::other(e),
+            )
         };
         let hidden = |path: &ObjectPath| {
             path.filename()

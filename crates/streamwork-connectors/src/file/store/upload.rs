@@ -236,7 +236,10 @@ impl Upload {
             .runtime
             .block_on(part)
             .map_err(|e| {
-                ConnectorError::io(format!("uploading a part of {path}"), std::io::Error::other(e))
+                ConnectorError::io(
+                    format!("uploading a part of {path}"),
+                    std::io::Error::other(e),
+                )
             })?
             .map_err(|e| client.fail(format!("uploading a part of {path}"), e))?;
         self.parts.push(part.content_id);
@@ -253,7 +256,11 @@ impl Upload {
 
     /// What a checkpoint keeps: every part in, and `tail`, the bytes
     /// written and not yet sent.
-    pub(super) fn checkpointed(&mut self, client: &Client, tail: &[u8]) -> Result<Open, ConnectorError> {
+    pub(super) fn checkpointed(
+        &mut self,
+        client: &Client,
+        tail: &[u8],
+    ) -> Result<Open, ConnectorError> {
         self.settle(client)?;
         Ok(Open {
             name: self.name.clone(),
@@ -337,7 +344,8 @@ impl Checkpointed {
     /// `u64` header length (little endian), the header, the tails.
     pub(super) fn encode(&self, tails: &[&[u8]]) -> Vec<u8> {
         let header = serde_json::to_vec(self).unwrap_or_default();
-        let mut out = Vec::with_capacity(8 + header.len() + tails.iter().map(|t| t.len()).sum::<usize>());
+        let mut out =
+            Vec::with_capacity(8 + header.len() + tails.iter().map(|t| t.len()).sum::<usize>());
         out.extend_from_slice(&(header.len() as u64).to_le_bytes());
         out.extend_from_slice(&header);
         for tail in tails {
@@ -398,7 +406,10 @@ mod tests {
         assert_eq!(decoded, part);
         assert_eq!(tails, vec![&b"a\nb"[..], &b""[..]]);
         for cut in 0..bytes.len() {
-            assert!(Checkpointed::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+            assert!(
+                Checkpointed::decode(&bytes[..cut]).is_none(),
+                "cut at {cut}"
+            );
         }
     }
 
