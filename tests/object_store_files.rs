@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use streamwork::connectors::Compression;
 use streamwork::connectors::file::{StoreFileSink, StorePrefix};
 use streamwork::core::checkpoint::RestoredPart;
-use streamwork::core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, Record, Restore};
+use streamwork::core::{CheckpointId, InstanceIdx, Record};
 use streamwork::prelude::*;
 use streamwork::state::{CheckpointStore, ObjectStoreCheckpoints};
-use support::{Held, dir, exactly_once_stored};
+use support::{Held, dir, exactly_once_stored, sink_context, sink_restore};
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 struct Row {
@@ -218,34 +218,6 @@ fn wide_row(i: u64) -> Row {
     }
 }
 
-fn context(instance: u32, parallelism: u32) -> InstanceContext {
-    InstanceContext::new(
-        "out",
-        InstanceIdx(instance),
-        parallelism,
-        KeyGroups::DEFAULT,
-    )
-}
-
-fn restore<'a>(
-    checkpoint: u64,
-    instance: u32,
-    parallelism: u32,
-    parts: Vec<RestoredPart<'a>>,
-) -> Restore<'a> {
-    Restore {
-        records: None,
-        component: "out",
-        checkpoint: CheckpointId::new(checkpoint),
-        is_final: false,
-        ended: Vec::new(),
-        instance: InstanceIdx(instance),
-        parallelism,
-        key_groups: KeyGroups::DEFAULT,
-        parts,
-    }
-}
-
 /// The ids of the JSON lines in every visible object under `prefix`,
 /// read back through the file source, in order.
 fn ids_under(prefix: &StorePrefix) -> Vec<u64> {
@@ -293,8 +265,8 @@ fn a_restore_completes_what_its_checkpoint_knows_and_aborts_uploads_begun_after_
     };
     // First run: rows 0..60,000 (one 8 MiB part sent, the rest held).
     let mut first = sink();
-    first.open(&context(0, 1)).unwrap();
-    first.restore(&restore(0, 0, 1, Vec::new())).unwrap();
+    first.open(&sink_context(0, 1)).unwrap();
+    first.restore(&sink_restore(0, 0, 1, Vec::new())).unwrap();
     write(&mut first, 0..60_000);
     first.pre_commit(CheckpointId::new(1)).unwrap();
     let part = first.snapshot(CheckpointId::new(1)).unwrap().unwrap();
@@ -316,13 +288,15 @@ fn a_restore_completes_what_its_checkpoint_knows_and_aborts_uploads_begun_after_
 
     // The restore, at parallelism 2: instance 0 answers for old instance 0.
     let mut second = sink();
-    second.open(&context(0, 2)).unwrap();
+    second.open(&sink_context(0, 2)).unwrap();
     let parts = vec![RestoredPart {
         part: InstanceIdx(0),
         schema: part.schema,
         bytes: &part.bytes,
     }];
-    second.restore(&restore(1, 0, 2, parts.clone())).unwrap();
+    second
+        .restore(&sink_restore(1, 0, 2, parts.clone()))
+        .unwrap();
     assert!(prefix.uploads_in_progress().unwrap().is_empty());
     let listed = prefix.list().unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -337,9 +311,9 @@ fn a_restore_completes_what_its_checkpoint_knows_and_aborts_uploads_begun_after_
 
     // Restoring checkpoint 1 again would write 60,000.. twice.
     let mut third = sink();
-    third.open(&context(0, 2)).unwrap();
+    third.open(&sink_context(0, 2)).unwrap();
     let refused = third
-        .restore(&restore(1, 0, 2, parts))
+        .restore(&sink_restore(1, 0, 2, parts))
         .expect_err("output after the checkpoint is visible");
     assert!(
         refused.to_string().contains("written after checkpoint 1"),

@@ -23,8 +23,7 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls};
 use streamwork::connectors::postgres::PostgresSink;
-use streamwork::core::checkpoint::RestoredPart;
-use streamwork::core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, Record, Restore};
+use streamwork::core::{CheckpointId, InstanceContext, InstanceIdx, Record, Restore};
 use streamwork::prelude::*;
 
 /// The test server (`STREAMWORK_POSTGRES_URL`), or `None` after saying the
@@ -218,26 +217,11 @@ struct Row {
 }
 
 fn context(instance: u32, parallelism: u32) -> InstanceContext {
-    InstanceContext::new(
-        "rows",
-        InstanceIdx(instance),
-        parallelism,
-        KeyGroups::DEFAULT,
-    )
+    support::sink_context(instance, parallelism)
 }
 
 fn restore(checkpoint: u64, instance: u32, parallelism: u32) -> Restore<'static> {
-    Restore {
-        records: None,
-        component: "rows",
-        checkpoint: CheckpointId::new(checkpoint),
-        is_final: false,
-        ended: Vec::new(),
-        instance: InstanceIdx(instance),
-        parallelism,
-        key_groups: KeyGroups::DEFAULT,
-        parts: Vec::<RestoredPart<'static>>::new(),
-    }
+    support::sink_restore(checkpoint, instance, parallelism, Vec::new())
 }
 
 fn rows(db: &mut Client, table: &str) -> Vec<(i64, String)> {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use streamwork::connectors::TransactionalFileSink;
-use streamwork::core::checkpoint::CheckpointView;
+use streamwork::core::checkpoint::{CheckpointView, RestoredPart};
+use streamwork::core::{InstanceIdx, KeyGroups};
 use streamwork::prelude::*;
 
 /// What a [`Numbers`] source waits for at its hold.
@@ -169,6 +170,40 @@ pub fn s3_server_if_running() -> Option<(String, String)> {
 
 /// A fresh directory, never the same twice in a process (tests run in
 /// parallel threads).
+/// Instance `instance` of `parallelism` of component `out`: a sink
+/// driven by hand.
+#[allow(dead_code)]
+pub fn sink_context(instance: u32, parallelism: u32) -> InstanceContext {
+    InstanceContext::new(
+        "out",
+        InstanceIdx(instance),
+        parallelism,
+        KeyGroups::DEFAULT,
+    )
+}
+
+/// What instance `instance` of `parallelism` of component `out` is told
+/// when restored from `checkpoint` (`0`: none), whose parts are `parts`.
+#[allow(dead_code)]
+pub fn sink_restore<'a>(
+    checkpoint: u64,
+    instance: u32,
+    parallelism: u32,
+    parts: Vec<RestoredPart<'a>>,
+) -> Restore<'a> {
+    Restore {
+        records: None,
+        component: "out",
+        checkpoint: CheckpointId::new(checkpoint),
+        is_final: false,
+        ended: Vec::new(),
+        instance: InstanceIdx(instance),
+        parallelism,
+        key_groups: KeyGroups::DEFAULT,
+        parts,
+    }
+}
+
 pub fn dir(name: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);

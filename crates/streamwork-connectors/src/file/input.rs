@@ -126,7 +126,7 @@ impl Input {
         match self {
             Input::Local => Ok(Box::new(File::open(path)?)),
             #[cfg(feature = "s3")]
-            Input::Store(store) => store.open(path),
+            Input::Store(store) => Ok(Box::new(store.open(path)?)),
         }
     }
 }

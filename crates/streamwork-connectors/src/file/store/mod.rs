@@ -233,19 +233,16 @@ impl StoreInput {
     }
 
     /// Object `name` (relative to the prefix), read in ranges.
-    pub(super) fn open(
-        &self,
-        name: &std::path::Path,
-    ) -> std::io::Result<Box<dyn super::input::InputFile>> {
+    pub(super) fn open(&self, name: &std::path::Path) -> std::io::Result<ObjectReader> {
         let (location, size) = self.locate(name)?;
-        Ok(Box::new(ObjectReader {
+        Ok(ObjectReader {
             store: self.prefix.store.clone(),
             location,
             size,
             position: 0,
             chunk: bytes::Bytes::new(),
             runtime: self.runtime()?.clone(),
-        }))
+        })
     }
 
     /// Object `name` (relative to the prefix), for a Parquet reader that

@@ -181,7 +181,7 @@ pub(super) struct Marked {
 }
 
 fn unhex(hex: &str) -> Option<String> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..hex.len())
