@@ -559,3 +559,86 @@ fn rows_held_after_a_prepared_checkpoint_are_bounded() {
     let got = rows(&mut db, &table);
     assert_eq!(got.len(), 650, "every row once");
 }
+
+static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static TAG_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Not deterministic: a record's tag is how many came before it in this
+/// process, so a replay tags it differently; fails once, armed, at 7,000.
+fn tag(id: i64) -> Row {
+    use std::sync::atomic::Ordering;
+    if id == 7_000 && TAG_ARMED.swap(false, Ordering::SeqCst) {
+        panic!("injected failure after a checkpoint");
+    }
+    Row {
+        id,
+        name: TAGS.fetch_add(1, Ordering::SeqCst).to_string(),
+    }
+}
+
+/// An operator that is not deterministic before the sink (a replay emits
+/// other rows for the same input), a failure after a checkpoint, a run at
+/// another parallelism: the appended table holds each input once, with
+/// one run's tag. (An instance that reaches its end while another has
+/// failed does not wait for a checkpoint that will not complete: this
+/// test once took the sink's whole ten-minute wait.)
+#[test]
+fn a_nondeterministic_operator_before_the_sink_still_appends_each_input_once() {
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("tagged");
+    db.batch_execute(&format!("CREATE TABLE {table} (id bigint, name text)"))
+        .unwrap();
+    let root = support::dir("postgres-tagged");
+    let run = |p: u32| {
+        let ids = support::Held::new(GeneratorSource::new(|i: u64| i as i64).take(20_000), 1);
+        job! {
+            delivery exactly_once;
+            source ids[p] = ids;
+            operator tagged[p] = |id: i64| tag(id) <- ids;
+            sink out[p] = PostgresSink::<Row>::append(&url, &table).id(&table) <- tagged;
+        }
+        .unwrap()
+        .run_with(support::exactly_once(&root, 0))
+    };
+    TAG_ARMED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let error = run(2).expect_err("the injected failure");
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    let report = run(3).unwrap();
+    assert!(report.recovery.restored_from.is_some());
+    let row = db
+        .query_one(
+            &format!("SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {table}"),
+            &[],
+        )
+        .unwrap();
+    let (rows, ids, min, max): (i64, i64, i64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!((rows, ids, min, max), (20_000, 20_000, 0, 19_999));
+}
+
+/// A sink waiting for a prepared checkpoint to complete stops waiting
+/// when the job fails (no checkpoint completes any more), well before its
+/// `checkpoint_wait`.
+#[test]
+fn a_sink_waiting_for_a_checkpoint_stops_when_the_job_fails() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use streamwork::core::checkpoint::CheckpointView;
+    let Some(url) = url() else { return };
+    let mut db = client(&url);
+    let table = unique("failed");
+    db.batch_execute(&format!("CREATE TABLE {table} (id bigint, name text)"))
+        .unwrap();
+    let failed = Arc::new(AtomicBool::new(true));
+    let view = CheckpointView::new(Arc::new(AtomicU64::new(0)), None).with_failure(failed);
+    let mut sink = PostgresSink::<Row>::append(&url, &table).id(&table);
+    Sink::open(&mut sink, &context(0, 1).with_checkpoints(view)).unwrap();
+    write(&mut sink, 0..5, "one");
+    Sink::pre_commit(&mut sink, CheckpointId::new(1)).unwrap();
+    write(&mut sink, 5..10, "two");
+    let error = Sink::pre_commit(&mut sink, CheckpointId::new(2))
+        .expect_err("checkpoint 1 will not complete")
+        .to_string();
+    assert!(error.contains("the job failed"), "{error}");
+}

@@ -11,7 +11,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use crate::id::CheckpointId;
 use crate::id::InstanceIdx;
@@ -385,6 +385,8 @@ pub trait RestoreSource: Send + Sync {
 pub struct CheckpointView {
     completed: Arc<AtomicU64>,
     restore: Option<Arc<dyn RestoreSource>>,
+    /// Raised when the job fails.
+    failed: Option<Arc<AtomicBool>>,
 }
 
 impl fmt::Debug for CheckpointView {
@@ -400,7 +402,25 @@ impl CheckpointView {
     /// A view in which `completed` holds the raw id of the last complete
     /// checkpoint (0: none yet), restoring from `restore` if given.
     pub fn new(completed: Arc<AtomicU64>, restore: Option<Arc<dyn RestoreSource>>) -> Self {
-        CheckpointView { completed, restore }
+        CheckpointView {
+            completed,
+            restore,
+            failed: None,
+        }
+    }
+
+    /// The same view, told that the job failed when `failed` is raised.
+    pub fn with_failure(mut self, failed: Arc<AtomicBool>) -> Self {
+        self.failed = Some(failed);
+        self
+    }
+
+    /// Whether the job has failed: no checkpoint completes any more, and
+    /// an instance waiting for one should stop waiting.
+    pub fn job_failed(&self) -> bool {
+        self.failed
+            .as_ref()
+            .is_some_and(|failed| failed.load(Ordering::Acquire))
     }
 
     /// The last complete checkpoint ([`CheckpointId::NONE`] before the first).

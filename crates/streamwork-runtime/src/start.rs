@@ -215,7 +215,8 @@ fn open_checkpoints(
     log.skip_ids_past(completed);
     let signals = Signals::new(completed);
     let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
-    let view = CheckpointView::new(signals.completed.clone(), source);
+    let view = CheckpointView::new(signals.completed.clone(), source)
+        .with_failure(failure.abort_flag().clone());
     let link = CheckpointLink::new(parts_tx, &signals);
     let tasks = TaskCheckpoints {
         trigger: signals.trigger.clone(),

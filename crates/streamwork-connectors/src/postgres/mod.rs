@@ -321,6 +321,12 @@ impl Open {
     fn wait_settled(&mut self, why: &str) -> Result<(), ConnectorError> {
         let started = std::time::Instant::now();
         while !self.settle()? {
+            if self.view.as_ref().is_some_and(CheckpointView::job_failed) {
+                return Err(ConnectorError::user(format!(
+                    "Postgres sink `{}`: the job failed while checkpoint(s) {:?}, which this sink prepared, were completing: a restart commits or rolls back what each covers",
+                    self.component, self.prepared
+                )));
+            }
             // Without checkpoints nothing says when they complete.
             if self.view.is_none() || started.elapsed() >= self.checkpoint_wait {
                 return Err(ConnectorError::user(format!(
