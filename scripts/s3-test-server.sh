@@ -45,7 +45,7 @@ start() {
     fi
     # The tests' bucket (creating one that exists is not an error to moto).
     python3 -c "import urllib.request; urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:$PORT/streamwork-tests', method='PUT'))" >/dev/null
-    echo "export STREAMWORK_S3_ENDPOINT=http://127.0.0.1:$PORT STREAMWORK_S3_BUCKET=streamwork-tests"
+    echo "export STREAMWORK_S3_ENDPOINT=http://127.0.0.1:$PORT STREAMWORK_S3_BUCKET=streamwork-tests AWS_ENDPOINT_URL=http://127.0.0.1:$PORT"
     echo "export AWS_ACCESS_KEY_ID=streamwork AWS_SECRET_ACCESS_KEY=streamwork AWS_REGION=us-east-1"
 }
 

@@ -218,16 +218,16 @@ fn wide_row(i: u64) -> Row {
     }
 }
 
-/// The ids of the JSON lines in every visible object under `prefix`,
-/// read back through the file source, in order.
-fn ids_under(prefix: &StorePrefix) -> Vec<u64> {
+/// The ids of the JSON lines in every visible object under `url`
+/// (`s3://bucket/prefix`), read back through the file source, in order.
+fn ids_under(url: &str) -> Vec<u64> {
     #[derive(Clone, Debug, serde::Deserialize)]
     struct Id {
         id: u64,
     }
     let got = CollectSink::new();
     job! {
-        source lines = FileSource::<Id>::json("").from_store(prefix.clone());
+        source lines = FileSource::<Id>::json(url);
         sink kept = got.clone() <- lines;
     }
     .unwrap()
@@ -253,6 +253,7 @@ fn a_restore_completes_what_its_checkpoint_knows_and_aborts_uploads_begun_after_
     let root = dir("store-by-hand");
     let out = format!("{}/out", root.file_name().unwrap().to_str().unwrap());
     let prefix = StorePrefix::s3(Some(&endpoint), &bucket, &out).unwrap();
+    let url = format!("s3://{bucket}/{out}");
     let sink = || {
         FileSink::<Row>::json("")
             .rolling(12 << 20, std::time::Duration::from_secs(3_600))
@@ -301,13 +302,13 @@ fn a_restore_completes_what_its_checkpoint_knows_and_aborts_uploads_begun_after_
     let listed = prefix.list().unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert!(listed[0].1 > 8 << 20, "two parts: {listed:?}");
-    assert_eq!(ids_under(&prefix), (0..60_000).collect::<Vec<_>>());
+    assert_eq!(ids_under(&url), (0..60_000).collect::<Vec<_>>());
 
     // It carries on from the checkpoint: rows 60,000..100,000, then ends.
     write(&mut second, 60_000..100_000);
     Sink::close(&mut second).unwrap();
     assert!(prefix.uploads_in_progress().unwrap().is_empty());
-    assert_eq!(ids_under(&prefix), (0..100_000).collect::<Vec<_>>());
+    assert_eq!(ids_under(&url), (0..100_000).collect::<Vec<_>>());
 
     // Restoring checkpoint 1 again would write 60,000.. twice.
     let mut third = sink();
@@ -347,6 +348,7 @@ fn rolling_objects_span_checkpoints_in_parts_and_hold_every_row_once() {
     let store =
         Arc::new(ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &checkpoints).unwrap());
     let prefix = StorePrefix::s3(Some(&endpoint), &bucket, &out).unwrap();
+    let url = format!("s3://{bucket}/{out}");
     let run = |p: u32, machine: &str| {
         let sink = FileSink::<Row>::json("")
             .rolling(10 << 20, std::time::Duration::from_secs(3_600))
@@ -374,7 +376,7 @@ fn rolling_objects_span_checkpoints_in_parts_and_hold_every_row_once() {
         "an object of several parts: {listed:?}"
     );
     assert_eq!(
-        ids_under(&prefix),
+        ids_under(&url),
         (0..WIDE_ROWS).collect::<Vec<_>>(),
         "every row once"
     );
@@ -409,15 +411,17 @@ fn a_nondeterministic_operator_before_the_sink_still_writes_each_input_once() {
     let (out, checkpoints) = (format!("{name}/out"), format!("{name}/checkpoints"));
     let store =
         Arc::new(ObjectStoreCheckpoints::s3(Some(&endpoint), &bucket, &checkpoints).unwrap());
-    let prefix = StorePrefix::s3(Some(&endpoint), &bucket, &out).unwrap();
+    let url = format!("s3://{bucket}/{out}");
     let run = |p: u32, machine: &str| {
         let ids = Held::new(GeneratorSource::new(|i: u64| i).take(20_000), 1);
+        // The prefix by its URL, the endpoint from AWS_ENDPOINT_URL.
+        let prefix = StorePrefix::url(&url).unwrap();
         let options = exactly_once_stored(&root.join(machine), store.clone(), 0);
         job! {
             delivery exactly_once;
             source ids[p] = ids;
             operator tagged[p] = |id: u64| tag(id) <- ids;
-            sink out[p] = FileSink::<Row>::json("").into_store(prefix.clone()) <- tagged;
+            sink out[p] = FileSink::<Row>::json("").into_store(prefix) <- tagged;
         }
         .unwrap()
         .run_with(options)
@@ -427,5 +431,19 @@ fn a_nondeterministic_operator_before_the_sink_still_writes_each_input_once() {
     assert!(error.to_string().contains("injected failure"), "{error}");
     let report = run(3, "two").unwrap();
     assert!(report.recovery.restored_from.is_some());
-    assert_eq!(ids_under(&prefix), (0..20_000).collect::<Vec<_>>());
+    assert_eq!(ids_under(&url), (0..20_000).collect::<Vec<_>>());
+
+    // A file sink given the URL as a local path says what to write.
+    let refused = job! {
+        source ids = VecSource::new(vec![1u64]);
+        sink out = FileSink::<u64>::json(&url) <- ids;
+    }
+    .unwrap()
+    .run()
+    .expect_err("a URL is not a local path")
+    .to_string();
+    assert!(
+        refused.contains("into_store(StorePrefix::url("),
+        "{refused}"
+    );
 }

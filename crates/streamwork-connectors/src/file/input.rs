@@ -8,6 +8,11 @@ use std::path::{Path, PathBuf};
 
 use streamwork_core::ConnectorError;
 
+/// `path` as an object-store URL (`s3://...`), if it is one.
+pub(super) fn store_url(path: &Path) -> Option<&str> {
+    path.to_str().filter(|p| p.starts_with("s3://"))
+}
+
 /// A file read from wherever the input is.
 pub(super) trait InputFile: Read + Seek + Send {}
 
@@ -94,10 +99,23 @@ pub(super) enum Input {
 }
 
 impl Input {
-    /// Ready to read (a client for a store).
-    pub(super) fn start(&mut self) -> Result<(), ConnectorError> {
+    /// Ready to read `path` (a client for a store); a local `path` that is
+    /// an object-store URL, `s3://bucket/prefix`, reads that store.
+    pub(super) fn start(&mut self, path: &Path) -> Result<(), ConnectorError> {
         match self {
-            Input::Local => Ok(()),
+            Input::Local => match store_url(path) {
+                None => Ok(()),
+                #[cfg(feature = "s3")]
+                Some(url) => {
+                    let prefix = super::store::StorePrefix::url(url)?;
+                    *self = Input::Store(super::store::StoreInput::new(prefix));
+                    self.start(path)
+                }
+                #[cfg(not(feature = "s3"))]
+                Some(url) => Err(ConnectorError::user(format!(
+                    "the file source's input {url} is on object storage, which needs Streamwork's `s3` feature: enable it"
+                ))),
+            },
             #[cfg(feature = "s3")]
             Input::Store(store) => store.start(),
         }

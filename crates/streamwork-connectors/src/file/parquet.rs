@@ -302,6 +302,7 @@ impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        super::sink::refuse_store_url(&self.dir, ctx.component())?;
         let what = format!("Parquet sink `{}`", ctx.component());
         let fields = fields_of::<T>(&what)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| {
@@ -552,7 +553,7 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.component = ctx.component().to_string();
         self.batch_rows = ctx.batch_size().max(1);
-        self.input.start()?;
+        self.input.start(&self.path)?;
         self.plan = self.input.list(&self.path)?;
         if let Some(resume) = self.resume.take() {
             let now = super::input::plan_names(self.input.root(&self.path), &self.plan);

@@ -319,6 +319,7 @@ impl<T: Data> Sink for FileSink<T> {
     type In = T;
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        refuse_store_url(&self.path, ctx.component())?;
         self.lines
             .check(&format!("file sink `{}`", ctx.component()))?;
         self.kind = self.compression.unwrap_or_else(|| {
@@ -541,5 +542,16 @@ impl<T> LineFormat<T> {
             *header = Some(text);
         }
         Ok(())
+    }
+}
+
+/// The refusal of a sink's local path that is an object-store URL: the
+/// sink would write a local folder named `s3:`.
+pub(super) fn refuse_store_url(path: &Path, component: &str) -> Result<(), ConnectorError> {
+    match super::input::store_url(path) {
+        None => Ok(()),
+        Some(url) => Err(ConnectorError::user(format!(
+            "file sink `{component}` is given {url}, an object-store URL, as a local path: write `.into_store(StorePrefix::url(\"{url}\")?)` (feature `s3`)"
+        ))),
     }
 }

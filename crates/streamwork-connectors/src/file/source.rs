@@ -628,7 +628,7 @@ impl<T: Data> Source for FileSource<T> {
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.lines_per_poll = ctx.batch_size();
         self.lines.check(ctx.component())?;
-        self.input.start()?;
+        self.input.start(&self.path)?;
         self.plan = self.input.list(&self.path)?;
         self.kinds = self
             .plan

@@ -172,6 +172,7 @@ impl<T: Data, K: Hash + Eq + ToString + Send + 'static> Sink for UpsertFileSink<
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        super::sink::refuse_store_url(&self.dir, ctx.component())?;
         self.checkpointed = ctx.checkpoints().is_some();
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io("creating directory", &self.dir, e))
     }

@@ -81,6 +81,38 @@ impl StorePrefix {
         Ok(StorePrefix::with_uploads(Arc::new(store), prefix))
     }
 
+    /// The prefix an object-store URL names: `s3://bucket/prefix`, with
+    /// the endpoint (`AWS_ENDPOINT_URL` or `AWS_ENDPOINT`; AWS without
+    /// either), credentials and region of the `AWS_*` environment
+    /// variables. A file source given such a URL as its path reads it.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::FileSink;
+    /// use streamwork::connectors::file::StorePrefix;
+    /// #[derive(Clone, serde::Serialize)]
+    /// struct Count { word: String, count: u64 }
+    /// let out = FileSink::<Count>::json("").into_store(StorePrefix::url("s3://analytics/counts")?);
+    /// # let _ = out;
+    /// # Ok::<(), streamwork::core::ConnectorError>(())
+    /// ```
+    pub fn url(url: &str) -> Result<Self, ConnectorError> {
+        let Some(rest) = url.strip_prefix("s3://") else {
+            return Err(ConnectorError::user(format!(
+                "`{url}` is not an object-store URL this version reads: write `s3://bucket/prefix`"
+            )));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(ConnectorError::user(format!(
+                "`{url}` names no bucket: write `s3://bucket/prefix`"
+            )));
+        }
+        let endpoint = std::env::var("AWS_ENDPOINT_URL")
+            .or_else(|_| std::env::var("AWS_ENDPOINT"))
+            .ok();
+        StorePrefix::s3(endpoint.as_deref(), bucket, prefix)
+    }
+
     /// The size of the parts a sink uploads (8 MiB by default; at least
     /// [`MIN_PART_BYTES`], which smaller sizes are raised to). A sink holds
     /// about a part per object it is writing, and two more on their way.
