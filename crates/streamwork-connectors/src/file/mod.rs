@@ -21,5 +21,5 @@ pub use parquet::{DEFAULT_ROW_GROUP_ROWS, ParquetSink, ParquetSource, hive_date_
 pub use sink::{FileSink, TransactionalFileSink};
 pub use source::FileSource;
 #[cfg(feature = "s3")]
-pub use store::{StoreFileSink, StorePrefix};
+pub use store::{MIN_PART_BYTES, StoreFileSink, StorePrefix};
 pub use upsert::UpsertFileSink;
