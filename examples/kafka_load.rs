@@ -34,7 +34,10 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     create_topic(&args.brokers, &args.topic, args.partitions)?;
-    let lines = FileSource::with_lines(&args.input, Lines::raw(|_, line: &[u8]| Ok(line.to_vec())));
+    let lines = FileSource::with_lines(
+        &args.input,
+        Lines::raw(|_, line: &[u8]| Ok::<_, streamwork::core::FormatError>(line.to_vec())),
+    );
     let sink = KafkaSink::new(&args.brokers, &args.topic, |line: &Vec<u8>| {
         (None, line.clone())
     });

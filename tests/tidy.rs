@@ -1,5 +1,7 @@
 //! House rules checked as a test: every Rust file says what it is in a `//!`
-//! first line, and every compile-fail case has its locked `.stderr`.
+//! first line, every compile-fail case has its locked `.stderr`, the crate
+//! and module graphs are the documented ones without cycles, and no library
+//! code fails with a bare `String`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -586,4 +588,76 @@ fn the_module_graph_reader_sees_a_cycle() {
     assert!(graph[&src.join("c.rs")].is_empty());
     // A parent's re-export of its child is no arrow back.
     assert!(!graph[&src.join("b/mod.rs")].contains(&src.join("b/inner.rs")));
+}
+
+/// The last top-level type argument of each `Result<...>` in `code`.
+fn result_error_types(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("Result<") {
+        let start = at + "Result<".len();
+        let bytes = rest.as_bytes();
+        let (mut depth, mut end, mut last_comma) = (1usize, start, start);
+        while end < bytes.len() && depth > 0 {
+            match bytes[end] {
+                b'<' | b'(' | b'[' => depth += 1,
+                b'>' if end > 0 && bytes[end - 1] == b'-' => {}
+                b'>' | b')' | b']' => depth -= 1,
+                b',' if depth == 1 => last_comma = end + 1,
+                _ => {}
+            }
+            end += 1;
+        }
+        if depth == 0 && last_comma > start {
+            found.push(rest[last_comma..end - 1].trim().to_string());
+        }
+        rest = &rest[start..];
+    }
+    found
+}
+
+/// Failures are typed values: no library function fails with a bare
+/// `String` (a record that cannot be read or written is a `FormatError`).
+#[test]
+fn no_library_code_fails_with_a_bare_string() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "macros/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let library: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "tests"))
+        .collect();
+    assert!(library.len() > 30, "found only {} files", library.len());
+    let mut bare = Vec::new();
+    for file in library {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        for error in result_error_types(&code_only(text)) {
+            if error == "String" {
+                bare.push(
+                    file.strip_prefix(root)
+                        .unwrap_or(file)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    assert!(
+        bare.is_empty(),
+        "`Result<_, String>` in library code (return a typed error, such as `FormatError`): {bare:?}"
+    );
+}
+
+#[test]
+fn the_bare_string_finder_reads_nested_generics() {
+    assert_eq!(
+        result_error_types(
+            "fn f() -> Result<(Vec<u8>, u32), String>; fn g() -> Result<T, Box<dyn Fn(u8) -> X>>"
+        ),
+        vec!["String".to_string(), "Box<dyn Fn(u8) -> X>".to_string()]
+    );
+    assert_eq!(result_error_types("io::Result<()>"), Vec::<String>::new());
 }

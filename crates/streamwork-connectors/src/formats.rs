@@ -32,6 +32,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use streamwork_core::FormatError;
 
 /// A line that could not be read as a record: where it was, why, and the
 /// line itself (invalid UTF-8 replaced), for a dead-letter output. It is
@@ -47,12 +48,13 @@ pub struct DeadLetter {
 }
 
 /// One JSON value from `line`.
-pub fn from_json_line<T: DeserializeOwned>(line: &str) -> Result<T, String> {
-    serde_json::from_str(line).map_err(|e| format!("not valid JSON for this record: {e}"))
+pub fn from_json_line<T: DeserializeOwned>(line: &str) -> Result<T, FormatError> {
+    serde_json::from_str(line)
+        .map_err(|e| FormatError::new(format!("not valid JSON for this record: {e}")))
 }
 
 /// One CSV record from `line`, its fields by position.
-pub fn from_csv_line<T: DeserializeOwned>(line: &str) -> Result<T, String> {
+pub fn from_csv_line<T: DeserializeOwned>(line: &str) -> Result<T, FormatError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(line.as_bytes());
@@ -60,9 +62,9 @@ pub fn from_csv_line<T: DeserializeOwned>(line: &str) -> Result<T, String> {
     match reader.read_record(&mut record) {
         Ok(true) => record
             .deserialize(None)
-            .map_err(|e| format!("not a CSV record of this type: {e}")),
+            .map_err(|e| FormatError::new(format!("not a CSV record of this type: {e}"))),
         Ok(false) => Err("an empty line is not a CSV record".into()),
-        Err(e) => Err(format!("not valid CSV: {e}")),
+        Err(e) => Err(FormatError::new(format!("not valid CSV: {e}"))),
     }
 }
 
@@ -70,27 +72,27 @@ pub fn from_csv_line<T: DeserializeOwned>(line: &str) -> Result<T, String> {
 pub(crate) fn from_csv_line_headed<T: DeserializeOwned>(
     header: &csv::StringRecord,
     line: &str,
-) -> Result<T, String> {
+) -> Result<T, FormatError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(line.as_bytes());
     let mut record = csv::StringRecord::new();
     match reader.read_record(&mut record) {
-        Ok(true) if record.len() != header.len() => Err(format!(
+        Ok(true) if record.len() != header.len() => Err(FormatError::new(format!(
             "{} fields where the header has {} columns",
             record.len(),
             header.len()
-        )),
+        ))),
         Ok(true) => record
             .deserialize(Some(header))
-            .map_err(|e| format!("not a CSV record of this type: {e}")),
+            .map_err(|e| FormatError::new(format!("not a CSV record of this type: {e}"))),
         Ok(false) => Err("an empty line is not a CSV record".into()),
-        Err(e) => Err(format!("not valid CSV: {e}")),
+        Err(e) => Err(FormatError::new(format!("not valid CSV: {e}"))),
     }
 }
 
 /// A CSV header line's columns.
-pub(crate) fn csv_header_columns(line: &str) -> Result<csv::StringRecord, String> {
+pub(crate) fn csv_header_columns(line: &str) -> Result<csv::StringRecord, FormatError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(line.as_bytes());
@@ -98,7 +100,9 @@ pub(crate) fn csv_header_columns(line: &str) -> Result<csv::StringRecord, String
     match reader.read_record(&mut record) {
         Ok(true) => Ok(record),
         Ok(false) => Err("the header line is empty".into()),
-        Err(e) => Err(format!("the header line is not valid CSV: {e}")),
+        Err(e) => Err(FormatError::new(format!(
+            "the header line is not valid CSV: {e}"
+        ))),
     }
 }
 
@@ -160,8 +164,10 @@ impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
 /// The CSV header line (without its newline) of records shaped like
 /// `value`: its field names. A record that is not a struct with named
 /// fields has none.
-pub(crate) fn csv_header<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<(), String> {
-    let cannot = |e: &dyn std::fmt::Display| format!("cannot be written as a CSV record: {e}");
+pub(crate) fn csv_header<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<(), FormatError> {
+    let cannot = |e: &dyn std::fmt::Display| {
+        FormatError::new(format!("cannot be written as a CSV record: {e}"))
+    };
     let mut writer = csv::WriterBuilder::new()
         .has_headers(true)
         .from_writer(Vec::with_capacity(128));
@@ -188,21 +194,22 @@ pub(crate) fn csv_header<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<
 }
 
 /// `value` as one JSON line (without its newline), appended to `line`.
-pub fn json_line<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<(), String> {
-    serde_json::to_writer(line, value).map_err(|e| format!("cannot be written as JSON: {e}"))
+pub fn json_line<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<(), FormatError> {
+    serde_json::to_writer(line, value)
+        .map_err(|e| FormatError::new(format!("cannot be written as JSON: {e}")))
 }
 
 /// `value` as one CSV record (without its newline), appended to `line`.
-pub fn csv_line<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<(), String> {
+pub fn csv_line<T: Serialize>(value: &T, line: &mut Vec<u8>) -> Result<(), FormatError> {
     let mut writer = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::with_capacity(64));
     writer
         .serialize(value)
-        .map_err(|e| format!("cannot be written as a CSV record: {e}"))?;
+        .map_err(|e| FormatError::new(format!("cannot be written as a CSV record: {e}")))?;
     let bytes = writer
         .into_inner()
-        .map_err(|e| format!("cannot be written as a CSV record: {e}"))?;
+        .map_err(|e| FormatError::new(format!("cannot be written as a CSV record: {e}")))?;
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     line.extend_from_slice(bytes);

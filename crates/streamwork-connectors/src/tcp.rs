@@ -73,9 +73,9 @@ impl<T: Data> TcpLineSource<T> {
     }
 
     /// Each line through `parse`.
-    pub fn parsed(
+    pub fn parsed<E: Into<streamwork_core::FormatError>>(
         addr: impl Into<String>,
-        parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static,
+        parse: impl Fn(&str) -> Result<T, E> + Send + Sync + 'static,
     ) -> Self {
         TcpLineSource::with_lines(addr, Lines::parsed(parse))
     }

@@ -1,5 +1,6 @@
 //! Errors owned by core: connector failures and task failures, each saying
-//! whose fault it is.
+//! whose fault it is, and format errors (a record that cannot be read from
+//! or written as its bytes).
 
 use std::fmt;
 
@@ -104,6 +105,76 @@ impl ConnectorError {
     /// Whether retrying the same operation may succeed.
     pub fn is_retryable(&self) -> bool {
         self.domain == ErrorDomain::External
+    }
+}
+
+/// A record that cannot be read from its text or bytes, or written as
+/// them: a malformed line or payload, a value its format cannot hold. The
+/// input's fault (or the record type's), never the engine's: a source
+/// counts, skips or dead-letters it by its policy, and a sink fails the job
+/// naming it ([`ConnectorError::user`]).
+///
+/// A parser written by hand returns one from a `String` or a `&str`:
+///
+/// ```
+/// use streamwork::core::FormatError;
+/// fn port(line: &str) -> Result<u16, FormatError> {
+///     line.trim().parse().map_err(|e| format!("`{line}` is not a port: {e}").into())
+/// }
+/// assert_eq!(port("80"), Ok(80));
+/// assert_eq!(port("x").unwrap_err().to_string(), "`x` is not a port: invalid digit found in string");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct FormatError {
+    reason: String,
+}
+
+impl FormatError {
+    /// An error saying `reason`.
+    pub fn new(reason: impl Into<String>) -> Self {
+        FormatError {
+            reason: reason.into(),
+        }
+    }
+
+    /// What is wrong with the record.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The same error, with `context` (where, what) before the reason.
+    pub fn context(self, context: impl fmt::Display) -> Self {
+        FormatError {
+            reason: format!("{context}: {}", self.reason),
+        }
+    }
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+debug_as_display!(FormatError);
+
+impl From<String> for FormatError {
+    fn from(reason: String) -> Self {
+        FormatError { reason }
+    }
+}
+
+impl From<&str> for FormatError {
+    fn from(reason: &str) -> Self {
+        FormatError::new(reason)
+    }
+}
+
+impl From<FormatError> for ConnectorError {
+    fn from(error: FormatError) -> Self {
+        ConnectorError::user(error.reason)
     }
 }
 

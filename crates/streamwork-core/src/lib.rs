@@ -69,7 +69,7 @@ pub use component::{
 };
 pub use control::{Control, Disconnected};
 pub use edge::Edge;
-pub use error::{ConnectorError, ErrorDomain, TaskError};
+pub use error::{ConnectorError, ErrorDomain, FormatError, TaskError};
 pub use flow::{FlowControl, Overflow, PauseWatermarks};
 pub use grouping::{GroupingKind, KeyGroups};
 pub use id::{CheckpointId, InstanceIdx, JobId, NodeId, RootId};

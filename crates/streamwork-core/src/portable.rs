@@ -17,6 +17,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::error::FormatError;
 use crate::record::Data;
 
 /// A record type that can cross processes: encoded with
@@ -29,29 +30,33 @@ use crate::record::Data;
 )]
 pub trait Portable: Data {
     /// Appends the record's bytes to `out`.
-    fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), String>;
+    fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), FormatError>;
     /// The record of `bytes`, as [`encode_into`](Self::encode_into) wrote it.
-    fn decode(bytes: &[u8]) -> Result<Self, String>;
+    fn decode(bytes: &[u8]) -> Result<Self, FormatError>;
 }
 
 impl<T: Data + Serialize + DeserializeOwned> Portable for T {
-    fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), String> {
+    fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), FormatError> {
         let taken = std::mem::take(out);
         match postcard::to_extend(self, taken) {
             Ok(filled) => {
                 *out = filled;
                 Ok(())
             }
-            Err(error) => Err(error.to_string()),
+            Err(error) => Err(FormatError::new(error.to_string())),
         }
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| e.to_string())?;
+    fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        let (value, rest) =
+            postcard::take_from_bytes(bytes).map_err(|e| FormatError::new(e.to_string()))?;
         if rest.is_empty() {
             Ok(value)
         } else {
-            Err(format!("{} bytes after the record", rest.len()))
+            Err(FormatError::new(format!(
+                "{} bytes after the record",
+                rest.len()
+            )))
         }
     }
 }

@@ -99,9 +99,9 @@ pub struct Exchange<T> {
     /// The stable hash of a record's key.
     pub key_hash: Arc<dyn Fn(&T) -> u64 + Send + Sync>,
     /// Appends a record's bytes.
-    pub encode: fn(&T, &mut Vec<u8>) -> Result<(), String>,
+    pub encode: fn(&T, &mut Vec<u8>) -> Result<(), crate::FormatError>,
     /// A record from its bytes.
-    pub decode: fn(&[u8]) -> Result<T, String>,
+    pub decode: fn(&[u8]) -> Result<T, crate::FormatError>,
     /// Whether the stream carries watermarks.
     pub watermarked: bool,
 }

@@ -188,16 +188,16 @@ impl Serialize for Event {
 }
 
 impl TryFrom<RawEvent> for Event {
-    type Error = String;
+    type Error = streamwork::core::FormatError;
 
-    fn try_from(raw: RawEvent) -> Result<Self, String> {
+    fn try_from(raw: RawEvent) -> Result<Self, Self::Error> {
         match (raw.event_type, raw.person, raw.auction, raw.bid) {
             (0, Some(person), None, None) => Ok(Event::Person(person)),
             (1, None, Some(auction), None) => Ok(Event::Auction(auction)),
             (2, None, None, Some(bid)) => Ok(Event::Bid(bid)),
-            (kind, ..) => Err(format!(
+            (kind, ..) => Err(streamwork::core::FormatError::new(format!(
                 "not a Nexmark event: event_type {kind} with its objects does not name one of person (0), auction (1) or bid (2)"
-            )),
+            ))),
         }
     }
 }

@@ -14,20 +14,30 @@ use tiny_http::Server;
 
 use crate::{TEXT_PROMETHEUS, WebError, WebView, respond};
 
-static RECORDER: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
+/// The recorder, or what the exporter said when it could not install it.
+static RECORDER: OnceLock<Installed> = OnceLock::new();
+
+enum Installed {
+    Recorder(PrometheusHandle),
+    Refused { reason: String },
+}
 
 /// The process's Prometheus recorder, installed on first use as the global
 /// `metrics` recorder. Refused if the application installed another one
 /// first (its own exporter then has the runtime's metrics).
 pub fn recorder() -> Result<PrometheusHandle, WebError> {
-    RECORDER
-        .get_or_init(|| {
-            PrometheusBuilder::new()
-                .install_recorder()
-                .map_err(|e| e.to_string())
-        })
-        .clone()
-        .map_err(|reason| WebError::Recorder { reason })
+    let installed = RECORDER.get_or_init(|| match PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => Installed::Recorder(handle),
+        Err(e) => Installed::Refused {
+            reason: e.to_string(),
+        },
+    });
+    match installed {
+        Installed::Recorder(handle) => Ok(handle.clone()),
+        Installed::Refused { reason } => Err(WebError::Recorder {
+            reason: reason.clone(),
+        }),
+    }
 }
 
 /// Everything recorded so far, in the Prometheus text format.

@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use streamwork_core::ConnectorError;
+use streamwork_core::{ConnectorError, FormatError};
 
 use crate::errors::{BadInput, InputErrors};
 
 /// Parses one line into a record, or says why it cannot.
-pub type LineParser<T> = Arc<dyn Fn(&str) -> Result<T, String> + Send + Sync>;
+pub type LineParser<T> = Arc<dyn Fn(&str) -> Result<T, FormatError> + Send + Sync>;
 
 /// Makes a record of a line's 0-based index and its raw bytes.
-pub type RawLineParser<T> = Arc<dyn Fn(u64, &[u8]) -> Result<T, String> + Send + Sync>;
+pub type RawLineParser<T> = Arc<dyn Fn(u64, &[u8]) -> Result<T, FormatError> + Send + Sync>;
 
 /// Makes a record of every line, good or bad: the CSV header read (if
 /// any), its text (or why it is not text), its raw bytes and its position
@@ -24,7 +24,7 @@ type LenientParser<T> = Arc<
 
 /// Parses one CSV line, by position or by the columns of the header read.
 type CsvParser<T> =
-    Arc<dyn Fn(Option<&csv::StringRecord>, &str) -> Result<T, String> + Send + Sync>;
+    Arc<dyn Fn(Option<&csv::StringRecord>, &str) -> Result<T, FormatError> + Send + Sync>;
 
 enum Parser<T> {
     Text(LineParser<T>),
@@ -81,7 +81,7 @@ impl<T> Clone for Lines<T> {
 impl Lines<String> {
     /// Each line as a `String`.
     pub fn text() -> Self {
-        Lines::parsed(|line| Ok(line.to_string()))
+        Lines::parsed(|line| Ok::<_, FormatError>(line.to_string()))
     }
 }
 
@@ -136,12 +136,12 @@ impl<T: serde::de::DeserializeOwned + 'static> Lines<Result<T, crate::formats::D
         lines
     }
 
-    fn lenient(parse: fn(Option<&csv::StringRecord>, &str) -> Result<T, String>) -> Self {
+    fn lenient(parse: fn(Option<&csv::StringRecord>, &str) -> Result<T, FormatError>) -> Self {
         Lines {
             parse: Parser::Lenient(Arc::new(move |header, text, raw, position| {
                 let reason = match text.map(|line| parse(header, line)) {
                     Ok(Ok(record)) => return Ok(record),
-                    Ok(Err(reason)) => reason,
+                    Ok(Err(reason)) => reason.reason().to_string(),
                     Err(e) => format!("invalid UTF-8 ({e})"),
                 };
                 Err(crate::formats::DeadLetter {
@@ -164,14 +164,25 @@ impl Lines<(u64, Vec<u8>)> {
     /// UTF-8 check, nothing skipped): for jobs that handle malformed lines
     /// themselves, say into a dead-letter output.
     pub fn indexed_raw() -> Self {
-        Lines::raw(|index, bytes| Ok((index, bytes.to_vec())))
+        Lines::raw(|index, bytes| Ok::<_, FormatError>((index, bytes.to_vec())))
     }
 }
 
 impl<T> Lines<T> {
-    /// Each line through `parse`.
-    pub fn parsed(parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static) -> Self {
-        Lines::with_parser(Parser::Text(Arc::new(parse)))
+    /// Each line through `parse`, whose error (a [`FormatError`], or a
+    /// `String` saying why) makes the line malformed input.
+    ///
+    /// ```
+    /// use streamwork::connectors::file::Lines;
+    /// let ports = Lines::parsed(|line: &str| line.trim().parse::<u16>().map_err(|e| e.to_string()));
+    /// # let _ = ports;
+    /// ```
+    pub fn parsed<E: Into<FormatError>>(
+        parse: impl Fn(&str) -> Result<T, E> + Send + Sync + 'static,
+    ) -> Self {
+        Lines::with_parser(Parser::Text(Arc::new(move |line| {
+            parse(line).map_err(Into::into)
+        })))
     }
 
     fn with_parser(parse: Parser<T>) -> Self {
@@ -187,8 +198,12 @@ impl<T> Lines<T> {
 
     /// Each line, with its 0-based index in the input, through `parse` on
     /// its raw bytes.
-    pub fn raw(parse: impl Fn(u64, &[u8]) -> Result<T, String> + Send + Sync + 'static) -> Self {
-        Lines::with_parser(Parser::Raw(Arc::new(parse)))
+    pub fn raw<E: Into<FormatError>>(
+        parse: impl Fn(u64, &[u8]) -> Result<T, E> + Send + Sync + 'static,
+    ) -> Self {
+        Lines::with_parser(Parser::Raw(Arc::new(move |index, bytes| {
+            parse(index, bytes).map_err(Into::into)
+        })))
     }
 
     /// CSV with a header line: each input (each file, each connection)
@@ -257,7 +272,8 @@ impl<T> Lines<T> {
         };
         let text = std::str::from_utf8(raw)
             .map_err(|e| refuse(format!("the header line is not UTF-8 ({e})")))?;
-        let header = crate::formats::csv_header_columns(text).map_err(refuse)?;
+        let header =
+            crate::formats::csv_header_columns(text).map_err(|e| refuse(e.reason().to_string()))?;
         let mut seen = std::collections::BTreeSet::new();
         if let Some(twice) = header.iter().find(|column| !seen.insert(*column)) {
             return Err(refuse(format!("the header names column `{twice}` twice")));

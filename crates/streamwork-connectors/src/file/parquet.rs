@@ -24,8 +24,8 @@ use serde::de::DeserializeOwned;
 use serde_arrow::schema::{SchemaLike, TracingOptions};
 use streamwork_core::checkpoint::{CheckpointId, Transactional};
 use streamwork_core::{
-    Collector, ConnectorError, Data, InstanceContext, Record, Restore, Sink, Source, SourcePoll,
-    StateBytes, Timestamp,
+    Collector, ConnectorError, Data, FormatError, InstanceContext, Record, Restore, Sink, Source,
+    SourcePoll, StateBytes, Timestamp,
 };
 
 use super::staging::Staging;
@@ -222,7 +222,7 @@ impl<T: Serialize> Partition<T> {
 }
 
 /// `partition` as a relative folder, or why it cannot be one.
-fn partition_folder(partition: &str) -> Result<PathBuf, String> {
+fn partition_folder(partition: &str) -> Result<PathBuf, FormatError> {
     let mut folder = PathBuf::new();
     for segment in partition.split('/') {
         let plain = !segment.is_empty()
@@ -230,9 +230,9 @@ fn partition_folder(partition: &str) -> Result<PathBuf, String> {
             && !segment.starts_with('_')
             && !segment.contains(['\\', '\0']);
         if !plain {
-            return Err(format!(
+            return Err(FormatError::new(format!(
                 "partition `{partition}` is not a plain relative folder (no empty segment, none beginning with `.` or `_`)"
-            ));
+            )));
         }
         folder.push(segment);
     }
@@ -665,7 +665,7 @@ pub(super) struct ParquetBytes<T> {
 
 /// Records to an Arrow batch, or why not.
 #[cfg(feature = "s3")]
-type ToBatch<T> = fn(&[FieldRef], &[T]) -> Result<arrow_array::RecordBatch, String>;
+type ToBatch<T> = fn(&[FieldRef], &[T]) -> Result<arrow_array::RecordBatch, FormatError>;
 
 /// One object's Parquet being written: the file in memory, and rows not
 /// yet converted.
@@ -700,7 +700,7 @@ impl<T> ParquetBytes<T> {
 
     /// The folder (relative, `/`-separated; "" without partitions) a
     /// record and its event time go into.
-    pub(super) fn folder(&self, value: &T, time: Option<Timestamp>) -> Result<String, String> {
+    pub(super) fn folder(&self, value: &T, time: Option<Timestamp>) -> Result<String, FormatError> {
         let Some(partition) = &self.partition else {
             return Ok(String::new());
         };
@@ -717,21 +717,24 @@ impl<T> ParquetBytes<T> {
         writer.writer.inner_mut()
     }
 
-    pub(super) fn writer(&self) -> Result<ParquetWriter<T>, String> {
-        let schema = self.schema.clone().ok_or("the sink is not open")?;
+    pub(super) fn writer(&self) -> Result<ParquetWriter<T>, FormatError> {
+        let schema = self
+            .schema
+            .clone()
+            .ok_or_else(|| FormatError::new("the sink is not open"))?;
         let properties = WriterProperties::builder()
             .set_max_row_group_size(self.row_group_rows)
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .build();
         let writer = ArrowWriter::try_new(Vec::new(), schema, Some(properties))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| FormatError::new(e.to_string()))?;
         Ok(ParquetWriter {
             writer,
             rows: Vec::with_capacity(BATCH_ROWS),
         })
     }
 
-    pub(super) fn push(&self, writer: &mut ParquetWriter<T>, value: T) -> Result<(), String> {
+    pub(super) fn push(&self, writer: &mut ParquetWriter<T>, value: T) -> Result<(), FormatError> {
         writer.rows.push(value);
         if writer.rows.len() >= BATCH_ROWS {
             self.convert(writer)?;
@@ -739,19 +742,25 @@ impl<T> ParquetBytes<T> {
         Ok(())
     }
 
-    fn convert(&self, writer: &mut ParquetWriter<T>) -> Result<(), String> {
+    fn convert(&self, writer: &mut ParquetWriter<T>) -> Result<(), FormatError> {
         if writer.rows.is_empty() {
             return Ok(());
         }
         let batch = (self.to_batch)(&self.fields, &writer.rows)?;
-        writer.writer.write(&batch).map_err(|e| e.to_string())?;
+        writer
+            .writer
+            .write(&batch)
+            .map_err(|e| FormatError::new(e.to_string()))?;
         writer.rows.clear();
         Ok(())
     }
 
-    pub(super) fn finish(&self, mut writer: ParquetWriter<T>) -> Result<Vec<u8>, String> {
+    pub(super) fn finish(&self, mut writer: ParquetWriter<T>) -> Result<Vec<u8>, FormatError> {
         self.convert(&mut writer)?;
-        writer.writer.into_inner().map_err(|e| e.to_string())
+        writer
+            .writer
+            .into_inner()
+            .map_err(|e| FormatError::new(e.to_string()))
     }
 }
 
@@ -782,7 +791,8 @@ impl<T: Data + Serialize + DeserializeOwned> ParquetSink<T> {
                 schema: None,
                 trace: fields_of::<T>,
                 to_batch: |fields, rows| {
-                    serde_arrow::to_record_batch(fields, &rows).map_err(|e| e.to_string())
+                    serde_arrow::to_record_batch(fields, &rows)
+                        .map_err(|e| FormatError::new(e.to_string()))
                 },
             },
         )

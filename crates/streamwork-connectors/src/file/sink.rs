@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streamwork_core::checkpoint::CheckpointId;
-use streamwork_core::{ConnectorError, Data, InstanceContext, Record, Restore, Sink};
+use streamwork_core::{ConnectorError, Data, FormatError, InstanceContext, Record, Restore, Sink};
 
 use super::compression::Compression;
 use super::staging::{Output, Roll, Staging};
 
 /// Appends a record's line (without its newline), or says why it cannot.
-type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
+type Format<T> = Arc<dyn Fn(&T, &mut Vec<u8>) -> Result<(), FormatError> + Send + Sync>;
 
 /// Writes each record as one line into `DIR/part-INSTANCE` (or into `PATH`
 /// itself when the sink has parallelism 1 and [`single_file`](Self::single_file)
@@ -142,16 +142,16 @@ impl<T: Data> FileSink<T> {
     ) -> Self {
         FileSink::encoded(dir, move |value: &T, line: &mut Vec<u8>| {
             format(value, line);
-            Ok(())
+            Ok::<(), FormatError>(())
         })
     }
 
     /// Writes into directory `dir`, encoding each record with `encode`; a
     /// record it cannot encode fails the write with its reason (a user
     /// error), never a panic.
-    pub fn encoded(
+    pub fn encoded<E: Into<FormatError>>(
         dir: impl AsRef<Path>,
-        encode: impl Fn(&T, &mut Vec<u8>) -> Result<(), String> + Send + Sync + 'static,
+        encode: impl Fn(&T, &mut Vec<u8>) -> Result<(), E> + Send + Sync + 'static,
     ) -> Self {
         FileSink {
             path: dir.as_ref().to_path_buf(),
@@ -159,7 +159,9 @@ impl<T: Data> FileSink<T> {
             transactional: false,
             roll: None,
             lines: LineFormat {
-                format: Arc::new(encode),
+                format: Arc::new(move |value: &T, line: &mut Vec<u8>| {
+                    encode(value, line).map_err(Into::into)
+                }),
                 csv: false,
                 header: None,
             },
@@ -342,7 +344,7 @@ impl<T: Data> Sink for FileSink<T> {
 
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         self.line.clear();
-        let cannot = |reason| {
+        let cannot = |reason: FormatError| {
             ConnectorError::user(format!(
                 "{}: cannot encode a record: {reason}",
                 self.path.display()
@@ -530,7 +532,7 @@ impl<T> LineFormat<T> {
         value: &T,
         line: &mut Vec<u8>,
         header: &mut Option<Vec<u8>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), FormatError> {
         (self.format)(value, line)?;
         line.push(b'\n');
         if header.is_none()

@@ -212,9 +212,9 @@ impl<T: Data + serde::de::DeserializeOwned> FileSource<Result<T, crate::formats:
 
 impl<T: Data> FileSource<T> {
     /// Each line of `path` through `parse`.
-    pub fn parsed(
+    pub fn parsed<E: Into<streamwork_core::FormatError>>(
         path: impl AsRef<Path>,
-        parse: impl Fn(&str) -> Result<T, String> + Send + Sync + 'static,
+        parse: impl Fn(&str) -> Result<T, E> + Send + Sync + 'static,
     ) -> Self {
         FileSource::with_lines(path, Lines::parsed(parse))
     }

@@ -10,7 +10,9 @@ use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use streamwork_core::{ConnectorError, Data, ErrorDomain, InstanceContext, Record, Sink};
+use streamwork_core::{
+    ConnectorError, Data, ErrorDomain, FormatError, InstanceContext, Record, Sink,
+};
 
 use super::kafka_error;
 use super::origin::{ORIGIN_HEADER, Origin};
@@ -40,7 +42,7 @@ impl ProducerContext for DeliveryContext {
 }
 
 /// A record's key and value, or why it cannot be encoded.
-type Encode<T> = Arc<dyn Fn(&T) -> Result<(Option<Vec<u8>>, Vec<u8>), String> + Send + Sync>;
+type Encode<T> = Arc<dyn Fn(&T) -> Result<(Option<Vec<u8>>, Vec<u8>), FormatError> + Send + Sync>;
 type OriginOf<T> = Arc<dyn Fn(&T) -> Origin + Send + Sync>;
 type PartitionOf<T> = Arc<dyn Fn(&T) -> i32 + Send + Sync>;
 
@@ -130,7 +132,7 @@ impl<T: Data + serde::Serialize> KafkaSink<T> {
         KafkaSink::encoded(brokers, topic, |value: &T| {
             let mut bytes = Vec::new();
             crate::formats::json_line(value, &mut bytes)?;
-            Ok((None, bytes))
+            Ok::<_, FormatError>((None, bytes))
         })
     }
 
@@ -139,7 +141,7 @@ impl<T: Data + serde::Serialize> KafkaSink<T> {
         KafkaSink::encoded(brokers, topic, |value: &T| {
             let mut bytes = Vec::new();
             crate::formats::csv_line(value, &mut bytes)?;
-            Ok((None, bytes))
+            Ok::<_, FormatError>((None, bytes))
         })
     }
 }
@@ -147,13 +149,13 @@ impl<T: Data + serde::Serialize> KafkaSink<T> {
 impl<T: Data> KafkaSink<T> {
     /// Produces to `topic` on `brokers`; `encode` gives each record's key and
     /// value, or says why it cannot (the write then fails with the reason).
-    pub fn encoded(
+    pub fn encoded<E: Into<FormatError>>(
         brokers: &str,
         topic: &str,
-        encode: impl Fn(&T) -> Result<(Option<Vec<u8>>, Vec<u8>), String> + Send + Sync + 'static,
+        encode: impl Fn(&T) -> Result<(Option<Vec<u8>>, Vec<u8>), E> + Send + Sync + 'static,
     ) -> Self {
         let mut sink = KafkaSink::new(brokers, topic, |_: &T| (None, Vec::new()));
-        sink.encode = Arc::new(encode);
+        sink.encode = Arc::new(move |value: &T| encode(value).map_err(Into::into));
         sink
     }
 
@@ -355,9 +357,16 @@ mod tests {
             record(b"{\"auction\": 1}")
                 .json::<Bid>()
                 .unwrap_err()
+                .reason()
                 .contains("price")
         );
-        assert!(record(b"\xff").json::<Bid>().unwrap_err().contains("UTF-8"));
+        assert!(
+            record(b"\xff")
+                .json::<Bid>()
+                .unwrap_err()
+                .reason()
+                .contains("UTF-8")
+        );
     }
 
     #[test]

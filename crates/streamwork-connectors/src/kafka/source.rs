@@ -17,7 +17,8 @@ use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Replayable};
 use streamwork_core::{
-    Collector, ConnectorError, InstanceContext, Restore, Source, SourcePoll, StateBytes, Timestamp,
+    Collector, ConnectorError, FormatError, InstanceContext, Restore, Source, SourcePoll,
+    StateBytes, Timestamp,
 };
 
 use super::kafka_error;
@@ -53,7 +54,7 @@ pub struct KafkaRecord {
     pub origin: Option<Origin>,
 }
 
-type Check = Arc<dyn Fn(&KafkaRecord) -> Result<(), String> + Send + Sync>;
+type Check = Arc<dyn Fn(&KafkaRecord) -> Result<(), FormatError> + Send + Sync>;
 
 /// The count of malformed payloads a source dead-lettered, shared by its
 /// instances (clone it before handing the source to a job).
@@ -244,14 +245,16 @@ impl std::fmt::Debug for KafkaSource {
 
 impl KafkaRecord {
     /// Its value as a JSON value of type `T`.
-    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
-        let text = std::str::from_utf8(&self.value).map_err(|e| format!("invalid UTF-8 ({e})"))?;
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, FormatError> {
+        let text = std::str::from_utf8(&self.value)
+            .map_err(|e| FormatError::new(format!("invalid UTF-8 ({e})")))?;
         crate::formats::from_json_line(text)
     }
 
     /// Its value as one CSV record of type `T`.
-    pub fn csv<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
-        let text = std::str::from_utf8(&self.value).map_err(|e| format!("invalid UTF-8 ({e})"))?;
+    pub fn csv<T: serde::de::DeserializeOwned>(&self) -> Result<T, FormatError> {
+        let text = std::str::from_utf8(&self.value)
+            .map_err(|e| FormatError::new(format!("invalid UTF-8 ({e})")))?;
         crate::formats::from_csv_line(text)
     }
 }
@@ -362,7 +365,7 @@ impl KafkaSource {
         check: impl Fn(&KafkaRecord) -> Result<(), E> + Send + Sync + 'static,
     ) -> Self {
         self.check = Some(Arc::new(move |record| {
-            check(record).map_err(|e| e.to_string())
+            check(record).map_err(|e| FormatError::new(e.to_string()))
         }));
         self
     }
@@ -880,7 +883,7 @@ impl KafkaSource {
             if let Some(check) = &self.check
                 && let Err(reason) = check(&record)
             {
-                self.refuse(&record, &reason)?;
+                self.refuse(&record, reason.reason())?;
                 continue;
             }
             match timestamp {

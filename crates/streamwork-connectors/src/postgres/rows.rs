@@ -6,10 +6,11 @@
 use serde::Serialize;
 use serde::ser;
 use serde_json::Value;
+use streamwork_core::FormatError;
 
 /// `record` as a JSON value, its non-finite floats as strings; or why not.
-pub(crate) fn to_row<T: Serialize>(record: &T) -> Result<Value, String> {
-    let mut value = serde_json::to_value(record).map_err(|e| e.to_string())?;
+pub(crate) fn to_row<T: Serialize>(record: &T) -> Result<Value, FormatError> {
+    let mut value = serde_json::to_value(record).map_err(|e| FormatError::new(e.to_string()))?;
     let mut finder = NonFinite::default();
     match record.serialize(&mut finder) {
         Ok(()) => {}
@@ -18,7 +19,7 @@ pub(crate) fn to_row<T: Serialize>(record: &T) -> Result<Value, String> {
                 "it holds a NaN or infinite float inside a map, which a row cannot carry".into(),
             );
         }
-        Err(Found::Custom(e)) => return Err(e),
+        Err(Found::Custom(e)) => return Err(FormatError::new(e)),
     }
     for (path, float) in finder.found {
         let text = if float.is_nan() {
@@ -416,7 +417,7 @@ mod tests {
     fn a_non_finite_float_in_a_map_is_refused_and_finite_ones_pass() {
         let mut map = BTreeMap::new();
         map.insert("a".to_string(), f64::NAN);
-        assert!(to_row(&map).unwrap_err().contains("inside a map"));
+        assert!(to_row(&map).unwrap_err().reason().contains("inside a map"));
         map.insert("a".to_string(), 2.5);
         assert_eq!(to_row(&map).unwrap(), serde_json::json!({"a": 2.5}));
     }

@@ -149,7 +149,7 @@ pub(crate) struct ExchangeSource<T> {
     exchange: Arc<str>,
     inner: Box<dyn EnvelopeSource>,
     read: Collector<Envelope>,
-    decode: fn(&[u8]) -> Result<T, String>,
+    decode: fn(&[u8]) -> Result<T, streamwork_core::FormatError>,
 }
 
 impl<T> ExchangeSource<T> {
@@ -158,7 +158,7 @@ impl<T> ExchangeSource<T> {
     pub(crate) fn new(
         exchange: &str,
         inner: Box<dyn EnvelopeSource>,
-        decode: fn(&[u8]) -> Result<T, String>,
+        decode: fn(&[u8]) -> Result<T, streamwork_core::FormatError>,
     ) -> Self {
         ExchangeSource {
             exchange: Arc::from(exchange),

@@ -24,7 +24,8 @@ use std::time::Instant;
 use object_store::PutPayload;
 use streamwork_core::checkpoint::{CheckpointId, Transactional};
 use streamwork_core::{
-    ConnectorError, Data, InstanceContext, InstanceIdx, Record, Restore, Sink, StateBytes,
+    ConnectorError, Data, FormatError, InstanceContext, InstanceIdx, Record, Restore, Sink,
+    StateBytes,
 };
 
 use super::StorePrefix;
@@ -307,7 +308,7 @@ impl<T: Data> Sink for StoreFileSink<T> {
     fn write(&mut self, record: Record<T>) -> Result<(), ConnectorError> {
         let StoreFileSink { format, open, .. } = self;
         let open = open.as_mut().ok_or_else(not_open)?;
-        let cannot = |component: &str, reason: String| {
+        let cannot = |component: &str, reason: FormatError| {
             ConnectorError::user(format!(
                 "object-store file sink `{component}`: cannot encode a record: {reason}"
             ))
