@@ -189,7 +189,7 @@ fn options(dir: &PathBuf, delivery: Delivery) -> RunOptions {
 
 fn position(checkpoint: &streamwork::state::Checkpoint, source: &str) -> u64 {
     let snapshot = checkpoint
-        .snapshot(operator_id(source), 0)
+        .snapshot(operator_id(source), InstanceIdx(0))
         .expect("a position");
     u64::from_le_bytes(snapshot.bytes().try_into().unwrap())
 }
@@ -224,8 +224,14 @@ fn consistent_cuts(name: &str, workers: u32) {
             position(&checkpoint, "left"),
             position(&checkpoint, "right"),
         );
-        let counts: KeyedState<u64, u64> =
-            restore_keyed(&checkpoint, operator_id("counts"), KeyGroups::DEFAULT, 0, 1).unwrap();
+        let counts: KeyedState<u64, u64> = restore_keyed(
+            &checkpoint,
+            operator_id("counts"),
+            KeyGroups::DEFAULT,
+            InstanceIdx(0),
+            1,
+        )
+        .unwrap();
         let counted: u64 = counts.iter().map(|(_, count)| count).sum();
         assert_eq!(
             counted,

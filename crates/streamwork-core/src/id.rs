@@ -1,5 +1,5 @@
-//! Ids as newtypes: instances, checkpoints, ack roots, components and jobs
-//! being built. None of them is ever passed around as a bare integer.
+//! Ids as newtypes: instances, checkpoints, operators' state, ack roots,
+//! components and jobs being built. None of them is ever passed around as a bare integer.
 
 use std::fmt;
 
@@ -18,6 +18,19 @@ impl InstanceIdx {
 impl fmt::Display for InstanceIdx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// The stable id of a component's state in checkpoints: a hash of its name
+/// (or of its name and a side stream), the same in every version of the
+/// program and on every platform (`streamwork::state::operator_id`).
+/// Shown in hexadecimal.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OperatorId(pub u64);
+
+impl fmt::Display for OperatorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
     }
 }
 

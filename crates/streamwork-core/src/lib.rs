@@ -72,7 +72,7 @@ pub use edge::Edge;
 pub use error::{ConnectorError, ErrorDomain, FormatError, TaskError};
 pub use flow::{FlowControl, Overflow, PauseWatermarks};
 pub use grouping::{GroupingKind, KeyGroups};
-pub use id::{CheckpointId, InstanceIdx, JobId, NodeId, RootId};
+pub use id::{CheckpointId, InstanceIdx, JobId, NodeId, OperatorId, RootId};
 pub use instance::InstanceContext;
 pub use outputs::{
     AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,

@@ -171,7 +171,7 @@ impl Rescaler<'_> {
         let checkpoints = self.load_all(old)?;
         let part_of = |stage: usize, partition: u32, component: &str| {
             let checkpoint = checkpoints[stage][partition as usize].as_ref()?;
-            let snapshot = checkpoint.snapshot(operator_id(component), partition)?;
+            let snapshot = checkpoint.snapshot(operator_id(component), InstanceIdx(partition))?;
             Some(RestoredPart {
                 part: InstanceIdx(partition),
                 schema: snapshot.schema(),

@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::time::Instant;
 
+use streamwork_core::{InstanceIdx, OperatorId};
 use streamwork_state::{CheckpointLog, LogOptions, archive, load_latest};
 
 fn gbps(bytes: usize, seconds: f64) -> f64 {
@@ -41,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let started = Instant::now();
     let id = log.next_checkpoint_id().unwrap();
-    log.append_snapshot(id, 1, 0, 1, &bytes)?;
+    log.append_snapshot(id, OperatorId(1), InstanceIdx(0), 1, &bytes)?;
     log.commit(id, 1)?;
     let write_s = started.elapsed().as_secs_f64();
 
@@ -58,7 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // read it in place (a sum over every pair, so every page is touched).
     let started = Instant::now();
     let checkpoint = load_latest(&dir)?;
-    let snapshot = checkpoint.snapshot(1, 0).ok_or("the snapshot is missing")?;
+    let snapshot = checkpoint
+        .snapshot(OperatorId(1), InstanceIdx(0))
+        .ok_or("the snapshot is missing")?;
     let archived = snapshot.access::<Vec<(u64, u64)>>()?;
     let sum = archived
         .iter()

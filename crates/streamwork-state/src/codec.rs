@@ -307,7 +307,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             if container != KEYED_PARTS_SCHEMA && container != KEYED_PARTS_BESIDE_SCHEMA {
                 return Err(StateError::IncompatibleSchema {
                     operator,
-                    part: part.part.0,
+                    part: part.part,
                     type_name,
                     found: part.schema,
                     supported: inline,
@@ -317,7 +317,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             let written = part.schema / 256 + 1;
             return Err(StateError::IncompatibleSchema {
                 operator,
-                part: part.part.0,
+                part: part.part,
                 type_name,
                 found: written,
                 supported: self.layout,
@@ -339,7 +339,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                 return Err(StateError::InvalidArchive {
                     checkpoint: restore.checkpoint,
                     operator,
-                    part: part.part.0,
+                    part: part.part,
                     type_name,
                     reason: "its entries, archived in a record beside the snapshot, are not in the checkpoint: restore from an earlier checkpoint".into(),
                 });
@@ -393,7 +393,7 @@ where
         let invalid = |e: rancor::Error| StateError::InvalidArchive {
             checkpoint: restore.checkpoint,
             operator,
-            part: part.0,
+            part,
             type_name,
             reason: e.to_string(),
         };

@@ -1,6 +1,7 @@
 //! What can go wrong writing or reading checkpoints.
 
 use std::path::PathBuf;
+use streamwork_core::{InstanceIdx, OperatorId};
 
 /// A checkpoint could not be written or read.
 #[derive(thiserror::Error)]
@@ -48,15 +49,15 @@ pub enum StateError {
     },
     /// A payload is not a valid archive of the type asked for.
     #[error(
-        "the snapshot of operator {operator:#x} part {part} in checkpoint {checkpoint} is not a valid archive of `{type_name}`: {reason}"
+        "the snapshot of operator {operator} part {part} in checkpoint {checkpoint} is not a valid archive of `{type_name}`: {reason}"
     )]
     InvalidArchive {
         /// The checkpoint.
         checkpoint: streamwork_core::CheckpointId,
         /// The operator's id.
-        operator: u64,
+        operator: OperatorId,
         /// The instance index or first key group.
-        part: u32,
+        part: InstanceIdx,
         /// The type asked for.
         type_name: &'static str,
         /// What rkyv's validation found.
@@ -72,13 +73,13 @@ pub enum StateError {
     },
     /// A snapshot's schema version is one the state type cannot read.
     #[error(
-        "cannot restore operator {operator:#x} part {part} as `{type_name}`: its snapshot has schema version {found}, the type reads version {supported}; {reason}"
+        "cannot restore operator {operator} part {part} as `{type_name}`: its snapshot has schema version {found}, the type reads version {supported}; {reason}"
     )]
     IncompatibleSchema {
         /// The operator's id.
-        operator: u64,
+        operator: OperatorId,
         /// The instance index or first key group.
-        part: u32,
+        part: InstanceIdx,
         /// The state type.
         type_name: &'static str,
         /// The version the snapshot was written with.
@@ -90,11 +91,11 @@ pub enum StateError {
     },
     /// Keyed state was written with another number of key groups.
     #[error(
-        "operator {operator:#x}'s keyed state was written with {found} key groups, the job now has {expected}: the number of key groups is fixed for the life of a job; restore with {found}"
+        "operator {operator}'s keyed state was written with {found} key groups, the job now has {expected}: the number of key groups is fixed for the life of a job; restore with {found}"
     )]
     KeyGroupsChanged {
         /// The operator's id.
-        operator: u64,
+        operator: OperatorId,
         /// Key groups in the snapshot.
         found: u32,
         /// Key groups of the job restoring it.

@@ -14,7 +14,7 @@ use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, Key, KeyedState};
-use streamwork_core::{CheckpointId, Restore};
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId, Restore};
 
 use crate::error::StateError;
 use crate::snapshot::Checkpoint;
@@ -326,9 +326,9 @@ where
 /// groups' entries out of the mapped archives.
 pub fn restore_keyed<K, V>(
     checkpoint: &Checkpoint,
-    operator: u64,
+    operator: OperatorId,
     key_groups: KeyGroups,
-    instance: u32,
+    instance: InstanceIdx,
     parallelism: u32,
 ) -> Result<KeyedState<K, V>, StateError>
 where
@@ -347,7 +347,7 @@ where
         checkpoint: checkpoint.id(),
         operator,
         key_groups,
-        instance,
+        instance: instance.0,
         parallelism,
     };
     restore_parts(parts, &target)
@@ -382,20 +382,20 @@ where
         instance: restore.instance.0,
         parallelism: restore.parallelism,
     };
-    restore_parts(restore.parts.iter().map(|p| (p.part.0, p.bytes)), &target)
+    restore_parts(restore.parts.iter().map(|p| (p.part, p.bytes)), &target)
 }
 
 /// Whose keyed state is restored, and for which instance.
 struct Target {
     checkpoint: CheckpointId,
-    operator: u64,
+    operator: OperatorId,
     key_groups: KeyGroups,
     instance: u32,
     parallelism: u32,
 }
 
 fn restore_parts<'a, K, V>(
-    parts: impl Iterator<Item = (u32, &'a [u8])>,
+    parts: impl Iterator<Item = (InstanceIdx, &'a [u8])>,
     target: &Target,
 ) -> Result<KeyedState<K, V>, StateError>
 where
@@ -407,7 +407,7 @@ where
     KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
 {
     let invalid =
-        |part: u32, type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {
+        |part: InstanceIdx, type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {
             checkpoint: target.checkpoint,
             operator: target.operator,
             part,

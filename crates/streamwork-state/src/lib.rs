@@ -27,18 +27,20 @@
 //!
 //! ```
 //! # fn main() -> Result<(), streamwork::state::StateError> {
+//! use streamwork::core::{InstanceIdx, OperatorId};
 //! use streamwork::state::{CheckpointLog, LogOptions, archive, load_latest};
 //!
 //! let dir = std::env::temp_dir().join(format!("swlog-crate-doc-{}", std::process::id()));
 //! let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
 //! let id = log.next_checkpoint_id()?;
 //! // Two instances of operator 7 snapshot their (key, count) pairs.
-//! log.append_snapshot(id, 7, 0, 1, &archive(&vec![(1u64, 10u64)])?)?;
-//! log.append_snapshot(id, 7, 1, 1, &archive(&vec![(2u64, 20u64)])?)?;
+//! let counter = OperatorId(7);
+//! log.append_snapshot(id, counter, InstanceIdx(0), 1, &archive(&vec![(1u64, 10u64)])?)?;
+//! log.append_snapshot(id, counter, InstanceIdx(1), 1, &archive(&vec![(2u64, 20u64)])?)?;
 //! log.commit(id, 2)?;
 //!
 //! let checkpoint = load_latest(&dir)?;
-//! let counts: Vec<(u64, u64)> = checkpoint.snapshot(7, 1).unwrap().deserialize()?;
+//! let counts: Vec<(u64, u64)> = checkpoint.snapshot(counter, InstanceIdx(1)).unwrap().deserialize()?;
 //! assert_eq!(counts, vec![(2, 20)]);
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(())

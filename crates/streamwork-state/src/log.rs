@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
-use streamwork_core::CheckpointId;
 use streamwork_core::checkpoint::SharedBytes;
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
 
 use crate::error::StateError;
 use crate::record::{ALIGN, BadHeader, HEADER_LEN, Header, Kind};
@@ -80,14 +80,15 @@ impl Default for LogOptions {
 ///
 /// ```
 /// # fn main() -> Result<(), streamwork::state::StateError> {
+/// use streamwork::core::{InstanceIdx, OperatorId};
 /// use streamwork::state::{CheckpointLog, LogOptions, archive, load_latest};
 /// let dir = std::env::temp_dir().join(format!("swlog-doc-{}", std::process::id()));
 /// let mut log = CheckpointLog::open(&dir, LogOptions::default())?;
 /// let id = log.next_checkpoint_id()?;
-/// log.append_snapshot(id, 42, 0, 1, &archive(&vec![1u64, 2, 3])?)?;
+/// log.append_snapshot(id, OperatorId(42), InstanceIdx(0), 1, &archive(&vec![1u64, 2, 3])?)?;
 /// log.commit(id, 1)?;
 /// let checkpoint = load_latest(&dir)?;
-/// let counts = checkpoint.snapshot(42, 0).unwrap().access::<Vec<u64>>()?;
+/// let counts = checkpoint.snapshot(OperatorId(42), InstanceIdx(0)).unwrap().access::<Vec<u64>>()?;
 /// assert_eq!(counts.len(), 3);
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok(())
@@ -228,16 +229,16 @@ impl CheckpointLog {
     pub fn append_snapshot(
         &mut self,
         checkpoint: CheckpointId,
-        operator: u64,
-        part: u32,
+        operator: OperatorId,
+        part: InstanceIdx,
         schema: u32,
         payload: &[u8],
     ) -> Result<RecordAt, StateError> {
         let header = Header {
             kind: Kind::Snapshot,
             checkpoint: checkpoint.get(),
-            operator,
-            part,
+            operator: operator.0,
+            part: part.0,
             schema,
             len: payload.len() as u64,
             payload_crc: crc32fast::hash(payload),
@@ -254,8 +255,8 @@ impl CheckpointLog {
     pub fn append_streamed(
         &mut self,
         checkpoint: CheckpointId,
-        operator: u64,
-        part: u32,
+        operator: OperatorId,
+        part: InstanceIdx,
         schema: u32,
         produce: impl FnOnce(&mut dyn Write) -> Result<(), StateError>,
     ) -> Result<RecordAt, StateError> {
@@ -293,8 +294,8 @@ impl CheckpointLog {
         let header = Header {
             kind: Kind::Snapshot,
             checkpoint: checkpoint.get(),
-            operator,
-            part,
+            operator: operator.0,
+            part: part.0,
             schema,
             len,
             payload_crc: crc,

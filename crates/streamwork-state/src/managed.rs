@@ -104,7 +104,7 @@ impl FieldSnapshot {
 /// The side stream of field `name`: the same for the same name in every
 /// version of the program.
 pub(crate) fn field_stream(name: &str) -> u32 {
-    crate::operator_id(name) as u32
+    crate::operator_id(name).0 as u32
 }
 
 /// One field of state, as the framework checkpoints it.
@@ -437,7 +437,7 @@ impl<T: StateData> StateField for InstanceState<T> {
             StateError::InvalidArchive {
                 checkpoint: field.restore.checkpoint,
                 operator: crate::operator_id(field.restore.component),
-                part: part.0,
+                part,
                 type_name: std::any::type_name::<T>(),
                 reason: e.to_string(),
             }
@@ -446,7 +446,7 @@ impl<T: StateData> StateField for InstanceState<T> {
             StateError::InvalidArchive {
                 checkpoint: field.restore.checkpoint,
                 operator: crate::operator_id(field.restore.component),
-                part: part.0,
+                part,
                 type_name: std::any::type_name::<T>(),
                 reason: e.to_string(),
             }

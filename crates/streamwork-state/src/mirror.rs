@@ -184,12 +184,13 @@ fn write_replacing(dir: &Path, name: &str, bytes: &[u8], aside: &str) -> Result<
 /// ```
 /// # fn main() -> Result<(), streamwork::state::StateError> {
 /// use std::sync::Arc;
+/// use streamwork::core::{InstanceIdx, OperatorId};
 /// use streamwork::state::{CheckpointLog, DirectoryStore, LogOptions, Mirror, archive, load_latest};
 /// let base = std::env::temp_dir().join(format!("mirror-doc-{}", std::process::id()));
 /// let mirror = Mirror::new(Arc::new(DirectoryStore::new(base.join("store"))));
 /// let mut log = CheckpointLog::open(base.join("here"), LogOptions::default())?;
 /// let id = log.next_checkpoint_id()?;
-/// log.append_snapshot(id, 7, 0, 1, &archive(&vec![1u64, 2, 3])?)?;
+/// log.append_snapshot(id, OperatorId(7), InstanceIdx(0), 1, &archive(&vec![1u64, 2, 3])?)?;
 /// log.commit(id, 1)?;
 /// mirror.publish(&base.join("here"))?;
 /// // Another process, with an empty directory of its own:
@@ -482,7 +483,7 @@ fn log_files(dir: &Path) -> Result<BTreeMap<String, u64>, StateError> {
 mod tests {
     use super::*;
     use crate::{CheckpointLog, LogOptions, archive, load_latest};
-    use streamwork_core::CheckpointId;
+    use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
 
     fn temp(name: &str) -> PathBuf {
         let nanos = std::time::SystemTime::now()
@@ -493,8 +494,14 @@ mod tests {
 
     fn commit(log: &mut CheckpointLog, value: u64) -> CheckpointId {
         let id = log.next_checkpoint_id().unwrap();
-        log.append_snapshot(id, 1, 0, 1, &archive(&vec![value; 100]).unwrap())
-            .unwrap();
+        log.append_snapshot(
+            id,
+            OperatorId(1),
+            InstanceIdx(0),
+            1,
+            &archive(&vec![value; 100]).unwrap(),
+        )
+        .unwrap();
         log.commit(id, 1).unwrap();
         id
     }
@@ -502,7 +509,7 @@ mod tests {
     fn value(dir: &Path) -> (CheckpointId, u64) {
         let checkpoint = load_latest(dir).unwrap();
         let values = checkpoint
-            .snapshot(1, 0)
+            .snapshot(OperatorId(1), InstanceIdx(0))
             .unwrap()
             .access::<Vec<u64>>()
             .unwrap();

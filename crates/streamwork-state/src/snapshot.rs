@@ -10,8 +10,8 @@ use rkyv::rancor;
 use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Portable, Serialize};
-use streamwork_core::CheckpointId;
 use streamwork_core::checkpoint::SharedBytes;
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
 
 use crate::error::StateError;
 
@@ -64,8 +64,8 @@ impl Checkpoint {
     pub fn shared(
         &self,
         checkpoint: CheckpointId,
-        operator: u64,
-        part: u32,
+        operator: OperatorId,
+        part: InstanceIdx,
     ) -> Option<SharedBytes> {
         let entries = if checkpoint.get() == self.id {
             &self.snapshots
@@ -73,7 +73,7 @@ impl Checkpoint {
             &self.earlier
         };
         let e = entries.iter().find(|e| {
-            e.checkpoint == checkpoint.get() && e.operator == operator && e.part == part
+            e.checkpoint == checkpoint.get() && e.operator == operator.0 && e.part == part.0
         })?;
         let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.maps[e.segment].clone();
         SharedBytes::new(owner, e.offset..e.offset + e.len)
@@ -90,10 +90,10 @@ impl Checkpoint {
     }
 
     /// The snapshot of `operator`'s `part`, if the checkpoint has one.
-    pub fn snapshot(&self, operator: u64, part: u32) -> Option<Snapshot<'_>> {
+    pub fn snapshot(&self, operator: OperatorId, part: InstanceIdx) -> Option<Snapshot<'_>> {
         self.snapshots
             .iter()
-            .find(|e| e.operator == operator && e.part == part)
+            .find(|e| e.operator == operator.0 && e.part == part.0)
             .map(|e| self.view(e))
     }
 
@@ -106,8 +106,8 @@ impl Checkpoint {
     fn view<'a>(&'a self, e: &Entry) -> Snapshot<'a> {
         Snapshot {
             checkpoint: self.id,
-            operator: e.operator,
-            part: e.part,
+            operator: OperatorId(e.operator),
+            part: InstanceIdx(e.part),
             schema: e.schema,
             bytes: &self.maps[e.segment][e.offset..e.offset + e.len],
         }
@@ -119,8 +119,8 @@ impl Checkpoint {
 #[derive(Copy, Clone, Debug)]
 pub struct Snapshot<'a> {
     checkpoint: u64,
-    operator: u64,
-    part: u32,
+    operator: OperatorId,
+    part: InstanceIdx,
     schema: u32,
     bytes: &'a [u8],
 }
@@ -153,19 +153,19 @@ impl<'a> Snapshot<'a> {
         Snapshot {
             checkpoint: restore.checkpoint.get(),
             operator: crate::operator_id(restore.component),
-            part: part.part.0,
+            part: part.part,
             schema: part.schema,
             bytes: part.bytes,
         }
     }
 
     /// The operator's id.
-    pub fn operator(&self) -> u64 {
+    pub fn operator(&self) -> OperatorId {
         self.operator
     }
 
     /// The instance index or first key group.
-    pub fn part(&self) -> u32 {
+    pub fn part(&self) -> InstanceIdx {
         self.part
     }
 

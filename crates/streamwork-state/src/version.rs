@@ -5,6 +5,7 @@
 use rkyv::api::high::{HighDeserializer, HighValidator};
 use rkyv::bytecheck::CheckBytes;
 use rkyv::{Archive, Deserialize, Portable, rancor};
+use streamwork_core::OperatorId;
 
 use crate::error::StateError;
 use crate::snapshot::Snapshot;
@@ -109,28 +110,29 @@ impl<'a> Snapshot<'a> {
 /// The stable id of an operator named `name` in its job: the same name gives
 /// the same id in every version of the program and on every platform, so a
 /// changed job restores the state of the operators it kept (FNV-1a, 64 bits).
-pub fn operator_id(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+pub fn operator_id(name: &str) -> OperatorId {
+    OperatorId(name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    }))
 }
 
 /// The id under which side record `stream` of component `name` is
 /// written (state kept in the log, beside the component's part): distinct
 /// from every operator's own id, fixed forever like it.
-pub fn side_operator_id(name: &str, stream: u32) -> u64 {
+pub fn side_operator_id(name: &str, stream: u32) -> OperatorId {
     operator_id(&format!("{name}\u{1f}side\u{1f}{stream}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::operator_id;
+    use streamwork_core::OperatorId;
 
     #[test]
     fn operator_ids_are_fixed_forever() {
         // Changing these breaks every checkpoint ever written.
-        assert_eq!(operator_id(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(operator_id("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(operator_id(""), OperatorId(0xcbf2_9ce4_8422_2325));
+        assert_eq!(operator_id("a"), OperatorId(0xaf63_dc4c_8601_ec8c));
         assert_ne!(operator_id("counter"), operator_id("counters"));
     }
 }

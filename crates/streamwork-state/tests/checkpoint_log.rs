@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use streamwork_core::CheckpointId;
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
 use streamwork_state::{CheckpointLog, LogOptions, StateError, archive, load_latest};
 
 /// A fresh directory, removed when dropped.
@@ -35,7 +35,7 @@ impl Drop for TestDir {
     }
 }
 
-const OPERATOR: u64 = 0x5eed;
+const OPERATOR: OperatorId = OperatorId(0x5eed);
 
 /// What part `part` of checkpoint `id` holds.
 fn state(id: CheckpointId, part: u32) -> Vec<(u64, u64)> {
@@ -51,8 +51,14 @@ fn write(dir: &Path, options: LogOptions, n: u64, parts: u32) -> CheckpointLog {
     for _ in 0..n {
         let id = log.next_checkpoint_id().unwrap();
         for part in 0..parts {
-            log.append_snapshot(id, OPERATOR, part, 1, &archive(&state(id, part)).unwrap())
-                .unwrap();
+            log.append_snapshot(
+                id,
+                OPERATOR,
+                InstanceIdx(part),
+                1,
+                &archive(&state(id, part)).unwrap(),
+            )
+            .unwrap();
         }
         log.commit(id, parts).unwrap();
     }
@@ -62,7 +68,7 @@ fn write(dir: &Path, options: LogOptions, n: u64, parts: u32) -> CheckpointLog {
 /// The checkpoint's contents are exactly what was written for its id.
 fn assert_intact(checkpoint: &streamwork_state::Checkpoint, parts: u32) {
     for part in 0..parts {
-        let snapshot = checkpoint.snapshot(OPERATOR, part).unwrap();
+        let snapshot = checkpoint.snapshot(OPERATOR, InstanceIdx(part)).unwrap();
         assert_eq!(snapshot.schema(), 1);
         assert_eq!(
             snapshot.bytes().as_ptr() as usize % 16,
@@ -102,8 +108,14 @@ fn a_checkpoint_without_its_commit_record_is_not_used() {
     let dir = TestDir::new("uncommitted");
     let mut log = write(&dir.0, LogOptions::default(), 2, 2);
     let id = log.next_checkpoint_id().unwrap();
-    log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
-        .unwrap();
+    log.append_snapshot(
+        id,
+        OPERATOR,
+        InstanceIdx(0),
+        1,
+        &archive(&state(id, 0)).unwrap(),
+    )
+    .unwrap();
     drop(log); // a crash before the commit
     assert_eq!(load_latest(&dir.0).unwrap().id(), CheckpointId::new(2));
     // A restarted writer never reuses the uncommitted id, nor one it
@@ -152,8 +164,14 @@ fn a_complete_checkpoint_whose_snapshots_are_missing_is_refused_not_skipped() {
     let dir = TestDir::new("missing");
     let mut log = write(&dir.0, LogOptions::default(), 1, 2);
     let id = log.next_checkpoint_id().unwrap();
-    log.append_snapshot(id, OPERATOR, 0, 1, &archive(&state(id, 0)).unwrap())
-        .unwrap();
+    log.append_snapshot(
+        id,
+        OPERATOR,
+        InstanceIdx(0),
+        1,
+        &archive(&state(id, 0)).unwrap(),
+    )
+    .unwrap();
     log.commit(id, 2).unwrap();
     let error = load_latest(&dir.0).err().unwrap();
     let text = error.to_string();
@@ -206,7 +224,7 @@ fn an_empty_or_uncommitted_directory_is_a_clear_error() {
         "{error}"
     );
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    log.append_snapshot(CheckpointId::new(1), OPERATOR, 0, 1, b"0123")
+    log.append_snapshot(CheckpointId::new(1), OPERATOR, InstanceIdx(0), 1, b"0123")
         .unwrap();
     drop(log);
     assert!(matches!(
@@ -219,12 +237,18 @@ fn an_empty_or_uncommitted_directory_is_a_clear_error() {
 fn a_payload_of_another_type_is_refused_not_misread() {
     let dir = TestDir::new("wrong-type");
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
-    log.append_snapshot(CheckpointId::new(1), OPERATOR, 0, 1, &[0xff; 5])
-        .unwrap();
+    log.append_snapshot(
+        CheckpointId::new(1),
+        OPERATOR,
+        InstanceIdx(0),
+        1,
+        &[0xff; 5],
+    )
+    .unwrap();
     log.commit(CheckpointId::new(1), 1).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
     let error = checkpoint
-        .snapshot(OPERATOR, 0)
+        .snapshot(OPERATOR, InstanceIdx(0))
         .unwrap()
         .access::<Vec<u64>>()
         .err()
@@ -266,12 +290,19 @@ fn write_building_on_the_first(dir: &Path, options: LogOptions, n: u64) -> Vec<u
     let mut log = CheckpointLog::open(dir, options).unwrap();
     let base = archive(&state(CheckpointId::new(40), 0)).unwrap().to_vec();
     let first = log.next_checkpoint_id().unwrap();
-    log.append_snapshot(first, OPERATOR, 0, 1, &base).unwrap();
+    log.append_snapshot(first, OPERATOR, InstanceIdx(0), 1, &base)
+        .unwrap();
     log.commit(first, 1).unwrap();
     for _ in 1..n {
         let id = log.next_checkpoint_id().unwrap();
-        log.append_snapshot(id, OPERATOR, 1, 1, &archive(&state(id, 1)).unwrap())
-            .unwrap();
+        log.append_snapshot(
+            id,
+            OPERATOR,
+            InstanceIdx(1),
+            1,
+            &archive(&state(id, 1)).unwrap(),
+        )
+        .unwrap();
         log.append_dependency(id, first).unwrap();
         log.commit(id, 1).unwrap();
     }
@@ -291,7 +322,7 @@ fn retention_keeps_what_a_retained_checkpoint_builds_on() {
     // Checkpoint 1's record is kept (while 7 and 8 build on it), and read
     // in place through the newest checkpoint.
     let shared = checkpoint
-        .shared(CheckpointId::new(1), OPERATOR, 0)
+        .shared(CheckpointId::new(1), OPERATOR, InstanceIdx(0))
         .expect("the record built on is there");
     assert_eq!(shared.bytes(), &base[..]);
     // It outlives the loaded checkpoint.
@@ -349,7 +380,7 @@ fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
     let id = log.next_checkpoint_id().unwrap();
     let payload: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
     // A producer that fails halfway leaves no torn record behind.
-    let failed = log.append_streamed(id, OPERATOR, 9, 1, |out| {
+    let failed = log.append_streamed(id, OPERATOR, InstanceIdx(9), 1, |out| {
         out.write_all(&payload[..1000]).unwrap();
         Err(StateError::Serialize {
             type_name: "test",
@@ -358,7 +389,7 @@ fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
     });
     assert!(failed.is_err());
     let at = log
-        .append_streamed(id, OPERATOR, 0, 1, |out| {
+        .append_streamed(id, OPERATOR, InstanceIdx(0), 1, |out| {
             for chunk in payload.chunks(7_777) {
                 out.write_all(chunk).unwrap();
             }
@@ -366,16 +397,26 @@ fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
         })
         .unwrap();
     assert_eq!(at.len(), payload.len());
-    log.append_snapshot(id, OPERATOR, 1, 1, b"after").unwrap();
+    log.append_snapshot(id, OPERATOR, InstanceIdx(1), 1, b"after")
+        .unwrap();
     log.commit(id, 2).unwrap();
     assert_eq!(log.map_written(&at).unwrap().bytes(), &payload[..]);
     drop(log);
     let checkpoint = load_latest(&dir.0).unwrap();
     assert_eq!(
-        checkpoint.snapshot(OPERATOR, 0).unwrap().bytes(),
+        checkpoint
+            .snapshot(OPERATOR, InstanceIdx(0))
+            .unwrap()
+            .bytes(),
         &payload[..]
     );
-    assert_eq!(checkpoint.snapshot(OPERATOR, 1).unwrap().bytes(), b"after");
+    assert_eq!(
+        checkpoint
+            .snapshot(OPERATOR, InstanceIdx(1))
+            .unwrap()
+            .bytes(),
+        b"after"
+    );
     assert!(
         checkpoint.skipped().is_empty(),
         "{:?}",

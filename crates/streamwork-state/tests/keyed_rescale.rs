@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use streamwork_core::CheckpointId;
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, KeyedState};
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
 use streamwork_state::{
     Aggregate, AggregatingState, CheckpointLog, ListState, LogOptions, MapState, ReducingState,
     StateError, ValueState, load_latest, operator_id, restore_keyed, snapshot_keyed,
@@ -63,7 +63,7 @@ where
     let id = log.next_checkpoint_id().unwrap();
     for (instance, state) in states.iter().enumerate() {
         let bytes = snapshot_keyed(state, GROUPS).unwrap();
-        log.append_snapshot(id, operator, instance as u32, 1, &bytes)
+        log.append_snapshot(id, operator, InstanceIdx(instance as u32), 1, &bytes)
             .unwrap();
     }
     log.commit(id, states.len() as u32).unwrap();
@@ -75,8 +75,14 @@ where
     for parallelism in 1..=4 {
         let mut seen = BTreeMap::new();
         for instance in 0..parallelism {
-            let restored: KeyedState<K, V> =
-                restore_keyed(&checkpoint, operator, GROUPS, instance, parallelism).unwrap();
+            let restored: KeyedState<K, V> = restore_keyed(
+                &checkpoint,
+                operator,
+                GROUPS,
+                InstanceIdx(instance),
+                parallelism,
+            )
+            .unwrap();
             for (k, v) in restored.iter() {
                 assert_eq!(
                     owner(k, parallelism),
@@ -197,8 +203,8 @@ fn aggregating_state_rescales_and_keeps_its_results() {
     for (i, s) in states.iter().enumerate() {
         log.append_snapshot(
             CheckpointId::new(1),
-            5,
-            i as u32,
+            OperatorId(5),
+            InstanceIdx(i as u32),
             1,
             &snapshot_keyed(s.as_keyed(), GROUPS).unwrap(),
         )
@@ -207,7 +213,7 @@ fn aggregating_state_rescales_and_keeps_its_results() {
     log.commit(CheckpointId::new(1), 3).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
     let one = AggregatingState::from_keyed(
-        restore_keyed(&checkpoint, 5, GROUPS, 0, 1).unwrap(),
+        restore_keyed(&checkpoint, OperatorId(5), GROUPS, InstanceIdx(0), 1).unwrap(),
         Average,
     );
     let key = 7u64;
@@ -222,8 +228,8 @@ fn a_changed_number_of_key_groups_is_refused() {
     let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
     log.append_snapshot(
         CheckpointId::new(1),
-        9,
-        0,
+        OperatorId(9),
+        InstanceIdx(0),
         1,
         &snapshot_keyed(&state, GROUPS).unwrap(),
     )
@@ -231,7 +237,7 @@ fn a_changed_number_of_key_groups_is_refused() {
     log.commit(CheckpointId::new(1), 1).unwrap();
     let checkpoint = load_latest(&dir.0).unwrap();
     let other = KeyGroups::new(256).unwrap();
-    let error = restore_keyed::<u64, u64>(&checkpoint, 9, other, 0, 1)
+    let error = restore_keyed::<u64, u64>(&checkpoint, OperatorId(9), other, InstanceIdx(0), 1)
         .err()
         .unwrap();
     assert!(

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use rkyv::{Archive, Deserialize, Serialize};
-use streamwork_core::CheckpointId;
+use streamwork_core::{CheckpointId, InstanceIdx};
 use streamwork_state::{
     CheckpointLog, LogOptions, Migration, Snapshot, StateError, VersionedState, archive,
     load_latest, operator_id,
@@ -77,7 +77,7 @@ fn write_the_v1_fixture() {
     log.append_snapshot(
         id,
         operator_id("counter"),
-        0,
+        InstanceIdx(0),
         1,
         &archive(&v1_state()).unwrap(),
     )
@@ -88,7 +88,9 @@ fn write_the_v1_fixture() {
 #[test]
 fn a_checkpoint_of_version_1_loads_into_version_2() {
     let checkpoint = load_latest(fixture()).unwrap();
-    let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
+    let snapshot = checkpoint
+        .snapshot(operator_id("counter"), InstanceIdx(0))
+        .unwrap();
     assert_eq!(snapshot.schema(), 1);
     // The kept bytes still read as version 1 ...
     assert_eq!(snapshot.deserialize::<CountsV1>().unwrap(), v1_state());
@@ -106,7 +108,9 @@ fn a_checkpoint_of_version_1_loads_into_version_2() {
 #[test]
 fn a_version_without_a_migration_is_refused_by_name() {
     let checkpoint = load_latest(fixture()).unwrap();
-    let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
+    let snapshot = checkpoint
+        .snapshot(operator_id("counter"), InstanceIdx(0))
+        .unwrap();
     let error = snapshot.restore::<Strict>().err().unwrap();
     assert!(
         matches!(
@@ -139,14 +143,16 @@ fn a_snapshot_from_a_newer_version_is_refused() {
     log.append_snapshot(
         CheckpointId::new(1),
         operator_id("counter"),
-        0,
+        InstanceIdx(0),
         3,
         &archive(&state).unwrap(),
     )
     .unwrap();
     log.commit(CheckpointId::new(1), 1).unwrap();
     let checkpoint = load_latest(&dir).unwrap();
-    let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
+    let snapshot = checkpoint
+        .snapshot(operator_id("counter"), InstanceIdx(0))
+        .unwrap();
     let error = snapshot.restore::<Counts>().err().unwrap();
     assert!(error.to_string().contains("newer version"), "{error}");
     // The same version restores directly.
@@ -154,14 +160,16 @@ fn a_snapshot_from_a_newer_version_is_refused() {
     log.append_snapshot(
         CheckpointId::new(2),
         operator_id("counter"),
-        0,
+        InstanceIdx(0),
         2,
         &archive(&state).unwrap(),
     )
     .unwrap();
     log.commit(CheckpointId::new(2), 1).unwrap();
     let checkpoint = load_latest(&dir).unwrap();
-    let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
+    let snapshot = checkpoint
+        .snapshot(operator_id("counter"), InstanceIdx(0))
+        .unwrap();
     assert_eq!(snapshot.restore::<Counts>().unwrap(), state);
     drop(checkpoint);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -172,7 +180,9 @@ fn a_snapshot_from_a_newer_version_is_refused() {
 #[test]
 fn a_migration_is_reachable_from_an_operators_restore() {
     let checkpoint = load_latest(fixture()).unwrap();
-    let snapshot = checkpoint.snapshot(operator_id("counter"), 0).unwrap();
+    let snapshot = checkpoint
+        .snapshot(operator_id("counter"), InstanceIdx(0))
+        .unwrap();
     let restore = streamwork_core::Restore {
         records: None,
         component: "counter",

@@ -68,7 +68,7 @@ impl RestoreSource for Source {
             .snapshots()
             .filter(|s| s.operator() == id)
             .map(|s| RestoredPart {
-                part: InstanceIdx(s.part()),
+                part: s.part(),
                 schema: s.schema(),
                 bytes: s.bytes(),
             })
@@ -84,9 +84,11 @@ impl RestoreSource for Source {
         stream: u32,
         part: InstanceIdx,
     ) -> Option<SharedBytes> {
-        let shared =
-            self.checkpoint
-                .shared(checkpoint, side_operator_id(component, stream), part.0)?;
+        let shared = self.checkpoint.shared(
+            checkpoint,
+            side_operator_id(component, stream),
+            InstanceIdx(part.0),
+        )?;
         let Some(at) = self.flip else {
             return Some(shared);
         };
@@ -171,7 +173,7 @@ impl<S: StateField> Job<S> {
                 .append_snapshot(
                     id,
                     operator_id(COMPONENT),
-                    i as u32,
+                    InstanceIdx(i as u32),
                     part.schema,
                     &part.bytes,
                 )
@@ -183,7 +185,7 @@ impl<S: StateField> Job<S> {
                     .append_streamed(
                         id,
                         side_operator_id(COMPONENT, side.stream),
-                        i as u32,
+                        InstanceIdx(i as u32),
                         side.schema,
                         |out| {
                             side.payload

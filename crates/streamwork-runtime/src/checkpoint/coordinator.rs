@@ -242,7 +242,7 @@ impl Coordinator {
             self.log.append_snapshot(
                 id,
                 operator_id(&part.component),
-                part.instance.0,
+                part.instance,
                 state.schema,
                 &state.bytes,
             )?;
@@ -252,7 +252,7 @@ impl Coordinator {
                 let at = self.log.append_streamed(
                     id,
                     side_operator_id(&part.component, side.stream),
-                    part.instance.0,
+                    part.instance,
                     side.schema,
                     |out| {
                         side.payload

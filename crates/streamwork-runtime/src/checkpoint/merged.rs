@@ -56,8 +56,10 @@ impl RestoreSource for Merged {
     fn is_final(&self) -> bool {
         !self.checkpoints.is_empty()
             && self.checkpoints.iter().all(|c| {
-                c.as_ref()
-                    .is_some_and(|c| c.snapshot(operator_id(FINAL_MARKER), 0).is_some())
+                c.as_ref().is_some_and(|c| {
+                    c.snapshot(operator_id(FINAL_MARKER), InstanceIdx(0))
+                        .is_some()
+                })
             })
     }
 
@@ -68,7 +70,7 @@ impl RestoreSource for Merged {
         let operator = operator_id(component);
         (0..self.checkpoints.len())
             .filter_map(|b| {
-                let snapshot = self.of(b)?.snapshot(operator, b as u32)?;
+                let snapshot = self.of(b)?.snapshot(operator, InstanceIdx(b as u32))?;
                 Some(RestoredPart {
                     part: InstanceIdx(b as u32),
                     schema: snapshot.schema(),
@@ -83,8 +85,9 @@ impl RestoreSource for Merged {
         (0..self.checkpoints.len())
             .filter(|&b| {
                 self.of(b).is_some_and(|c| {
-                    c.snapshot(operator_id(FINAL_MARKER), 0).is_some()
-                        || c.snapshot(marker, b as u32).is_some()
+                    c.snapshot(operator_id(FINAL_MARKER), InstanceIdx(0))
+                        .is_some()
+                        || c.snapshot(marker, InstanceIdx(b as u32)).is_some()
                 })
             })
             .map(|b| InstanceIdx(b as u32))
@@ -109,6 +112,6 @@ impl RestoreSource for Merged {
         } else {
             checkpoint
         };
-        old.shared(checkpoint, side_operator_id(component, stream), part.0)
+        old.shared(checkpoint, side_operator_id(component, stream), part)
     }
 }

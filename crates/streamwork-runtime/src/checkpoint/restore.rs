@@ -33,7 +33,7 @@ impl RestoreSource for Restored {
 
     fn is_final(&self) -> bool {
         self.checkpoint
-            .snapshot(operator_id(FINAL_MARKER), 0)
+            .snapshot(operator_id(FINAL_MARKER), InstanceIdx(0))
             .is_some()
     }
 
@@ -42,7 +42,7 @@ impl RestoreSource for Restored {
         self.checkpoint
             .snapshots()
             .filter(|s| s.operator() == marker)
-            .map(|s| InstanceIdx(s.part()))
+            .map(|s| s.part())
             .collect()
     }
 
@@ -54,7 +54,7 @@ impl RestoreSource for Restored {
         part: InstanceIdx,
     ) -> Option<SharedBytes> {
         self.checkpoint
-            .shared(checkpoint, side_operator_id(component, stream), part.0)
+            .shared(checkpoint, side_operator_id(component, stream), part)
     }
 
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {
@@ -63,7 +63,7 @@ impl RestoreSource for Restored {
             .snapshots()
             .filter(|s| s.operator() == operator)
             .map(|s| RestoredPart {
-                part: InstanceIdx(s.part()),
+                part: s.part(),
                 schema: s.schema(),
                 bytes: s.bytes(),
             })
@@ -94,7 +94,10 @@ impl Restored {
     /// `job` no longer has (none if the checkpoint does not list them: it
     /// was written before checkpoints did).
     pub(crate) fn removed_components(&self, job: &[&str]) -> Vec<String> {
-        let Some(list) = self.checkpoint.snapshot(operator_id(COMPONENTS_MARKER), 0) else {
+        let Some(list) = self
+            .checkpoint
+            .snapshot(operator_id(COMPONENTS_MARKER), InstanceIdx(0))
+        else {
             return Vec::new();
         };
         let names = String::from_utf8_lossy(list.bytes()).into_owned();
