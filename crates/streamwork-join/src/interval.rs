@@ -9,12 +9,12 @@
 
 use std::marker::PhantomData;
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
-    StateBytes, TaskError, Timestamp,
+    ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
+    Timestamp,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
@@ -108,15 +108,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for IntervalJoin<L, R, K
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(
-            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
-        )
-    }
+    crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         Ok(snapshot_rows(

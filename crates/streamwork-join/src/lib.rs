@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+mod checkpointing;
 pub mod interval;
 mod rows;
 pub mod spec;

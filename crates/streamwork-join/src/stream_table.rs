@@ -13,14 +13,15 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::hash::{FastHashMap, stable_hash};
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
-    StateBytes, TaskError, Timestamp,
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes,
+    TaskError, Timestamp,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{CowCell, CowMap, KeyedCheckpoint, StateData};
 
+use crate::checkpointing::{restore_table, snapshot_table};
 use crate::{Change, JoinKind, JoinRow};
 
 /// A stream of `S` enriched with a table of `V`, both keyed by `K`.
@@ -122,38 +123,14 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = AnyTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(
-            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
-        )
-    }
+    crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        if !self.checkpoint.is_enabled() {
-            return Ok(None);
-        }
-        // The pause: the table is frozen, and archived off this thread.
-        let frozen = self.table.freeze();
-        Ok(self.checkpoint.snapshot_beside(ctx, (), move || {
-            frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-        }))
+        Ok(snapshot_table(&self.checkpoint, ctx, &mut self.table))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
-            return Ok(());
-        };
-        self.table.extend(
-            restored
-                .entries
-                .into_iter()
-                .map(|(key, value)| (stable_hash(&key), key, value)),
-        );
-        Ok(())
+        restore_table(&mut self.checkpoint, restore, &mut self.table)
     }
 
     fn on_left(&mut self, value: S, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
@@ -247,15 +224,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = EventTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(
-            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
-        )
-    }
+    crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         if !self.checkpoint.is_enabled() {

@@ -5,14 +5,14 @@
 
 use std::marker::PhantomData;
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
-    StateBytes, TaskError,
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Restore, StateBytes, TaskError,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
+use crate::checkpointing::{restore_table, snapshot_table};
 use crate::{Change, Delta, JoinRow};
 
 /// The current row of each side of one key.
@@ -89,38 +89,14 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for TableTableJoin<L, R,
     type Out = Out<K, L, R>;
     type Time = AnyTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(
-            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
-        )
-    }
+    crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        if !self.checkpoint.is_enabled() {
-            return Ok(None);
-        }
-        // The pause: both tables are frozen, and archived off this thread.
-        let frozen = self.rows.freeze();
-        Ok(self.checkpoint.snapshot_beside(ctx, (), move || {
-            frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-        }))
+        Ok(snapshot_table(&self.checkpoint, ctx, &mut self.rows))
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
-            return Ok(());
-        };
-        self.rows.extend(
-            restored
-                .entries
-                .into_iter()
-                .map(|(key, sides)| (stable_hash(&key), key, sides)),
-        );
-        Ok(())
+        restore_table(&mut self.checkpoint, restore, &mut self.rows)
     }
 
     fn on_left(&mut self, change: Change<K, L>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {

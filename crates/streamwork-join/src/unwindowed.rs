@@ -8,12 +8,12 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, InstanceContext, Key, Restore,
-    StateBytes, TaskError, Timestamp,
+    AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Restore, StateBytes, TaskError,
+    Timestamp,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 
@@ -117,15 +117,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for StreamStreamJoin<L, 
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = AnyTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(
-            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
-        )
-    }
+    crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         Ok(snapshot_rows(

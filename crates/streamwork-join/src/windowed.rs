@@ -11,12 +11,12 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
-    ByKey, CoOperator, Collector, Context, Data, EventTime, InstanceContext, Key, Restore,
-    StateBytes, TaskError, Timestamp,
+    ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
+    Timestamp,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{CowCell, KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 use streamwork_window::ends::{ends, first_end_containing, last_end_containing, last_instant};
@@ -251,15 +251,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(
-            "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)",
-        )
-    }
+    crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         if !self.checkpoint.is_enabled() {

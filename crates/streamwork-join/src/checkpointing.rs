@@ -1,0 +1,71 @@
+//! What every join does to checkpoint its state: `open` and
+//! `statefulness` over its `checkpoint` field, and a keyed table (the
+//! stream-table and table-table joins) frozen into a snapshot and
+//! restored from one.
+
+use streamwork_core::hash::stable_hash;
+use streamwork_core::state::Key;
+use streamwork_core::{Restore, SnapshotContext, StateBytes, TaskError};
+use streamwork_state::{CowMap, KeyedCheckpoint};
+
+/// What a join built with `.transient()` says of its state.
+pub(crate) const TRANSIENT: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)";
+
+/// The `open` and `statefulness` of a join's `CoOperator` impl, over the
+/// join's `checkpoint` field.
+macro_rules! checkpointed_join {
+    () => {
+        fn open(&mut self, ctx: &streamwork_core::InstanceContext) {
+            self.checkpoint.open(ctx);
+        }
+
+        fn statefulness(&self) -> streamwork_core::Statefulness {
+            self.checkpoint
+                .statefulness(crate::checkpointing::TRANSIENT)
+        }
+    };
+}
+pub(crate) use checkpointed_join;
+
+/// The snapshot of a keyed `table`: frozen on the task thread (the pause),
+/// its entries gathered and archived off it, when the checkpoint is
+/// written; `None` when checkpointing is off.
+pub(crate) fn snapshot_table<K, V>(
+    checkpoint: &KeyedCheckpoint<(), K, V>,
+    ctx: &SnapshotContext,
+    table: &mut CowMap<K, V>,
+) -> Option<StateBytes>
+where
+    K: Key + Sync,
+    V: Clone + Send + Sync + 'static,
+{
+    if !checkpoint.is_enabled() {
+        return None;
+    }
+    let frozen = table.freeze();
+    checkpoint.snapshot_beside(ctx, (), move || {
+        frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    })
+}
+
+/// Fills `table` with this instance's entries of the restored snapshot.
+pub(crate) fn restore_table<K, V>(
+    checkpoint: &mut KeyedCheckpoint<(), K, V>,
+    restore: &Restore<'_>,
+    table: &mut CowMap<K, V>,
+) -> Result<(), TaskError>
+where
+    K: Key,
+    V: Clone,
+{
+    let Some(restored) = checkpoint.restore(restore)? else {
+        return Ok(());
+    };
+    table.extend(
+        restored
+            .entries
+            .into_iter()
+            .map(|(key, value)| (stable_hash(&key), key, value)),
+    );
+    Ok(())
+}
