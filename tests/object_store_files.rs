@@ -447,3 +447,70 @@ fn a_nondeterministic_operator_before_the_sink_still_writes_each_input_once() {
         "{refused}"
     );
 }
+
+/// The `s3_json_lines` example (rolling objects uploaded in parts) killed
+/// with SIGKILL once an object is visible, while others are being
+/// uploaded, then carried on by a process with an empty working directory
+/// of its own at another parallelism: every event is in the bucket once,
+/// and no upload is left in progress.
+#[test]
+fn the_rolling_json_example_killed_and_resumed_elsewhere_writes_every_event_once() {
+    use std::process::{Command, Stdio};
+    let Some((_, bucket)) = support::s3_server() else {
+        return;
+    };
+    let example = support::example(
+        "s3_json_lines",
+        "cargo build --features s3 --example s3_json_lines",
+    );
+    let events = 1_000_000u64;
+    for (first, second) in [(2u32, 3u32), (3, 1)] {
+        let root = dir("json-lines-kill");
+        let prefix = root.file_name().unwrap().to_str().unwrap().to_string();
+        let url = format!("s3://{bucket}/{prefix}/events");
+        let objects = StorePrefix::url(&url).unwrap();
+        let start = |p: u32, machine: &str| {
+            Command::new(&example)
+                .args(["--events", &events.to_string(), "--prefix", &prefix])
+                .args(["--parallelism", &p.to_string()])
+                .arg("--work")
+                .arg(root.join(machine))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting s3_json_lines")
+        };
+        let mut killed = start(first, "one");
+        let mut was_killed = false;
+        for _ in 0..6_000 {
+            if killed.try_wait().unwrap().is_some() {
+                break;
+            }
+            if !objects.list().unwrap().is_empty() {
+                killed.kill().unwrap();
+                was_killed = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = killed.wait();
+        assert!(
+            was_killed,
+            "{first} → {second}: the first process ended before its kill"
+        );
+        let resumed = start(second, "two").wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&resumed.stdout);
+        assert!(
+            resumed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&resumed.stderr)
+        );
+        assert!(said.contains("restored from Some"), "{said}");
+        assert!(said.contains(", 0 uploads in progress"), "{said}");
+        assert_eq!(
+            ids_under(&url),
+            (0..events).collect::<Vec<_>>(),
+            "{first} → {second}: every event once"
+        );
+    }
+}
