@@ -1,7 +1,8 @@
 //! House rules checked as a test: every Rust file says what it is in a `//!`
 //! first line, every compile-fail case has its locked `.stderr`, the crate
-//! and module graphs are the documented ones without cycles, and no library
-//! code fails with a bare `String`.
+//! and module graphs are the documented ones without cycles, no library
+//! code fails with a bare `String`, and every invariant ARCHITECTURE.md
+//! states names an existing test that keeps it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -660,4 +661,41 @@ fn the_bare_string_finder_reads_nested_generics() {
         vec!["String".to_string(), "Box<dyn Fn(u8) -> X>".to_string()]
     );
     assert_eq!(result_error_types("io::Result<()>"), Vec::<String>::new());
+}
+
+/// Each **Invariants.** paragraph of ARCHITECTURE.md names a test that
+/// keeps it true, and every test file the document names exists.
+#[test]
+fn every_invariant_names_the_test_that_keeps_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let named = |paragraph: &str| -> Vec<String> {
+        paragraph
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|name| {
+                name.ends_with(".rs") && (name.starts_with("tests/") || name.contains("/tests/"))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let paragraphs: Vec<&str> = text.split("\n\n").collect();
+    let invariants: Vec<&&str> = paragraphs
+        .iter()
+        .filter(|p| p.contains("**Invariants.**"))
+        .collect();
+    assert!(invariants.len() >= 8, "found {}", invariants.len());
+    for paragraph in invariants {
+        assert!(
+            !named(paragraph).is_empty(),
+            "an invariant names no test that keeps it:\n{paragraph}"
+        );
+    }
+    for name in paragraphs.iter().flat_map(|p| named(p)) {
+        assert!(
+            root.join(&name).exists(),
+            "ARCHITECTURE.md names `{name}`, which does not exist"
+        );
+    }
 }
