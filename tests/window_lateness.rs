@@ -238,3 +238,103 @@ fn a_sliding_window_past_its_lateness_does_not_refire() {
         ]
     );
 }
+
+/// Emits nothing until told to finish, or until it has waited `polls`
+/// polls, when it raises `gave_up`: an idle input that ends by itself.
+#[derive(Clone)]
+struct SilentAtMost {
+    done: Arc<AtomicBool>,
+    gave_up: Arc<AtomicBool>,
+    polls: u32,
+}
+
+impl Source for SilentAtMost {
+    type Out = Collector<Event>;
+    fn poll(&mut self, _: &mut Collector<Event>) -> Result<SourcePoll, ConnectorError> {
+        if self.done.load(Ordering::Relaxed) {
+            return Ok(SourcePoll::Finished);
+        }
+        if self.polls == 0 {
+            self.gave_up.store(true, Ordering::SeqCst);
+            return Ok(SourcePoll::Finished);
+        }
+        self.polls -= 1;
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(SourcePoll::Idle)
+    }
+}
+
+#[test]
+fn an_idle_input_beside_one_that_ended_holds_no_window_back() {
+    // One input's events end at 2 500 ms and the input ends; the other is
+    // silent (idle). The window [2000, 3000) can only fire when event time
+    // ends: it must, while the silent input still runs (it ends once a
+    // window has fired for [2000, 3000), or gives up after 30 s). On a
+    // thread per task and on two workers alike.
+    for on_workers in [false, true] {
+        let done = Arc::new(AtomicBool::new(false));
+        let gave_up = Arc::new(AtomicBool::new(false));
+        let results = CollectSink::new();
+        let silent = SilentAtMost {
+            done: done.clone(),
+            gave_up: gave_up.clone(),
+            polls: 15_000,
+        };
+        let sink = LastFlag(done.clone(), results.clone());
+        let active = VecSource::new(vec![(1, 100), (1, 2500)]);
+        let graph = if on_workers {
+            job! {
+                workers 2;
+                source active = active;
+                source silent = silent;
+                operator timed_active = Watermarks::monotonic().idle_after(ms(20)).timestamps(at) <- active;
+                operator timed_silent = Watermarks::monotonic().idle_after(ms(20)).timestamps(at) <- silent;
+                operator counts { results, late } = Windows::tumbling(ms(1000)).count()
+                    <- (timed_active, timed_silent).key(|e: &Event| e.0);
+                sink out = sink <- counts.results;
+                drop counts.late;
+            }
+        } else {
+            job! {
+                source active = active;
+                source silent = silent;
+                operator timed_active = Watermarks::monotonic().idle_after(ms(20)).timestamps(at) <- active;
+                operator timed_silent = Watermarks::monotonic().idle_after(ms(20)).timestamps(at) <- silent;
+                operator counts { results, late } = Windows::tumbling(ms(1000)).count()
+                    <- (timed_active, timed_silent).key(|e: &Event| e.0);
+                sink out = sink <- counts.results;
+                drop counts.late;
+            }
+        }
+        .unwrap();
+        graph.run().unwrap();
+        assert!(
+            !gave_up.load(Ordering::SeqCst),
+            "workers: {on_workers}: the window of the ended input waited for the silent one to end"
+        );
+        let windows: Vec<i64> = results
+            .values()
+            .into_iter()
+            .map(|r| r.window.start.millis())
+            .collect();
+        assert_eq!(windows, vec![0, 2000], "workers: {on_workers}");
+    }
+}
+
+/// Raises a flag when it receives the result of window [2000, 3000).
+#[derive(Clone)]
+struct LastFlag(Arc<AtomicBool>, CollectSink<WindowResult<u32, u64>>);
+
+impl Sink for LastFlag {
+    type In = WindowResult<u32, u64>;
+    fn write(&mut self, record: Record<WindowResult<u32, u64>>) -> Result<(), ConnectorError> {
+        let last = record.value.window.start.millis() == 2000;
+        let mut collect = self.1.clone();
+        collect.write(record)?;
+        collect.flush()?;
+        if last {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}

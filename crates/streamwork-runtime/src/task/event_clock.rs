@@ -1,5 +1,6 @@
 //! The event time of an instance: the minimum watermark over every sender
-//! of every port that is neither idle nor ended.
+//! of every port that is neither idle nor ended; the end of time once every
+//! sender has ended or is idle with one ended.
 
 use streamwork_core::Timestamp;
 
@@ -96,10 +97,14 @@ impl EventClock {
             .flatten()
             .filter(|s| !s.idle && !s.ended);
         let minimum = active.map(|s| s.watermark).min();
-        let all_ended = self.senders.iter().flatten().all(|s| s.ended);
+        let any_ended = self.senders.iter().flatten().any(|s| s.ended);
         let (minimum, all_idle) = match minimum {
             Some(minimum) => (minimum, false),
-            None if all_ended => (Timestamp::MAX, false),
+            // Every sender has ended, or the others are idle: nothing holds
+            // event time back (an idle sender is skipped, as it was while the
+            // ended ones were active and ahead), so it ends, as Flink's does.
+            // What an idle sender sends later is late.
+            None if any_ended => (Timestamp::MAX, false),
             None => (self.current, true),
         };
         let became_idle = all_idle && !self.all_idle;
@@ -159,5 +164,25 @@ mod tests {
         clock.watermark(0, SenderIdx(0), t(3));
         assert_eq!(advanced(clock.ended(0, SenderIdx(1))), Some(3));
         assert_eq!(advanced(clock.ended(0, SenderIdx(0))), Some(i64::MAX));
+    }
+
+    /// A quiet input whose sibling has ended does not hold the sibling's
+    /// last windows back until the quiet one ends: event time ends.
+    #[test]
+    fn an_idle_sender_beside_an_ended_one_holds_nothing_back() {
+        let mut clock = EventClock::new(&[1, 1]);
+        clock.watermark(0, SenderIdx(0), t(3));
+        assert_eq!(advanced(clock.watermark(1, SenderIdx(0), t(8))), Some(3));
+        assert_eq!(advanced(clock.idle(0, SenderIdx(0))), Some(8));
+        assert_eq!(advanced(clock.ended(1, SenderIdx(0))), Some(i64::MAX));
+        // Ended before the other went idle: the same.
+        let mut clock = EventClock::new(&[2]);
+        clock.watermark(0, SenderIdx(0), t(3));
+        assert_eq!(advanced(clock.ended(0, SenderIdx(1))), Some(3));
+        assert_eq!(advanced(clock.idle(0, SenderIdx(0))), Some(i64::MAX));
+        // Idle alone, with nothing ended: event time waits.
+        let mut clock = EventClock::new(&[1]);
+        clock.watermark(0, SenderIdx(0), t(3));
+        assert!(matches!(clock.idle(0, SenderIdx(0)), Change::BecameIdle));
     }
 }
