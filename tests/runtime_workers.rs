@@ -110,3 +110,68 @@ fn alignment_bounds_the_lead_by_the_drift_plus_one_batch() {
         );
     }
 }
+
+/// Instance 0 sparse, one record per poll, 100 ms of event time apart (a
+/// batch of it spans 10 s); instance 1 dense, a hundred records per poll,
+/// 1 ms apart. Both emit the event time in milliseconds.
+#[derive(Clone)]
+struct SparseAndDense {
+    sparse: bool,
+    next: u64,
+}
+
+impl Source for SparseAndDense {
+    type Out = Collector<u64>;
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.sparse = ctx.instance().0 == 0;
+        Ok(())
+    }
+    fn poll(&mut self, out: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> {
+        const END: u64 = 400_000;
+        if self.next >= END {
+            return Ok(SourcePoll::Finished);
+        }
+        if self.sparse {
+            out.emit(self.next);
+            self.next += 100;
+        } else {
+            for _ in 0..100 {
+                out.emit(self.next);
+                self.next += 1;
+            }
+        }
+        Ok(SourcePoll::Emitted)
+    }
+}
+
+/// Two aligned instances, one dense in event time (a poll spans 100 ms)
+/// and one sparse, a record per poll (a batch of it spans 10 s): a gated
+/// source hands on what each poll emitted, so its progress is published
+/// before the gate is asked again, and neither leads by more than the
+/// drift and one poll of the dense one, on a thread per task and on
+/// workers. (The sparse one led by a batch, 10 s, when its progress was
+/// published only once its batch was full.)
+#[test]
+fn alignment_holds_a_sparse_source_to_the_drift() {
+    let drift = Duration::from_secs(1);
+    let dense_poll = Duration::from_millis(100);
+    for workers in [0, 1, 2] {
+        let group = streamwork::window::AlignmentGroup::new(drift);
+        let graph = job! {
+            workers workers;
+            batch_size 100;
+            source times[2] = SparseAndDense { sparse: false, next: 0 };
+            operator timed[2] = Watermarks::monotonic()
+                .align_in(&group)
+                .timestamps(|t: &u64| Timestamp::from_millis(*t as i64)) <- times;
+            sink out = CollectSink::new() <- timed;
+        }
+        .unwrap();
+        graph.run().unwrap();
+        let lead = group.largest_lead();
+        assert!(
+            lead <= drift + dense_poll,
+            "{workers} workers: a lead of {lead:?}, beyond the drift ({drift:?}) and one poll of the dense source"
+        );
+    }
+}

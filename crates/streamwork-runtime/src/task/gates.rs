@@ -34,6 +34,12 @@ impl SourceGates {
         })
     }
 
+    /// Whether any gate is registered: the source's progress must then be
+    /// seen after every poll, not once its batch is full.
+    pub(crate) fn any(&self) -> bool {
+        self.0.any.load(Ordering::Acquire)
+    }
+
     /// Whether every gate lets the source be polled now.
     pub(crate) fn are_open(&self) -> bool {
         if !self.0.any.load(Ordering::Acquire) {

@@ -97,6 +97,14 @@ impl SourceRun {
             task.on_processing_time(wall_clock())?;
         }
         match poll {
+            // A gated source (aligned watermarks) hands on what a poll
+            // emitted at once, so that its progress is stamped and published
+            // before the gate is asked again: a batch of a sparse source can
+            // span far more event time than the drift.
+            SourcePoll::Emitted if gates.any() => {
+                task.flush()?;
+                Ok(Step::Busy)
+            }
             SourcePoll::Emitted => Ok(Step::Busy),
             SourcePoll::Idle => {
                 task.flush()?;
