@@ -481,31 +481,11 @@ fn the_rolling_json_example_killed_and_resumed_elsewhere_writes_every_event_once
                 .expect("starting s3_json_lines")
         };
         let mut killed = start(first, "one");
-        let mut was_killed = false;
-        for _ in 0..6_000 {
-            if killed.try_wait().unwrap().is_some() {
-                break;
-            }
-            if !objects.list().unwrap().is_empty() {
-                killed.kill().unwrap();
-                was_killed = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = killed.wait();
         assert!(
-            was_killed,
+            support::kill_once_visible(&mut killed, || !objects.list().unwrap().is_empty()),
             "{first} → {second}: the first process ended before its kill"
         );
-        let resumed = start(second, "two").wait_with_output().unwrap();
-        let said = String::from_utf8_lossy(&resumed.stdout);
-        assert!(
-            resumed.status.success(),
-            "{}",
-            String::from_utf8_lossy(&resumed.stderr)
-        );
-        assert!(said.contains("restored from Some"), "{said}");
+        let said = support::resumed_from_a_checkpoint(start(second, "two"));
         assert!(said.contains(", 0 uploads in progress"), "{said}");
         assert_eq!(
             ids_under(&url),
@@ -513,4 +493,59 @@ fn the_rolling_json_example_killed_and_resumed_elsewhere_writes_every_event_once
             "{first} → {second}: every event once"
         );
     }
+}
+
+/// The builder keeps the promise `job!` keeps: an exactly-once job built
+/// with `JobBuilder::exactly_once` writing rolling objects to the store
+/// fails after a checkpoint, restarts from it, and every row is in the
+/// objects once.
+#[test]
+fn the_builder_writes_objects_exactly_once_across_a_failure() {
+    static BUILDER_ARMED: AtomicBool = AtomicBool::new(false);
+    let Some((_, bucket)) = support::s3_server() else {
+        return;
+    };
+    let root = dir("store-builder");
+    let url = format!(
+        "s3://{bucket}/{}/out",
+        root.file_name().unwrap().to_str().unwrap()
+    );
+    BUILDER_ARMED.store(true, Ordering::SeqCst);
+    let mut job = JobBuilder::new("objects").exactly_once();
+    let rows = job.source(
+        "rows",
+        2,
+        Held::new(GeneratorSource::new(wide_row).take(50_000), 1),
+    );
+    job.flow(rows)
+        .map(|row: Row| {
+            if row.id == 30_000 && BUILDER_ARMED.swap(false, Ordering::SeqCst) {
+                panic!("injected failure after a checkpoint");
+            }
+            row
+        })
+        .sink(
+            "out",
+            FileSink::<Row>::json("")
+                .rolling(6 << 20, std::time::Duration::from_secs(3_600))
+                .into_store(StorePrefix::url(&url).unwrap()),
+        );
+    let report = job
+        .build()
+        .unwrap()
+        .run_with(support::exactly_once(&root.join("checkpoints"), 1))
+        .unwrap();
+    assert_eq!(report.restarts, 1, "the failure fired");
+    assert!(
+        StorePrefix::url(&url)
+            .unwrap()
+            .uploads_in_progress()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        ids_under(&url),
+        (0..50_000).collect::<Vec<_>>(),
+        "every row once"
+    );
 }

@@ -450,31 +450,11 @@ fn the_s3_parquet_example_killed_and_resumed_elsewhere_writes_every_sale_once() 
                 .expect("starting s3_parquet_sink")
         };
         let mut killed = start(first, "one");
-        let mut was_killed = false;
-        for _ in 0..6_000 {
-            if killed.try_wait().unwrap().is_some() {
-                break;
-            }
-            if !objects.list().unwrap().is_empty() {
-                killed.kill().unwrap();
-                was_killed = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = killed.wait();
         assert!(
-            was_killed,
+            support::kill_once_visible(&mut killed, || !objects.list().unwrap().is_empty()),
             "{first} → {second}: the first process ended before its kill"
         );
-        let resumed = start(second, "two").wait_with_output().unwrap();
-        let said = String::from_utf8_lossy(&resumed.stdout);
-        assert!(
-            resumed.status.success(),
-            "{}",
-            String::from_utf8_lossy(&resumed.stderr)
-        );
-        assert!(said.contains("restored from Some"), "{said}");
+        support::resumed_from_a_checkpoint(start(second, "two"));
 
         assert!(objects.uploads_in_progress().unwrap().is_empty());
         let listed = objects.list().unwrap();

@@ -421,3 +421,41 @@ pub fn example(name: &str, build: &str) -> PathBuf {
     );
     path
 }
+
+/// Kills `child` with SIGKILL as soon as `visible` says its output shows
+/// (polled every 10 ms, for at most a minute); whether it was killed
+/// rather than ending first.
+#[allow(dead_code)]
+pub fn kill_once_visible(child: &mut std::process::Child, visible: impl Fn() -> bool) -> bool {
+    let mut killed = false;
+    for _ in 0..6_000 {
+        if child.try_wait().expect("waiting for the child").is_some() {
+            break;
+        }
+        if visible() {
+            child.kill().expect("killing the child");
+            killed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.wait();
+    killed
+}
+
+/// Waits for `child`, which must succeed and say it restored from a
+/// checkpoint; what it printed.
+#[allow(dead_code)]
+pub fn resumed_from_a_checkpoint(child: std::process::Child) -> String {
+    let done = child
+        .wait_with_output()
+        .expect("waiting for the resumed run");
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(said.contains("restored from Some"), "{said}");
+    said
+}

@@ -325,7 +325,10 @@ impl<T: Data> Sink for StoreFileSink<T> {
                 format
                     .encode(&record.value, &mut open.line, &mut open.header)
                     .map_err(|reason| cannot(&open.component, reason))?;
-                let header = open.header.clone();
+                // The header goes at the start of an object: read only when
+                // a member begins, not per record.
+                let member_begins = open.objects.get("").is_none_or(|o| o.writer.is_none());
+                let header = member_begins.then(|| open.header.clone()).flatten();
                 let line = std::mem::take(&mut open.line);
                 let object = open.object("")?;
                 if object.writer.is_none() {
@@ -361,21 +364,21 @@ impl<T: Data> Sink for StoreFileSink<T> {
                 let folder = format
                     .folder(&record.value, record.time)
                     .map_err(|reason| cannot(&open.component, reason))?;
-                let component = open.component.clone();
                 let object = open.object(&folder)?;
-                if object.writer.is_none() {
-                    let writer = format.writer().map_err(|r| cannot(&component, r))?;
-                    object.writer = Some(ObjectWriter::Parquet(writer));
-                }
-                if let Some(ObjectWriter::Parquet(writer)) = object.writer.as_mut() {
-                    format
-                        .push(writer, record.value)
-                        .map_err(|r| cannot(&component, r))?;
-                    let encoded = format.encoded(writer);
-                    if encoded.len() >= DRAIN_BYTES {
-                        object.buffer.append(encoded);
+                let pushed = (|| {
+                    if object.writer.is_none() {
+                        object.writer = Some(ObjectWriter::Parquet(format.writer()?));
                     }
-                }
+                    if let Some(ObjectWriter::Parquet(writer)) = object.writer.as_mut() {
+                        format.push(writer, record.value)?;
+                        let encoded = format.encoded(writer);
+                        if encoded.len() >= DRAIN_BYTES {
+                            object.buffer.append(encoded);
+                        }
+                    }
+                    Ok(())
+                })();
+                pushed.map_err(|reason| cannot(&open.component, reason))?;
                 open.send_full_part(&folder)
             }
         }
