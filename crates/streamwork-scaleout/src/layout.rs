@@ -328,10 +328,11 @@ pub(crate) enum LayoutUnreadable {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn layout(counted: u32, totalled: u32) -> Layout {
+    /// The layout of a three-stage job (lines, counted, totalled).
+    pub(crate) fn layout(counted: u32, totalled: u32) -> Layout {
         Layout {
             generation: 0,
             stages: vec![

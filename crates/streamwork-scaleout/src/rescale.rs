@@ -137,6 +137,13 @@ impl Rescaler<'_> {
         // One process moves the group: the others wait for it here, then
         // find the layout moved.
         let lock = self.take_lock()?;
+        // The lock's last holder may have moved the group already, and its
+        // processes run the new layout's partitions, some of them under the
+        // old one's lease names: look before waiting for those leases.
+        if !still_at(root, version)? {
+            lock.release();
+            return Ok(false);
+        }
         let outcome = self.take_all(old).and_then(|leases| {
             let outcome = self.move_records(plan, old, next, root, version, create);
             for lease in leases {
@@ -164,8 +171,7 @@ impl Rescaler<'_> {
         version: &str,
         create: &dyn Fn(&str, u32) -> Result<(), GroupError>,
     ) -> Result<bool, GroupError> {
-        let still = root.read_versioned(LAYOUT).map_err(layout_error)?;
-        if still.as_ref().map(|(_, v)| v.as_str()) != Some(version) {
+        if !still_at(root, version)? {
             return Ok(false);
         }
         let checkpoints = self.load_all(old)?;
@@ -440,4 +446,73 @@ fn counts(layout: &Layout) -> String {
         .map(|s| format!("{}×{}", s.name, s.partitions))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether the group's layout is still at `version`.
+fn still_at(root: &Arc<dyn CheckpointStore>, version: &str) -> Result<bool, GroupError> {
+    let still = root.read_versioned(LAYOUT).map_err(layout_error)?;
+    Ok(still.as_ref().map(|(_, v)| v.as_str()) == Some(version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::tests::layout;
+    use crate::leased::LeasePlace;
+    use streamwork_core::KeyGroups;
+
+    /// Two processes started together with new partition counts: the one
+    /// that waited for the rescale lock finds the group moved, and does
+    /// not wait for the old layout's leases, which the first one's
+    /// partition jobs now hold (a kept stage keeps its lease names).
+    #[test]
+    fn a_process_that_waited_for_the_lock_finds_the_group_moved() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("rescale-{}-{nanos}", std::process::id()));
+        let root: Arc<dyn CheckpointStore> = Arc::new(DirectoryStore::new(&dir));
+        let first = layout(4, 3);
+        let mut moved = first.rescaled_to(&layout(2, 3));
+        moved.name_previous(&first, "g");
+        let read = root
+            .write_if(LAYOUT, first.to_text().into_bytes(), None)
+            .unwrap()
+            .unwrap();
+        // The other process moves the group and runs `lines/0` again.
+        root.write_if(LAYOUT, moved.to_text().into_bytes(), Some(&read))
+            .unwrap()
+            .unwrap();
+        let hour = Duration::from_secs(3_600);
+        let running = Leased {
+            place: LeasePlace::Directory(dir.join(moved.stages[0].path(0))),
+            member: "other".to_string(),
+            stale: hour,
+        }
+        .take(&AtomicBool::new(false))
+        .unwrap()
+        .unwrap();
+        let rescaler = Rescaler {
+            brokers: "127.0.0.1:1",
+            group: "g",
+            extra: &[],
+            checkpoint_dir: &dir,
+            store: None,
+            stale: hour,
+            member: "this",
+            wait: Duration::from_millis(300),
+        };
+        let plan = StagePlan {
+            job: "j".to_string(),
+            stages: Vec::new(),
+            exchanges: Vec::new(),
+            key_groups: KeyGroups::default(),
+        };
+        let outcome = rescaler.migrate(&plan, &first, &moved, &root, &read, &|topic, _| {
+            panic!("no topic to make, and `{topic}` asked for")
+        });
+        assert!(matches!(outcome, Ok(false)), "{outcome:?}");
+        running.release();
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -50,6 +50,13 @@ pub trait CheckpointStore: Send + Sync + fmt::Debug {
     /// if it does not exist), as one step no other writer can come between;
     /// returns the new version, or `None` when another write came first.
     /// What a lease in the store is built on.
+    ///
+    /// A write that finds `name` already holding exactly `bytes` succeeds:
+    /// an object store's client retries a request whose answer was lost,
+    /// and the retry of a conditional write that landed is refused by its
+    /// own condition. So writers make their bytes their own (a lease names
+    /// its holder and counts its writes; a layout is written under a lock,
+    /// after checking the version it replaces).
     fn write_if(
         &self,
         name: &str,
@@ -137,12 +144,16 @@ impl CheckpointStore for DirectoryStore {
         let lock = std::fs::File::create(&lock_path)
             .and_then(|file| file.lock().map(|()| file))
             .map_err(|e| StateError::io("lock", &lock_path, e))?;
-        let current = self.read_versioned(name)?.map(|(_, version)| version);
-        let outcome = if current.as_deref() == expected {
-            write_replacing(&self.dir, name, &bytes, "uploading")?;
-            Some(version_of(&bytes))
-        } else {
-            None
+        let current = self.read_versioned(name)?;
+        let outcome = match current {
+            Some((held, version)) if expected != Some(version.as_str()) => {
+                (held == bytes).then_some(version)
+            }
+            None if expected.is_some() => None,
+            _ => {
+                write_replacing(&self.dir, name, &bytes, "uploading")?;
+                Some(version_of(&bytes))
+            }
         };
         drop(lock);
         Ok(outcome)
@@ -480,7 +491,7 @@ fn log_files(dir: &Path) -> Result<BTreeMap<String, u64>, StateError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{CheckpointLog, LogOptions, archive, load_latest};
     use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
@@ -490,6 +501,52 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         std::env::temp_dir().join(format!("mirror-{name}-{}-{nanos}", std::process::id()))
+    }
+
+    /// `store`'s conditional writes when a write that landed is sent
+    /// again (a client's retry after a lost answer): the retry is the
+    /// writer's; other bytes, or a stale version, are still refused.
+    pub(crate) fn a_landed_conditional_write_sent_again_is_kept(store: &dyn CheckpointStore) {
+        let first = store
+            .write_if("layout", b"generation 0".to_vec(), None)
+            .unwrap();
+        let first = first.expect("a create of a new object");
+        let again = store
+            .write_if("layout", b"generation 0".to_vec(), None)
+            .unwrap();
+        assert_eq!(
+            again.as_deref(),
+            Some(first.as_str()),
+            "the create, retried"
+        );
+        assert_eq!(
+            store.write_if("layout", b"other".to_vec(), None).unwrap(),
+            None
+        );
+        let second = store
+            .write_if("layout", b"generation 1".to_vec(), Some(&first))
+            .unwrap()
+            .expect("a replace of the version read");
+        let retried = store
+            .write_if("layout", b"generation 1".to_vec(), Some(&first))
+            .unwrap();
+        assert_eq!(
+            retried.as_deref(),
+            Some(second.as_str()),
+            "the replace, retried"
+        );
+        let stale = store.write_if("layout", b"generation 2".to_vec(), Some(&first));
+        assert_eq!(stale.unwrap(), None, "a replace of a version gone");
+        assert_eq!(store.download("layout").unwrap(), b"generation 1");
+        let missing = store.write_if("nothing", b"x".to_vec(), Some(&first));
+        assert_eq!(missing.unwrap(), None, "a replace of an object gone");
+    }
+
+    #[test]
+    fn a_directory_store_keeps_a_landed_conditional_write_sent_again() {
+        let dir = temp("retried");
+        a_landed_conditional_write_sent_again_is_kept(&DirectoryStore::new(&dir));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     fn commit(log: &mut CheckpointLog, value: u64) -> CheckpointId {

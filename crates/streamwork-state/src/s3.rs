@@ -152,7 +152,9 @@ impl CheckpointStore for ObjectStoreCheckpoints {
     }
 
     /// A conditional put: `If-None-Match: *` to create, `If-Match: ETAG` to
-    /// replace (S3 has both since 2024; moto and MinIO too).
+    /// replace (S3 has both since 2024; moto and MinIO too). A refusal is
+    /// checked against what the object holds: the client retries a put
+    /// whose answer was lost, and the retry of one that landed is refused.
     fn write_if(
         &self,
         name: &str,
@@ -173,7 +175,7 @@ impl CheckpointStore for ObjectStoreCheckpoints {
         };
         let put = self.runtime.block_on(self.store.put_opts(
             &location,
-            PutPayload::from(bytes),
+            PutPayload::from(bytes.clone()),
             options,
         ));
         match put {
@@ -182,7 +184,9 @@ impl CheckpointStore for ObjectStoreCheckpoints {
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. }
                 | object_store::Error::NotFound { .. },
-            ) => Ok(None),
+            ) => Ok(self
+                .read_versioned(name)?
+                .and_then(|(held, version)| (held == bytes).then_some(version))),
             Err(e) => Err(self.error("write", name, e)),
         }
     }
@@ -201,5 +205,17 @@ impl CheckpointStore for ObjectStoreCheckpoints {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.error("delete", name, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_landed_conditional_write_sent_again_is_kept() {
+        let memory = Arc::new(object_store::memory::InMemory::new());
+        let store = ObjectStoreCheckpoints::new(memory, "group").unwrap();
+        crate::mirror::tests::a_landed_conditional_write_sent_again_is_kept(&store);
     }
 }
