@@ -175,3 +175,80 @@ fn alignment_holds_a_sparse_source_to_the_drift() {
         );
     }
 }
+
+/// How far the early source of `alignment_waits_for_a_member_that_starts_late`
+/// has read, and how long the late one's `open` waits for it to read ahead.
+static EARLY_READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A source of `u64` event times in ms up to 400 s, `step` apart, 100 a
+/// poll; one whose `open` waits for the early one to read 50 s ahead
+/// (at most two seconds) if `late`.
+#[derive(Clone)]
+struct Stepping {
+    step: u64,
+    late: bool,
+    next: u64,
+}
+
+impl Source for Stepping {
+    type Out = Collector<u64>;
+    fn open(&mut self, _ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        use std::sync::atomic::Ordering;
+        if self.late {
+            for _ in 0..2_000 {
+                if EARLY_READ.load(Ordering::Relaxed) >= 50_000 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+    fn poll(&mut self, out: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> {
+        if self.next >= 400_000 {
+            return Ok(SourcePoll::Finished);
+        }
+        for _ in 0..100 {
+            out.emit(self.next);
+            self.next += self.step;
+        }
+        if !self.late {
+            EARLY_READ.store(self.next, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(SourcePoll::Emitted)
+    }
+}
+
+/// Two sources in one alignment group, the second slow to start (its
+/// `open` waits for the first to read 50 s of event time ahead): the first
+/// is held back until every source task has started, since a member that
+/// has not started has not joined the group and holds nothing back. On
+/// workers the first read 50 s ahead before (a task starts at its first
+/// turn), on a thread per task too here.
+#[test]
+fn alignment_waits_for_a_member_that_starts_late() {
+    let drift = Duration::from_secs(1);
+    for workers in [0, 2] {
+        EARLY_READ.store(0, std::sync::atomic::Ordering::Relaxed);
+        let group = streamwork::window::AlignmentGroup::new(drift);
+        let stamp = |t: &u64| Timestamp::from_millis(*t as i64);
+        let graph = job! {
+            workers workers;
+            batch_size 100;
+            source early = Stepping { step: 1, late: false, next: 0 };
+            source late = Stepping { step: 10, late: true, next: 0 };
+            operator early_timed = Watermarks::monotonic().align_in(&group).timestamps(stamp) <- early;
+            operator late_timed = Watermarks::monotonic().align_in(&group).timestamps(stamp) <- late;
+            sink early_out = CollectSink::new() <- early_timed;
+            sink late_out = CollectSink::new() <- late_timed;
+        }
+        .unwrap();
+        graph.run().unwrap();
+        let lead = group.largest_lead();
+        // A poll of the late source spans a second of event time.
+        assert!(
+            lead <= drift + Duration::from_secs(1),
+            "{workers} workers: a lead of {lead:?}, beyond the drift ({drift:?}) and one poll"
+        );
+    }
+}

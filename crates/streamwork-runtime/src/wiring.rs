@@ -24,7 +24,7 @@ use crate::failure::Failure;
 use crate::instance::{Env, InstanceCounters};
 use crate::message::{ChannelSender, Envelope, SenderIdx};
 use crate::metrics::{ComponentInfo, PauseFlag, Registry, TaskTimes};
-use crate::task::{InputChannel, OutputChannel, SourceGates, Task, TaskBody};
+use crate::task::{InputChannel, OutputChannel, SourceGates, SourceStarts, Task, TaskBody};
 
 /// How the graph is laid out at run time.
 pub(crate) struct Layout {
@@ -141,6 +141,9 @@ pub(crate) struct TaskBuilder<'g> {
     task_outputs: Vec<OutputChannel>,
     /// The polling conditions of the source task being built.
     task_gates: Option<SourceGates>,
+    /// The job's source tasks, counted as they are built, uncounted as
+    /// they start.
+    source_starts: SourceStarts,
 }
 
 impl<'g> TaskBuilder<'g> {
@@ -221,6 +224,7 @@ impl<'g> TaskBuilder<'g> {
             on_workers,
             task_outputs: Vec::new(),
             task_gates: None,
+            source_starts: SourceStarts::default(),
         }
     }
 
@@ -377,7 +381,7 @@ impl<'g> TaskBuilder<'g> {
         let def = &self.graph.nodes()[node];
         let times = Arc::new(TaskTimes::default());
         self.times[node][instance.index()] = Some(times.clone());
-        self.task_gates = (def.kind() == ComponentKind::Source).then(SourceGates::default);
+        self.task_gates = (def.kind() == ComponentKind::Source).then(|| self.source_starts.gates());
         let env = self.env(node, instance);
         let outputs = self.outputs(node, instance, &times);
         let body = match def.factory() {

@@ -248,6 +248,11 @@ impl<T> WatermarkSpec<T> {
     }
 
     /// Aligns the instances of this strategy with every other member of `group`.
+    ///
+    /// A member joins the group when its source task starts; the engine
+    /// polls no aligned source until every source task of the job has
+    /// started, so a member slow to start (restoring, or waiting for its
+    /// worker's turn) is not left behind by the others.
     pub fn align_in(mut self, group: &AlignmentGroup) -> Self {
         self.alignment = Some(group.clone());
         self

@@ -28,7 +28,7 @@ use streamwork_core::flow::PauseWatermarks;
 use streamwork_core::{CheckpointId, InstanceIdx};
 
 pub(crate) use drive::{drive, suspend};
-pub(crate) use gates::SourceGates;
+pub(crate) use gates::{SourceGates, SourceStarts};
 pub(crate) use input_run::{InputRun, run_input};
 pub(crate) use source_run::{SourceRun, run_source};
 

@@ -52,6 +52,7 @@ impl SourceRun {
     ) -> Result<Step, Failed> {
         if !self.started {
             task.start()?;
+            gates.started();
             self.started = true;
         }
         if let Some(after) = self.ended {
