@@ -15,14 +15,16 @@ use streamwork::state::{
 };
 
 /// Emits `0..n`; once it is halfway, it waits until a checkpoint taken after
-/// its start is complete, so every run has a complete checkpoint in the
-/// middle.
+/// its start is complete (a minute at most), so every run has a complete
+/// checkpoint in the middle.
 #[derive(Clone)]
 struct Numbers {
     n: u64,
     next: u64,
     hooks: Option<streamwork::core::checkpoint::CheckpointView>,
     completed_at_start: CheckpointId,
+    /// Polls spent waiting (1 ms each).
+    waited: u32,
 }
 
 impl Numbers {
@@ -32,6 +34,7 @@ impl Numbers {
             next: 0,
             hooks: None,
             completed_at_start: CheckpointId::NONE,
+            waited: 0,
         }
     }
 
@@ -41,6 +44,7 @@ impl Numbers {
     /// made further checkpoints impossible.
     fn waiting_for_a_checkpoint(&self) -> bool {
         self.next == self.n / 2
+            && self.waited < 60_000
             && self.completed_at_start == CheckpointId::NONE
             && self
                 .hooks
@@ -70,6 +74,7 @@ impl Source for Numbers {
             return Ok(SourcePoll::Finished);
         }
         if self.waiting_for_a_checkpoint() {
+            self.waited += 1;
             std::thread::sleep(Duration::from_millis(1));
             return Ok(SourcePoll::Idle);
         }
@@ -402,4 +407,69 @@ fn restart_strategies_space_and_bound_their_attempts() {
     let ms = |v| Some(Duration::from_millis(v));
     assert_eq!(waits, vec![ms(10), ms(20), ms(40), ms(50), None]);
     assert_eq!(RestartStrategy::Never.delay(1), None);
+}
+
+/// A sink that asks for the job's next checkpoint once it has had
+/// `ask_at` records.
+#[derive(Clone)]
+struct Asking {
+    ask_at: u64,
+    seen: u64,
+    checkpoints: Option<streamwork::core::checkpoint::CheckpointView>,
+}
+
+impl Sink for Asking {
+    type In = u64;
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.checkpoints = ctx.checkpoints().cloned();
+        Ok(())
+    }
+
+    fn write(&mut self, _record: Record<u64>) -> Result<(), ConnectorError> {
+        self.seen += 1;
+        if self.seen == self.ask_at
+            && let Some(checkpoints) = &self.checkpoints
+        {
+            checkpoints.request_checkpoint();
+        }
+        Ok(())
+    }
+}
+
+/// An instance that asks for a checkpoint (a transactional sink whose
+/// staged output passed its budget) gets one at once, though the interval
+/// is an hour: the source, which waits halfway for a checkpoint, goes on.
+#[test]
+fn an_instance_that_asks_for_a_checkpoint_gets_one_before_the_interval() {
+    for workers in [0, 2] {
+        let dir = dir(&format!("asking-{workers}"));
+        let asking = Asking {
+            ask_at: 1_000,
+            seen: 0,
+            checkpoints: None,
+        };
+        let graph = job! {
+            name "asking";
+            batch_size 16;
+            workers workers;
+            source numbers = Numbers::new(4_000);
+            sink asks = asking <- numbers;
+        }
+        .unwrap();
+        let config =
+            CheckpointConfig::new(&dir, Duration::from_secs(3_600)).delivery(Delivery::AtLeastOnce);
+        let report = graph
+            .run_with(RunOptions {
+                checkpoints: Some(config),
+                ..RunOptions::default()
+            })
+            .unwrap();
+        assert!(
+            report.checkpoints.iter().any(|c| !c.is_final),
+            "{workers} workers: no checkpoint before the final one: {:?}",
+            report.checkpoints
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

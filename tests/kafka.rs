@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use streamwork::connectors::kafka::{
-    KafkaRecord, KafkaSink, KafkaSource, PartitionWatermarks, create_topic, end_offsets,
+    KafkaRecord, KafkaSink, KafkaSource, PartitionWatermarks, TransactionalKafkaSink, create_topic,
+    end_offsets,
 };
 use streamwork::core::checkpoint::RestoredPart;
 use streamwork::core::testkit::{Fault, InjectFault};
@@ -354,6 +355,62 @@ fn a_restored_transactional_sink_publishes_what_its_checkpoint_covers_once() {
             .to_string()
             .contains("has published the output of checkpoint 3"),
         "{error}"
+    );
+}
+
+/// A transactional sink asks for the job's next checkpoint once what it
+/// staged since the last barrier passes its budget, once per barrier, so
+/// that input faster than the checkpoint interval does not grow it without
+/// bound; what it staged is published as usual.
+#[test]
+fn a_transactional_sink_asks_for_a_checkpoint_when_its_staged_output_passes_its_budget() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use streamwork::core::checkpoint::CheckpointView;
+
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let output = topic("tx-budget");
+    create_topic(&brokers, &output, 1).unwrap();
+    let early = Arc::new(AtomicBool::new(false));
+    let view =
+        CheckpointView::new(Arc::new(AtomicU64::new(0)), None).with_early_requests(early.clone());
+    let ctx =
+        InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT).with_checkpoints(view);
+    let mut sink = number_sink(&brokers, &output)
+        .transactional(&output)
+        .max_pending_bytes(1_000);
+    sink.open(&ctx).unwrap();
+    let mut next = 0u64;
+    // Writes until the sink asks (at most `limit` records).
+    let mut write_until_asked = |sink: &mut TransactionalKafkaSink<u64>, limit: u64| {
+        let start = next;
+        while !early.load(Ordering::SeqCst) && next - start < limit {
+            sink.write(Record::new(next)).unwrap();
+            next += 1;
+        }
+        next - start
+    };
+    let first = write_until_asked(&mut sink, 1_000);
+    assert!(
+        (20..1_000).contains(&first),
+        "asked after {first} records of a dozen bytes, with a budget of 1,000 bytes"
+    );
+    early.store(false, Ordering::SeqCst);
+    assert_eq!(
+        write_until_asked(&mut sink, 500),
+        500,
+        "asked again before its barrier"
+    );
+    sink.pre_commit(CheckpointId::new(1)).unwrap();
+    let second = write_until_asked(&mut sink, 1_000);
+    assert!(second < 1_000, "not asked again after its barrier");
+    sink.pre_commit(CheckpointId::new(2)).unwrap();
+    sink.commit(CheckpointId::new(2)).unwrap();
+    assert_eq!(
+        read_values(&brokers, &output),
+        (0..next).collect::<Vec<_>>()
     );
 }
 

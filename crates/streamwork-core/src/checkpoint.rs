@@ -387,6 +387,8 @@ pub struct CheckpointView {
     restore: Option<Arc<dyn RestoreSource>>,
     /// Raised when the job fails.
     failed: Option<Arc<AtomicBool>>,
+    /// Raised to ask for the next checkpoint now.
+    early: Option<Arc<AtomicBool>>,
 }
 
 impl fmt::Debug for CheckpointView {
@@ -406,6 +408,26 @@ impl CheckpointView {
             completed,
             restore,
             failed: None,
+            early: None,
+        }
+    }
+
+    /// The same view, whose [`request_checkpoint`](Self::request_checkpoint)
+    /// raises `early` for the job's checkpoint coordinator.
+    pub fn with_early_requests(mut self, early: Arc<AtomicBool>) -> Self {
+        self.early = Some(early);
+        self
+    }
+
+    /// Asks for the job's next checkpoint now rather than at its interval:
+    /// what an instance calls when what it holds until a checkpoint (a
+    /// transactional sink's staged output) passes its budget, so that
+    /// memory follows the budget, not the input rate times the interval.
+    /// The checkpoint starts once the one in flight, if any, is complete;
+    /// requests until then are one request.
+    pub fn request_checkpoint(&self) {
+        if let Some(early) = &self.early {
+            early.store(true, Ordering::Release);
         }
     }
 

@@ -216,7 +216,8 @@ fn open_checkpoints(
     let signals = Signals::new(completed);
     let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
     let view = CheckpointView::new(signals.completed.clone(), source)
-        .with_failure(failure.abort_flag().clone());
+        .with_failure(failure.abort_flag().clone())
+        .with_early_requests(signals.early.clone());
     let link = CheckpointLink::new(parts_tx, &signals);
     let tasks = TaskCheckpoints {
         trigger: signals.trigger.clone(),

@@ -28,7 +28,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use streamwork_core::checkpoint::{CheckpointId, Transactional};
+use streamwork_core::checkpoint::{CheckpointId, CheckpointView, Transactional};
 use streamwork_core::{
     ConnectorError, Data, InstanceContext, InstanceIdx, Record, Restore, Sink, StateBytes,
 };
@@ -39,6 +39,9 @@ use super::sink::{KafkaSink, kafka_timestamp, send_waiting};
 
 /// How long a transaction step may take before the sink fails.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// What an instance stages before it asks for an early checkpoint, unless
+/// set ([`TransactionalKafkaSink::max_pending_bytes`]).
+const MAX_PENDING_BYTES: usize = 64 << 20;
 /// The layout of the sink's part of a checkpoint: its run's epoch and what
 /// it staged and has not published.
 const STAGED_SCHEMA: u32 = 1;
@@ -55,9 +58,15 @@ const STAGED_SCHEMA: u32 = 1;
 /// sink but the brokers and the checkpoints. Without checkpoints, the
 /// records wait in memory and are published at the end, in one
 /// transaction.
+///
+/// Memory: an instance holds what it staged since the last barrier; when
+/// that passes [`max_pending_bytes`](Self::max_pending_bytes) (64 MiB by
+/// default) it asks for the job's next checkpoint at once, so input faster
+/// than the checkpoint interval does not grow it without bound.
 pub struct TransactionalKafkaSink<T> {
     sink: KafkaSink<T>,
     transactional_id: String,
+    max_pending: usize,
     instance: Option<Instance>,
 }
 
@@ -66,6 +75,7 @@ impl<T> Clone for TransactionalKafkaSink<T> {
         TransactionalKafkaSink {
             sink: self.sink.clone(),
             transactional_id: self.transactional_id.clone(),
+            max_pending: self.max_pending,
             instance: None,
         }
     }
@@ -80,8 +90,26 @@ impl<T: Data> KafkaSink<T> {
         TransactionalKafkaSink {
             sink: self,
             transactional_id: transactional_id.to_string(),
+            max_pending: MAX_PENDING_BYTES,
             instance: None,
         }
+    }
+}
+
+impl<T> TransactionalKafkaSink<T> {
+    /// How much an instance stages (encoded) before it asks for the job's
+    /// next checkpoint now, rather than at the interval; at least 1 byte.
+    ///
+    /// ```no_run
+    /// use streamwork::connectors::kafka::KafkaSink;
+    /// let sink = KafkaSink::new("127.0.0.1:9092", "totals", |n: &u64| (None, n.to_string().into_bytes()))
+    ///     .transactional("totals-sink")
+    ///     .max_pending_bytes(16 << 20);
+    /// # let _ = sink;
+    /// ```
+    pub fn max_pending_bytes(mut self, bytes: usize) -> Self {
+        self.max_pending = bytes.max(1);
+        self
     }
 }
 
@@ -103,6 +131,10 @@ struct Instance {
     scratch: Vec<u8>,
     /// This run's epoch: one more than the last run's marker.
     run: u64,
+    /// The job's checkpoints, asked for one early when `pending` is full.
+    checkpoints: Option<CheckpointView>,
+    /// Whether `pending` asked already (until its barrier).
+    asked: bool,
 }
 
 /// A transactional producer and the marker group of one instance id.
@@ -377,6 +409,7 @@ impl Instance {
 
     /// Makes the pending records `checkpoint`'s.
     fn stage(&mut self, checkpoint: CheckpointId) {
+        self.asked = false;
         let frames = std::mem::take(&mut self.pending);
         self.staged.push((Staged::of(checkpoint), frames));
     }
@@ -451,7 +484,11 @@ fn unpack(marker: i64) -> (u64, u64) {
 
 impl<T: Data> TransactionalKafkaSink<T> {
     /// The producer of instance `index` (opening it fences its zombies).
-    fn open_instance(&self, index: u32, checkpointed: bool) -> Result<Instance, ConnectorError> {
+    fn open_instance(
+        &self,
+        index: u32,
+        checkpoints: Option<&CheckpointView>,
+    ) -> Result<Instance, ConnectorError> {
         let id = format!("{}-{index}", self.transactional_id);
         let publisher = Publisher::new(
             self.sink.brokers(),
@@ -465,9 +502,11 @@ impl<T: Data> TransactionalKafkaSink<T> {
             pending: Vec::new(),
             staged: Vec::new(),
             started: false,
-            checkpointed,
+            checkpointed: checkpoints.is_some(),
             scratch: Vec::new(),
             run: 0,
+            checkpoints: checkpoints.cloned(),
+            asked: false,
         })
     }
 
@@ -510,7 +549,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        let instance = self.open_instance(ctx.instance().0, ctx.checkpoints().is_some())?;
+        let instance = self.open_instance(ctx.instance().0, ctx.checkpoints())?;
         self.instance = Some(instance);
         Ok(())
     }
@@ -525,6 +564,7 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
             timestamp: kafka_timestamp(&record),
             origin: origin.as_ref().map(|o| &o[..]),
         };
+        let max_pending = self.max_pending;
         let instance = self.instance()?;
         instance.start_fresh()?;
         // One buffer for every record's frame.
@@ -533,6 +573,12 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         frame.encode(&mut scratch);
         instance.pending.extend_from_slice(&scratch);
         instance.scratch = scratch;
+        if instance.pending.len() >= max_pending && !instance.asked {
+            instance.asked = true;
+            if let Some(checkpoints) = &instance.checkpoints {
+                checkpoints.request_checkpoint();
+            }
+        }
         Ok(())
     }
 
@@ -601,7 +647,8 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
                 own = true;
                 self.instance()?.recover(covered_of(k), staged)?;
             } else {
-                let mut orphan = self.open_instance(k.0, true)?;
+                let mut orphan = self.open_instance(k.0, None)?;
+                orphan.checkpointed = true;
                 orphan.recover(covered_of(k), staged)?;
             }
         }

@@ -29,6 +29,9 @@ pub(crate) struct Signals {
     pub(crate) savepoint: Arc<AtomicU64>,
     /// The longest restore of an instance, in nanoseconds.
     pub(crate) longest_restore: Arc<AtomicU64>,
+    /// An instance asked for the next checkpoint now
+    /// ([`CheckpointView::request_checkpoint`](streamwork_core::checkpoint::CheckpointView::request_checkpoint)).
+    pub(crate) early: Arc<AtomicBool>,
 }
 
 impl Signals {
@@ -39,6 +42,7 @@ impl Signals {
             final_completed: Arc::new(AtomicBool::new(false)),
             savepoint: Arc::new(AtomicU64::new(0)),
             longest_restore: Arc::new(AtomicU64::new(0)),
+            early: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -107,6 +111,17 @@ impl Coordinator {
     /// a restore knows it had ended. Checkpoints therefore go on while any
     /// source runs, and the final checkpoint is taken once every instance
     /// has ended.
+    /// Whether an instance asked for the next checkpoint now (taking the
+    /// request).
+    fn asked_early(&self) -> bool {
+        let asked = self.signals.early.swap(false, Ordering::AcqRel);
+        if asked {
+            metrics::counter!("streamwork_checkpoints_requested_early_total", "job" => self.job.clone())
+                .increment(1);
+        }
+        asked
+    }
+
     pub(crate) fn run(mut self) -> Result<(), StateError> {
         let mut in_flight: Option<InFlight> = None;
         let mut finals: BTreeMap<(Arc<str>, InstanceIdx), Part> = BTreeMap::new();
@@ -120,7 +135,7 @@ impl Coordinator {
             if in_flight.is_none()
                 && savepoint == CheckpointId::NONE
                 && finals.len() < self.expected
-                && (stop || Instant::now() >= next_trigger)
+                && (stop || Instant::now() >= next_trigger || self.asked_early())
             {
                 let id = self.log.next_checkpoint_id()?;
                 if let Some(mirror) = &self.mirror {
