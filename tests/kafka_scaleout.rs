@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -69,6 +69,33 @@ fn produce(brokers: &str, topic: &str, lines: Vec<Vec<u8>>) {
     .unwrap()
     .run()
     .unwrap();
+}
+
+/// Produces batches of 200 lines (seeds `seed`, `seed + 1`, ...), `pause`
+/// apart, on a thread of its own: at least `least`, then more until `stop`
+/// is raised, `most` at most. Returns what it produced.
+fn produce_until(
+    brokers: &str,
+    input: &str,
+    seed: u64,
+    pause: Duration,
+    (least, most): (u64, u64),
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Vec<Vec<u8>>> {
+    let (brokers, input) = (brokers.to_string(), input.to_string());
+    std::thread::spawn(move || {
+        let mut produced = Vec::new();
+        for b in 0..most {
+            if b >= least && stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let batch = lines(seed + b, 200).0;
+            produced.extend(batch.iter().cloned());
+            produce(&brokers, &input, batch);
+            std::thread::sleep(pause);
+        }
+        produced
+    })
 }
 
 /// Produces `batches` one after another, `pause` apart, on a thread of
@@ -582,7 +609,9 @@ fn one_then_three_then_two_processes_hand_partitions_over_and_count_exactly() {
 /// One process runs every partition; a second joins. The rebalance is
 /// cooperative: the partitions the first keeps are never stopped (each of
 /// its partition jobs runs once, from its start to the end), only those
-/// that move to the second are; and the counts stay exact.
+/// that move to the second are; and the counts stay exact. Input flows
+/// until the second runs a partition: a process that joins a group whose
+/// input is all read may leave before it is given any.
 #[test]
 fn partitions_that_stay_run_on_through_a_rebalance() {
     let Some(brokers) = brokers() else { return };
@@ -590,19 +619,20 @@ fn partitions_that_stay_run_on_through_a_rebalance() {
     let (input, output, totals) = (&job.input, &job.output, &job.totals);
     create_topic(&brokers, input, 4).unwrap();
     job.create_outputs(4);
-    let batches: Vec<Vec<Vec<u8>>> = (0..30).map(|b| lines(500 + b, 200).0).collect();
-    let mut expected = BTreeMap::new();
-    for line in batches.concat() {
-        for word in std::str::from_utf8(&line).unwrap().split_whitespace() {
-            *expected.entry(word.to_string()).or_insert(0u64) += 1;
-        }
-    }
-    let producer = produce_over_time(&brokers, input, batches, Duration::from_millis(150));
+    let stop = Arc::new(AtomicBool::new(false));
+    let pause = Duration::from_millis(150);
+    let producer = produce_until(&brokers, input, 500, pause, (30, 800), stop.clone());
     let first = job.spawn();
     wait_for_output(&brokers, totals);
     let second = job.spawn();
     second.wait_for_log("kafka group: running");
-    producer.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let mut expected = BTreeMap::new();
+    for line in producer.join().unwrap() {
+        for word in std::str::from_utf8(&line).unwrap().split_whitespace() {
+            *expected.entry(word.to_string()).or_insert(0u64) += 1;
+        }
+    }
     let (first, second) = (runs(&first.finish()), runs(&second.finish()));
     assert_eq!(last_counts(&brokers, output), expected);
     assert_eq!(last_counts(&brokers, totals), letter_totals(&expected));
