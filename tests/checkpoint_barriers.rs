@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use streamwork::prelude::*;
 use streamwork::state::{
-    load_checkpoint, load_latest, operator_id, restore_keyed, restore_keyed_from, snapshot_keyed,
+    StoreOptions, StoredState, load_checkpoint, load_latest, operator_id, restore_keyed,
+    restore_keyed_from, snapshot_keyed,
 };
 
 /// Emits `0..n`; once it is halfway, it waits until a checkpoint taken after
@@ -470,6 +471,68 @@ fn an_instance_that_asks_for_a_checkpoint_gets_one_before_the_interval() {
             "{workers} workers: no checkpoint before the final one: {:?}",
             report.checkpoints
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Counts per key in a stored state whose budget for what is not yet
+/// durable is 64 KiB (about 1,800 entries written between checkpoints).
+#[derive(Clone, State)]
+struct StoredCounts {
+    counts: StoredState<u64, u64>,
+}
+
+#[operator]
+impl StoredCounts {
+    fn on_record(&mut self, key: CurrentKey<'_, u64>, _value: u64, out: &mut Collector<u64>) {
+        let count = self.counts.get_or_default(key);
+        *count += 1;
+        if *count == 1 {
+            out.emit(*key.get());
+        }
+    }
+}
+
+/// A stored state whose writes since the last checkpoint pass its memory
+/// budget asks for the next checkpoint at once, though the interval is an
+/// hour: the source, which waits halfway (at 4,000 distinct keys) for a
+/// checkpoint, goes on, and every key is counted once.
+#[test]
+fn a_stored_state_past_its_memory_budget_gets_a_checkpoint_before_the_interval() {
+    for workers in [0, 2] {
+        let dir = dir(&format!("stored-budget-{workers}"));
+        let counts = StoredCounts {
+            counts: StoredState::with_options(StoreOptions {
+                unsettled_bytes: 64 << 10,
+                ..StoreOptions::default()
+            }),
+        };
+        let firsts = CollectSink::new();
+        let graph = job! {
+            name "stored-budget";
+            batch_size 16;
+            workers workers;
+            source numbers = Numbers::new(8_000);
+            operator counts = counts <- numbers.key(|v: &u64| *v);
+            sink out = firsts.clone() <- counts;
+        }
+        .unwrap();
+        let config =
+            CheckpointConfig::new(&dir, Duration::from_secs(3_600)).delivery(Delivery::AtLeastOnce);
+        let report = graph
+            .run_with(RunOptions {
+                checkpoints: Some(config),
+                ..RunOptions::default()
+            })
+            .unwrap();
+        assert!(
+            report.checkpoints.iter().any(|c| !c.is_final),
+            "{workers} workers: no checkpoint before the final one: {:?}",
+            report.checkpoints
+        );
+        let mut keys = firsts.values();
+        keys.sort_unstable();
+        assert_eq!(keys, (0..8_000).collect::<Vec<u64>>());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

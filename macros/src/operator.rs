@@ -280,10 +280,25 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
     } else {
         quote!(<#self_ty>::on_record(self, value, ctx.out()))
     };
-    let open = method(&block, "open").map(|f| {
+    // A checkpointed operator's state fields learn where they run first
+    // (a stored state's memory budget asks the job's checkpoints), then
+    // the operator's own `open` runs.
+    let checkpointed = args.stateless.is_none() && args.at_most_once.is_none();
+    let open_state = checkpointed.then(|| {
+        quote_spanned! {self_ty.span()=>
+            <#self_ty as #p::OperatorState>::open_state(self, ctx);
+        }
+    });
+    let user_open = method(&block, "open").map(|f| {
         quote_spanned! {f.sig.span()=>
+            <#self_ty>::open(self, ctx)
+        }
+    });
+    let open = (open_state.is_some() || user_open.is_some()).then(|| {
+        quote! {
             fn open(&mut self, ctx: &#p::InstanceContext) {
-                <#self_ty>::open(self, ctx)
+                #open_state
+                #user_open
             }
         }
     });

@@ -75,6 +75,7 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         }
     };
     let forget = forgotten(&input.attrs)?;
+    let mut opens = Vec::new();
     let mut snapshots = Vec::new();
     let mut restores = Vec::new();
     let mut known = Vec::new();
@@ -96,6 +97,9 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         let ident = field.ident.clone().expect("named fields have names");
         let ty = &field.ty;
         let key = LitStr::new(&ident.to_string(), ident.span());
+        opens.push(quote_spanned! {ty.span()=>
+            #p::StateField::open_field(&mut self.#ident, ctx);
+        });
         snapshots.push(quote_spanned! {ty.span()=>
             __sw_fields.field(#key, #p::StateField::snapshot_field(&mut self.#ident, ctx)?);
         });
@@ -142,6 +146,10 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
         #transient_checks
 
         impl #impl_generics #p::OperatorState for #name #ty_generics #where_clause {
+            fn open_state(&mut self, ctx: &#p::InstanceContext) {
+                #(#opens)*
+            }
+
             fn snapshot_state(
                 &mut self,
                 ctx: &#p::SnapshotContext,

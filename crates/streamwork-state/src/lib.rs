@@ -57,6 +57,7 @@ mod guarded;
 mod keyed;
 mod log;
 mod managed;
+mod memory;
 mod mirror;
 mod record;
 #[cfg(feature = "s3")]

@@ -25,7 +25,7 @@ use streamwork_core::checkpoint::{
     DeferredBytes, Restore, RestoredPart, SideRecord, SnapshotContext, StateBytes,
 };
 use streamwork_core::state::{FrozenKeyed, Key, KeyedState};
-use streamwork_core::{CheckpointId, InstanceIdx, TaskError};
+use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
 
 use crate::codec::PartBytes;
 use crate::codec::StateData;
@@ -51,6 +51,13 @@ const MAGIC: &[u8; 4] = b"SWST";
     note = "or, if it keeps nothing that matters across records, declare it: `#[operator(stateless)]`"
 )]
 pub trait OperatorState {
+    /// Tells every field where it runs as the instance opens (a
+    /// [`StoredState`](crate::StoredState) asks the job's checkpoints for
+    /// an early one when it passes its memory budget).
+    fn open_state(&mut self, ctx: &InstanceContext) {
+        let _ = ctx;
+    }
+
     /// Every field's state, in one snapshot.
     fn snapshot_state(&mut self, ctx: &SnapshotContext) -> Result<StateBytes, StateError>;
 
@@ -115,6 +122,11 @@ pub(crate) fn field_stream(name: &str) -> u32 {
     note = "or mark the field `#[state(transient)]` if losing it at a restart is right (a cache, a buffer rebuilt on open)"
 )]
 pub trait StateField {
+    /// Tells the field where it runs, as its instance opens.
+    fn open_field(&mut self, ctx: &InstanceContext) {
+        let _ = ctx;
+    }
+
     /// The field's snapshot.
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError>;
 

@@ -113,7 +113,10 @@ struct Job<S> {
 
 fn options() -> StoreOptions {
     // A tiny cache, so that reads go to the runs.
-    StoreOptions { cache_entries: 4 }
+    StoreOptions {
+        cache_entries: 4,
+        ..StoreOptions::default()
+    }
 }
 
 fn stored() -> StoredState<u64, i64> {

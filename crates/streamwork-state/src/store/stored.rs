@@ -5,10 +5,10 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::hash_table::{Entry, HashTable};
 use rkyv::rancor;
-use streamwork_core::checkpoint::{DeferredBytes, SideRecord, SnapshotContext};
+use streamwork_core::checkpoint::{CheckpointView, DeferredBytes, SideRecord, SnapshotContext};
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, Key};
-use streamwork_core::{CheckpointId, InstanceIdx, KeyGroups, TaskError};
+use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, TaskError};
 
 use super::run::{BadRun, Run, RunEntry, RunWriter, find};
 use crate::codec::StateData;
@@ -26,17 +26,37 @@ const THIS_CHECKPOINT: u64 = 0;
 const MAX_RUNS: usize = 12;
 
 /// How a [`StoredState`] uses memory.
+///
+/// ```
+/// use streamwork::state::{StoreOptions, StoredState};
+/// let options = StoreOptions {
+///     unsettled_bytes: 64 << 20,
+///     ..StoreOptions::default()
+/// };
+/// let counts: StoredState<u64, u64> = StoredState::with_options(options);
+/// # let _ = counts;
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct StoreOptions {
     /// Unchanged entries read from the log and kept in memory for the next
     /// read (hot keys); beyond it, the cache is emptied and refilled.
     pub cache_entries: usize,
+    /// The memory budget of what is not yet durable: the tables of entries
+    /// written since the last checkpoint and of those frozen by checkpoints
+    /// still being written (their slots, estimated from the types' sizes).
+    /// When a write would take them past it, the state asks for the job's
+    /// next checkpoint at once rather than at the interval, so that they
+    /// grow with the budget, not with the input rate times the interval.
+    /// By default a quarter of the memory the process may use (its cgroup's
+    /// limit, or the machine's memory).
+    pub unsettled_bytes: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             cache_entries: 1 << 20,
+            unsettled_bytes: crate::memory::default_budget(),
         }
     }
 }
@@ -147,6 +167,12 @@ struct Lower<K, V> {
     /// large table takes milliseconds).
     retired: Vec<Arc<Layer<K, V>>>,
     key_groups: KeyGroups,
+    /// The job's checkpoints: asked for one early when what is not yet
+    /// durable is about to pass [`StoreOptions::unsettled_bytes`].
+    checkpoints: Option<CheckpointView>,
+    /// The number of entries written since the last checkpoint at which
+    /// to ask (`usize::MAX`: asked already, or nowhere to ask).
+    ask_at: usize,
     /// This instance and its component's parallelism.
     instance: InstanceIdx,
     parallelism: u32,
@@ -191,6 +217,8 @@ impl<K: Key, V> StoredState<K, V> {
                 recent: None,
                 retain: None,
                 key_groups: KeyGroups::DEFAULT,
+                checkpoints: None,
+                ask_at: usize::MAX,
                 instance: InstanceIdx(0),
                 parallelism: 1,
                 broken: None,
@@ -252,6 +280,7 @@ where
     /// The current key's value, mutably (it is written at the next
     /// checkpoint).
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
+        self.within_budget();
         let (k, hash) = (key.get(), key.hash());
         match self.dirty.entry(hash, |(d, _)| d == k, rehash) {
             Entry::Occupied(entry) => entry.into_mut().1.as_mut(),
@@ -267,6 +296,7 @@ where
     where
         V: Default,
     {
+        self.within_budget();
         let (k, hash) = (key.get(), key.hash());
         // One probe when the key was written since the last checkpoint.
         let slot = match self.dirty.entry(hash, |(d, _)| d == k, rehash) {
@@ -290,6 +320,7 @@ where
     }
 
     fn write(&mut self, key: CurrentKey<'_, K>, value: Option<V>) {
+        self.within_budget();
         let (k, hash) = (key.get(), key.hash());
         if let Ok(cached) = self.lower.clean.find_entry(hash, |(c, _)| c == k) {
             cached.remove();
@@ -300,6 +331,42 @@ where
                 entry.insert((k.clone(), value));
             }
         }
+    }
+
+    /// Asks for the job's next checkpoint once the entries written since
+    /// the last one reach [`Lower::ask_at`]: one comparison a write.
+    #[inline]
+    fn within_budget(&mut self) {
+        if self.dirty.len() >= self.lower.ask_at {
+            self.lower.ask_at = usize::MAX;
+            if let Some(checkpoints) = &self.lower.checkpoints {
+                checkpoints.request_checkpoint();
+            }
+        }
+    }
+
+    /// Where [`within_budget`](Self::within_budget) asks next: the most
+    /// entries the table of writes may hold before its next growth takes
+    /// what is not yet durable past the budget (a table of `n` slots holds
+    /// `7n/8` entries, and grows by doubling).
+    fn plan_budget(&mut self) {
+        if self.lower.checkpoints.is_none() {
+            self.lower.ask_at = usize::MAX;
+            return;
+        }
+        let slot = std::mem::size_of::<(K, Option<V>)>() + 1;
+        let held = self
+            .lower
+            .frozen
+            .iter()
+            .map(|f| f.layer.capacity())
+            .chain(self.lower.recent.as_ref().map(|r| r.capacity()))
+            .sum::<usize>()
+            * slot;
+        let left = self.lower.options.unsettled_bytes.saturating_sub(held) / slot;
+        // The largest power of two of slots within what is left.
+        let slots = if left == 0 { 0 } else { 1usize << left.ilog2() };
+        self.lower.ask_at = (slots / 8 * 7).max(1);
     }
 
     /// Every key and value this instance owns, in no order (reads every
@@ -770,11 +837,66 @@ where
     V: StateData + Clone + Send + Sync + 'static,
     Vec<RunEntry<K, V>>: StateData,
 {
+    fn open_field(&mut self, ctx: &InstanceContext) {
+        self.lower.checkpoints = ctx.checkpoints().cloned();
+        self.plan_budget();
+    }
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        self.take_snapshot(ctx)
+        let snapshot = self.take_snapshot(ctx);
+        self.plan_budget();
+        snapshot
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
         self.restore_from(field)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use super::*;
+
+    /// A state opened in a checkpointed job asks for an early checkpoint
+    /// when its table of writes is about to grow past the budget: with
+    /// 64 KiB and 25-byte slots, 2,048 slots fit, which hold 1,792
+    /// entries; it asks once, and never without checkpoints to ask.
+    #[test]
+    fn writes_past_the_budget_ask_for_a_checkpoint_once() {
+        let early = Arc::new(AtomicBool::new(false));
+        let view = CheckpointView::new(Arc::new(AtomicU64::new(0)), None)
+            .with_early_requests(early.clone());
+        let ctx = InstanceContext::new("counts", InstanceIdx(0), 1, KeyGroups::DEFAULT)
+            .with_checkpoints(view);
+        let options = StoreOptions {
+            unsettled_bytes: 64 << 10,
+            ..StoreOptions::default()
+        };
+        let mut counts: StoredState<u64, u64> = StoredState::with_options(options);
+        counts.open_field(&ctx);
+        for key in 0..1_792u64 {
+            *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
+        }
+        assert!(!early.load(Ordering::SeqCst), "asked within the budget");
+        let key = 1_792u64;
+        counts.insert(CurrentKey::for_testing(&key), 1);
+        assert!(early.swap(false, Ordering::SeqCst), "not asked past it");
+        for key in 1_793..5_000u64 {
+            *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
+        }
+        assert!(
+            !early.load(Ordering::SeqCst),
+            "asked twice before a checkpoint"
+        );
+
+        let unasked = InstanceContext::new("counts", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+        let mut counts: StoredState<u64, u64> = StoredState::with_options(options);
+        counts.open_field(&unasked);
+        for key in 0..5_000u64 {
+            counts.insert(CurrentKey::for_testing(&key), key);
+        }
+        assert_eq!(counts.get(CurrentKey::for_testing(&4_999)), Some(&4_999));
     }
 }

@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rkyv::{Archive, Deserialize, Serialize};
+use streamwork_core::InstanceContext;
 use streamwork_core::checkpoint::SnapshotContext;
 use streamwork_core::state::{CurrentKey, Key};
 use streamwork_core::time::Timestamp;
@@ -198,6 +199,10 @@ where
     Expiring<V>: StateData,
     Vec<RunEntry<K, Expiring<V>>>: StateData,
 {
+    fn open_field(&mut self, ctx: &InstanceContext) {
+        self.inner.open_field(ctx);
+    }
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         // What expired by now is left out of the run this checkpoint writes.
         let cutoff = self.cutoff();
