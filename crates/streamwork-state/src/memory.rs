@@ -18,15 +18,40 @@ pub(crate) fn default_budget() -> usize {
 pub(crate) fn available() -> u64 {
     static AVAILABLE: OnceLock<u64> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let cgroup = read("/sys/fs/cgroup/memory.max")
-            .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
-            .and_then(|text| limit(&text));
+        let own = read("/proc/self/cgroup").unwrap_or_default();
+        let cgroup = limit_files(&own)
+            .iter()
+            .find_map(|path| read(path).and_then(|text| limit(&text)));
         let machine = read("/proc/meminfo").and_then(|text| mem_total(&text));
         match (cgroup, machine) {
             (Some(cgroup), Some(machine)) => cgroup.min(machine),
             (one, other) => one.or(other).unwrap_or(UNKNOWN),
         }
     })
+}
+
+/// Where the process's memory limit may be, from `/proc/self/cgroup`:
+/// its own cgroup's file (v2's `memory.max`, v1's
+/// `memory.limit_in_bytes`), then the root's (a cgroup namespace shows
+/// the process's cgroup as the root).
+fn limit_files(own: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    for line in own.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next(), fields.next(), fields.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let path = path.trim_end_matches('/');
+        if controllers.is_empty() {
+            files.push(format!("/sys/fs/cgroup{path}/memory.max"));
+        } else if controllers.split(',').any(|c| c == "memory") {
+            files.push(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+        }
+    }
+    files.push("/sys/fs/cgroup/memory.max".to_string());
+    files.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".to_string());
+    files
 }
 
 fn read(path: &str) -> Option<String> {
@@ -61,6 +86,18 @@ mod tests {
         let meminfo = "MemTotal:       24576000 kB\nMemFree:        1000 kB\n";
         assert_eq!(mem_total(meminfo), Some(24_576_000 * 1024));
         assert_eq!(mem_total("nothing"), None);
+        let v1 = "4:memory:/jobs/a\n1:cpu:/\n0::/\n";
+        assert_eq!(
+            limit_files(v1)[..2],
+            [
+                "/sys/fs/cgroup/memory/jobs/a/memory.limit_in_bytes".to_string(),
+                "/sys/fs/cgroup/memory.max".to_string()
+            ]
+        );
+        assert_eq!(
+            limit_files("0::/user.slice/job\n")[0],
+            "/sys/fs/cgroup/user.slice/job/memory.max"
+        );
         assert!(available() > 0);
         assert!(default_budget() > 0);
     }
