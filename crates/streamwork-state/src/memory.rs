@@ -3,6 +3,20 @@
 //! it.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The bytes of the process's stored states' tables not yet durable, as
+/// each last counted them.
+static UNSETTLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Replaces `before` with `now` in the process's total; the new total.
+pub(crate) fn recount(before: usize, now: usize) -> usize {
+    if now >= before {
+        UNSETTLED.fetch_add(now - before, Ordering::AcqRel) + (now - before)
+    } else {
+        UNSETTLED.fetch_sub(before - now, Ordering::AcqRel) - (before - now)
+    }
+}
 
 /// Assumed when neither a cgroup limit nor the machine's memory can be
 /// read (not Linux).

@@ -41,14 +41,17 @@ pub struct StoreOptions {
     /// Unchanged entries read from the log and kept in memory for the next
     /// read (hot keys); beyond it, the cache is emptied and refilled.
     pub cache_entries: usize,
-    /// The memory budget of what is not yet durable: the tables of entries
-    /// written since the last checkpoint and of those frozen by checkpoints
-    /// still being written (their slots, estimated from the types' sizes).
-    /// When a write would take them past it, the state asks for the job's
-    /// next checkpoint at once rather than at the interval, so that they
-    /// grow with the budget, not with the input rate times the interval.
-    /// By default a quarter of the memory the process may use (its cgroup's
-    /// limit, or the machine's memory).
+    /// The memory budget of what is not yet durable, for all the stored
+    /// states of the process together: the tables of entries written since
+    /// the last checkpoint, of those frozen by checkpoints still being
+    /// written, and the newest durable one kept (their slots, from the
+    /// types' sizes; heap data of keys and values is not counted). When the
+    /// process's total leaves no room for two more growths of a state's
+    /// table of writes, that state asks for the job's next checkpoint at
+    /// once rather than at the interval, so that the tables grow with the
+    /// budget, not with the input rate times the interval. By default a
+    /// quarter of the memory the process may use (its cgroup's limit, or
+    /// the machine's memory).
     pub unsettled_bytes: usize,
 }
 
@@ -58,6 +61,40 @@ impl Default for StoreOptions {
             cache_entries: 1 << 20,
             unsettled_bytes: crate::memory::default_budget(),
         }
+    }
+}
+
+/// The bytes of a table of writes that holds `capacity` entries: its slots
+/// (a table of `n` slots holds `7n/8` entries) of an entry and a control
+/// byte each. Heap data the keys and values own is not counted.
+fn table_bytes<K, V>(capacity: usize) -> usize {
+    let slots = capacity.saturating_mul(8) / 7 + 1;
+    slots.saturating_mul(std::mem::size_of::<(K, Option<V>)>() + 1)
+}
+
+/// What one state's tables not yet durable add to the process's total
+/// ([`crate::memory::UNSETTLED`]): taken back when the state is dropped;
+/// a clone starts from nothing (it counts its own tables when it looks).
+#[derive(Debug, Default)]
+struct Counted(usize);
+
+impl Counted {
+    /// Counts `bytes` instead of what it counted; the process's total.
+    fn set(&mut self, bytes: usize) -> usize {
+        let before = std::mem::replace(&mut self.0, bytes);
+        crate::memory::recount(before, bytes)
+    }
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        Counted(0)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        crate::memory::recount(self.0, 0);
     }
 }
 
@@ -171,8 +208,13 @@ struct Lower<K, V> {
     /// durable is about to pass [`StoreOptions::unsettled_bytes`].
     checkpoints: Option<CheckpointView>,
     /// The number of entries written since the last checkpoint at which
-    /// to ask (`usize::MAX`: asked already, or nowhere to ask).
-    ask_at: usize,
+    /// to look at the budget again: the table's next growth
+    /// (`usize::MAX`: nowhere to ask).
+    next_check: usize,
+    /// Whether it asked since the last checkpoint.
+    asked: bool,
+    /// What its tables not yet durable add to the process's total.
+    counted: Counted,
     /// This instance and its component's parallelism.
     instance: InstanceIdx,
     parallelism: u32,
@@ -218,7 +260,9 @@ impl<K: Key, V> StoredState<K, V> {
                 retain: None,
                 key_groups: KeyGroups::DEFAULT,
                 checkpoints: None,
-                ask_at: usize::MAX,
+                next_check: usize::MAX,
+                asked: false,
+                counted: Counted::default(),
                 instance: InstanceIdx(0),
                 parallelism: 1,
                 broken: None,
@@ -333,40 +377,53 @@ where
         }
     }
 
-    /// Asks for the job's next checkpoint once the entries written since
-    /// the last one reach [`Lower::ask_at`]: one comparison a write.
+    /// Looks at the budget when the table of writes is full (its next
+    /// write grows it): one comparison a write.
     #[inline]
     fn within_budget(&mut self) {
-        if self.dirty.len() >= self.lower.ask_at {
-            self.lower.ask_at = usize::MAX;
-            if let Some(checkpoints) = &self.lower.checkpoints {
-                checkpoints.request_checkpoint();
-            }
+        if self.dirty.len() >= self.lower.next_check {
+            self.check_budget();
         }
     }
 
-    /// Where [`within_budget`](Self::within_budget) asks next: the most
-    /// entries the table of writes may hold before its next growth takes
-    /// what is not yet durable past the budget (a table of `n` slots holds
-    /// `7n/8` entries, and grows by doubling).
-    fn plan_budget(&mut self) {
+    /// Counts this state's tables not yet durable into the process's
+    /// total, and asks for the job's next checkpoint (once until it comes)
+    /// unless the total leaves room for two more growths of the table of
+    /// writes: a growth doubles it, and the old table lives on while its
+    /// entries are copied, so room for `4 × table` lets the checkpoint come
+    /// while the table grows at most once more.
+    #[cold]
+    fn check_budget(&mut self) {
         if self.lower.checkpoints.is_none() {
-            self.lower.ask_at = usize::MAX;
+            self.lower.next_check = usize::MAX;
             return;
         }
-        let slot = std::mem::size_of::<(K, Option<V>)>() + 1;
+        let bytes = |capacity: usize| table_bytes::<K, V>(capacity);
+        let dirty = bytes(self.dirty.capacity());
         let held = self
             .lower
             .frozen
             .iter()
             .map(|f| f.layer.capacity())
             .chain(self.lower.recent.as_ref().map(|r| r.capacity()))
-            .sum::<usize>()
-            * slot;
-        let left = self.lower.options.unsettled_bytes.saturating_sub(held) / slot;
-        // The largest power of two of slots within what is left.
-        let slots = if left == 0 { 0 } else { 1usize << left.ilog2() };
-        self.lower.ask_at = (slots / 8 * 7).max(1);
+            .map(bytes)
+            .sum::<usize>();
+        let total = self.lower.counted.set(dirty + held);
+        let room = dirty.max(bytes(1024)).saturating_mul(4);
+        if !self.lower.asked && total.saturating_add(room) > self.lower.options.unsettled_bytes {
+            self.lower.asked = true;
+            if let Some(checkpoints) = &self.lower.checkpoints {
+                checkpoints.request_checkpoint();
+            }
+        }
+        self.lower.next_check = self.dirty.capacity().max(self.dirty.len() + 1);
+    }
+
+    /// After a checkpoint took the table of writes: a new interval.
+    fn plan_budget(&mut self) {
+        self.lower.asked = false;
+        self.lower.next_check = 0;
+        self.within_budget();
     }
 
     /// Every key and value this instance owns, in no order (reads every
@@ -839,7 +896,7 @@ where
 {
     fn open_field(&mut self, ctx: &InstanceContext) {
         self.lower.checkpoints = ctx.checkpoints().cloned();
-        self.plan_budget();
+        self.lower.next_check = 0;
     }
 
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
@@ -860,9 +917,12 @@ mod tests {
     use super::*;
 
     /// A state opened in a checkpointed job asks for an early checkpoint
-    /// when its table of writes is about to grow past the budget: with
-    /// 64 KiB and 25-byte slots, 2,048 slots fit, which hold 1,792
-    /// entries; it asks once, and never without checkpoints to ask.
+    /// when its table of writes leaves no room for two more growths within
+    /// the budget: with 1 MiB and 25-byte slots, once the table has grown
+    /// to 16,384 slots (410 kB: four times that is past the budget), at its
+    /// 7,170th entry; it asks once, and never without checkpoints to ask.
+    /// (No other test of this binary counts a state into the process's
+    /// total.)
     #[test]
     fn writes_past_the_budget_ask_for_a_checkpoint_once() {
         let early = Arc::new(AtomicBool::new(false));
@@ -871,24 +931,31 @@ mod tests {
         let ctx = InstanceContext::new("counts", InstanceIdx(0), 1, KeyGroups::DEFAULT)
             .with_checkpoints(view);
         let options = StoreOptions {
-            unsettled_bytes: 64 << 10,
+            unsettled_bytes: 1 << 20,
             ..StoreOptions::default()
         };
         let mut counts: StoredState<u64, u64> = StoredState::with_options(options);
         counts.open_field(&ctx);
-        for key in 0..1_792u64 {
+        for key in 0..7_169u64 {
             *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
         }
         assert!(!early.load(Ordering::SeqCst), "asked within the budget");
-        let key = 1_792u64;
+        let key = 7_169u64;
         counts.insert(CurrentKey::for_testing(&key), 1);
         assert!(early.swap(false, Ordering::SeqCst), "not asked past it");
-        for key in 1_793..5_000u64 {
+        for key in 7_170..60_000u64 {
             *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
         }
         assert!(
             !early.load(Ordering::SeqCst),
             "asked twice before a checkpoint"
+        );
+        assert!(crate::memory::recount(0, 0) >= table_bytes::<u64, u64>(60_000));
+        drop(counts);
+        assert_eq!(
+            crate::memory::recount(0, 0),
+            0,
+            "a dropped state counts nothing"
         );
 
         let unasked = InstanceContext::new("counts", InstanceIdx(0), 1, KeyGroups::DEFAULT);
