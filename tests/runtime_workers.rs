@@ -252,3 +252,87 @@ fn alignment_waits_for_a_member_that_starts_late() {
         );
     }
 }
+
+/// The thread each task ran on, by component.
+static THREADS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn note_thread(component: &str) {
+    let thread = std::thread::current().name().unwrap_or("").to_string();
+    THREADS
+        .lock()
+        .unwrap()
+        .push((component.to_string(), thread));
+}
+
+/// Notes the thread it runs on and passes its records on.
+#[derive(Clone)]
+struct Noting;
+
+#[operator(stateless)]
+impl Noting {
+    fn open(&self, ctx: &InstanceContext) {
+        note_thread(ctx.component());
+    }
+
+    fn on_record(&self, value: u64, out: &mut Collector<u64>) {
+        out.emit(value);
+    }
+}
+
+/// A source of its own (it says nothing of blocking) that notes its thread.
+#[derive(Clone)]
+struct Counting {
+    next: u64,
+}
+
+impl Source for Counting {
+    type Out = Collector<u64>;
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        note_thread(ctx.component());
+        Ok(())
+    }
+    fn poll(&mut self, out: &mut Collector<u64>) -> Result<SourcePoll, ConnectorError> {
+        if self.next == 1_000 {
+            return Ok(SourcePoll::Finished);
+        }
+        out.emit(self.next);
+        self.next += 1;
+        Ok(SourcePoll::Emitted)
+    }
+}
+
+/// Without `workers N;` a job runs on workers, one per core: the keyed
+/// operators behind a generator (which never waits) run on workers, and
+/// a source that does not say it never waits runs on a thread of its own.
+#[test]
+fn jobs_run_on_workers_by_default_with_a_blocking_source_on_its_own() {
+    assert_eq!(
+        streamwork::runtime::JobConfig::default().workers,
+        Some(streamwork::runtime::cores())
+    );
+    let sink = CollectSink::new();
+    let graph = job! {
+        source generated[2] = GeneratorSource::new(|i| i).take(1_000);
+        source counted = Counting { next: 0 };
+        operator from_generated[2] = Noting <- generated.key(|v: &u64| *v);
+        operator from_counted = Noting <- counted;
+        sink out = sink.clone() <- from_generated, from_counted;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    assert_eq!(sink.values().len(), 2_000);
+    let threads = THREADS.lock().unwrap().clone();
+    let on = |component: &str| -> Vec<String> {
+        threads
+            .iter()
+            .filter(|(c, _)| c == component)
+            .map(|(_, t)| t.clone())
+            .collect()
+    };
+    for thread in on("from_generated") {
+        assert!(thread.starts_with("worker#"), "{threads:?}");
+    }
+    // Fused into the source it follows, on that source's own thread.
+    assert_eq!(on("counted"), ["counted#0"], "{threads:?}");
+    assert_eq!(on("from_counted"), ["counted#0"], "{threads:?}");
+}

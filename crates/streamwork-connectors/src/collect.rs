@@ -80,6 +80,11 @@ impl<T: Data> CollectSink<T> {
 impl<T: Data> Sink for CollectSink<T> {
     type In = T;
 
+    /// Writes memory: never waits.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.instance = ctx.instance().0;
         Ok(())
@@ -177,6 +182,11 @@ impl<T: Data> TransactionalCollectSink<T> {
 
 impl<T: Data> Sink for TransactionalCollectSink<T> {
     type In = T;
+
+    /// Writes memory: never waits.
+    fn may_block(&self) -> bool {
+        false
+    }
 
     fn exactly_once(&self) -> bool {
         true

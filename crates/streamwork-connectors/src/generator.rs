@@ -272,6 +272,12 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> streamwork_core::checkpoint::Replayab
 impl<T: Data, F: Generate<T>, S: Stamp<T>> Source for GeneratorSource<T, F, S> {
     type Out = Collector<T>;
 
+    /// A paced generator sleeps until its next record is due; an unpaced
+    /// one never waits.
+    fn may_block(&self) -> bool {
+        self.rate.is_some()
+    }
+
     fn replayable(&self) -> bool {
         true
     }

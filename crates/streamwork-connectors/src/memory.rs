@@ -35,6 +35,11 @@ const PER_POLL: usize = 1024;
 impl<T: Data + Sync> Source for VecSource<T> {
     type Out = Collector<T>;
 
+    /// Reads memory: never waits.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.next = ctx.instance().0 as usize;
         self.step = ctx.parallelism() as usize;

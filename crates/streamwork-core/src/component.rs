@@ -89,6 +89,17 @@ pub trait Source: Clone + Send + 'static {
         None
     }
 
+    /// Whether [`poll`](Self::poll) may wait for something outside the job
+    /// (a socket, a broker, a database, another process) rather than
+    /// return what it has at once. On workers such a source runs on a
+    /// thread of its own, so that its waits hold up no other task; one
+    /// whose polls never wait (it generates, or reads memory or a local
+    /// file) says `false` and shares a worker. `true` by default: the
+    /// safe choice for a source the framework cannot see into.
+    fn may_block(&self) -> bool {
+        true
+    }
+
     /// The position to resume from (chapter 10), taken when a checkpoint
     /// starts, between two polls: a replayable source returns where its
     /// next poll would read. `None` (the default): nothing to resume, the
@@ -453,6 +464,16 @@ pub trait Sink: Clone + Send + 'static {
     /// `None` (the default): nothing, or only in the checkpoint.
     fn stages_locally(&self) -> Option<String> {
         None
+    }
+
+    /// Whether writing, flushing or committing may wait for something
+    /// outside the job (a database, a broker, an upload, a checkpoint's
+    /// completion): on workers such a sink runs on a thread of its own
+    /// (with what is fused into it), so that its waits hold up no other
+    /// task. A sink that only writes memory or a local file says `false`.
+    /// `true` by default, the safe choice.
+    fn may_block(&self) -> bool {
+        true
     }
 
     /// Checkpoints up to `checkpoint` are complete: make what was staged for

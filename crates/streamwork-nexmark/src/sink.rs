@@ -120,6 +120,11 @@ impl<R> RowSink<R> {
 impl<R: Row> Sink for RowSink<R> {
     type In = R;
 
+    /// Writes local files: never waits on anything outside the job.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn open(&mut self, _: &InstanceContext) -> Result<(), ConnectorError> {
         self.writer = match &self.target {
             RowTarget::Stdout => Some(Box::new(BufWriter::with_capacity(

@@ -67,6 +67,11 @@ impl NexmarkSource {
 impl Source for NexmarkSource {
     type Out = Collector<Event>;
 
+    /// Generates: never waits.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         match self {
             NexmarkSource::File(s) => s.file.open(ctx),

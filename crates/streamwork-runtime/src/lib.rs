@@ -92,3 +92,4 @@ pub use metrics::Capacity;
 pub use options::{RestartStrategy, RunOptions};
 pub use report::{ComponentReport, InstanceReport, JobReport};
 pub use run::{run, run_with, start, start_with};
+pub use worker::cores;

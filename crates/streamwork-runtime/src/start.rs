@@ -265,6 +265,7 @@ fn build_tasks(graph: &JobGraph, shared: Shared) -> Result<(Vec<ThreadTasks>, Re
     let failure = shared.failure.clone();
     let mut builder = TaskBuilder::new(graph, shared);
     let roots = builder.roots();
+    let blocking = builder.blocking_roots();
     let mut tasks = Vec::with_capacity(roots.len());
     for &(node, instance) in &roots {
         // Building a task clones user values (a `Clone` impl may panic).
@@ -290,11 +291,25 @@ fn build_tasks(graph: &JobGraph, shared: Shared) -> Result<(Vec<ThreadTasks>, Re
             let mut groups: Vec<ThreadTasks> = (0..workers)
                 .map(|w| (format!("worker#{w}"), Vec::new()))
                 .collect();
-            let places = placement(&roots, |node| graph.nodes()[node].parallelism(), workers);
-            for (task, worker) in tasks.into_iter().zip(places) {
+            // A task that may wait for something outside the job runs as
+            // a worker of its own; the others are placed on the workers.
+            let (alone, shared): (Vec<_>, Vec<_>) = tasks
+                .into_iter()
+                .zip(&roots)
+                .partition(|(_, (node, _))| blocking.contains(node));
+            let shared_roots: Vec<_> = shared.iter().map(|(_, root)| **root).collect();
+            let places = placement(
+                &shared_roots,
+                |node| graph.nodes()[node].parallelism(),
+                workers,
+            );
+            for ((task, _), worker) in shared.into_iter().zip(places) {
                 groups[worker].1.push(task);
             }
             groups.retain(|(_, tasks)| !tasks.is_empty());
+            for (task, _) in alone {
+                groups.push((format!("{}#{}", task.component, task.instance), vec![task]));
+            }
             groups
         }
     };

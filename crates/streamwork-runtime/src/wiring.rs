@@ -96,6 +96,15 @@ impl Layout {
     pub(crate) fn is_root(&self, node: usize) -> bool {
         self.fused_by[node].is_none()
     }
+
+    /// The root of the task `node` runs in: itself, or the root of what
+    /// it is fused into.
+    fn root_of(&self, graph: &JobGraph, mut node: usize) -> usize {
+        while let Some(edge) = self.fused_by[node] {
+            node = graph.edges()[edge].from().index();
+        }
+        node
+    }
 }
 
 /// Channel key: (node, instance, port, sender).
@@ -443,6 +452,16 @@ impl<'g> TaskBuilder<'g> {
         }
         roots.sort_by_key(|&(node, _)| self.graph.nodes()[node].kind() != ComponentKind::Source);
         roots
+    }
+
+    /// The roots whose tasks run a source or sink that may wait for
+    /// something outside the job ([`Source::may_block`](streamwork_core::Source::may_block)):
+    /// on workers, each of their tasks gets a thread of its own.
+    pub(crate) fn blocking_roots(&self) -> std::collections::HashSet<usize> {
+        (0..self.graph.nodes().len())
+            .filter(|&node| self.graph.nodes()[node].may_block)
+            .map(|node| self.layout.root_of(self.graph, node))
+            .collect()
     }
 
     /// Drops the builder's own senders, so that a port disconnects once every

@@ -28,6 +28,12 @@ use streamwork_core::InstanceIdx;
 use crate::failure::Failed;
 use crate::task::{Ended, Flags, InputRun, OutputChannel, SourceRun, Step, TICK, Task, TaskBody};
 
+/// The cores this process may use (its CPU affinity and cgroup quota
+/// count): the default number of workers.
+pub fn cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+}
+
 /// The most messages an input task handles in one turn, so that its worker's
 /// other tasks are not kept waiting behind a long queue. A source polls once
 /// a turn: what it emits for a task of its own worker is then read while it

@@ -99,6 +99,12 @@ pub(super) enum Input {
 }
 
 impl Input {
+    /// Whether `path` is read from local disk (not from an object store,
+    /// whose reads wait on the network).
+    pub(super) fn is_local(&self, path: &Path) -> bool {
+        matches!(self, Input::Local) && store_url(path).is_none()
+    }
+
     /// Ready to read `path` (a client for a store); a local `path` that is
     /// an object-store URL, `s3://bucket/prefix`, reads that store.
     pub(super) fn start(&mut self, path: &Path) -> Result<(), ConnectorError> {

@@ -293,6 +293,11 @@ impl<T: Data + Serialize + DeserializeOwned> Transactional for ParquetSink<T> {}
 impl<T: Data + Serialize + DeserializeOwned> Sink for ParquetSink<T> {
     type In = T;
 
+    /// Writes local files: never waits on anything outside the job.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn exactly_once(&self) -> bool {
         true
     }
@@ -548,6 +553,11 @@ impl<T: Data + DeserializeOwned> Source for ParquetSource<T> {
 
     fn replayable(&self) -> bool {
         true
+    }
+
+    /// Local files are read without waiting; an object store is not.
+    fn may_block(&self) -> bool {
+        !self.input.is_local(&self.path)
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {

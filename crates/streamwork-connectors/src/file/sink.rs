@@ -320,6 +320,11 @@ impl<T: Data> FileSink<T> {
 impl<T: Data> Sink for FileSink<T> {
     type In = T;
 
+    /// Writes local files: never waits on anything outside the job.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         refuse_store_url(&self.path, ctx.component())?;
         self.lines
@@ -454,6 +459,11 @@ impl<T: Data> streamwork_core::checkpoint::Transactional for TransactionalFileSi
 
 impl<T: Data> Sink for TransactionalFileSink<T> {
     type In = T;
+
+    /// Writes local files: never waits on anything outside the job.
+    fn may_block(&self) -> bool {
+        false
+    }
 
     fn exactly_once(&self) -> bool {
         true

@@ -625,6 +625,11 @@ impl<T: Data> Source for FileSource<T> {
         true
     }
 
+    /// Local files are read without waiting; an object store is not.
+    fn may_block(&self) -> bool {
+        !self.input.is_local(&self.path)
+    }
+
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
         self.lines_per_poll = ctx.batch_size();
         self.lines.check(ctx.component())?;

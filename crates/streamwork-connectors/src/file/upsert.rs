@@ -167,6 +167,11 @@ fn valid_file_name(name: &str) -> bool {
 impl<T: Data, K: Hash + Eq + ToString + Send + 'static> Sink for UpsertFileSink<T, K> {
     type In = T;
 
+    /// Writes local files: never waits on anything outside the job.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn exactly_once(&self) -> bool {
         true
     }

@@ -109,6 +109,10 @@ pub struct NodeDef {
     /// Where a sink keeps what it staged, if on one machine
     /// ([`Sink::stages_locally`](streamwork_core::Sink::stages_locally)).
     pub(crate) staged_locally: Option<String>,
+    /// Whether the source or sink may wait for something outside the job
+    /// ([`Source::may_block`](streamwork_core::Source::may_block)): on
+    /// workers, its task gets a thread of its own.
+    pub(crate) may_block: bool,
 }
 
 impl NodeDef {
@@ -215,8 +219,8 @@ pub struct JobConfig {
     /// weaker one.
     pub delivery: Delivery,
     /// Worker threads that share the job's tasks (see
-    /// [`JobBuilder::workers`](super::JobBuilder::workers)); `None`: one
-    /// thread per task.
+    /// [`JobBuilder::workers`](super::JobBuilder::workers)): one per core
+    /// by default; `None`: one thread per task.
     pub workers: Option<u32>,
 }
 
@@ -227,7 +231,7 @@ impl Default for JobConfig {
             channel_capacity: 16,
             key_groups: KeyGroups::DEFAULT,
             delivery: Delivery::AtMostOnce,
-            workers: None,
+            workers: Some(crate::worker::cores()),
         }
     }
 }

@@ -248,8 +248,9 @@ impl<D> JobBuilder<D> {
         self
     }
 
-    /// Runs the job's tasks on `workers` threads instead of one thread per
-    /// task (`workers N;` in `job!`). Each worker takes turns among its tasks.
+    /// Runs the job's tasks on `workers` threads (`workers N;` in `job!`);
+    /// by default one per core ([`cores`](crate::cores)), `0` for
+    /// one thread per task. Each worker takes turns among its tasks.
     /// Instance `i` of a component runs on worker `(offset + i) % workers`,
     /// the offset counting the instances of the components before it: with
     /// equal parallelisms, instance `i` of every component shares a worker,
@@ -262,9 +263,15 @@ impl<D> JobBuilder<D> {
     /// between steps, not in the middle of one. So a step that emits a lot
     /// (a window firing every key) queues all of it beyond the channel's
     /// capacity, and a source whose `poll` blocks holds up its worker's other
-    /// tasks. Jobs with such sources are better left one thread per task.
+    /// tasks: so a task with a source or sink that
+    /// [may block](streamwork_core::Source::may_block) (the default for a
+    /// source or sink that does not say otherwise) runs as a worker of its
+    /// own, and only the others share the `workers` threads.
     ///
-    /// `0` means one thread per task, the default.
+    /// Fairness: a worker steps its tasks in turn, a source one poll and
+    /// an input task at most 64 messages a turn, so a busy task does not
+    /// starve the others on its worker; a task whose outputs are full is
+    /// skipped until they have room.
     ///
     /// ```
     /// use streamwork::runtime::JobBuilder;
@@ -417,6 +424,7 @@ impl<D> JobBuilder<D> {
             link: None,
             staged_locally: None,
             share: None,
+            may_block: false,
         });
         self.connect(node, 0, &left);
         self.connect(node, 1, &right);
@@ -492,6 +500,7 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
         replayable: source.replayable(),
     };
     let partitioned_log = source.partitioned_log();
+    let may_block = source.may_block();
     let factory: SourceFactory = Box::new(move |env, mut parts| {
         let out = S::Out::assemble(&mut parts);
         Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
@@ -509,6 +518,7 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
         link: None,
         staged_locally: None,
         share: None,
+        may_block,
     }
 }
 
@@ -578,6 +588,7 @@ pub(crate) fn operator_node<O: Operator>(
         link: None,
         staged_locally: None,
         share: None,
+        may_block: false,
     }
 }
 
@@ -591,6 +602,7 @@ pub(crate) fn sink_node<S: streamwork_core::Sink>(
         exactly_once: sink.exactly_once(),
     };
     let staged_locally = sink.stages_locally();
+    let may_block = sink.may_block();
     let root_sink = sink.clone();
     let root: RootFactory = Box::new(move |env, _, _| {
         Box::new(Instance::new(
@@ -624,5 +636,6 @@ pub(crate) fn sink_node<S: streamwork_core::Sink>(
         link: None,
         staged_locally,
         share: None,
+        may_block,
     }
 }
