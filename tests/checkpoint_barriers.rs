@@ -536,3 +536,86 @@ fn a_stored_state_past_its_memory_budget_gets_a_checkpoint_before_the_interval()
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Counts per key in a stored state with a 64 KiB budget, emitting the
+/// totals at the end.
+#[derive(Clone, State)]
+struct StoredTotals {
+    counts: StoredState<u64, u64>,
+}
+
+#[operator]
+impl StoredTotals {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        _value: u64,
+        _out: &mut Collector<(u64, u64)>,
+    ) {
+        *self.counts.get_or_default(key) += 1;
+    }
+
+    fn on_end(&mut self, out: &mut Collector<(u64, u64)>) {
+        self.counts
+            .for_each(|key, count| out.emit((key, count)))
+            .expect("the stored counts read back");
+    }
+}
+
+/// Input faster than the checkpoints, held to a stored state's budget by
+/// early checkpoints, and a failure among them: the job restarts from the
+/// last (early) checkpoint and counts every record once, on a thread per
+/// task and on workers.
+#[test]
+fn a_failure_among_early_checkpoints_restarts_without_loss_or_double_counting() {
+    use streamwork::core::testkit::{Fault, InjectFault};
+    for workers in [0, 2] {
+        let dir = dir(&format!("early-restart-{workers}"));
+        let n = 30_000u64;
+        let totals = StoredTotals {
+            counts: StoredState::with_options(StoreOptions {
+                unsettled_bytes: 64 << 10,
+                ..StoreOptions::default()
+            }),
+        };
+        let fault = InjectFault::new(0, Fault::BeforeRecord(20_000));
+        let out = CollectSink::new();
+        let graph = job! {
+            name "early-restart";
+            batch_size 16;
+            workers workers;
+            source numbers = Numbers::new(n);
+            operator checked = fault.clone() <- numbers;
+            operator totals = totals <- checked.key(|v: &u64| v % 3_000);
+            sink out = out.transactional() <- totals;
+        }
+        .unwrap();
+        let report = graph
+            .run_with(RunOptions {
+                checkpoints: Some(
+                    CheckpointConfig::new(&dir, Duration::from_secs(3_600))
+                        .delivery(Delivery::ExactlyOnce),
+                ),
+                restart: RestartStrategy::FixedDelay {
+                    attempts: 1,
+                    delay: Duration::from_millis(10),
+                },
+                ..RunOptions::default()
+            })
+            .unwrap();
+        assert!(fault.has_fired());
+        assert_eq!(report.restarts, 1);
+        assert!(
+            report.recovery.restored_from.is_some(),
+            "{workers} workers: restarted from nothing, with an hour's interval"
+        );
+        let mut got = out.values();
+        got.sort_unstable();
+        let expected: Vec<(u64, u64)> = (0..3_000).map(|k| (k, n / 3_000)).collect();
+        assert_eq!(
+            got, expected,
+            "{workers} workers: every record counted once"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
