@@ -204,6 +204,7 @@ mod tests {
                 duration: Duration::from_millis(12),
                 bytes: 4096,
                 is_final: false,
+                early: false,
                 longest_pause: Duration::from_micros(250),
                 paused_most: Some((name.into(), InstanceIdx(0))),
                 longest_alignment: Duration::from_millis(3),

@@ -108,7 +108,63 @@ pub(crate) fn metrics(report: &JobReport, look: u64) -> String {
         "thrashing": report.thrashing,
         "source_pauses": report.source_pauses,
         "components": components,
-        "checkpoints": { "completed": taken.len(), "last": last, "restore": restore },
+        "checkpoints": {
+            "completed": taken.len(),
+            "early": taken.iter().filter(|c| c.early).count(),
+            "last": last,
+            "restore": restore,
+        },
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use streamwork::core::CheckpointId;
+    use streamwork_runtime::CheckpointStats;
+
+    use super::*;
+
+    fn taken(id: u64, early: bool, is_final: bool) -> CheckpointStats {
+        CheckpointStats {
+            id: CheckpointId::new(id),
+            duration: Duration::from_millis(3),
+            bytes: 100,
+            is_final,
+            early,
+            longest_pause: Duration::ZERO,
+            paused_most: None,
+            longest_alignment: Duration::ZERO,
+        }
+    }
+
+    /// The page counts the checkpoints taken, and those asked for early
+    /// (a memory budget passed); the final one is not counted.
+    #[test]
+    fn the_metrics_count_early_checkpoints() {
+        let report = JobReport {
+            job: "job".into(),
+            elapsed: Duration::from_secs(1),
+            stopped: false,
+            components: Vec::new(),
+            bottleneck: None,
+            thrashing: None,
+            source_pauses: 0,
+            checkpoints: vec![
+                taken(1, false, false),
+                taken(2, true, false),
+                taken(3, true, false),
+                taken(4, false, true),
+            ],
+            recovery: Default::default(),
+            savepoint: None,
+            restarts: 0,
+        };
+        let json: Value = serde_json::from_str(&metrics(&report, 1)).unwrap();
+        assert_eq!(json["checkpoints"]["completed"], 3);
+        assert_eq!(json["checkpoints"]["early"], 2);
+        assert_eq!(json["checkpoints"]["last"]["id"], 3);
+    }
 }

@@ -110,6 +110,9 @@ pub struct CheckpointStats {
     pub bytes: u64,
     /// Whether it is the final checkpoint, taken at end of input.
     pub is_final: bool,
+    /// Whether an instance asked for it before the interval (a memory
+    /// budget passed: [`CheckpointView::request_checkpoint`](streamwork_core::checkpoint::CheckpointView::request_checkpoint)).
+    pub early: bool,
     /// The longest time a task thread was held by taking its part (records
     /// waited meanwhile), and the instance that took it.
     pub longest_pause: Duration,

@@ -52,7 +52,18 @@ impl Signals {
 struct InFlight {
     id: CheckpointId,
     started: Instant,
+    /// Asked for by an instance before the interval.
+    early: bool,
     parts: BTreeMap<(Arc<str>, InstanceIdx), Part>,
+}
+
+/// Which checkpoint completed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// At the interval, at a stop, or asked for early by an instance.
+    Taken { early: bool },
+    /// At the end of input.
+    Final,
 }
 
 /// An empty snapshot that marks something in checkpoint `id`: the final
@@ -102,6 +113,12 @@ impl Coordinator {
         )
     }
 
+    /// Whether an instance asked for the next checkpoint now (taking the
+    /// request).
+    fn asked_early(&self) -> bool {
+        self.signals.early.swap(false, Ordering::AcqRel)
+    }
+
     /// Runs until the final checkpoint is complete, the savepoint a stop
     /// asked for is complete, or the job aborts.
     ///
@@ -111,17 +128,6 @@ impl Coordinator {
     /// a restore knows it had ended. Checkpoints therefore go on while any
     /// source runs, and the final checkpoint is taken once every instance
     /// has ended.
-    /// Whether an instance asked for the next checkpoint now (taking the
-    /// request).
-    fn asked_early(&self) -> bool {
-        let asked = self.signals.early.swap(false, Ordering::AcqRel);
-        if asked {
-            metrics::counter!("streamwork_checkpoints_requested_early_total", "job" => self.job.clone())
-                .increment(1);
-        }
-        asked
-    }
-
     pub(crate) fn run(mut self) -> Result<(), StateError> {
         let mut in_flight: Option<InFlight> = None;
         let mut finals: BTreeMap<(Arc<str>, InstanceIdx), Part> = BTreeMap::new();
@@ -132,11 +138,18 @@ impl Coordinator {
                 return Ok(());
             }
             let stop = self.stop.load(Ordering::Relaxed);
-            if in_flight.is_none()
+            let idle = in_flight.is_none()
                 && savepoint == CheckpointId::NONE
-                && finals.len() < self.expected
-                && (stop || Instant::now() >= next_trigger || self.asked_early())
-            {
+                && finals.len() < self.expected;
+            let due = idle && (stop || Instant::now() >= next_trigger);
+            // A request is taken only when a checkpoint can start.
+            let asked = idle && self.asked_early();
+            if due || asked {
+                let early = !due;
+                if early {
+                    metrics::counter!("streamwork_checkpoints_requested_early_total", "job" => self.job.clone())
+                        .increment(1);
+                }
                 let id = self.log.next_checkpoint_id()?;
                 if let Some(mirror) = &self.mirror {
                     // A block of ids is reserved in the store before its
@@ -146,6 +159,7 @@ impl Coordinator {
                 in_flight = Some(InFlight {
                     id,
                     started: Instant::now(),
+                    early,
                     parts: BTreeMap::new(),
                 });
                 self.signals.trigger.store(id.get(), Ordering::Release);
@@ -183,7 +197,13 @@ impl Coordinator {
             if !covered {
                 continue;
             }
-            let Some(InFlight { id, started, parts }) = in_flight.take() else {
+            let Some(InFlight {
+                id,
+                started,
+                early,
+                parts,
+            }) = in_flight.take()
+            else {
                 continue;
             };
             let mut all: Vec<Part> = parts.into_values().collect();
@@ -205,7 +225,7 @@ impl Coordinator {
             }
             let timing = Timing::of(&all);
             let bytes = self.write(id, all)?;
-            self.record(id, started, bytes, timing, false);
+            self.record(id, started, bytes, timing, Kind::Taken { early });
             self.signals.completed.store(id.get(), Ordering::Release);
             if id == savepoint {
                 // Every task stops where it is; sinks commit it.
@@ -227,7 +247,7 @@ impl Coordinator {
         parts.push(marker(id, FINAL_MARKER, InstanceIdx(0)));
         let timing = Timing::of(&parts);
         let bytes = self.write(id, parts)?;
-        self.record(id, started, bytes, timing, true);
+        self.record(id, started, bytes, timing, Kind::Final);
         self.signals.completed.store(id.get(), Ordering::Release);
         self.signals.final_completed.store(true, Ordering::Release);
         Ok(())
@@ -300,19 +320,14 @@ impl Coordinator {
         Ok(bytes)
     }
 
-    fn record(
-        &self,
-        id: CheckpointId,
-        started: Instant,
-        bytes: u64,
-        timing: Timing,
-        is_final: bool,
-    ) {
+    fn record(&self, id: CheckpointId, started: Instant, bytes: u64, timing: Timing, kind: Kind) {
+        let is_final = kind == Kind::Final;
         let stats = CheckpointStats {
             id,
             duration: started.elapsed(),
             bytes,
             is_final,
+            early: kind == Kind::Taken { early: true },
             longest_pause: timing.longest_pause,
             paused_most: timing.paused_most,
             longest_alignment: timing.longest_alignment,
