@@ -457,6 +457,38 @@ fn a_transactional_sink_in_a_job_without_checkpoints_publishes_at_the_end() {
     );
 }
 
+/// Without checkpoints, what passes the budget is published at once in a
+/// transaction of its own (nothing would ever make room), the rest at the
+/// end.
+#[test]
+fn a_transactional_sink_without_checkpoints_publishes_each_time_its_budget_is_full() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let output = topic("tx-plain-budget");
+    create_topic(&brokers, &output, 1).unwrap();
+    let ctx = InstanceContext::new("out", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+    let mut sink = number_sink(&brokers, &output)
+        .transactional(&output)
+        .max_pending_bytes(1_000);
+    sink.open(&ctx).unwrap();
+    for i in 0..500 {
+        sink.write(Record::new(i)).unwrap();
+    }
+    let before_close = read_values(&brokers, &output);
+    assert!(
+        (400..500).contains(&before_close.len()),
+        "published before the end: {} of 500",
+        before_close.len()
+    );
+    assert_eq!(
+        before_close,
+        (0..before_close.len() as u64).collect::<Vec<_>>()
+    );
+    sink.close().unwrap();
+    assert_eq!(read_values(&brokers, &output), (0..500).collect::<Vec<_>>());
+}
+
 #[test]
 fn after_a_scale_down_a_transactional_sink_publishes_what_removed_instances_staged() {
     let Some(brokers) = transactional_brokers() else {

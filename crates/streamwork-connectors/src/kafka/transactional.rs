@@ -55,14 +55,15 @@ const STAGED_SCHEMA: u32 = 1;
 /// (the default of a [`KafkaSource`](super::KafkaSource)). Output is as
 /// late as the checkpoint interval. What a checkpoint staged is in the
 /// checkpoint, so nothing is shared between the processes that may run the
-/// sink but the brokers and the checkpoints. Without checkpoints, the
-/// records wait in memory and are published at the end, in one
-/// transaction.
+/// sink but the brokers and the checkpoints.
 ///
 /// Memory: an instance holds what it staged since the last barrier; when
 /// that passes [`max_pending_bytes`](Self::max_pending_bytes) (64 MiB by
 /// default) it asks for the job's next checkpoint at once, so input faster
-/// than the checkpoint interval does not grow it without bound.
+/// than the checkpoint interval does not grow it without bound. Without
+/// checkpoints (an at-most-once job) it publishes what it staged in a
+/// transaction each time it passes that size, and the rest at the end: a
+/// failure loses what was not yet published, as at most once allows.
 pub struct TransactionalKafkaSink<T> {
     sink: KafkaSink<T>,
     transactional_id: String,
@@ -573,10 +574,16 @@ impl<T: Data> Sink for TransactionalKafkaSink<T> {
         frame.encode(&mut scratch);
         instance.pending.extend_from_slice(&scratch);
         instance.scratch = scratch;
-        if instance.pending.len() >= max_pending && !instance.asked {
-            instance.asked = true;
-            if let Some(checkpoints) = &instance.checkpoints {
-                checkpoints.request_checkpoint();
+        if instance.pending.len() >= max_pending {
+            if !instance.checkpointed {
+                // No checkpoint will come: publish what is staged now.
+                instance.stage(CheckpointId::FINAL);
+                instance.publish_up_to(CheckpointId::FINAL)?;
+            } else if !instance.asked {
+                instance.asked = true;
+                if let Some(checkpoints) = &instance.checkpoints {
+                    checkpoints.request_checkpoint();
+                }
             }
         }
         Ok(())
