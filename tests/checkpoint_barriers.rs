@@ -438,6 +438,36 @@ impl Sink for Asking {
     }
 }
 
+/// Checkpoints into `dir` an hour apart: none comes at the interval in a
+/// test.
+fn an_hours_interval(dir: &PathBuf, delivery: Delivery) -> RunOptions {
+    RunOptions {
+        checkpoints: Some(
+            CheckpointConfig::new(dir, Duration::from_secs(3_600)).delivery(delivery),
+        ),
+        ..RunOptions::default()
+    }
+}
+
+/// Fails unless `report` has a checkpoint an instance asked for early.
+fn assert_an_early_checkpoint(report: &JobReport, workers: u32) {
+    assert!(
+        report.checkpoints.iter().any(|c| c.early && !c.is_final),
+        "{workers} workers: no early checkpoint before the final one: {:?}",
+        report.checkpoints
+    );
+}
+
+/// A stored state whose budget for what is not yet durable is 64 KiB
+/// (the process's total always leaves less room than that: it asks at
+/// the first write after each checkpoint).
+fn budgeted() -> StoredState<u64, u64> {
+    StoredState::with_options(StoreOptions {
+        unsettled_bytes: 64 << 10,
+        ..StoreOptions::default()
+    })
+}
+
 /// An instance that asks for a checkpoint (a transactional sink whose
 /// staged output passed its budget) gets one at once, though the interval
 /// is an hour: the source, which waits halfway for a checkpoint, goes on.
@@ -458,38 +488,11 @@ fn an_instance_that_asks_for_a_checkpoint_gets_one_before_the_interval() {
             sink asks = asking <- numbers;
         }
         .unwrap();
-        let config =
-            CheckpointConfig::new(&dir, Duration::from_secs(3_600)).delivery(Delivery::AtLeastOnce);
         let report = graph
-            .run_with(RunOptions {
-                checkpoints: Some(config),
-                ..RunOptions::default()
-            })
+            .run_with(an_hours_interval(&dir, Delivery::AtLeastOnce))
             .unwrap();
-        assert!(
-            report.checkpoints.iter().any(|c| c.early && !c.is_final),
-            "{workers} workers: no early checkpoint before the final one: {:?}",
-            report.checkpoints
-        );
+        assert_an_early_checkpoint(&report, workers);
         let _ = std::fs::remove_dir_all(&dir);
-    }
-}
-
-/// Counts per key in a stored state whose budget for what is not yet
-/// durable is 64 KiB (about 1,800 entries written between checkpoints).
-#[derive(Clone, State)]
-struct StoredCounts {
-    counts: StoredState<u64, u64>,
-}
-
-#[operator]
-impl StoredCounts {
-    fn on_record(&mut self, key: CurrentKey<'_, u64>, _value: u64, out: &mut Collector<u64>) {
-        let count = self.counts.get_or_default(key);
-        *count += 1;
-        if *count == 1 {
-            out.emit(*key.get());
-        }
     }
 }
 
@@ -501,44 +504,29 @@ impl StoredCounts {
 fn a_stored_state_past_its_memory_budget_gets_a_checkpoint_before_the_interval() {
     for workers in [0, 2] {
         let dir = dir(&format!("stored-budget-{workers}"));
-        let counts = StoredCounts {
-            counts: StoredState::with_options(StoreOptions {
-                unsettled_bytes: 64 << 10,
-                ..StoreOptions::default()
-            }),
-        };
-        let firsts = CollectSink::new();
+        let totals = StoredTotals { counts: budgeted() };
+        let out = CollectSink::new();
         let graph = job! {
             name "stored-budget";
             batch_size 16;
             workers workers;
             source numbers = Numbers::new(8_000);
-            operator counts = counts <- numbers.key(|v: &u64| *v);
-            sink out = firsts.clone() <- counts;
+            operator totals = totals <- numbers.key(|v: &u64| *v);
+            sink out = out.clone() <- totals;
         }
         .unwrap();
-        let config =
-            CheckpointConfig::new(&dir, Duration::from_secs(3_600)).delivery(Delivery::AtLeastOnce);
         let report = graph
-            .run_with(RunOptions {
-                checkpoints: Some(config),
-                ..RunOptions::default()
-            })
+            .run_with(an_hours_interval(&dir, Delivery::AtLeastOnce))
             .unwrap();
-        assert!(
-            report.checkpoints.iter().any(|c| !c.is_final),
-            "{workers} workers: no checkpoint before the final one: {:?}",
-            report.checkpoints
-        );
-        let mut keys = firsts.values();
-        keys.sort_unstable();
-        assert_eq!(keys, (0..8_000).collect::<Vec<u64>>());
+        assert_an_early_checkpoint(&report, workers);
+        let mut counts = out.values();
+        counts.sort_unstable();
+        assert_eq!(counts, (0..8_000).map(|k| (k, 1)).collect::<Vec<_>>());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
-/// Counts per key in a stored state with a 64 KiB budget, emitting the
-/// totals at the end.
+/// Counts per key in a stored state, emitting the totals at the end.
 #[derive(Clone, State)]
 struct StoredTotals {
     counts: StoredState<u64, u64>,
@@ -572,12 +560,7 @@ fn a_failure_among_early_checkpoints_restarts_without_loss_or_double_counting() 
     for workers in [0, 2] {
         let dir = dir(&format!("early-restart-{workers}"));
         let n = 30_000u64;
-        let totals = StoredTotals {
-            counts: StoredState::with_options(StoreOptions {
-                unsettled_bytes: 64 << 10,
-                ..StoreOptions::default()
-            }),
-        };
+        let totals = StoredTotals { counts: budgeted() };
         let fault = InjectFault::new(0, Fault::BeforeRecord(20_000));
         let out = CollectSink::new();
         let graph = job! {
@@ -592,15 +575,11 @@ fn a_failure_among_early_checkpoints_restarts_without_loss_or_double_counting() 
         .unwrap();
         let report = graph
             .run_with(RunOptions {
-                checkpoints: Some(
-                    CheckpointConfig::new(&dir, Duration::from_secs(3_600))
-                        .delivery(Delivery::ExactlyOnce),
-                ),
                 restart: RestartStrategy::FixedDelay {
                     attempts: 1,
                     delay: Duration::from_millis(10),
                 },
-                ..RunOptions::default()
+                ..an_hours_interval(&dir, Delivery::ExactlyOnce)
             })
             .unwrap();
         assert!(fault.has_fired());

@@ -306,10 +306,20 @@ impl Source for Counting {
 /// a source that does not say it never waits runs on a thread of its own.
 #[test]
 fn jobs_run_on_workers_by_default_with_a_blocking_source_on_its_own() {
-    assert_eq!(
-        streamwork::runtime::JobConfig::default().workers,
-        Some(streamwork::runtime::cores())
-    );
+    let cores = Some(streamwork::runtime::cores());
+    assert_eq!(streamwork::runtime::JobConfig::default().workers, cores);
+    // The builder's default is the same, and `workers(0)` a thread per task.
+    let built = |workers: Option<u32>| {
+        let mut job = streamwork::runtime::JobBuilder::new("built");
+        if let Some(workers) = workers {
+            job.workers(workers);
+        }
+        let numbers = job.source("numbers", 1, GeneratorSource::new(|i| i).take(10));
+        job.sink("out", 1, CollectSink::<u64>::new(), numbers);
+        job.build().unwrap().config().workers
+    };
+    assert_eq!(built(None), cores);
+    assert_eq!(built(Some(0)), None);
     let sink = CollectSink::new();
     let graph = job! {
         source generated[2] = GeneratorSource::new(|i| i).take(1_000);

@@ -161,6 +161,12 @@ struct Durable {
 ///
 /// Reads take `&mut self`: a value read from the log is cached in memory.
 ///
+/// What is not yet durable is held to [`StoreOptions::unsettled_bytes`] by
+/// asking for early checkpoints, which needs the state opened with its
+/// instance: `#[operator]` does it; an `Operator` written by hand calls
+/// [`StateField::open_field`] (or `OperatorState::open_state`) in its
+/// `open`, and a state checkpointed unopened says so in the log.
+///
 /// ```
 /// use streamwork::core::state::CurrentKey;
 /// use streamwork::state::StoredState;
@@ -213,6 +219,9 @@ struct Lower<K, V> {
     next_check: usize,
     /// Whether it asked since the last checkpoint.
     asked: bool,
+    /// Whether its instance opened it ([`StateField::open_field`]), or a
+    /// checkpoint already warned that it did not.
+    opened: bool,
     /// What its tables not yet durable add to the process's total.
     counted: Counted,
     /// This instance and its component's parallelism.
@@ -262,6 +271,7 @@ impl<K: Key, V> StoredState<K, V> {
                 checkpoints: None,
                 next_check: usize::MAX,
                 asked: false,
+                opened: false,
                 counted: Counted::default(),
                 instance: InstanceIdx(0),
                 parallelism: 1,
@@ -897,9 +907,19 @@ where
     fn open_field(&mut self, ctx: &InstanceContext) {
         self.lower.checkpoints = ctx.checkpoints().cloned();
         self.lower.next_check = 0;
+        self.lower.opened = true;
     }
 
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
+        if !self.lower.opened {
+            // `#[operator]` opens its state; an `Operator` written by hand
+            // must call `OperatorState::open_state` (or this) in `open`.
+            self.lower.opened = true;
+            tracing::warn!(
+                "a stored state of instance {} was checkpointed without being opened: its memory budget cannot ask for early checkpoints; call `StateField::open_field` (or `OperatorState::open_state`) from the operator's `open`",
+                ctx.instance.0
+            );
+        }
         let snapshot = self.take_snapshot(ctx);
         self.plan_budget();
         snapshot
