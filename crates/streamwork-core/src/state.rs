@@ -271,6 +271,27 @@ impl<K: Key, V> KeyedState<K, V> {
         }
     }
 
+    /// The value of `key`, a key this instance holds already (one a timer
+    /// registered, or one met iterating): for event-time callbacks, which
+    /// have no current key. Hashes `key` as the engine does.
+    ///
+    /// ```
+    /// use streamwork::core::state::{CurrentKey, KeyedState};
+    /// let mut bids: KeyedState<u64, u64> = KeyedState::new();
+    /// bids.insert(CurrentKey::for_testing(&7), 3);
+    /// *bids.get_mut_held(&7).unwrap() += 1;
+    /// assert_eq!(bids.remove_held(&7), Some(4));
+    /// ```
+    pub fn get_mut_held(&mut self, key: &K) -> Option<&mut V> {
+        self.get_mut(CurrentKey::new(key, stable_hash(key)))
+    }
+
+    /// Removes the value of `key`, a key this instance holds already (see
+    /// [`get_mut_held`](Self::get_mut_held)).
+    pub fn remove_held(&mut self, key: &K) -> Option<V> {
+        self.remove(CurrentKey::new(key, stable_hash(key)))
+    }
+
     /// Number of keys with a value.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.table().len()).sum()

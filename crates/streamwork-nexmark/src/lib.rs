@@ -74,6 +74,22 @@ pub struct RunOptions {
     pub workers: Option<u32>,
     /// q13's side input (`None`: the standard one).
     pub side_input: Option<PathBuf>,
+    /// Checkpoints, and the delivery they give (`None`: at most once, no
+    /// checkpoints).
+    pub checkpoints: Option<Checkpoints>,
+}
+
+/// How a run checkpoints. A run with the same directory resumes from its
+/// last complete checkpoint (after a crash, say); exactly once, the rows it
+/// then writes and counts are those of a run without failure.
+#[derive(Clone, Debug)]
+pub struct Checkpoints {
+    /// Where checkpoints are kept.
+    pub dir: PathBuf,
+    /// How often one starts.
+    pub interval: std::time::Duration,
+    /// At least once or exactly once.
+    pub delivery: Delivery,
 }
 
 impl RunOptions {
@@ -87,6 +103,7 @@ impl RunOptions {
             parallelism: 1,
             workers: None,
             side_input: None,
+            checkpoints: None,
         }
     }
 }
@@ -174,7 +191,22 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         (Some(path), Query::Q13) => SideInput::read(path)?,
         _ => SideInput::standard(),
     };
-    let output = RowOutput::new(options.output.clone());
+    let exactly_once = options
+        .checkpoints
+        .as_ref()
+        .is_some_and(|c| c.delivery == Delivery::ExactlyOnce);
+    if options.checkpoints.is_some()
+        && matches!(&options.input, Input::File(path) if path.as_os_str() == "-")
+    {
+        anyhow::bail!(
+            "standard input cannot be read again after a failure, so a run with checkpoints cannot resume it: give --input FILE, or run without checkpoints"
+        );
+    }
+    let output = if exactly_once {
+        RowOutput::exactly_once(options.output.clone())?
+    } else {
+        RowOutput::new(options.output.clone())
+    };
     let graph = queries::job(
         options.query,
         JobParts {
@@ -191,7 +223,16 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         .unwrap_or_else(|| default_workers(parallelism));
     let graph = graph.with_workers(workers);
     let (started, cpu_before) = (Instant::now(), cpu_seconds());
-    let report = graph.run()?;
+    let report = match &options.checkpoints {
+        None => graph.run()?,
+        Some(checkpoints) => graph.run_with(streamwork::runtime::RunOptions {
+            checkpoints: Some(
+                CheckpointConfig::new(&checkpoints.dir, checkpoints.interval)
+                    .delivery(checkpoints.delivery),
+            ),
+            ..streamwork::runtime::RunOptions::default()
+        })?,
+    };
     let events = report
         .component("events")
         .map(|c| c.records_out())

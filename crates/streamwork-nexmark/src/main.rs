@@ -2,12 +2,14 @@
 //! generated events, writing JSON rows; the summary goes to stderr.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use streamwork_nexmark::{Input, Query, RowTarget, RunOptions, run};
+use streamwork::core::checkpoint::Delivery;
+use streamwork_nexmark::{Checkpoints, Input, Query, RowTarget, RunOptions, run};
 
 /// Run a Nexmark query on Streamwork.
 #[derive(Parser, Debug)]
@@ -40,10 +42,37 @@ struct Args {
     /// most one per core; 0: one thread per task).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
     threads: Option<u32>,
+    /// Take checkpoints into this directory, and resume from its last
+    /// complete one if it has any (a run killed and started again with the
+    /// same options goes on where it stopped).
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// How often a checkpoint starts: `10s`, `500ms`.
+    #[arg(long, default_value = "10s", value_parser = interval, requires = "checkpoint_dir")]
+    checkpoint_interval: Duration,
+    /// `exactly-once` (the default with checkpoints: rows are published as
+    /// their checkpoint completes) or `at-least-once`; without
+    /// `--checkpoint-dir`, `at-most-once`.
+    #[arg(long, requires = "checkpoint_dir")]
+    delivery: Option<Delivery>,
     /// Print the summary as one JSON object on stdout as well (with
     /// `--output`, so that it is the only thing there).
     #[arg(long, requires = "output")]
     json_summary: bool,
+}
+
+/// A checkpoint interval: a whole number of seconds (`10s`) or
+/// milliseconds (`500ms`).
+fn interval(text: &str) -> Result<Duration, String> {
+    let parsed = if let Some(ms) = text.strip_suffix("ms") {
+        ms.parse().ok().map(Duration::from_millis)
+    } else {
+        let s = text.strip_suffix('s').unwrap_or(text);
+        s.parse().ok().map(Duration::from_secs)
+    };
+    parsed.filter(|d| !d.is_zero()).ok_or_else(|| {
+        format!("`{text}` is not an interval: give whole seconds or milliseconds above zero, as in 10s or 500ms")
+    })
 }
 
 /// The process's peak resident size (`VmHWM`), where Linux reports it.
@@ -83,6 +112,11 @@ fn main() -> anyhow::Result<()> {
         parallelism,
         workers: args.threads,
         side_input: args.side_input,
+        checkpoints: args.checkpoint_dir.map(|dir| Checkpoints {
+            dir,
+            interval: args.checkpoint_interval,
+            delivery: args.delivery.unwrap_or(Delivery::ExactlyOnce),
+        }),
     })?;
     let threads = match args
         .threads

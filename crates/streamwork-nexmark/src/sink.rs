@@ -8,6 +8,10 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::collections::VecDeque;
+
+use streamwork::connectors::file::TransactionalFileSink;
 
 use serde::Serialize;
 use streamwork::prelude::*;
@@ -45,6 +49,9 @@ pub enum RowTarget {
 pub struct RowOutput {
     target: RowTarget,
     rows: Arc<AtomicU64>,
+    /// Rows are published per completed checkpoint (`Some`), with each
+    /// instance's count of published rows.
+    transactional: Option<Arc<Mutex<Vec<u64>>>>,
 }
 
 impl RowOutput {
@@ -53,17 +60,50 @@ impl RowOutput {
         RowOutput {
             target,
             rows: Arc::new(AtomicU64::new(0)),
+            transactional: None,
         }
+    }
+
+    /// Rows go to `target` exactly once: a file's rows are appended when
+    /// the checkpoint that covers them completes (the framework's
+    /// transactional single-file sink), and rows are counted then, the
+    /// blackhole's too. Standard output cannot take rows back: refused.
+    pub fn exactly_once(target: RowTarget) -> Result<Self, ConnectorError> {
+        if target == RowTarget::Stdout {
+            return Err(ConnectorError::user(
+                "rows written to standard output cannot be taken back after a failure, so they cannot be exactly once: give --output FILE (or --output none), or run at most once".to_string(),
+            ));
+        }
+        Ok(RowOutput {
+            transactional: Some(Arc::new(Mutex::new(Vec::new()))),
+            ..RowOutput::new(target)
+        })
     }
 
     /// The sink of a query whose rows are `R`.
     pub fn sink<R: Row>(&self) -> RowSink<R> {
+        let committed = self.transactional.as_ref().map(|published| Committed {
+            published: published.clone(),
+            file: match &self.target {
+                RowTarget::File(path) => Some(
+                    FileSink::new(path, |row: &R, line: &mut Vec<u8>| row.write_json(line))
+                        .single_file()
+                        .transactional(),
+                ),
+                _ => None,
+            },
+            instance: 0,
+            staged: 0,
+            pending: VecDeque::new(),
+            committed: 0,
+        });
         RowSink {
             target: self.target.clone(),
             writer: None,
             line: Vec::new(),
             pending: 0,
             rows: self.rows.clone(),
+            committed,
             _rows: PhantomData,
         }
     }
@@ -79,9 +119,107 @@ impl RowOutput {
         }
     }
 
-    /// Rows consumed so far.
+    /// Rows consumed so far (exactly once: rows published, counting those
+    /// an earlier run published before the checkpoint this one resumed).
     pub fn rows(&self) -> u64 {
-        self.rows.load(Ordering::Relaxed)
+        match &self.transactional {
+            Some(published) => published
+                .lock()
+                .map_or(0, |counts| counts.iter().sum::<u64>()),
+            None => self.rows.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How a sink run exactly once publishes: rows staged per checkpoint,
+/// written (to a file) and counted when it completes.
+struct Committed<R> {
+    /// Each instance's rows published so far.
+    published: Arc<Mutex<Vec<u64>>>,
+    /// The file rows go to, exactly once.
+    file: Option<TransactionalFileSink<R>>,
+    instance: usize,
+    /// Rows since the last checkpoint.
+    staged: u64,
+    /// Rows of checkpoints not known to be complete yet.
+    pending: VecDeque<(CheckpointId, u64)>,
+    /// Rows published by this instance, and by the instances of earlier
+    /// runs whose count it took over.
+    committed: u64,
+}
+
+impl<R> Clone for Committed<R> {
+    fn clone(&self) -> Self {
+        Committed {
+            published: self.published.clone(),
+            file: self.file.clone(),
+            instance: 0,
+            staged: 0,
+            pending: VecDeque::new(),
+            committed: 0,
+        }
+    }
+}
+
+/// The layout of a sink's checkpointed count: rows published once its
+/// checkpoint completes (a `u64`, little-endian), counted from the start
+/// of the job.
+const COUNT_SCHEMA: u32 = 1;
+
+impl<R> Committed<R> {
+    fn publish(&mut self) {
+        if let Ok(mut counts) = self.published.lock() {
+            if counts.len() <= self.instance {
+                counts.resize(self.instance + 1, 0);
+            }
+            counts[self.instance] = self.committed;
+        }
+    }
+
+    fn commit(&mut self, checkpoint: CheckpointId) {
+        while let Some(&(at, rows)) = self.pending.front() {
+            if checkpoint != CheckpointId::FINAL && at > checkpoint {
+                break;
+            }
+            self.committed += rows;
+            self.pending.pop_front();
+        }
+        if checkpoint == CheckpointId::FINAL {
+            self.committed += std::mem::take(&mut self.staged);
+        }
+        self.publish();
+    }
+
+    /// Rows published once the checkpoint just staged completes.
+    fn through_staged(&self) -> u64 {
+        self.committed + self.pending.iter().map(|(_, rows)| rows).sum::<u64>()
+    }
+
+    /// What the run restored from had published: the count of every old
+    /// instance, taken over by instance 0 (at any parallelism).
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let mut total = 0u64;
+        for part in &restore.parts {
+            let count = (part.schema == COUNT_SCHEMA)
+                .then(|| <[u8; 8]>::try_from(part.bytes).ok())
+                .flatten()
+                .map(u64::from_le_bytes);
+            let Some(count) = count else {
+                return Err(ConnectorError::user(format!(
+                    "Nexmark sink `{}`: the checkpointed row count of instance {} is damaged or of an unknown schema ({}, {} bytes; this version reads schema {COUNT_SCHEMA}, 8 bytes): start over without restoring",
+                    restore.component,
+                    part.part.0,
+                    part.schema,
+                    part.bytes.len()
+                )));
+            };
+            total = total.saturating_add(count);
+        }
+        self.staged = 0;
+        self.pending.clear();
+        self.committed = if restore.instance.0 == 0 { total } else { 0 };
+        self.publish();
+        Ok(())
     }
 }
 
@@ -94,6 +232,8 @@ pub struct RowSink<R> {
     /// Rows not yet added to the shared count.
     pending: u64,
     rows: Arc<AtomicU64>,
+    /// Exactly once: how rows are published.
+    committed: Option<Committed<R>>,
     _rows: PhantomData<fn(R)>,
 }
 
@@ -105,6 +245,7 @@ impl<R> Clone for RowSink<R> {
             line: Vec::new(),
             pending: 0,
             rows: self.rows.clone(),
+            committed: self.committed.clone(),
             _rows: PhantomData,
         }
     }
@@ -125,7 +266,25 @@ impl<R: Row> Sink for RowSink<R> {
         false
     }
 
-    fn open(&mut self, _: &InstanceContext) -> Result<(), ConnectorError> {
+    fn exactly_once(&self) -> bool {
+        self.committed.is_some()
+    }
+
+    fn stages_locally(&self) -> Option<String> {
+        self.committed
+            .as_ref()
+            .and_then(|c| c.file.as_ref())
+            .and_then(Sink::stages_locally)
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        if let Some(committed) = self.committed.as_mut() {
+            committed.instance = ctx.instance().0 as usize;
+            if let Some(file) = committed.file.as_mut() {
+                file.open(ctx)?;
+            }
+            return Ok(());
+        }
         self.writer = match &self.target {
             RowTarget::Stdout => Some(Box::new(BufWriter::with_capacity(
                 1 << 16,
@@ -143,6 +302,13 @@ impl<R: Row> Sink for RowSink<R> {
 
     #[inline]
     fn write(&mut self, record: Record<R>) -> Result<(), ConnectorError> {
+        if let Some(committed) = self.committed.as_mut() {
+            committed.staged += 1;
+            return match committed.file.as_mut() {
+                Some(file) => file.write(record),
+                None => Ok(()),
+            };
+        }
         self.pending += 1;
         if let Some(writer) = self.writer.as_mut() {
             self.line.clear();
@@ -156,6 +322,9 @@ impl<R: Row> Sink for RowSink<R> {
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
+        if let Some(file) = self.committed.as_mut().and_then(|c| c.file.as_mut()) {
+            return file.flush();
+        }
         self.count_pending();
         if let Some(writer) = self.writer.as_mut() {
             writer
@@ -166,7 +335,49 @@ impl<R: Row> Sink for RowSink<R> {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
+        if let Some(file) = self.committed.as_mut().and_then(|c| c.file.as_mut()) {
+            return file.close();
+        }
         self.flush()
+    }
+
+    fn pre_commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
+        let Some(committed) = self.committed.as_mut() else {
+            return self.flush();
+        };
+        let staged = std::mem::take(&mut committed.staged);
+        committed.pending.push_back((checkpoint, staged));
+        match committed.file.as_mut() {
+            Some(file) => file.pre_commit(checkpoint),
+            None => Ok(()),
+        }
+    }
+
+    fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, ConnectorError> {
+        Ok(self.committed.as_ref().map(|committed| {
+            StateBytes::new(COUNT_SCHEMA, committed.through_staged().to_le_bytes().to_vec())
+        }))
+    }
+
+    fn commit(&mut self, checkpoint: CheckpointId) -> Result<(), ConnectorError> {
+        let Some(committed) = self.committed.as_mut() else {
+            return Ok(());
+        };
+        if let Some(file) = committed.file.as_mut() {
+            file.commit(checkpoint)?;
+        }
+        committed.commit(checkpoint);
+        Ok(())
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let Some(committed) = self.committed.as_mut() else {
+            return Ok(());
+        };
+        if let Some(file) = committed.file.as_mut() {
+            file.restore(restore)?;
+        }
+        committed.restore(restore)
     }
 }
 

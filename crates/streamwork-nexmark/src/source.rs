@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use streamwork::connectors::file::Lines;
+use streamwork::core::checkpoint::RestoredPart;
 use streamwork::prelude::*;
 
 use crate::generator::{GeneratorConfig, event};
@@ -64,12 +65,115 @@ impl NexmarkSource {
     }
 }
 
+/// The layout of a numbered file's position: the number of its next event
+/// (`u64`), then the file source's own position (its schema, `u32`, and
+/// bytes), all little-endian.
+const NUMBERED_FILE_SCHEMA: u32 = 1;
+
+impl NumberedFile {
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        let inner = self.file.snapshot()?;
+        let mut bytes = Vec::with_capacity(12 + inner.bytes.len());
+        bytes.extend_from_slice(&self.next.to_le_bytes());
+        bytes.extend_from_slice(&inner.schema.to_le_bytes());
+        bytes.extend_from_slice(&inner.bytes);
+        Some(StateBytes {
+            schema: NUMBERED_FILE_SCHEMA,
+            bytes,
+            side: inner.side,
+            builds_on: inner.builds_on,
+        })
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        let mut parts = Vec::with_capacity(restore.parts.len());
+        for part in &restore.parts {
+            let split = (part.schema == NUMBERED_FILE_SCHEMA && part.bytes.len() >= 12)
+                .then(|| part.bytes.split_at(8))
+                .and_then(|(next, rest)| {
+                    let (schema, bytes) = rest.split_at(4);
+                    Some((
+                        u64::from_le_bytes(next.try_into().ok()?),
+                        u32::from_le_bytes(schema.try_into().ok()?),
+                        bytes,
+                    ))
+                });
+            let Some((next, schema, bytes)) = split else {
+                return Err(ConnectorError::user(format!(
+                    "Nexmark source `{}`: the checkpointed position of instance {} is damaged or of an unknown schema ({}, {} bytes; this version reads schema {NUMBERED_FILE_SCHEMA}): start over without restoring",
+                    restore.component,
+                    part.part.0,
+                    part.schema,
+                    part.bytes.len()
+                )));
+            };
+            // The file is read by one instance: its count is the one.
+            self.next = self.next.max(next);
+            parts.push(RestoredPart {
+                part: part.part,
+                schema,
+                bytes,
+            });
+        }
+        self.file.restore(&Restore {
+            component: restore.component,
+            checkpoint: restore.checkpoint,
+            is_final: restore.is_final,
+            ended: restore.ended.clone(),
+            instance: restore.instance,
+            parallelism: restore.parallelism,
+            key_groups: restore.key_groups.clone(),
+            parts,
+            records: restore.records,
+        })
+    }
+}
+
+/// Generated events resume from the generator's position; a file's from
+/// its offset and event count.
+impl streamwork::core::checkpoint::Replayable for NexmarkSource {}
+
 impl Source for NexmarkSource {
     type Out = Collector<Event>;
 
     /// Generates: never waits.
     fn may_block(&self) -> bool {
         false
+    }
+
+    fn replayable(&self) -> bool {
+        match self {
+            NexmarkSource::File(s) => s.file.replayable(),
+            NexmarkSource::Generated(s) => s.replayable(),
+        }
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        match self {
+            NexmarkSource::File(s) => s.snapshot(),
+            NexmarkSource::Generated(s) => s.snapshot(),
+        }
+    }
+
+    fn snapshot_taken(&mut self, checkpoint: CheckpointId) {
+        match self {
+            NexmarkSource::File(s) => s.file.snapshot_taken(checkpoint),
+            NexmarkSource::Generated(s) => s.snapshot_taken(checkpoint),
+        }
+    }
+
+    fn suspended_at(&mut self, checkpoint: CheckpointId) {
+        match self {
+            NexmarkSource::File(s) => s.file.suspended_at(checkpoint),
+            NexmarkSource::Generated(s) => s.suspended_at(checkpoint),
+        }
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        match self {
+            NexmarkSource::File(s) => s.restore(restore),
+            NexmarkSource::Generated(s) => s.restore(restore),
+        }
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {

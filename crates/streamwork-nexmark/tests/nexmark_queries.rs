@@ -655,6 +655,7 @@ fn generated_runs_are_identical_for_every_parallelism() {
                 parallelism,
                 workers,
                 side_input: None,
+                checkpoints: None,
             })
             .unwrap();
             assert_eq!((summary.events, summary.late), (30_000, 0));

@@ -84,22 +84,39 @@ pub struct Partial {
     minute: u16,
 }
 
-#[derive(Clone, Default)]
-struct Counting {
-    partial: Partial,
-    /// Each value seen, with the ranks it was seen at (bit `r`).
-    seen: FastHashMap<u64, u8>,
+/// One value's bids in one group: how many, at which ranks, the latest
+/// minute. An instance's [`Partial`] of a group is the sum of its values'.
+#[derive(
+    Clone,
+    Debug,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
+struct ValueCounts {
+    day: i64,
+    /// The channel (q16), or empty.
+    channel: Text,
+    /// Bids, total and per rank.
+    bids: [u64; 4],
+    /// The ranks the value was seen at (bit `r`).
+    ranks: u8,
+    minute: u16,
 }
 
-/// Counts bids and distinct values per group (see the module docs); at the
-/// end, emits each group's [`Partial`].
-#[derive(Clone)]
+/// Counts bids and distinct values per group (see the module docs), by
+/// the value counted (the key), so that the counts move with their keys to
+/// any parallelism; at the end, emits each group's [`Partial`].
+#[derive(Clone, State)]
 pub struct DailyStats {
+    #[state(transient)]
     distinct: Distinct,
+    #[state(transient)]
     by_channel: bool,
-    /// Channel names, interned: looked up by `&str`, never allocated per bid.
-    channels: FastHashMap<String, u32>,
-    groups: FastHashMap<(i64, u32), Counting>,
+    /// Each value's groups: a value is met on a day or two, on a few
+    /// channels.
+    values: KeyedState<u64, Vec<ValueCounts>>,
 }
 
 impl DailyStats {
@@ -108,71 +125,79 @@ impl DailyStats {
         DailyStats {
             distinct,
             by_channel,
-            channels: FastHashMap::default(),
-            groups: FastHashMap::default(),
+            values: KeyedState::new(),
         }
-    }
-
-    fn channel(&mut self, name: &str) -> u32 {
-        if !self.by_channel {
-            return 0;
-        }
-        if let Some(&id) = self.channels.get(name) {
-            return id;
-        }
-        let id = self.channels.len() as u32;
-        self.channels.insert(name.to_string(), id);
-        id
     }
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl DailyStats {
     fn on_record(
         &mut self,
-        _partition: CurrentKey<'_, u64>,
+        value: CurrentKey<'_, u64>,
         bid: StatBid,
         _out: &mut Collector<(Group, Distinct, Partial)>,
     ) {
-        let channel = self.channel(&bid.channel);
-        let bid = bid.facts;
-        let group = self
-            .groups
-            .entry((day_number(bid.date_time), channel))
-            .or_default();
-        let rank = price_rank(bid.price);
-        let value = match self.distinct {
-            Distinct::Bidders => bid.bidder,
-            Distinct::Auctions => bid.auction,
+        let day = day_number(bid.facts.date_time);
+        let groups = self.values.get_or_default(value);
+        let at = groups
+            .iter()
+            .position(|g| g.day == day && (!self.by_channel || g.channel == bid.channel));
+        let counts = match at {
+            Some(at) => &mut groups[at],
+            None => {
+                groups.push(ValueCounts {
+                    day,
+                    channel: if self.by_channel {
+                        bid.channel
+                    } else {
+                        Text::default()
+                    },
+                    bids: [0; 4],
+                    ranks: 0,
+                    minute: 0,
+                });
+                let last = groups.len() - 1;
+                &mut groups[last]
+            }
         };
-        let partial = &mut group.partial;
-        partial.bids[0] += 1;
-        partial.bids[rank] += 1;
-        partial.minute = partial.minute.max(minute_of_day(bid.date_time));
-        let seen = group.seen.entry(value).or_insert_with(|| {
-            partial.distinct[0] += 1;
-            0
-        });
-        if *seen & (1 << rank) == 0 {
-            *seen |= 1 << rank;
-            partial.distinct[rank] += 1;
-        }
+        let rank = price_rank(bid.facts.price);
+        counts.bids[0] += 1;
+        counts.bids[rank] += 1;
+        counts.ranks |= 1 << rank;
+        counts.minute = counts.minute.max(minute_of_day(bid.facts.date_time));
     }
 
     fn on_end(&mut self, out: &mut Collector<(Group, Distinct, Partial)>) {
-        let mut names = vec![String::new(); self.channels.len()];
-        for (name, &id) in &self.channels {
-            names[id as usize] = name.clone();
+        let mut groups: FastHashMap<(i64, Text), Partial> = FastHashMap::default();
+        for (_, values) in self.values.drain() {
+            for counts in values {
+                let partial = groups.entry((counts.day, counts.channel)).or_default();
+                partial.distinct[0] += 1;
+                for rank in 1..4 {
+                    partial.bids[rank] += counts.bids[rank];
+                    partial.distinct[rank] += u64::from(counts.ranks >> rank & 1);
+                }
+                partial.bids[0] += counts.bids[0];
+                partial.minute = partial.minute.max(counts.minute);
+            }
         }
-        for ((day, channel), counting) in std::mem::take(&mut self.groups) {
-            let channel = self.by_channel.then(|| names[channel as usize].clone());
-            out.emit(((day, channel), self.distinct, counting.partial));
+        for ((day, channel), partial) in groups {
+            let channel = self.by_channel.then(|| channel.as_str().to_string());
+            out.emit(((day, channel), self.distinct, partial));
         }
     }
 }
 
 /// A q15 or q16 row: a group and its twelve counts.
-#[derive(Clone, Debug)]
+#[derive(
+    Clone,
+    Debug,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
 pub struct StatsRow {
     group: Group,
     /// The latest minute of the day (q16).
@@ -216,29 +241,36 @@ impl Row for StatsRow {
     }
 }
 
-/// Sums the partial counts of each group; emits its row at the end.
-#[derive(Clone, Default)]
+/// Sums the partial counts of each group; emits its row at the end. Keyed
+/// by the group's hash ([`group_partition`]), under which groups rarely
+/// share a key.
+#[derive(Clone, Default, State)]
 pub struct MergeStats {
-    groups: FastHashMap<Group, StatsRow>,
+    groups: KeyedState<u64, Vec<StatsRow>>,
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl MergeStats {
     fn on_record(
         &mut self,
-        _group: CurrentKey<'_, u64>,
+        partition: CurrentKey<'_, u64>,
         partial: (Group, Distinct, Partial),
         _out: &mut Collector<StatsRow>,
     ) {
         let (group, distinct, partial) = partial;
-        let row = self
-            .groups
-            .entry(group.clone())
-            .or_insert_with(|| StatsRow {
-                group,
-                minute: 0,
-                counts: [0; 12],
-            });
+        let rows = self.groups.get_or_default(partition);
+        let at = match rows.iter().position(|row| row.group == group) {
+            Some(at) => at,
+            None => {
+                rows.push(StatsRow {
+                    group,
+                    minute: 0,
+                    counts: [0; 12],
+                });
+                rows.len() - 1
+            }
+        };
+        let row = &mut rows[at];
         let at = match distinct {
             Distinct::Bidders => {
                 row.minute = row.minute.max(partial.minute);
@@ -255,7 +287,7 @@ impl MergeStats {
     }
 
     fn on_end(&mut self, out: &mut Collector<StatsRow>) {
-        out.extend(std::mem::take(&mut self.groups).into_values());
+        out.extend(self.groups.drain().flat_map(|(_, rows)| rows));
     }
 }
 

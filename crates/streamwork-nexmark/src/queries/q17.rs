@@ -4,7 +4,6 @@
 
 use std::io::Write;
 
-use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
@@ -14,7 +13,14 @@ use crate::sink::Row;
 use crate::time::{day_number, format_day};
 
 /// One auction's bids on one day.
-#[derive(Clone, Debug)]
+#[derive(
+    Clone,
+    Debug,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
 pub struct Q17Row {
     auction: u64,
     day: i64,
@@ -44,32 +50,38 @@ impl Row for Q17Row {
     }
 }
 
-/// The statistics of each (auction, day), emitted at the end.
-#[derive(Clone, Default)]
+/// The statistics of each auction, per day (an auction's bids span a
+/// day or two), emitted at the end.
+#[derive(Clone, Default, State)]
 struct AuctionDays {
-    groups: FastHashMap<(u64, i64), Q17Row>,
+    groups: KeyedState<u64, Vec<Q17Row>>,
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl AuctionDays {
     fn on_record(
         &mut self,
-        _auction: CurrentKey<'_, u64>,
+        auction: CurrentKey<'_, u64>,
         bid: BidFacts,
         _out: &mut Collector<Q17Row>,
     ) {
         let day = day_number(bid.date_time);
-        let row = self
-            .groups
-            .entry((bid.auction, day))
-            .or_insert_with(|| Q17Row {
-                auction: bid.auction,
-                day,
-                bids: [0; 4],
-                min: u64::MAX,
-                max: 0,
-                sum: 0,
-            });
+        let days = self.groups.get_or_default(auction);
+        let at = match days.iter().position(|row| row.day == day) {
+            Some(at) => at,
+            None => {
+                days.push(Q17Row {
+                    auction: bid.auction,
+                    day,
+                    bids: [0; 4],
+                    min: u64::MAX,
+                    max: 0,
+                    sum: 0,
+                });
+                days.len() - 1
+            }
+        };
+        let row = &mut days[at];
         row.bids[0] += 1;
         row.bids[price_rank(bid.price)] += 1;
         row.min = row.min.min(bid.price);
@@ -78,7 +90,7 @@ impl AuctionDays {
     }
 
     fn on_end(&mut self, out: &mut Collector<Q17Row>) {
-        out.extend(std::mem::take(&mut self.groups).into_values());
+        out.extend(self.groups.drain().flat_map(|(_, days)| days));
     }
 }
 

@@ -54,22 +54,23 @@ impl Row for FullBidRow {
     }
 }
 
-/// The last bid of each (bidder, auction), emitted at the end.
-#[derive(Clone, Default)]
+/// The last bid of each bidder on each auction, by bidder, emitted at
+/// the end.
+#[derive(Clone, Default, State)]
 struct LastBids {
-    last: FastHashMap<(u64, u64), Bid>,
+    last: KeyedState<u64, FastHashMap<u64, Bid>>,
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl LastBids {
     fn on_record(
         &mut self,
-        _bidder: CurrentKey<'_, u64>,
+        bidder: CurrentKey<'_, u64>,
         bid: Bid,
         _out: &mut Collector<FullBidRow>,
     ) {
         let later = |bid: &Bid| (bid.date_time, bid.seq);
-        match self.last.entry((bid.bidder, bid.auction)) {
+        match self.last.get_or_default(bidder).entry(bid.auction) {
             std::collections::hash_map::Entry::Occupied(mut last) => {
                 if later(&bid) > later(last.get()) {
                     last.insert(bid);
@@ -83,8 +84,9 @@ impl LastBids {
 
     fn on_end(&mut self, out: &mut Collector<FullBidRow>) {
         out.extend(
-            std::mem::take(&mut self.last)
-                .into_values()
+            self.last
+                .drain()
+                .flat_map(|(_, bids)| bids.into_values())
                 .map(|bid| FullBidRow { bid, rank: None }),
         );
     }

@@ -2,7 +2,6 @@
 //! first, ties to the bid read first; the first 10 with their rank
 //! (`ROW_NUMBER`: exactly `min(10, n)` rows for `n` bids). Final rows.
 
-use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
@@ -14,20 +13,20 @@ use crate::model::Bid;
 const TOP: usize = 10;
 
 /// The best bids of each auction, best first, emitted at the end.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 struct TopBids {
-    auctions: FastHashMap<u64, Vec<Bid>>,
+    auctions: KeyedState<u64, Vec<Bid>>,
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl TopBids {
     fn on_record(
         &mut self,
-        _auction: CurrentKey<'_, u64>,
+        auction: CurrentKey<'_, u64>,
         bid: Bid,
         _out: &mut Collector<FullBidRow>,
     ) {
-        let top = self.auctions.entry(bid.auction).or_default();
+        let top = self.auctions.get_or_default(auction);
         // Best first: higher price, then read first.
         let rank = |b: &Bid| (std::cmp::Reverse(b.price), b.seq);
         if top.len() == TOP && top.last().is_some_and(|worst| rank(&bid) > rank(worst)) {
@@ -39,7 +38,7 @@ impl TopBids {
     }
 
     fn on_end(&mut self, out: &mut Collector<FullBidRow>) {
-        for top in std::mem::take(&mut self.auctions).into_values() {
+        for (_, top) in self.auctions.drain() {
             out.extend(top.into_iter().enumerate().map(|(i, bid)| FullBidRow {
                 bid,
                 rank: Some(i as u8 + 1),

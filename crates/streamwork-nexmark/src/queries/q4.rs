@@ -29,27 +29,29 @@ fn closing_price(winner: (Auction, BidFacts), out: &mut Collector<(u64, u64)>) {
     out.emit((winner.0.category, winner.1.price));
 }
 
-/// The running average closing price per category, emitted at the end.
-#[derive(Clone, Default)]
+/// The running average closing price per category (the sum and count of
+/// its closing prices), emitted at the end.
+#[derive(Clone, Default, State)]
 struct CategoryAverages {
-    totals: BTreeMap<u64, (u128, u64)>,
+    totals: KeyedState<u64, (u128, u64)>,
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl CategoryAverages {
     fn on_record(
         &mut self,
-        _category: CurrentKey<'_, u64>,
+        category: CurrentKey<'_, u64>,
         closing: (u64, u64),
         _out: &mut Collector<Q4Row>,
     ) {
-        let (sum, n) = self.totals.entry(closing.0).or_insert((0, 0));
+        let (sum, n) = self.totals.get_or_default(category);
         *sum += u128::from(closing.1);
         *n += 1;
     }
 
     fn on_end(&mut self, out: &mut Collector<Q4Row>) {
-        for (&category, &(sum, n)) in &self.totals {
+        let totals: BTreeMap<u64, (u128, u64)> = self.totals.drain().collect();
+        for (category, (sum, n)) in totals {
             let avg = u64::try_from(sum / u128::from(n)).unwrap_or(u64::MAX);
             out.emit(Q4Row { category, avg });
         }

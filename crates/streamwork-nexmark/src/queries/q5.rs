@@ -30,22 +30,23 @@ pub struct Q5Row {
 
 serde_rows!(Q5Row);
 
-/// The auctions of each window with the highest bid count.
-#[derive(Clone, Default)]
+/// The auctions of each window with the highest bid count, by the
+/// window's start: `(end, count, auctions)`.
+#[derive(Clone, Default, State)]
 struct HotItems {
-    windows: BTreeMap<(i64, i64), (u64, Vec<u64>)>,
+    windows: KeyedState<i64, (i64, u64, Vec<u64>)>,
 }
 
-#[operator(event_time, at_most_once)]
+#[operator(event_time)]
 impl HotItems {
     fn on_record(
         &mut self,
-        _window: CurrentKey<'_, i64>,
+        window: CurrentKey<'_, i64>,
         count: WindowResult<u64, u64>,
         _out: &mut Collector<Q5Row>,
     ) {
-        let bounds = (count.window.start.millis(), count.window.end.millis());
-        let (max, auctions) = self.windows.entry(bounds).or_insert((0, Vec::new()));
+        let (end, max, auctions) = self.windows.get_or_default(window);
+        *end = count.window.end.millis();
         if count.value > *max {
             *max = count.value;
             auctions.clear();
@@ -56,12 +57,17 @@ impl HotItems {
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<Q5Row>) {
-        while let Some(entry) = self.windows.first_entry() {
-            let (start, end) = *entry.key();
-            if end > watermark.millis() {
-                break;
-            }
-            let (num, auctions) = entry.remove();
+        // A few windows are open at a time: the ended ones, in order.
+        let ended: BTreeMap<i64, i64> = self
+            .windows
+            .iter()
+            .filter(|(_, (end, ..))| *end <= watermark.millis())
+            .map(|(&start, &(end, ..))| (start, end))
+            .collect();
+        for (start, end) in ended {
+            let Some((_, num, auctions)) = self.windows.remove_held(&start) else {
+                continue;
+            };
             for auction in auctions {
                 out.emit(Q5Row {
                     auction,

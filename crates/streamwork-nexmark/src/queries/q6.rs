@@ -9,7 +9,6 @@
 //! with a winner.
 
 use serde::Serialize;
-use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
@@ -41,24 +40,24 @@ fn to_sale(winner: (Auction, BidFacts), out: &mut Collector<(u64, Sale)>) {
 }
 
 /// Each seller's sales, averaged over the last 11 at the end.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, State)]
 struct SellerAverages {
-    sellers: FastHashMap<u64, Vec<Sale>>,
+    sellers: KeyedState<u64, Vec<Sale>>,
 }
 
-#[operator(at_most_once)]
+#[operator]
 impl SellerAverages {
     fn on_record(
         &mut self,
-        _seller: CurrentKey<'_, u64>,
+        seller: CurrentKey<'_, u64>,
         sale: (u64, Sale),
         _out: &mut Collector<Q6Row>,
     ) {
-        self.sellers.entry(sale.0).or_default().push(sale.1);
+        self.sellers.get_or_default(seller).push(sale.1);
     }
 
     fn on_end(&mut self, out: &mut Collector<Q6Row>) {
-        for (seller, mut sales) in std::mem::take(&mut self.sellers) {
+        for (seller, mut sales) in self.sellers.drain() {
             sales.sort_unstable();
             let mut sum: u128 = 0;
             for (i, sale) in sales.iter().enumerate() {

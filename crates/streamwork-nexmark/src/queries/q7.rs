@@ -35,13 +35,14 @@ fn keep_highest(slot: &mut (u64, Vec<Bid>), price: u64, bids: impl IntoIterator<
     }
 }
 
-/// This instance's highest bids per window.
-#[derive(Clone, Default)]
+/// This instance's highest bids per window (a partial result of this
+/// instance's input alone, so checkpointed with the instance).
+#[derive(Clone, Default, State)]
 struct LocalHighest {
-    windows: BTreeMap<i64, (u64, Vec<Bid>)>,
+    windows: InstanceState<BTreeMap<i64, (u64, Vec<Bid>)>>,
 }
 
-#[operator(event_time, at_most_once)]
+#[operator(event_time)]
 impl LocalHighest {
     fn on_record(&mut self, event: Event, _out: &mut Collector<Candidates>) {
         let Event::Bid(bid) = event else { return };
@@ -67,34 +68,36 @@ impl LocalHighest {
     }
 }
 
-/// The overall highest bids of each window, from each instance's.
-#[derive(Clone, Default)]
+/// The overall highest bids of each window, from each instance's, by the
+/// window's start.
+#[derive(Clone, Default, State)]
 struct HighestBids {
-    windows: BTreeMap<i64, (u64, Vec<Bid>)>,
+    windows: KeyedState<i64, (u64, Vec<Bid>)>,
 }
 
-#[operator(event_time, at_most_once)]
+#[operator(event_time)]
 impl HighestBids {
     fn on_record(
         &mut self,
-        _window: CurrentKey<'_, i64>,
+        window: CurrentKey<'_, i64>,
         candidates: Candidates,
         _out: &mut Collector<BidRow>,
     ) {
-        let (start, price, bids) = candidates;
-        let slot = self
-            .windows
-            .entry(start + WINDOW)
-            .or_insert((0, Vec::new()));
-        keep_highest(slot, price, bids);
+        let (_, price, bids) = candidates;
+        keep_highest(self.windows.get_or_default(window), price, bids);
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector<BidRow>) {
-        while let Some(entry) = self.windows.first_entry() {
-            if *entry.key() > watermark.millis() {
-                break;
-            }
-            for bid in entry.remove().1 {
+        // A few windows are open at a time: the ended ones, in order.
+        let mut ended: Vec<i64> = self
+            .windows
+            .iter()
+            .map(|(&start, _)| start)
+            .filter(|start| start + WINDOW <= watermark.millis())
+            .collect();
+        ended.sort_unstable();
+        for start in ended {
+            for bid in self.windows.remove_held(&start).map(|w| w.1).unwrap_or_default() {
                 out.emit(BidRow(bid));
             }
         }

@@ -16,7 +16,16 @@ use crate::sink::{Row, serde_row};
 use crate::text::Text;
 
 /// What q9 reads of a bid: its facts and its `extra`.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    serde::Serialize,
+    serde::Deserialize,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
 pub struct WinnerBid {
     facts: BidFacts,
     extra: Text,

@@ -11,7 +11,7 @@
 
 use std::cmp::Reverse;
 
-use streamwork::core::hash::FastHashMap;
+use streamwork::state::{OperatorState, StateData};
 use streamwork::core::timer::Timers;
 use streamwork::prelude::*;
 
@@ -62,8 +62,14 @@ impl RankedBid for BidFacts {
 }
 
 /// What is known of one auction.
-#[derive(Clone)]
-struct AuctionState<B> {
+#[derive(
+    Clone,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
+pub struct AuctionState<B> {
     auction: Option<Auction>,
     best: Option<B>,
     waiting: Vec<B>,
@@ -99,23 +105,37 @@ impl<B: RankedBid> AuctionState<B> {
 
 /// Emits each auction that has a winning bid, with that bid, once event
 /// time passes the auction's `expires` (stamped at `expires`). Keyed by the
-/// auction id on both inputs.
-#[derive(Clone)]
-pub struct WinningBids<B> {
-    auctions: FastHashMap<u64, AuctionState<B>>,
+/// auction id on both inputs. Its auctions are checkpointed by key group;
+/// its timers are not, as each follows from an auction's state (see
+/// [`timer_of`]) and a restore sets them again.
+#[derive(Clone, State)]
+pub struct WinningBids<B: StateData + Clone + Send + Sync + 'static> {
+    auctions: KeyedState<u64, AuctionState<B>>,
+    #[state(transient)]
     timers: Timers<u64>,
 }
 
-impl<B> Default for WinningBids<B> {
+impl<B: StateData + Clone + Send + Sync + 'static> Default for WinningBids<B> {
     fn default() -> Self {
         WinningBids {
-            auctions: FastHashMap::default(),
+            auctions: KeyedState::new(),
             timers: Timers::new(),
         }
     }
 }
 
-impl<B: RankedBid> CoOperator for WinningBids<B> {
+/// When event time must next look at an auction's state: after its
+/// auction expires, or, for bids waiting for an auction not read yet,
+/// after the earliest of them.
+fn timer_of<B: RankedBid>(state: &AuctionState<B>) -> Option<Timestamp> {
+    let at = match &state.auction {
+        Some(auction) => auction.expires,
+        None => state.waiting.iter().map(RankedBid::date_time).min()?,
+    };
+    Some(Timestamp::from_millis(at.saturating_add(1)))
+}
+
+impl<B: RankedBid + StateData> CoOperator for WinningBids<B> {
     type Left = Auction;
     type Right = B;
     type Key = ByKey<u64>;
@@ -123,11 +143,29 @@ impl<B: RankedBid> CoOperator for WinningBids<B> {
     type Time = EventTime;
 
     fn statefulness(&self) -> Statefulness {
-        Statefulness::Unchecked("the Nexmark queries run at most once")
+        Statefulness::Checkpointed
     }
 
-    fn on_left(&mut self, auction: Auction, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let state = self.auctions.entry(auction.id).or_default();
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.snapshot_state(ctx)
+            .map(Some)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        self.restore_state(restore)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
+        self.timers = Timers::new();
+        for (&id, state) in self.auctions.iter() {
+            if let Some(at) = timer_of(state) {
+                self.timers.register_event(at, id);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_left(&mut self, auction: Auction, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        let state = self.auctions.get_or_default(ctx.key());
         for bid in std::mem::take(&mut state.waiting) {
             if in_range(&auction, &bid) {
                 state.offer(bid);
@@ -140,8 +178,8 @@ impl<B: RankedBid> CoOperator for WinningBids<B> {
         state.auction = Some(auction);
     }
 
-    fn on_right(&mut self, bid: B, _ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let state = self.auctions.entry(bid.auction()).or_default();
+    fn on_right(&mut self, bid: B, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        let state = self.auctions.get_or_default(ctx.key());
         match &state.auction {
             Some(auction) => {
                 if in_range(auction, &bid) {
@@ -167,12 +205,12 @@ impl<B: RankedBid> CoOperator for WinningBids<B> {
             .collect();
         let now = watermark.millis();
         for id in due {
-            let Some(state) = self.auctions.get_mut(&id) else {
+            let Some(state) = self.auctions.get_mut_held(&id) else {
                 continue;
             };
             match &state.auction {
                 Some(auction) if auction.expires < now => {
-                    if let Some(state) = self.auctions.remove(&id)
+                    if let Some(state) = self.auctions.remove_held(&id)
                         && let (Some(auction), Some(best)) = (state.auction, state.best)
                     {
                         let at = Timestamp::from_millis(auction.expires);
@@ -182,8 +220,15 @@ impl<B: RankedBid> CoOperator for WinningBids<B> {
                 Some(_) => {}
                 None => {
                     state.waiting.retain(|bid| bid.date_time() >= now);
-                    if state.waiting.is_empty() {
-                        self.auctions.remove(&id);
+                    match timer_of(state) {
+                        // Bids still wait (their own timers may have been
+                        // merged into one by a restore).
+                        Some(at) => {
+                            self.timers.register_event(at, id);
+                        }
+                        None => {
+                            self.auctions.remove_held(&id);
+                        }
                     }
                 }
             }

@@ -1,0 +1,365 @@
+//! Nexmark under exactly-once: every stateful query, killed with SIGKILL in
+//! the middle of a run that checkpoints and started again with the same
+//! options, writes the rows of a run without failure (and counts them);
+//! a query whose state cannot move to another parallelism says so.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use streamwork::core::checkpoint::Delivery;
+use streamwork_nexmark::{Checkpoints, Input, Query, RowTarget, RunOptions};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streamwork-nexmark");
+
+/// A scratch directory of this test process, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "streamwork-nexmark-eo-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The CLI's arguments for `query` on `events` generated events.
+fn args(query: &str, events: u64, parallelism: u32, output: &Path) -> Vec<String> {
+    vec![
+        "--query".into(),
+        query.into(),
+        "--events".into(),
+        events.to_string(),
+        "--parallelism".into(),
+        parallelism.to_string(),
+        "--output".into(),
+        output.display().to_string(),
+        "--json-summary".into(),
+    ]
+}
+
+/// The same, with checkpoints every 100 ms into `checkpoints`, exactly once.
+fn checkpointed(
+    query: &str,
+    events: u64,
+    parallelism: u32,
+    output: &Path,
+    checkpoints: &Path,
+) -> Vec<String> {
+    let mut args = args(query, events, parallelism, output);
+    args.extend([
+        "--checkpoint-dir".into(),
+        checkpoints.display().to_string(),
+        "--checkpoint-interval".into(),
+        "100ms".into(),
+        "--delivery".into(),
+        "exactly-once".into(),
+    ]);
+    args
+}
+
+/// Runs the CLI to the end: its summary, or the failure's output.
+fn run(args: &[String]) -> Result<Value, Output> {
+    let output = Command::new(BINARY).args(args).output().unwrap();
+    if !output.status.success() {
+        return Err(output);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    Ok(serde_json::from_str(stdout.trim()).expect("the JSON summary"))
+}
+
+fn run_ok(args: &[String]) -> Value {
+    run(args).unwrap_or_else(|output| {
+        panic!(
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The last complete checkpoint in `dir`, if any.
+fn complete(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join("COMPLETE"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Starts the CLI, waits until a checkpoint past `after` is complete,
+/// and kills it with SIGKILL: the checkpoint it had reached. Fails if the
+/// run ends first (give it more events).
+fn kill_after_checkpoint(args: &[String], checkpoints: &Path, after: Option<u64>) -> u64 {
+    let mut child: Child = Command::new(BINARY)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Bounded: 600 s at most, far beyond a run of these sizes.
+    for _ in 0..60_000 {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{args:?} ended ({status}) before a checkpoint past {after:?}: give it more events");
+        }
+        if let Some(reached) = complete(checkpoints).filter(|&c| Some(c) > after) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return reached;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    panic!("{args:?}: no checkpoint in 600 s");
+}
+
+/// Rows as sorted lines.
+fn rows(path: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// `query` killed once (or twice) after a checkpoint and resumed gives
+/// the rows and row count of an uninterrupted run at most once.
+fn killed_and_resumed(query: &str, events: u64, kills: usize) {
+    let scratch = Scratch::new(query);
+    let expected_path = scratch.path("expected.jsonl");
+    let expected = run_ok(&args(query, events, 2, &expected_path));
+    let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
+    let args = checkpointed(query, events, 2, &out, &ckpt);
+    let mut reached = None;
+    for _ in 0..kills {
+        reached = Some(kill_after_checkpoint(&args, &ckpt, reached));
+    }
+    let resumed = run_ok(&args);
+    assert!(
+        resumed["events"].as_u64().unwrap() < events,
+        "{query}: the run after the kill resumed from checkpoint {reached:?}, so it reads less than all {events} events: {resumed}"
+    );
+    let want = rows(&expected_path);
+    assert!(!want.is_empty(), "{query}: the check needs rows");
+    assert_eq!(rows(&out), want, "{query}: rows after {kills} kill(s)");
+    assert_eq!(
+        resumed["results"], expected["results"],
+        "{query}: rows counted across the runs"
+    );
+}
+
+#[test]
+fn q4_average_price_per_category() {
+    killed_and_resumed("q4", 1_500_000, 1);
+}
+
+#[test]
+fn q5_hot_items() {
+    killed_and_resumed("q5", 2_000_000, 1);
+}
+
+#[test]
+fn q6_average_selling_price_by_seller() {
+    killed_and_resumed("q6", 1_500_000, 1);
+}
+
+#[test]
+fn q7_highest_bid() {
+    killed_and_resumed("q7", 2_000_000, 2);
+}
+
+#[test]
+fn q8_new_users() {
+    killed_and_resumed("q8", 2_000_000, 1);
+}
+
+#[test]
+fn q9_winning_bids() {
+    killed_and_resumed("q9", 1_500_000, 1);
+}
+
+#[test]
+fn q11_user_sessions() {
+    killed_and_resumed("q11", 1_500_000, 2);
+}
+
+#[test]
+fn q3_local_item_suggestion() {
+    killed_and_resumed("q3", 2_000_000, 1);
+}
+
+#[test]
+fn q12_bids_per_bidder_per_window() {
+    killed_and_resumed("q12", 1_500_000, 1);
+}
+
+#[test]
+fn q15_bidding_statistics_per_day() {
+    killed_and_resumed("q15", 1_500_000, 1);
+}
+
+#[test]
+fn q16_bidding_statistics_per_channel_and_day() {
+    killed_and_resumed("q16", 1_500_000, 1);
+}
+
+#[test]
+fn q20_bids_with_their_auction() {
+    killed_and_resumed("q20", 1_500_000, 1);
+}
+
+#[test]
+fn q17_auction_statistics() {
+    killed_and_resumed("q17", 2_000_000, 1);
+}
+
+#[test]
+fn q18_last_bid_per_bidder_and_auction() {
+    killed_and_resumed("q18", 600_000, 2);
+}
+
+#[test]
+fn q19_top_bids_per_auction() {
+    killed_and_resumed("q19", 600_000, 1);
+}
+
+/// Every query runs with checkpoints, exactly once, and writes and counts
+/// the rows of a run at most once.
+#[test]
+fn every_query_runs_exactly_once() {
+    let scratch = Scratch::new("every");
+    for query in Query::ALL {
+        let (expected, out) = (
+            scratch.path(&format!("{query}-expected.jsonl")),
+            scratch.path(&format!("{query}.jsonl")),
+        );
+        let input = Input::Generated {
+            events: 60_000,
+            seed: 11,
+        };
+        let at_most_once = streamwork_nexmark::run(&RunOptions {
+            output: RowTarget::File(expected.clone()),
+            parallelism: 2,
+            ..RunOptions::new(query, input.clone())
+        })
+        .unwrap();
+        let exactly_once = streamwork_nexmark::run(&RunOptions {
+            output: RowTarget::File(out.clone()),
+            parallelism: 2,
+            checkpoints: Some(Checkpoints {
+                dir: scratch.path(&format!("{query}-checkpoints")),
+                interval: Duration::from_millis(20),
+                delivery: Delivery::ExactlyOnce,
+            }),
+            ..RunOptions::new(query, input)
+        })
+        .unwrap_or_else(|e| panic!("{query} exactly once: {e:#}"));
+        assert_eq!(rows(&out), rows(&expected), "{query}");
+        assert_eq!(exactly_once.results, at_most_once.results, "{query}");
+        assert_eq!(exactly_once.events, 60_000, "{query}");
+    }
+}
+
+/// A run killed before its first checkpoint starts over: nothing was
+/// published, and the next run writes every row once.
+#[test]
+fn a_run_killed_before_its_first_checkpoint_starts_over() {
+    let scratch = Scratch::new("early");
+    let expected_path = scratch.path("expected.jsonl");
+    run_ok(&args("q4", 200_000, 2, &expected_path));
+    let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
+    // An interval longer than the run: the kill comes before any checkpoint.
+    let mut args = checkpointed("q4", 200_000, 2, &out, &ckpt);
+    let at = args.iter().position(|a| a == "100ms").unwrap();
+    args[at] = "3600s".into();
+    let mut child = Command::new(BINARY)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(complete(&ckpt), None);
+    let resumed = run_ok(&args);
+    assert_eq!(resumed["events"].as_u64(), Some(200_000));
+    assert_eq!(rows(&out), rows(&expected_path));
+}
+
+/// Keyed state moves to another parallelism; a query that keeps one
+/// instance's partial results (q7's local maxima) is refused at another
+/// parallelism, naming the way out, and resumes at its own.
+#[test]
+fn resuming_at_another_parallelism() {
+    let scratch = Scratch::new("rescale");
+    let expected_path = scratch.path("expected.jsonl");
+    run_ok(&args("q4", 1_500_000, 2, &expected_path));
+    let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
+    kill_after_checkpoint(&checkpointed("q4", 1_500_000, 2, &out, &ckpt), &ckpt, None);
+    run_ok(&checkpointed("q4", 1_500_000, 1, &out, &ckpt));
+    assert_eq!(rows(&out), rows(&expected_path), "q4 resumed at parallelism 1");
+
+    let expected_path = scratch.path("expected-q7.jsonl");
+    run_ok(&args("q7", 2_000_000, 2, &expected_path));
+    let (out, ckpt) = (scratch.path("out-q7.jsonl"), scratch.path("checkpoints-q7"));
+    kill_after_checkpoint(&checkpointed("q7", 2_000_000, 2, &out, &ckpt), &ckpt, None);
+    let refused = run(&checkpointed("q7", 2_000_000, 1, &out, &ckpt))
+        .expect_err("q7 restored at another parallelism");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("restore at parallelism 2"),
+        "the refusal names the parallelism to restore at: {stderr}"
+    );
+    run_ok(&checkpointed("q7", 2_000_000, 2, &out, &ckpt));
+    assert_eq!(rows(&out), rows(&expected_path), "q7 resumed at parallelism 2");
+}
+
+/// Rows on standard output cannot be taken back: exactly-once is refused
+/// before the run starts, and so is standard input, which cannot be read
+/// again.
+#[test]
+fn what_cannot_be_exactly_once_is_refused() {
+    let scratch = Scratch::new("refused");
+    let ckpt = scratch.path("checkpoints");
+    let stdout = Command::new(BINARY)
+        .args(["--query", "q4", "--events", "1000", "--checkpoint-dir"])
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    assert!(!stdout.status.success());
+    assert!(
+        String::from_utf8_lossy(&stdout.stderr).contains("--output FILE"),
+        "{}",
+        String::from_utf8_lossy(&stdout.stderr)
+    );
+    let stdin = Command::new(BINARY)
+        .args(["--query", "q4", "--input", "-", "--output"])
+        .arg(scratch.path("out.jsonl"))
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!stdin.status.success());
+    assert!(
+        String::from_utf8_lossy(&stdin.stderr).contains("standard input"),
+        "{}",
+        String::from_utf8_lossy(&stdin.stderr)
+    );
+}
