@@ -108,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         rounds: 0,
         events_per_sec_low: None,
         events_per_sec_high: None,
+        checkpoints: None,
     };
     println!("{}", serde_json::to_string(&measurement)?);
     Ok(())
@@ -197,5 +198,6 @@ fn state_workload(
         rounds: 0,
         events_per_sec_low: None,
         events_per_sec_high: None,
+        checkpoints: None,
     })
 }

@@ -31,6 +31,10 @@ pub(crate) struct Measurement {
     pub(crate) events_per_sec_low: Option<f64>,
     #[serde(default)]
     pub(crate) events_per_sec_high: Option<f64>,
+    /// Checkpoints completed during the run (a Nexmark query run exactly
+    /// once; the final one not counted).
+    #[serde(default)]
+    pub(crate) checkpoints: Option<u64>,
 }
 
 /// What a state workload measured beside its throughput.

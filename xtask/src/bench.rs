@@ -197,20 +197,48 @@ fn measure(
         .with_context(|| format!("reading the result of {workload}: {line}"))
 }
 
+/// How often a query run exactly once checkpoints: ten times as often as
+/// the 10 s of the benchmark issue, so that a run of a few seconds takes
+/// several (a stricter test of their cost, never a gentler one).
+const CHECKPOINT_INTERVAL: &str = "1s";
+
+/// The name of a query's measurements run exactly once.
+fn exactly_once_name(query: &str) -> String {
+    format!("nexmark-{query}-exactly-once")
+}
+
 /// Runs one Nexmark query once, in a fresh process of `binary`, into the
-/// blackhole, on the built-in generator.
+/// blackhole, on the built-in generator: at most once, or `exactly_once`
+/// with a checkpoint every [`CHECKPOINT_INTERVAL`] into a fresh directory.
 fn measure_nexmark(
     binary: &std::path::Path,
     query: &str,
     parallelism: u32,
     events: u64,
+    exactly_once: bool,
 ) -> anyhow::Result<Measurement> {
-    let output = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args(["--query", query, "--output", "none", "--json-summary"])
         .args(["--events", &events.to_string()])
-        .args(["--parallelism", &parallelism.to_string()])
+        .args(["--parallelism", &parallelism.to_string()]);
+    let checkpoints =
+        project_root().join(format!("target/bench/checkpoints-{query}-{parallelism}"));
+    if exactly_once {
+        let _ = std::fs::remove_dir_all(&checkpoints);
+        command
+            .arg("--checkpoint-dir")
+            .arg(&checkpoints)
+            .args(["--checkpoint-interval", CHECKPOINT_INTERVAL])
+            .args(["--delivery", "exactly-once"]);
+    }
+    let output = command
         .output()
-        .with_context(|| format!("running {}", binary.display()))?;
+        .with_context(|| format!("running {}", binary.display()));
+    if exactly_once {
+        let _ = std::fs::remove_dir_all(&checkpoints);
+    }
+    let output = output?;
     if !output.status.success() {
         bail!(
             "{query} at parallelism {parallelism} failed: {}",
@@ -227,7 +255,11 @@ fn measure_nexmark(
     };
     let elapsed_s = number("elapsed_s")?;
     Ok(Measurement {
-        workload: nexmark_name(query),
+        workload: if exactly_once {
+            exactly_once_name(query)
+        } else {
+            nexmark_name(query)
+        },
         parallelism,
         events,
         records: number("results")? as u64,
@@ -244,6 +276,7 @@ fn measure_nexmark(
         rounds: 0,
         events_per_sec_low: None,
         events_per_sec_high: None,
+        checkpoints: exactly_once.then(|| summary["checkpoints"].as_u64().unwrap_or(0)),
     })
 }
 
@@ -333,13 +366,17 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                 slot += 1;
             }
         }
-        // The queries in the same round, parallelism 1 and 2 back to back.
+        // The queries in the same round, parallelism 1 and 2 back to
+        // back, each at most once and exactly once (which goes first
+        // alternates by round).
         let mut slot = 0;
         for query in &options.queries {
             for &parallelism in PARALLELISM {
-                let m = measure_nexmark(&nexmark, query, parallelism, events)?;
-                keep(&mut nexmark_rounds, slot, m);
-                slot += 1;
+                for exactly_once in [round % 2 == 1, round % 2 == 0] {
+                    let m = measure_nexmark(&nexmark, query, parallelism, events, exactly_once)?;
+                    keep(&mut nexmark_rounds, slot + usize::from(exactly_once), m);
+                }
+                slot += 2;
             }
         }
         eprintln!("round {} of {rounds} done", round + 1);
@@ -351,6 +388,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let queries = medians(nexmark_rounds);
     if !queries.is_empty() {
         print_nexmark_table(&queries);
+        print_exactly_once_table(&queries);
     }
     results.extend(queries);
     print_parallelism_table(&results);
@@ -394,7 +432,7 @@ fn print_nexmark_table(results: &[Measurement]) {
         "bar K",
         "meets"
     );
-    for m in results {
+    for m in results.iter().filter(|m| m.checkpoints.is_none()) {
         let query = m.workload.trim_start_matches("nexmark-");
         let bar = NEXMARK
             .iter()
@@ -418,6 +456,62 @@ fn print_nexmark_table(results: &[Measurement]) {
     }
     println!(
         "blackhole output, built-in generator; K ev/core-s: thousands of events per second of CPU time (user + system, every thread); bar: twice Feldera's published per-core figure (q10, q11: ten times Flink's)"
+    );
+}
+
+/// Each query exactly once against at most once, per core, and against
+/// its bar: five times Feldera's published per-core figure (for q10 and
+/// q11, which Feldera does not publish, ten times Flink's).
+fn print_exactly_once_table(results: &[Measurement]) {
+    println!();
+    println!(
+        "{:<6} {:>3} {:>13} {:>13} {:>8} {:>6} {:>9} {:>8} {:>6}",
+        "query",
+        "par",
+        "AMO K/core-s",
+        "EO K/core-s",
+        "EO/AMO",
+        "ckpts",
+        "spread",
+        "bar K",
+        "meets"
+    );
+    for (query, bar) in NEXMARK {
+        for &parallelism in PARALLELISM {
+            let find = |name: String| {
+                results
+                    .iter()
+                    .find(|m| m.workload == name && m.parallelism == parallelism)
+            };
+            let (Some(amo), Some(eo)) = (find(nexmark_name(query)), find(exactly_once_name(query)))
+            else {
+                continue;
+            };
+            let (Some(a), Some(e)) = (amo.events_per_core_sec(), eo.events_per_core_sec()) else {
+                continue;
+            };
+            // `bar` is twice Feldera's figure, or ten times Flink's.
+            let eo_bar = if matches!(*query, "q10" | "q11") {
+                *bar
+            } else {
+                bar * 2.5
+            };
+            println!(
+                "{:<6} {:>3} {:>13.0} {:>13.0} {:>7.0}% {:>6} {:>8.1}% {:>8.0} {:>6}",
+                query,
+                parallelism,
+                a / 1e3,
+                e / 1e3,
+                100.0 * e / a,
+                eo.checkpoints.unwrap_or(0),
+                100.0 * eo.spread(),
+                eo_bar,
+                if e / 1e3 >= eo_bar { "yes" } else { "NO" }
+            );
+        }
+    }
+    println!(
+        "AMO: at most once, no checkpoints; EO: exactly once, a checkpoint every {CHECKPOINT_INTERVAL} (ckpts: completed during the median round); K/core-s: thousands of events per CPU second; bar: five times Feldera's published per-core figure (q10, q11: ten times Flink's)"
     );
 }
 
@@ -592,7 +686,8 @@ fn chart(results: &[Measurement], day: &str) -> String {
             label: q.to_string(),
             values: vec![
                 per_core(&format!("nexmark-{q}"), 1),
-                per_core(&format!("nexmark-{q}"), 2),
+                per_core(&exactly_once_name(q), 1),
+                per_core(&exactly_once_name(q), 2),
                 // The bar is twice Feldera's figure (ten times Flink's for
                 // q10 and q11, which Feldera does not publish).
                 (!matches!(*q, "q10" | "q11")).then_some(bar * 1e3 / 2.0),
@@ -604,8 +699,9 @@ fn chart(results: &[Measurement], day: &str) -> String {
             title: "Nexmark: events per core-second (median round)".to_string(),
             unit: "events per core-second".to_string(),
             series: vec![
-                "Streamwork, parallelism 1".to_string(),
-                "Streamwork, parallelism 2".to_string(),
+                "Streamwork, parallelism 1, at most once".to_string(),
+                format!("Streamwork, parallelism 1, exactly once (checkpoint every {CHECKPOINT_INTERVAL})"),
+                format!("Streamwork, parallelism 2, exactly once (checkpoint every {CHECKPOINT_INTERVAL})"),
                 "Feldera, published (16 cores / 16)".to_string(),
             ],
             groups: queries,

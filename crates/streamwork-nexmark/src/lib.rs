@@ -124,6 +124,11 @@ pub struct Summary {
     /// CPU time the process used during the run (user and system, every
     /// thread).
     pub cpu_s: f64,
+    /// Checkpoints completed during the run (the final one at the end of
+    /// input not counted).
+    pub checkpoints: u64,
+    /// The longest a task waited for a checkpoint, in milliseconds.
+    pub longest_checkpoint_pause_ms: f64,
 }
 
 impl Summary {
@@ -244,5 +249,11 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         results: output.rows(),
         elapsed_s: started.elapsed().as_secs_f64(),
         cpu_s: cpu_seconds() - cpu_before,
+        checkpoints: report.checkpoints.iter().filter(|c| !c.is_final).count() as u64,
+        longest_checkpoint_pause_ms: report
+            .checkpoints
+            .iter()
+            .map(|c| c.longest_pause.as_secs_f64() * 1e3)
+            .fold(0.0, f64::max),
     })
 }

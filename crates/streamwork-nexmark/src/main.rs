@@ -105,6 +105,14 @@ fn main() -> anyhow::Result<()> {
         Some(path) => RowTarget::File(path),
         None => RowTarget::Stdout,
     };
+    let delivery = match (&args.checkpoint_dir, args.delivery) {
+        (None, _) => Delivery::AtMostOnce,
+        (Some(_), Some(Delivery::AtMostOnce)) => anyhow::bail!(
+            "--delivery at-most-once takes no checkpoints: drop --checkpoint-dir, or give --delivery exactly-once or at-least-once"
+        ),
+        (Some(_), Some(delivery)) => delivery,
+        (Some(_), None) => Delivery::ExactlyOnce,
+    };
     let summary = run(&RunOptions {
         query: args.query,
         input,
@@ -115,7 +123,7 @@ fn main() -> anyhow::Result<()> {
         checkpoints: args.checkpoint_dir.map(|dir| Checkpoints {
             dir,
             interval: args.checkpoint_interval,
-            delivery: args.delivery.unwrap_or(Delivery::ExactlyOnce),
+            delivery,
         }),
     })?;
     let threads = match args
@@ -127,7 +135,7 @@ fn main() -> anyhow::Result<()> {
         t => format!("{t} threads"),
     };
     eprintln!(
-        "{}: {} events read, {} late, {} malformed, {} results in {:.3} s ({:.0} events/s, parallelism {parallelism}, {threads}); {:.3} CPU s, {:.0} events per core-second",
+        "{}: {} events read, {} late, {} malformed, {} results in {:.3} s ({:.0} events/s, parallelism {parallelism}, {threads}, {delivery}, {} checkpoints); {:.3} CPU s, {:.0} events per core-second",
         args.query,
         summary.events,
         summary.late,
@@ -135,6 +143,7 @@ fn main() -> anyhow::Result<()> {
         summary.results,
         summary.elapsed_s,
         summary.events_per_sec(),
+        summary.checkpoints,
         summary.cpu_s,
         summary.events_per_core_sec()
     );
@@ -150,6 +159,9 @@ fn main() -> anyhow::Result<()> {
                 "results": summary.results,
                 "elapsed_s": summary.elapsed_s,
                 "cpu_s": summary.cpu_s,
+                "delivery": delivery.to_string(),
+                "checkpoints": summary.checkpoints,
+                "longest_checkpoint_pause_ms": summary.longest_checkpoint_pause_ms,
                 "events_per_sec": summary.events_per_sec(),
                 "events_per_core_sec": summary.events_per_core_sec(),
                 "peak_rss_bytes": peak_rss_bytes(),

@@ -2,14 +2,14 @@
 //! blackhole of the published benchmarks, which counts rows without
 //! formatting them).
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use streamwork::connectors::file::TransactionalFileSink;
 
@@ -355,7 +355,10 @@ impl<R: Row> Sink for RowSink<R> {
 
     fn snapshot(&mut self, _: CheckpointId) -> Result<Option<StateBytes>, ConnectorError> {
         Ok(self.committed.as_ref().map(|committed| {
-            StateBytes::new(COUNT_SCHEMA, committed.through_staged().to_le_bytes().to_vec())
+            StateBytes::new(
+                COUNT_SCHEMA,
+                committed.through_staged().to_le_bytes().to_vec(),
+            )
         }))
     }
 

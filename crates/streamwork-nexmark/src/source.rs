@@ -122,7 +122,7 @@ impl NumberedFile {
             ended: restore.ended.clone(),
             instance: restore.instance,
             parallelism: restore.parallelism,
-            key_groups: restore.key_groups.clone(),
+            key_groups: restore.key_groups,
             parts,
             records: restore.records,
         })

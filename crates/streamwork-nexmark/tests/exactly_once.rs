@@ -114,7 +114,9 @@ fn kill_after_checkpoint(args: &[String], checkpoints: &Path, after: Option<u64>
     // Bounded: 600 s at most, far beyond a run of these sizes.
     for _ in 0..60_000 {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("{args:?} ended ({status}) before a checkpoint past {after:?}: give it more events");
+            panic!(
+                "{args:?} ended ({status}) before a checkpoint past {after:?}: give it more events"
+            );
         }
         if let Some(reached) = complete(checkpoints).filter(|&c| Some(c) > after) {
             child.kill().unwrap();
@@ -313,7 +315,11 @@ fn resuming_at_another_parallelism() {
     let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
     kill_after_checkpoint(&checkpointed("q4", 1_500_000, 2, &out, &ckpt), &ckpt, None);
     run_ok(&checkpointed("q4", 1_500_000, 1, &out, &ckpt));
-    assert_eq!(rows(&out), rows(&expected_path), "q4 resumed at parallelism 1");
+    assert_eq!(
+        rows(&out),
+        rows(&expected_path),
+        "q4 resumed at parallelism 1"
+    );
 
     let expected_path = scratch.path("expected-q7.jsonl");
     run_ok(&args("q7", 2_000_000, 2, &expected_path));
@@ -327,7 +333,11 @@ fn resuming_at_another_parallelism() {
         "the refusal names the parallelism to restore at: {stderr}"
     );
     run_ok(&checkpointed("q7", 2_000_000, 2, &out, &ckpt));
-    assert_eq!(rows(&out), rows(&expected_path), "q7 resumed at parallelism 2");
+    assert_eq!(
+        rows(&out),
+        rows(&expected_path),
+        "q7 resumed at parallelism 2"
+    );
 }
 
 /// Rows on standard output cannot be taken back: exactly-once is refused

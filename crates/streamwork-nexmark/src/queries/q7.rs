@@ -97,7 +97,12 @@ impl HighestBids {
             .collect();
         ended.sort_unstable();
         for start in ended {
-            for bid in self.windows.remove_held(&start).map(|w| w.1).unwrap_or_default() {
+            for bid in self
+                .windows
+                .remove_held(&start)
+                .map(|w| w.1)
+                .unwrap_or_default()
+            {
                 out.emit(BidRow(bid));
             }
         }

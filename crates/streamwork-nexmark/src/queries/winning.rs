@@ -11,9 +11,9 @@
 
 use std::cmp::Reverse;
 
-use streamwork::state::{OperatorState, StateData};
 use streamwork::core::timer::Timers;
 use streamwork::prelude::*;
+use streamwork::state::{OperatorState, StateData};
 
 use super::BidFacts;
 use crate::model::{Auction, Bid};
