@@ -59,6 +59,12 @@ pub struct GeneratorConfig {
     pub base_time: i64,
     /// Events per second of event time (default 10 000, as Beam's first rate).
     pub events_per_second: u64,
+    /// Milliseconds of event time between two events, instead of
+    /// `events_per_second`: for inputs that span days with few events
+    /// (`Some(8_640)` puts 10 000 events in a day). Auctions then stay open
+    /// for up to 2 000 events' time rather than 20 s, so that bids still
+    /// reach them. `None` (the default): `events_per_second`.
+    pub spacing_ms: Option<u64>,
 }
 
 impl Default for GeneratorConfig {
@@ -67,6 +73,7 @@ impl Default for GeneratorConfig {
             seed: 42,
             base_time: 1_704_067_200_000,
             events_per_second: 10_000,
+            spacing_ms: None,
         }
     }
 }
@@ -165,8 +172,22 @@ fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> Text {
 /// Event number `n` for `config`.
 pub fn event(config: &GeneratorConfig, n: u64) -> Event {
     let mut random = Random(config.seed ^ n.wrapping_mul(0xd6e8_feb8_6659_fd93));
-    let rate = config.events_per_second.max(1);
-    let date_time = config.base_time + (n as i128 * 1000 / rate as i128) as i64;
+    let (date_time, auction_span) = match config.spacing_ms {
+        Some(spacing) => {
+            let spacing = spacing.max(1);
+            let at = i128::from(n) * i128::from(spacing);
+            let at = i64::try_from(at).unwrap_or(i64::MAX);
+            (
+                config.base_time.saturating_add(at),
+                spacing.saturating_mul(2_000).min(i64::MAX as u64),
+            )
+        }
+        None => {
+            let rate = config.events_per_second.max(1);
+            let at = (n as i128 * 1000 / rate as i128) as i64;
+            (config.base_time + at, 20_000)
+        }
+    };
     let offset = n % TOTAL_PROPORTION;
     if offset < PERSON_PROPORTION {
         let id = last_base0_person_id(n) + FIRST_PERSON_ID;
@@ -200,7 +221,9 @@ pub fn event(config: &GeneratorConfig, n: u64) -> Event {
             initial_bid,
             reserve: initial_bid + price(&mut random),
             date_time,
-            expires: date_time + 1 + random.below(20_000) as i64,
+            expires: date_time
+                .saturating_add(1)
+                .saturating_add(random.below(auction_span) as i64),
             seller,
             category: FIRST_CATEGORY_ID + random.below(NUM_CATEGORIES),
             extra: random.string(20),
