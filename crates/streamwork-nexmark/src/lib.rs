@@ -77,6 +77,12 @@ pub struct RunOptions {
     /// Checkpoints, and the delivery they give (`None`: at most once, no
     /// checkpoints).
     pub checkpoints: Option<Checkpoints>,
+    /// Write an update stream: each change of the result as it happens,
+    /// each row with its `"op"` (`"+"` enters the result, `"-"` leaves it),
+    /// rather than final rows. The rows of q4, q6 and q15-q19 change as
+    /// input arrives; those of the other queries are final when written,
+    /// each a `"+"`.
+    pub updates: bool,
 }
 
 /// How a run checkpoints. A run with the same directory resumes from its
@@ -104,6 +110,7 @@ impl RunOptions {
             workers: None,
             side_input: None,
             checkpoints: None,
+            updates: false,
         }
     }
 }
@@ -211,7 +218,8 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         RowOutput::exactly_once(options.output.clone())?
     } else {
         RowOutput::new(options.output.clone())
-    };
+    }
+    .with_updates(options.updates);
     let graph = queries::job(
         options.query,
         JobParts {

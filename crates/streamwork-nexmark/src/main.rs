@@ -42,6 +42,11 @@ struct Args {
     /// most one per core; 0: one thread per task).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
     threads: Option<u32>,
+    /// Write an update stream: each change of the result as it happens,
+    /// with `"op":"+"` (the row enters the result) or `"op":"-"` (it
+    /// leaves), rather than final rows.
+    #[arg(long)]
+    updates: bool,
     /// Take checkpoints into this directory, and resume from its last
     /// complete one if it has any (a run killed and started again with the
     /// same options goes on where it stopped).
@@ -125,6 +130,7 @@ fn main() -> anyhow::Result<()> {
             interval: args.checkpoint_interval,
             delivery,
         }),
+        updates: args.updates,
     })?;
     let threads = match args
         .threads

@@ -22,6 +22,81 @@ use streamwork::prelude::*;
 pub trait Row: Data {
     /// Appends the row as one JSON object, without a newline.
     fn write_json(&self, out: &mut Vec<u8>);
+
+    /// Whether the row enters the result or leaves it (an update stream's
+    /// `"op"`): it enters, unless it is a [`Change`] that says otherwise.
+    fn op(&self) -> Op {
+        Op::Insert
+    }
+}
+
+/// What a line of an update stream does to the result.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// The row enters the result (`"op":"+"`).
+    Insert,
+    /// The row leaves it (`"op":"-"`): one copy of an equal row.
+    Retract,
+}
+
+/// A change of a query's result, for queries whose rows change as input
+/// arrives: a row that enters it or leaves it. An update is the retraction
+/// of the old row, then the insertion of the new. Written without its op
+/// as a final row.
+#[derive(Clone, Debug)]
+pub struct Change<R> {
+    /// Enters or leaves.
+    pub op: Op,
+    /// The row.
+    pub row: R,
+}
+
+impl<R> Change<R> {
+    /// `row` enters the result.
+    pub fn insert(row: R) -> Self {
+        Change {
+            op: Op::Insert,
+            row,
+        }
+    }
+
+    /// `row` leaves the result.
+    pub fn retract(row: R) -> Self {
+        Change {
+            op: Op::Retract,
+            row,
+        }
+    }
+}
+
+impl<R: Row> Row for Change<R> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        self.row.write_json(out);
+    }
+
+    fn op(&self) -> Op {
+        self.op
+    }
+}
+
+/// Appends `row`'s line, without a newline: its JSON object, with its
+/// `"op"` field in an update stream.
+fn write_line<R: Row>(row: &R, updates: bool, line: &mut Vec<u8>) {
+    row.write_json(line);
+    if updates && line.last() == Some(&b'}') {
+        line.pop();
+        let op = match row.op() {
+            Op::Insert => "+",
+            Op::Retract => "-",
+        };
+        // An object with fields gets a comma before the op.
+        if line.last() != Some(&b'{') {
+            line.push(b',');
+        }
+        line.extend_from_slice(b"\"op\":\"");
+        line.extend_from_slice(op.as_bytes());
+        line.extend_from_slice(b"\"}");
+    }
 }
 
 /// Appends `value`'s serde form as JSON: the usual body of [`Row::write_json`].
@@ -48,6 +123,8 @@ pub enum RowTarget {
 #[derive(Clone, Debug)]
 pub struct RowOutput {
     target: RowTarget,
+    /// Rows are written as an update stream (with their `"op"`).
+    updates: bool,
     rows: Arc<AtomicU64>,
     /// Rows are published per completed checkpoint (`Some`), with each
     /// instance's count of published rows.
@@ -59,9 +136,24 @@ impl RowOutput {
     pub fn new(target: RowTarget) -> Self {
         RowOutput {
             target,
+            updates: false,
             rows: Arc::new(AtomicU64::new(0)),
             transactional: None,
         }
+    }
+
+    /// Writes an update stream: each change of the result as it happens,
+    /// with its `"op"` (`"+"` or `"-"`), rather than final rows. The
+    /// queries whose rows change (q4, q6, q15-q19) emit every change; the
+    /// others' rows never change, and each is a `"+"`.
+    pub fn with_updates(mut self, updates: bool) -> Self {
+        self.updates = updates;
+        self
+    }
+
+    /// Whether rows are written as an update stream.
+    pub fn updates(&self) -> bool {
+        self.updates
     }
 
     /// Rows go to `target` exactly once: a file's rows are appended when
@@ -82,13 +174,16 @@ impl RowOutput {
 
     /// The sink of a query whose rows are `R`.
     pub fn sink<R: Row>(&self) -> RowSink<R> {
+        let updates = self.updates;
         let committed = self.transactional.as_ref().map(|published| Committed {
             published: published.clone(),
             file: match &self.target {
                 RowTarget::File(path) => Some(
-                    FileSink::new(path, |row: &R, line: &mut Vec<u8>| row.write_json(line))
-                        .single_file()
-                        .transactional(),
+                    FileSink::new(path, move |row: &R, line: &mut Vec<u8>| {
+                        write_line(row, updates, line);
+                    })
+                    .single_file()
+                    .transactional(),
                 ),
                 _ => None,
             },
@@ -99,6 +194,7 @@ impl RowOutput {
         });
         RowSink {
             target: self.target.clone(),
+            updates,
             writer: None,
             line: Vec::new(),
             pending: 0,
@@ -227,6 +323,7 @@ impl<R> Committed<R> {
 /// the blackhole) and counts them.
 pub struct RowSink<R> {
     target: RowTarget,
+    updates: bool,
     writer: Option<Box<dyn Write + Send>>,
     line: Vec<u8>,
     /// Rows not yet added to the shared count.
@@ -241,6 +338,7 @@ impl<R> Clone for RowSink<R> {
     fn clone(&self) -> Self {
         RowSink {
             target: self.target.clone(),
+            updates: self.updates,
             writer: None,
             line: Vec::new(),
             pending: 0,
@@ -312,7 +410,7 @@ impl<R: Row> Sink for RowSink<R> {
         self.pending += 1;
         if let Some(writer) = self.writer.as_mut() {
             self.line.clear();
-            record.value.write_json(&mut self.line);
+            write_line(&record.value, self.updates, &mut self.line);
             self.line.push(b'\n');
             writer
                 .write_all(&self.line)

@@ -3,142 +3,16 @@
 //! options, writes the rows of a run without failure (and counts them);
 //! a query whose state cannot move to another parallelism says so.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use common::{
+    BINARY, Scratch, args, checkpointed, complete, kill_after_checkpoint, rows, run, run_ok,
+};
 use streamwork::core::checkpoint::Delivery;
 use streamwork_nexmark::{Checkpoints, Input, Query, RowTarget, RunOptions};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_streamwork-nexmark");
-
-/// A scratch directory of this test process, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "streamwork-nexmark-eo-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The CLI's arguments for `query` on `events` generated events.
-fn args(query: &str, events: u64, parallelism: u32, output: &Path) -> Vec<String> {
-    vec![
-        "--query".into(),
-        query.into(),
-        "--events".into(),
-        events.to_string(),
-        "--parallelism".into(),
-        parallelism.to_string(),
-        "--output".into(),
-        output.display().to_string(),
-        "--json-summary".into(),
-    ]
-}
-
-/// The same, with checkpoints every 100 ms into `checkpoints`, exactly once.
-fn checkpointed(
-    query: &str,
-    events: u64,
-    parallelism: u32,
-    output: &Path,
-    checkpoints: &Path,
-) -> Vec<String> {
-    let mut args = args(query, events, parallelism, output);
-    args.extend([
-        "--checkpoint-dir".into(),
-        checkpoints.display().to_string(),
-        "--checkpoint-interval".into(),
-        "100ms".into(),
-        "--delivery".into(),
-        "exactly-once".into(),
-    ]);
-    args
-}
-
-/// Runs the CLI to the end: its summary, or the failure's output.
-fn run(args: &[String]) -> Result<Value, Output> {
-    let output = Command::new(BINARY).args(args).output().unwrap();
-    if !output.status.success() {
-        return Err(output);
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    Ok(serde_json::from_str(stdout.trim()).expect("the JSON summary"))
-}
-
-fn run_ok(args: &[String]) -> Value {
-    run(args).unwrap_or_else(|output| {
-        panic!(
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
-}
-
-/// The last complete checkpoint in `dir`, if any.
-fn complete(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(dir.join("COMPLETE"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// Starts the CLI, waits until a checkpoint past `after` is complete,
-/// and kills it with SIGKILL: the checkpoint it had reached. Fails if the
-/// run ends first (give it more events).
-fn kill_after_checkpoint(args: &[String], checkpoints: &Path, after: Option<u64>) -> u64 {
-    let mut child: Child = Command::new(BINARY)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Bounded: 600 s at most, far beyond a run of these sizes.
-    for _ in 0..60_000 {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "{args:?} ended ({status}) before a checkpoint past {after:?}: give it more events"
-            );
-        }
-        if let Some(reached) = complete(checkpoints).filter(|&c| Some(c) > after) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return reached;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.kill().unwrap();
-    panic!("{args:?}: no checkpoint in 600 s");
-}
-
-/// Rows as sorted lines.
-fn rows(path: &Path) -> Vec<String> {
-    let mut lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    lines.sort();
-    lines
-}
 
 /// `query` killed once (or twice) after a checkpoint and resumed gives
 /// the rows and row count of an uninterrupted run at most once.
@@ -168,77 +42,77 @@ fn killed_and_resumed(query: &str, events: u64, kills: usize) {
 
 #[test]
 fn q4_average_price_per_category() {
-    killed_and_resumed("q4", 1_500_000, 1);
+    killed_and_resumed("q4", 750_000, 1);
 }
 
 #[test]
 fn q5_hot_items() {
-    killed_and_resumed("q5", 2_000_000, 1);
+    killed_and_resumed("q5", 1_000_000, 1);
 }
 
 #[test]
 fn q6_average_selling_price_by_seller() {
-    killed_and_resumed("q6", 1_500_000, 1);
+    killed_and_resumed("q6", 750_000, 1);
 }
 
 #[test]
 fn q7_highest_bid() {
-    killed_and_resumed("q7", 2_000_000, 2);
+    killed_and_resumed("q7", 1_000_000, 2);
 }
 
 #[test]
 fn q8_new_users() {
-    killed_and_resumed("q8", 2_000_000, 1);
+    killed_and_resumed("q8", 1_000_000, 1);
 }
 
 #[test]
 fn q9_winning_bids() {
-    killed_and_resumed("q9", 1_500_000, 1);
+    killed_and_resumed("q9", 750_000, 1);
 }
 
 #[test]
 fn q11_user_sessions() {
-    killed_and_resumed("q11", 1_500_000, 2);
+    killed_and_resumed("q11", 750_000, 2);
 }
 
 #[test]
 fn q3_local_item_suggestion() {
-    killed_and_resumed("q3", 2_000_000, 1);
+    killed_and_resumed("q3", 1_000_000, 1);
 }
 
 #[test]
 fn q12_bids_per_bidder_per_window() {
-    killed_and_resumed("q12", 1_500_000, 1);
+    killed_and_resumed("q12", 750_000, 1);
 }
 
 #[test]
 fn q15_bidding_statistics_per_day() {
-    killed_and_resumed("q15", 1_500_000, 1);
+    killed_and_resumed("q15", 750_000, 1);
 }
 
 #[test]
 fn q16_bidding_statistics_per_channel_and_day() {
-    killed_and_resumed("q16", 1_500_000, 1);
+    killed_and_resumed("q16", 750_000, 1);
 }
 
 #[test]
 fn q20_bids_with_their_auction() {
-    killed_and_resumed("q20", 1_500_000, 1);
+    killed_and_resumed("q20", 750_000, 1);
 }
 
 #[test]
 fn q17_auction_statistics() {
-    killed_and_resumed("q17", 2_000_000, 1);
+    killed_and_resumed("q17", 1_000_000, 1);
 }
 
 #[test]
 fn q18_last_bid_per_bidder_and_auction() {
-    killed_and_resumed("q18", 600_000, 2);
+    killed_and_resumed("q18", 300_000, 2);
 }
 
 #[test]
 fn q19_top_bids_per_auction() {
-    killed_and_resumed("q19", 600_000, 1);
+    killed_and_resumed("q19", 300_000, 1);
 }
 
 /// Every query runs with checkpoints, exactly once, and writes and counts
@@ -311,10 +185,10 @@ fn a_run_killed_before_its_first_checkpoint_starts_over() {
 fn resuming_at_another_parallelism() {
     let scratch = Scratch::new("rescale");
     let expected_path = scratch.path("expected.jsonl");
-    run_ok(&args("q4", 1_500_000, 2, &expected_path));
+    run_ok(&args("q4", 750_000, 2, &expected_path));
     let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
-    kill_after_checkpoint(&checkpointed("q4", 1_500_000, 2, &out, &ckpt), &ckpt, None);
-    run_ok(&checkpointed("q4", 1_500_000, 1, &out, &ckpt));
+    kill_after_checkpoint(&checkpointed("q4", 750_000, 2, &out, &ckpt), &ckpt, None);
+    run_ok(&checkpointed("q4", 750_000, 1, &out, &ckpt));
     assert_eq!(
         rows(&out),
         rows(&expected_path),
@@ -322,17 +196,17 @@ fn resuming_at_another_parallelism() {
     );
 
     let expected_path = scratch.path("expected-q7.jsonl");
-    run_ok(&args("q7", 2_000_000, 2, &expected_path));
+    run_ok(&args("q7", 1_000_000, 2, &expected_path));
     let (out, ckpt) = (scratch.path("out-q7.jsonl"), scratch.path("checkpoints-q7"));
-    kill_after_checkpoint(&checkpointed("q7", 2_000_000, 2, &out, &ckpt), &ckpt, None);
-    let refused = run(&checkpointed("q7", 2_000_000, 1, &out, &ckpt))
+    kill_after_checkpoint(&checkpointed("q7", 1_000_000, 2, &out, &ckpt), &ckpt, None);
+    let refused = run(&checkpointed("q7", 1_000_000, 1, &out, &ckpt))
         .expect_err("q7 restored at another parallelism");
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         stderr.contains("restore at parallelism 2"),
         "the refusal names the parallelism to restore at: {stderr}"
     );
-    run_ok(&checkpointed("q7", 2_000_000, 2, &out, &ckpt));
+    run_ok(&checkpointed("q7", 1_000_000, 2, &out, &ckpt));
     assert_eq!(
         rows(&out),
         rows(&expected_path),

@@ -704,6 +704,7 @@ fn generated_runs_are_identical_for_every_parallelism() {
                 workers,
                 side_input: None,
                 checkpoints: None,
+                updates: false,
             })
             .unwrap();
             assert_eq!((summary.events, summary.late), (30_000, 0));

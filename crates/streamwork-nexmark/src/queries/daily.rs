@@ -14,7 +14,7 @@ use streamwork::prelude::*;
 
 use super::BidFacts;
 use crate::model::Event;
-use crate::sink::{Row, serde_row};
+use crate::sink::{Change, Row, serde_row};
 use crate::text::Text;
 use crate::time::{day_number, format_day, format_minute, minute_of_day};
 
@@ -114,17 +114,23 @@ pub struct DailyStats {
     distinct: Distinct,
     #[state(transient)]
     by_channel: bool,
+    /// An update stream: each bid's part of its group's counts is sent on
+    /// as it comes, rather than each group's total at the end.
+    #[state(transient)]
+    updates: bool,
     /// Each value's groups: a value is met on a day or two, on a few
     /// channels.
     values: KeyedState<u64, Vec<ValueCounts>>,
 }
 
 impl DailyStats {
-    /// Counts `distinct`, per day, and per channel too when `by_channel`.
-    pub fn new(distinct: Distinct, by_channel: bool) -> Self {
+    /// Counts `distinct`, per day, and per channel too when `by_channel`;
+    /// as an update stream when `updates`.
+    pub fn new(distinct: Distinct, by_channel: bool, updates: bool) -> Self {
         DailyStats {
             distinct,
             by_channel,
+            updates,
             values: KeyedState::new(),
         }
     }
@@ -136,9 +142,10 @@ impl DailyStats {
         &mut self,
         value: CurrentKey<'_, u64>,
         bid: StatBid,
-        _out: &mut Collector<(Group, Distinct, Partial)>,
+        out: &mut Collector<(Group, Distinct, Partial)>,
     ) {
         let day = day_number(bid.facts.date_time);
+        let updates = self.updates;
         let groups = self.values.get_or_default(value);
         let at = groups
             .iter()
@@ -162,13 +169,33 @@ impl DailyStats {
             }
         };
         let rank = price_rank(bid.facts.price);
+        let (new_value, new_rank) = (counts.bids[0] == 0, counts.ranks & 1 << rank == 0);
         counts.bids[0] += 1;
         counts.bids[rank] += 1;
         counts.ranks |= 1 << rank;
-        counts.minute = counts.minute.max(minute_of_day(bid.facts.date_time));
+        let minute = minute_of_day(bid.facts.date_time);
+        counts.minute = counts.minute.max(minute);
+        if updates {
+            // What this bid adds to its group's counts.
+            let mut delta = Partial {
+                minute,
+                ..Partial::default()
+            };
+            delta.bids[0] = 1;
+            delta.bids[rank] = 1;
+            delta.distinct[0] = u64::from(new_value);
+            delta.distinct[rank] = u64::from(new_rank);
+            let channel = self.by_channel.then(|| counts.channel.as_str().to_string());
+            out.emit(((day, channel), self.distinct, delta));
+        }
     }
 
     fn on_end(&mut self, out: &mut Collector<(Group, Distinct, Partial)>) {
+        if self.updates {
+            // Every bid's part was sent as it came.
+            self.values.drain().for_each(drop);
+            return;
+        }
         let mut groups: FastHashMap<(i64, Text), Partial> = FastHashMap::default();
         for (_, values) in self.values.drain() {
             for counts in values {
@@ -193,6 +220,7 @@ impl DailyStats {
 #[derive(
     Clone,
     Debug,
+    PartialEq,
     streamwork::state::rkyv::Archive,
     streamwork::state::rkyv::Serialize,
     streamwork::state::rkyv::Deserialize,
@@ -247,6 +275,20 @@ impl Row for StatsRow {
 #[derive(Clone, Default, State)]
 pub struct MergeStats {
     groups: KeyedState<u64, Vec<StatsRow>>,
+    /// An update stream: each part retracts its group's old row and
+    /// inserts the new.
+    #[state(transient)]
+    updates: bool,
+}
+
+impl MergeStats {
+    /// Sums the parts of each group; as an update stream when `updates`.
+    pub fn new(updates: bool) -> Self {
+        MergeStats {
+            updates,
+            ..MergeStats::default()
+        }
+    }
 }
 
 #[operator]
@@ -255,22 +297,23 @@ impl MergeStats {
         &mut self,
         partition: CurrentKey<'_, u64>,
         partial: (Group, Distinct, Partial),
-        _out: &mut Collector<StatsRow>,
+        out: &mut Collector<Change<StatsRow>>,
     ) {
         let (group, distinct, partial) = partial;
         let rows = self.groups.get_or_default(partition);
-        let at = match rows.iter().position(|row| row.group == group) {
-            Some(at) => at,
+        let (at, new_row) = match rows.iter().position(|row| row.group == group) {
+            Some(at) => (at, false),
             None => {
                 rows.push(StatsRow {
                     group,
                     minute: 0,
                     counts: [0; 12],
                 });
-                rows.len() - 1
+                (rows.len() - 1, true)
             }
         };
         let row = &mut rows[at];
+        let before = (self.updates && !new_row).then(|| row.clone());
         let at = match distinct {
             Distinct::Bidders => {
                 row.minute = row.minute.max(partial.minute);
@@ -284,10 +327,26 @@ impl MergeStats {
         for (count, n) in row.counts[at..at + 4].iter_mut().zip(partial.distinct) {
             *count += n;
         }
+        if self.updates {
+            match before {
+                // A part that changes nothing (a value already counted).
+                Some(before) if before == *row => {}
+                Some(before) => {
+                    out.emit(Change::retract(before));
+                    out.emit(Change::insert(row.clone()));
+                }
+                None => out.emit(Change::insert(row.clone())),
+            }
+        }
     }
 
-    fn on_end(&mut self, out: &mut Collector<StatsRow>) {
-        out.extend(self.groups.drain().flat_map(|(_, rows)| rows));
+    fn on_end(&mut self, out: &mut Collector<Change<StatsRow>>) {
+        let rows = self.groups.drain().flat_map(|(_, rows)| rows);
+        if self.updates {
+            rows.for_each(drop);
+        } else {
+            out.extend(rows.map(Change::insert));
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use super::daily::{
     DailyStats, Distinct, MergeStats, StatBid, StatBids, StatsRow, group_partition,
 };
 use super::{JobParts, timestamps};
+use crate::sink::Change;
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
     let (
@@ -27,12 +28,12 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator bids[p] = StatBids <- timed;
-        operator by_bidder[p] = DailyStats::new(Distinct::Bidders, false)
+        operator by_bidder[p] = DailyStats::new(Distinct::Bidders, false, output.updates())
             <- bids.key(|bid: &StatBid| bid.facts.bidder);
-        operator by_auction[p] = DailyStats::new(Distinct::Auctions, false)
+        operator by_auction[p] = DailyStats::new(Distinct::Auctions, false, output.updates())
             <- bids.key(|bid: &StatBid| bid.facts.auction);
-        operator merged[p] = MergeStats::default()
+        operator merged[p] = MergeStats::new(output.updates())
             <- (by_bidder, by_auction).key(group_partition);
-        sink out[op] = output.sink::<StatsRow>() <- merged;
+        sink out[op] = output.sink::<Change<StatsRow>>() <- merged;
     }
 }

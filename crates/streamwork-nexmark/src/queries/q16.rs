@@ -9,6 +9,7 @@ use super::daily::{
     DailyStats, Distinct, MergeStats, StatBid, StatBidsWithChannel, StatsRow, group_partition,
 };
 use super::{JobParts, timestamps};
+use crate::sink::Change;
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
     let (
@@ -27,12 +28,12 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator bids[p] = StatBidsWithChannel <- timed;
-        operator by_bidder[p] = DailyStats::new(Distinct::Bidders, true)
+        operator by_bidder[p] = DailyStats::new(Distinct::Bidders, true, output.updates())
             <- bids.key(|bid: &StatBid| bid.facts.bidder);
-        operator by_auction[p] = DailyStats::new(Distinct::Auctions, true)
+        operator by_auction[p] = DailyStats::new(Distinct::Auctions, true, output.updates())
             <- bids.key(|bid: &StatBid| bid.facts.auction);
-        operator merged[p] = MergeStats::default()
+        operator merged[p] = MergeStats::new(output.updates())
             <- (by_bidder, by_auction).key(group_partition);
-        sink out[op] = output.sink::<StatsRow>() <- merged;
+        sink out[op] = output.sink::<Change<StatsRow>>() <- merged;
     }
 }

@@ -9,7 +9,7 @@ use streamwork::runtime::GraphError;
 
 use super::daily::price_rank;
 use super::{BidFacts, JobParts, ToBidFacts, timestamps};
-use crate::sink::Row;
+use crate::sink::{Change, Row};
 use crate::time::{day_number, format_day};
 
 /// One auction's bids on one day.
@@ -55,6 +55,10 @@ impl Row for Q17Row {
 #[derive(Clone, Default, State)]
 struct AuctionDays {
     groups: KeyedState<u64, Vec<Q17Row>>,
+    /// An update stream: each bid retracts its group's old row and inserts
+    /// the new.
+    #[state(transient)]
+    updates: bool,
 }
 
 #[operator]
@@ -63,7 +67,7 @@ impl AuctionDays {
         &mut self,
         auction: CurrentKey<'_, u64>,
         bid: BidFacts,
-        _out: &mut Collector<Q17Row>,
+        out: &mut Collector<Change<Q17Row>>,
     ) {
         let day = day_number(bid.date_time);
         let days = self.groups.get_or_default(auction);
@@ -82,15 +86,26 @@ impl AuctionDays {
             }
         };
         let row = &mut days[at];
+        if self.updates && row.bids[0] > 0 {
+            out.emit(Change::retract(row.clone()));
+        }
         row.bids[0] += 1;
         row.bids[price_rank(bid.price)] += 1;
         row.min = row.min.min(bid.price);
         row.max = row.max.max(bid.price);
         row.sum += u128::from(bid.price);
+        if self.updates {
+            out.emit(Change::insert(row.clone()));
+        }
     }
 
-    fn on_end(&mut self, out: &mut Collector<Q17Row>) {
-        out.extend(self.groups.drain().flat_map(|(_, days)| days));
+    fn on_end(&mut self, out: &mut Collector<Change<Q17Row>>) {
+        let rows = self.groups.drain().flat_map(|(_, days)| days);
+        if self.updates {
+            rows.for_each(drop);
+        } else {
+            out.extend(rows.map(Change::insert));
+        }
     }
 }
 
@@ -111,7 +126,8 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator bids[p] = ToBidFacts <- timed;
-        operator days[p] = AuctionDays::default() <- bids.key(|bid: &BidFacts| bid.auction);
-        sink out[op] = output.sink::<Q17Row>() <- days;
+        operator days[p] = AuctionDays { updates: output.updates(), ..AuctionDays::default() }
+            <- bids.key(|bid: &BidFacts| bid.auction);
+        sink out[op] = output.sink::<Change<Q17Row>>() <- days;
     }
 }

@@ -9,7 +9,7 @@ use streamwork::runtime::GraphError;
 
 use super::{JobParts, OnlyBids, timestamps};
 use crate::model::{Bid, timestamp};
-use crate::sink::{Row, serde_row};
+use crate::sink::{Change, Row, serde_row};
 
 /// A bid with its channel and URL: a q18 and q19 row.
 #[derive(Clone, Debug)]
@@ -59,6 +59,10 @@ impl Row for FullBidRow {
 #[derive(Clone, Default, State)]
 struct LastBids {
     last: KeyedState<u64, FastHashMap<u64, Bid>>,
+    /// An update stream: a bid that becomes the last retracts the one it
+    /// replaces.
+    #[state(transient)]
+    updates: bool,
 }
 
 #[operator]
@@ -67,28 +71,40 @@ impl LastBids {
         &mut self,
         bidder: CurrentKey<'_, u64>,
         bid: Bid,
-        _out: &mut Collector<FullBidRow>,
+        out: &mut Collector<Change<FullBidRow>>,
     ) {
         let later = |bid: &Bid| (bid.date_time, bid.seq);
+        let row = |bid: Bid| FullBidRow { bid, rank: None };
         match self.last.get_or_default(bidder).entry(bid.auction) {
             std::collections::hash_map::Entry::Occupied(mut last) => {
                 if later(&bid) > later(last.get()) {
-                    last.insert(bid);
+                    let earlier = last.insert(bid);
+                    if self.updates {
+                        out.emit(Change::retract(row(earlier)));
+                        out.emit(Change::insert(row(last.get().clone())));
+                    }
                 }
             }
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(bid);
+                let last = slot.insert(bid);
+                if self.updates {
+                    out.emit(Change::insert(row(last.clone())));
+                }
             }
         }
     }
 
-    fn on_end(&mut self, out: &mut Collector<FullBidRow>) {
-        out.extend(
-            self.last
-                .drain()
-                .flat_map(|(_, bids)| bids.into_values())
-                .map(|bid| FullBidRow { bid, rank: None }),
-        );
+    fn on_end(&mut self, out: &mut Collector<Change<FullBidRow>>) {
+        let rows = self
+            .last
+            .drain()
+            .flat_map(|(_, bids)| bids.into_values())
+            .map(|bid| FullBidRow { bid, rank: None });
+        if self.updates {
+            rows.for_each(drop);
+        } else {
+            out.extend(rows.map(Change::insert));
+        }
     }
 }
 
@@ -109,7 +125,8 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator bids[p] = OnlyBids <- timed;
-        operator last[p] = LastBids::default() <- bids.key(|bid: &Bid| bid.bidder);
-        sink out[op] = output.sink::<FullBidRow>() <- last;
+        operator last[p] = LastBids { updates: output.updates(), ..LastBids::default() }
+            <- bids.key(|bid: &Bid| bid.bidder);
+        sink out[op] = output.sink::<Change<FullBidRow>>() <- last;
     }
 }

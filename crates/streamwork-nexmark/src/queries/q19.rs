@@ -8,14 +8,28 @@ use streamwork::runtime::GraphError;
 use super::q18::FullBidRow;
 use super::{JobParts, OnlyBids, timestamps};
 use crate::model::Bid;
+use crate::sink::Change;
 
 /// Rows kept per auction.
 const TOP: usize = 10;
 
-/// The best bids of each auction, best first, emitted at the end.
+/// The row of the bid ranked `at` (from 0).
+fn ranked(bid: &Bid, at: usize) -> FullBidRow {
+    FullBidRow {
+        bid: bid.clone(),
+        rank: Some(at as u8 + 1),
+    }
+}
+
+/// The best bids of each auction, best first: emitted at the end, or, as
+/// an update stream, as they change (a bid that enters the top moves those
+/// below it down a rank: their rows are retracted and inserted again, and
+/// the one pushed out is retracted).
 #[derive(Clone, Default, State)]
 struct TopBids {
     auctions: KeyedState<u64, Vec<Bid>>,
+    #[state(transient)]
+    updates: bool,
 }
 
 #[operator]
@@ -24,7 +38,7 @@ impl TopBids {
         &mut self,
         auction: CurrentKey<'_, u64>,
         bid: Bid,
-        _out: &mut Collector<FullBidRow>,
+        out: &mut Collector<Change<FullBidRow>>,
     ) {
         let top = self.auctions.get_or_default(auction);
         // Best first: higher price, then read first.
@@ -33,16 +47,30 @@ impl TopBids {
             return;
         }
         let at = top.partition_point(|b| rank(b) < rank(&bid));
+        if self.updates {
+            for (old, moved) in top.iter().enumerate().skip(at) {
+                out.emit(Change::retract(ranked(moved, old)));
+            }
+        }
         top.insert(at, bid);
         top.truncate(TOP);
+        if self.updates {
+            for (new, moved) in top.iter().enumerate().skip(at) {
+                out.emit(Change::insert(ranked(moved, new)));
+            }
+        }
     }
 
-    fn on_end(&mut self, out: &mut Collector<FullBidRow>) {
+    fn on_end(&mut self, out: &mut Collector<Change<FullBidRow>>) {
         for (_, top) in self.auctions.drain() {
-            out.extend(top.into_iter().enumerate().map(|(i, bid)| FullBidRow {
-                bid,
-                rank: Some(i as u8 + 1),
-            }));
+            if !self.updates {
+                out.extend(top.into_iter().enumerate().map(|(at, bid)| {
+                    Change::insert(FullBidRow {
+                        bid,
+                        rank: Some(at as u8 + 1),
+                    })
+                }));
+            }
         }
     }
 }
@@ -64,7 +92,8 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         source events[sp] = source;
         operator timed[sp] = timestamps(late) <- events;
         operator bids[p] = OnlyBids <- timed;
-        operator top[p] = TopBids::default() <- bids.key(|bid: &Bid| bid.auction);
-        sink out[op] = output.sink::<FullBidRow>() <- top;
+        operator top[p] = TopBids { updates: output.updates(), ..TopBids::default() }
+            <- bids.key(|bid: &Bid| bid.auction);
+        sink out[op] = output.sink::<Change<FullBidRow>>() <- top;
     }
 }

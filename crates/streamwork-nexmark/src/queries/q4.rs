@@ -13,7 +13,7 @@ use streamwork::runtime::GraphError;
 use super::winning::WinningBids;
 use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts, timestamps};
 use crate::model::Auction;
-use crate::sink::serde_rows;
+use crate::sink::{Change, serde_rows};
 
 /// A Q4 row.
 #[derive(Clone, Debug, Serialize)]
@@ -29,11 +29,20 @@ fn closing_price(winner: (Auction, BidFacts), out: &mut Collector<(u64, u64)>) {
     out.emit((winner.0.category, winner.1.price));
 }
 
+/// A category's row: the integer average of `n` prices summing to `sum`.
+fn average(category: u64, (sum, n): (u128, u64)) -> Q4Row {
+    let avg = u64::try_from(sum / u128::from(n.max(1))).unwrap_or(u64::MAX);
+    Q4Row { category, avg }
+}
+
 /// The running average closing price per category (the sum and count of
-/// its closing prices), emitted at the end.
+/// its closing prices): emitted at the end, or, as an update stream, at
+/// each closing (the old row retracted, the new inserted).
 #[derive(Clone, Default, State)]
 struct CategoryAverages {
     totals: KeyedState<u64, (u128, u64)>,
+    #[state(transient)]
+    updates: bool,
 }
 
 #[operator]
@@ -42,18 +51,25 @@ impl CategoryAverages {
         &mut self,
         category: CurrentKey<'_, u64>,
         closing: (u64, u64),
-        _out: &mut Collector<Q4Row>,
+        out: &mut Collector<Change<Q4Row>>,
     ) {
-        let (sum, n) = self.totals.get_or_default(category);
-        *sum += u128::from(closing.1);
-        *n += 1;
+        let totals = self.totals.get_or_default(category);
+        if self.updates && totals.1 > 0 {
+            out.emit(Change::retract(average(closing.0, *totals)));
+        }
+        totals.0 += u128::from(closing.1);
+        totals.1 += 1;
+        if self.updates {
+            out.emit(Change::insert(average(closing.0, *totals)));
+        }
     }
 
-    fn on_end(&mut self, out: &mut Collector<Q4Row>) {
+    fn on_end(&mut self, out: &mut Collector<Change<Q4Row>>) {
         let totals: BTreeMap<u64, (u128, u64)> = self.totals.drain().collect();
-        for (category, (sum, n)) in totals {
-            let avg = u64::try_from(sum / u128::from(n)).unwrap_or(u64::MAX);
-            out.emit(Q4Row { category, avg });
+        if !self.updates {
+            for (category, totals) in totals {
+                out.emit(Change::insert(average(category, totals)));
+            }
         }
     }
 }
@@ -79,7 +95,8 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         operator winners[p] = WinningBids::<BidFacts>::default()
             <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
         operator closing[p] = ClosingPrice <- winners;
-        operator averages[p] = CategoryAverages::default() <- closing.key(|c: &(u64, u64)| c.0);
-        sink out[op] = output.sink::<Q4Row>() <- averages;
+        operator averages[p] = CategoryAverages { updates: output.updates(), ..CategoryAverages::default() }
+            <- closing.key(|c: &(u64, u64)| c.0);
+        sink out[op] = output.sink::<Change<Q4Row>>() <- averages;
     }
 }

@@ -5,7 +5,7 @@
 //! `AVG(price) OVER (PARTITION BY seller ORDER BY dateTime ROWS BETWEEN 10
 //! PRECEDING AND CURRENT ROW)`). Final rows: an auction that closes later may
 //! have won earlier than those already closed, so the rows are computed at
-//! the end of input. The state is one `(time, id, price)` per closed auction
+//! the end of input (or, as an update stream, changed as sales arrive). The state is one `(time, id, price)` per closed auction
 //! with a winner.
 
 use serde::Serialize;
@@ -15,7 +15,7 @@ use streamwork::runtime::GraphError;
 use super::winning::WinningBids;
 use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts, timestamps};
 use crate::model::Auction;
-use crate::sink::serde_rows;
+use crate::sink::{Change, serde_rows};
 
 /// The rows each average covers: the auction and the 10 before it.
 const ROWS: usize = 11;
@@ -39,10 +39,26 @@ fn to_sale(winner: (Auction, BidFacts), out: &mut Collector<(u64, Sale)>) {
     out.emit((auction.seller, (bid.date_time, auction.id, bid.price)));
 }
 
-/// Each seller's sales, averaged over the last 11 at the end.
+/// The row of the sale at `at` among a seller's `sales` (in order): the
+/// average of its price and of up to 10 before it.
+fn average_at(seller: u64, sales: &[Sale], at: usize) -> Q6Row {
+    let window = &sales[at.saturating_sub(ROWS - 1)..=at];
+    let sum: u128 = window.iter().map(|sale| u128::from(sale.2)).sum();
+    let avg_price = u64::try_from(sum / window.len() as u128).unwrap_or(u64::MAX);
+    Q6Row { seller, avg_price }
+}
+
+/// Each seller's sales, averaged over the last 11: at the end, or, as an
+/// update stream, as each sale arrives (a sale that won before others
+/// already in changes their rows too: those are retracted and inserted
+/// again).
 #[derive(Clone, Default, State)]
 struct SellerAverages {
+    /// Each seller's sales, in order as an update stream (unordered
+    /// until the end otherwise).
     sellers: KeyedState<u64, Vec<Sale>>,
+    #[state(transient)]
+    updates: bool,
 }
 
 #[operator]
@@ -51,23 +67,32 @@ impl SellerAverages {
         &mut self,
         seller: CurrentKey<'_, u64>,
         sale: (u64, Sale),
-        _out: &mut Collector<Q6Row>,
+        out: &mut Collector<Change<Q6Row>>,
     ) {
-        self.sellers.get_or_default(seller).push(sale.1);
+        let sales = self.sellers.get_or_default(seller);
+        if !self.updates {
+            sales.push(sale.1);
+            return;
+        }
+        // The rows from the new sale's place to 10 past it change.
+        let at = sales.partition_point(|s| *s < sale.1);
+        for old in at..sales.len().min(at + ROWS - 1) {
+            out.emit(Change::retract(average_at(sale.0, sales, old)));
+        }
+        sales.insert(at, sale.1);
+        for new in at..sales.len().min(at + ROWS) {
+            out.emit(Change::insert(average_at(sale.0, sales, new)));
+        }
     }
 
-    fn on_end(&mut self, out: &mut Collector<Q6Row>) {
+    fn on_end(&mut self, out: &mut Collector<Change<Q6Row>>) {
         for (seller, mut sales) in self.sellers.drain() {
+            if self.updates {
+                continue;
+            }
             sales.sort_unstable();
-            let mut sum: u128 = 0;
-            for (i, sale) in sales.iter().enumerate() {
-                sum += u128::from(sale.2);
-                if i >= ROWS {
-                    sum -= u128::from(sales[i - ROWS].2);
-                }
-                let n = (i + 1).min(ROWS) as u128;
-                let avg_price = u64::try_from(sum / n).unwrap_or(u64::MAX);
-                out.emit(Q6Row { seller, avg_price });
+            for at in 0..sales.len() {
+                out.emit(Change::insert(average_at(seller, &sales, at)));
             }
         }
     }
@@ -94,7 +119,8 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         operator winners[p] = WinningBids::<BidFacts>::default()
             <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
         operator sales[p] = ToSale <- winners;
-        operator averages[p] = SellerAverages::default() <- sales.key(|s: &(u64, Sale)| s.0);
-        sink out[op] = output.sink::<Q6Row>() <- averages;
+        operator averages[p] = SellerAverages { updates: output.updates(), ..SellerAverages::default() }
+            <- sales.key(|s: &(u64, Sale)| s.0);
+        sink out[op] = output.sink::<Change<Q6Row>>() <- averages;
     }
 }
