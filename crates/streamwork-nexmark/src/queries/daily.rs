@@ -84,11 +84,13 @@ pub struct Partial {
     minute: u16,
 }
 
-/// One value's bids in one group: how many, at which ranks, the latest
-/// minute. An instance's [`Partial`] of a group is the sum of its values'.
+/// One value's bids in one group: how many at each rank (their total, and
+/// the ranks the value was seen at, follow), the latest minute. An
+/// instance's [`Partial`] of a group is the sum of its values'.
 #[derive(
     Clone,
     Debug,
+    Default,
     streamwork::state::rkyv::Archive,
     streamwork::state::rkyv::Serialize,
     streamwork::state::rkyv::Deserialize,
@@ -98,11 +100,64 @@ struct ValueCounts {
     day: i64,
     /// The channel (q16), or empty.
     channel: Text,
-    /// Bids, total and per rank.
-    bids: [u64; 4],
-    /// The ranks the value was seen at (bit `r`).
-    ranks: u8,
+    /// Bids at ranks 1, 2 and 3.
+    bids: [u64; 3],
     minute: u16,
+}
+
+/// A value's groups: the first in place (a value is seen on a day or two,
+/// on few channels: most have one), the others beside it. Kept compact, as
+/// there is one per distinct value.
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    streamwork::state::rkyv::Archive,
+    streamwork::state::rkyv::Serialize,
+    streamwork::state::rkyv::Deserialize,
+)]
+#[rkyv(crate = streamwork::state::rkyv)]
+struct ValueGroups {
+    first: ValueCounts,
+    more: Option<Box<Vec<ValueCounts>>>,
+}
+
+impl ValueGroups {
+    /// The counts of the group of `day` and `channel` (compared only when
+    /// `by_channel`), added if new.
+    fn group(&mut self, day: i64, channel: &Text, by_channel: bool) -> &mut ValueCounts {
+        let matches = |g: &ValueCounts| g.day == day && (!by_channel || g.channel == *channel);
+        let fresh = || ValueCounts {
+            day,
+            channel: if by_channel {
+                channel.clone()
+            } else {
+                Text::default()
+            },
+            ..ValueCounts::default()
+        };
+        if self.first.bids == [0; 3] {
+            self.first = fresh();
+            return &mut self.first;
+        }
+        if matches(&self.first) {
+            return &mut self.first;
+        }
+        let more = self.more.get_or_insert_with(Box::default);
+        match more.iter().position(matches) {
+            Some(at) => &mut more[at],
+            None => {
+                more.push(fresh());
+                let last = more.len() - 1;
+                &mut more[last]
+            }
+        }
+    }
+
+    /// Every group's counts.
+    fn into_groups(self) -> impl Iterator<Item = ValueCounts> {
+        std::iter::once(self.first).chain(self.more.into_iter().flat_map(|more| *more))
+    }
 }
 
 /// Counts bids and distinct values per group (see the module docs), by
@@ -120,7 +175,7 @@ pub struct DailyStats {
     updates: bool,
     /// Each value's groups: a value is met on a day or two, on a few
     /// channels.
-    values: KeyedState<u64, Vec<ValueCounts>>,
+    values: KeyedState<u64, ValueGroups>,
 }
 
 impl DailyStats {
@@ -146,33 +201,14 @@ impl DailyStats {
     ) {
         let day = day_number(bid.facts.date_time);
         let updates = self.updates;
-        let groups = self.values.get_or_default(value);
-        let at = groups
-            .iter()
-            .position(|g| g.day == day && (!self.by_channel || g.channel == bid.channel));
-        let counts = match at {
-            Some(at) => &mut groups[at],
-            None => {
-                groups.push(ValueCounts {
-                    day,
-                    channel: if self.by_channel {
-                        bid.channel
-                    } else {
-                        Text::default()
-                    },
-                    bids: [0; 4],
-                    ranks: 0,
-                    minute: 0,
-                });
-                let last = groups.len() - 1;
-                &mut groups[last]
-            }
-        };
+        let counts = self
+            .values
+            .get_or_default(value)
+            .group(day, &bid.channel, self.by_channel);
         let rank = price_rank(bid.facts.price);
-        let (new_value, new_rank) = (counts.bids[0] == 0, counts.ranks & 1 << rank == 0);
-        counts.bids[0] += 1;
-        counts.bids[rank] += 1;
-        counts.ranks |= 1 << rank;
+        let new_value = counts.bids == [0; 3];
+        let new_rank = counts.bids[rank - 1] == 0;
+        counts.bids[rank - 1] += 1;
         let minute = minute_of_day(bid.facts.date_time);
         counts.minute = counts.minute.max(minute);
         if updates {
@@ -198,14 +234,15 @@ impl DailyStats {
         }
         let mut groups: FastHashMap<(i64, Text), Partial> = FastHashMap::default();
         for (_, values) in self.values.drain() {
-            for counts in values {
+            for counts in values.into_groups() {
                 let partial = groups.entry((counts.day, counts.channel)).or_default();
                 partial.distinct[0] += 1;
                 for rank in 1..4 {
-                    partial.bids[rank] += counts.bids[rank];
-                    partial.distinct[rank] += u64::from(counts.ranks >> rank & 1);
+                    let bids = counts.bids[rank - 1];
+                    partial.bids[0] += bids;
+                    partial.bids[rank] += bids;
+                    partial.distinct[rank] += u64::from(bids > 0);
                 }
-                partial.bids[0] += counts.bids[0];
                 partial.minute = partial.minute.max(counts.minute);
             }
         }
