@@ -90,6 +90,8 @@ struct Options {
     rounds: Option<u32>,
     /// The sink bench instead of the workloads.
     sinks: bool,
+    /// Draw the chart of a kept results file again, instead of running.
+    chart: Option<std::path::PathBuf>,
 }
 
 fn options(args: &[String]) -> anyhow::Result<Options> {
@@ -100,6 +102,7 @@ fn options(args: &[String]) -> anyhow::Result<Options> {
         queries: Vec::new(),
         rounds: None,
         sinks: false,
+        chart: None,
     };
     let mut only_nexmark = false;
     let mut args = args.iter();
@@ -129,12 +132,18 @@ fn options(args: &[String]) -> anyhow::Result<Options> {
                 options.queries = list.split(',').map(str::to_string).collect();
                 only_nexmark = true;
             }
+            "--chart" => {
+                let path = args.next().context(
+                    "`--chart` needs a results file, as in benches/results/2026-12-05.json",
+                )?;
+                options.chart = Some(path.into());
+            }
             "--rounds" => {
                 let rounds = args.next().context("`--rounds` needs a number")?;
                 options.rounds = Some(rounds.parse().context("`--rounds` needs a number")?);
             }
             other => bail!(
-                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..., --nexmark, --queries q0,q5,..., --rounds N, --sinks"
+                "unknown argument `{other}`: expected --quick, --against BINARY, --workloads W1,W2,..., --nexmark, --queries q0,q5,..., --rounds N, --sinks, --chart RESULTS.json"
             ),
         }
     }
@@ -303,6 +312,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let quick = options.quick;
     if options.sinks {
         return crate::sinks::run(quick, options.rounds);
+    }
+    if let Some(path) = &options.chart {
+        return redraw(path);
     }
     // On a shared machine the speed of a run varies by a quarter or more,
     // and for seconds at a time. So every workload and parallelism runs once
@@ -667,6 +679,23 @@ fn print_state_table(results: &[Measurement]) {
     );
 }
 
+/// Draws the chart of the results file at `path` again, beside it (the
+/// same name, `.svg`).
+fn redraw(path: &std::path::Path) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let results: Vec<Measurement> = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a results file", path.display()))?;
+    let day = path
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or("results");
+    let svg = path.with_extension("svg");
+    std::fs::write(&svg, chart(&results, day))?;
+    eprintln!("drew {}", svg.display());
+    Ok(())
+}
+
 /// The chart of a run: the Nexmark queries' per-core throughput against
 /// Feldera's published per-core figure, and each workload's per-core
 /// throughput at parallelism 1 and 2.
@@ -699,9 +728,9 @@ fn chart(results: &[Measurement], day: &str) -> String {
             title: "Nexmark: events per core-second (median round)".to_string(),
             unit: "events per core-second".to_string(),
             series: vec![
-                "Streamwork, parallelism 1, at most once".to_string(),
-                format!("Streamwork, parallelism 1, exactly once (checkpoint every {CHECKPOINT_INTERVAL})"),
-                format!("Streamwork, parallelism 2, exactly once (checkpoint every {CHECKPOINT_INTERVAL})"),
+                "Streamwork p1, at most once".to_string(),
+                format!("p1, exactly once (checkpoint every {CHECKPOINT_INTERVAL})"),
+                format!("p2, exactly once (checkpoint every {CHECKPOINT_INTERVAL})"),
                 "Feldera, published (16 cores / 16)".to_string(),
             ],
             groups: queries,

@@ -47,7 +47,7 @@ pub(crate) fn draw(caption: &str, panels: &[Panel]) -> String {
 }
 
 fn draw_panel(svg: &mut String, panel: &Panel, top: f64) {
-    let plot_top = top + 40.0;
+    let plot_top = top + 48.0;
     let plot_height = PANEL - 100.0;
     let bottom = plot_top + plot_height;
     let max = panel
@@ -62,17 +62,20 @@ fn draw_panel(svg: &mut String, panel: &Panel, top: f64) {
         top + 18.0,
         escape(&panel.title)
     );
+    // The legend on the line below the title, each entry as wide as its
+    // name (about 6.2 px a character at 11 px).
+    let mut x = LEFT;
     for (s, name) in panel.series.iter().enumerate() {
-        let x = LEFT + 420.0 + 170.0 * s as f64;
         let _ = writeln!(
             svg,
-            r#"<rect x="{x}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}">{}</text>"#,
-            top + 9.0,
+            r#"<rect x="{x:.1}" y="{}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{}">{}</text>"#,
+            top + 26.0,
             COLOURS[s % COLOURS.len()],
             x + 14.0,
-            top + 18.0,
+            top + 35.0,
             escape(name)
         );
+        x += 14.0 + 6.2 * name.chars().count() as f64 + 24.0;
     }
     for tick in 0..=4 {
         let value = scale * f64::from(tick) / 4.0;

@@ -66,18 +66,34 @@ struct Args {
     json_summary: bool,
 }
 
+/// A checkpoint interval that is not one.
+#[derive(Debug)]
+struct BadInterval(String);
+
+impl std::fmt::Display for BadInterval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is not an interval: give whole seconds or milliseconds above zero, as in 10s or 500ms",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadInterval {}
+
 /// A checkpoint interval: a whole number of seconds (`10s`) or
 /// milliseconds (`500ms`).
-fn interval(text: &str) -> Result<Duration, String> {
+fn interval(text: &str) -> Result<Duration, BadInterval> {
     let parsed = if let Some(ms) = text.strip_suffix("ms") {
         ms.parse().ok().map(Duration::from_millis)
     } else {
         let s = text.strip_suffix('s').unwrap_or(text);
         s.parse().ok().map(Duration::from_secs)
     };
-    parsed.filter(|d| !d.is_zero()).ok_or_else(|| {
-        format!("`{text}` is not an interval: give whole seconds or milliseconds above zero, as in 10s or 500ms")
-    })
+    parsed
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| BadInterval(text.to_string()))
 }
 
 /// The process's peak resident size (`VmHWM`), where Linux reports it.
