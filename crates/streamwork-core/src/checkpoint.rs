@@ -306,6 +306,23 @@ impl<'a> Restore<'a> {
         }
     }
 
+    /// The same restore with other `parts`: what a wrapping component
+    /// hands the component it wraps, having taken its own bytes out of each
+    /// part.
+    pub fn with_parts<'b>(&'b self, parts: Vec<RestoredPart<'b>>) -> Restore<'b> {
+        Restore {
+            component: self.component,
+            checkpoint: self.checkpoint,
+            is_final: self.is_final,
+            ended: self.ended.clone(),
+            instance: self.instance,
+            parallelism: self.parallelism,
+            key_groups: self.key_groups,
+            parts,
+            records: self.records,
+        }
+    }
+
     /// Whether the instance with this index had ended its input: it
     /// restores as ended (it emits nothing at its end again), and a
     /// transactional sink publishes what it staged at its end.

@@ -115,17 +115,7 @@ impl NumberedFile {
                 bytes,
             });
         }
-        self.file.restore(&Restore {
-            component: restore.component,
-            checkpoint: restore.checkpoint,
-            is_final: restore.is_final,
-            ended: restore.ended.clone(),
-            instance: restore.instance,
-            parallelism: restore.parallelism,
-            key_groups: restore.key_groups,
-            parts,
-            records: restore.records,
-        })
+        self.file.restore(&restore.with_parts(parts))
     }
 }
 

@@ -115,6 +115,48 @@ fn q19_top_bids_per_auction() {
     killed_and_resumed("q19", 300_000, 1);
 }
 
+/// A JSON-lines input resumes from its checkpointed offset with its event
+/// count, so that bids keep the numbers that break the contract's ties.
+#[test]
+fn a_file_input_resumes_from_its_offset() {
+    let scratch = Scratch::new("file");
+    let events = scratch.path("events.jsonl");
+    let generated = Command::new(BINARY)
+        .args(["--query", "events", "--events", "300000", "--output"])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(generated.status.success());
+    let from_file = |output: &std::path::Path| {
+        vec![
+            "--query".to_string(),
+            "q9".into(),
+            "--input".into(),
+            events.display().to_string(),
+            "--parallelism".into(),
+            "2".into(),
+            "--output".into(),
+            output.display().to_string(),
+            "--json-summary".into(),
+        ]
+    };
+    let expected = scratch.path("expected.jsonl");
+    run_ok(&from_file(&expected));
+    let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
+    let mut args = from_file(&out);
+    args.extend([
+        "--checkpoint-dir".into(),
+        ckpt.display().to_string(),
+        "--checkpoint-interval".into(),
+        "100ms".into(),
+    ]);
+    kill_after_checkpoint(&args, &ckpt, None);
+    let resumed = run_ok(&args);
+    assert!(resumed["events"].as_u64().unwrap() < 300_000, "{resumed}");
+    assert!(!rows(&expected).is_empty());
+    assert_eq!(rows(&out), rows(&expected));
+}
+
 /// Every query runs with checkpoints, exactly once, and writes and counts
 /// the rows of a run at most once.
 #[test]

@@ -435,18 +435,7 @@ impl Source for ExchangeSource {
                 bytes: inner,
             });
         }
-        let inner = Restore {
-            component: restore.component,
-            checkpoint: restore.checkpoint,
-            is_final: restore.is_final,
-            ended: restore.ended.clone(),
-            instance: restore.instance,
-            parallelism: restore.parallelism,
-            key_groups: restore.key_groups,
-            parts: inner_parts,
-            records: restore.records,
-        };
-        self.inner.restore(&inner)
+        self.inner.restore(&restore.with_parts(inner_parts))
     }
 }
 
