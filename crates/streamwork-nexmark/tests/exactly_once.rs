@@ -256,6 +256,51 @@ fn resuming_at_another_parallelism() {
     );
 }
 
+/// Into the blackhole, rows are counted as their checkpoint completes and
+/// the count is kept in the checkpoint: a run killed and resumed reports
+/// the job's rows, as many as a run without failure.
+#[test]
+fn the_blackhole_counts_across_a_kill() {
+    let scratch = Scratch::new("blackhole");
+    let none = std::path::Path::new("none");
+    let expected = run_ok(&args("q4", 750_000, 2, none));
+    let ckpt = scratch.path("checkpoints");
+    let args = checkpointed("q4", 750_000, 2, none, &ckpt);
+    kill_after_checkpoint(&args, &ckpt, None);
+    let resumed = run_ok(&args);
+    assert!(resumed["events"].as_u64().unwrap() < 750_000, "{resumed}");
+    assert!(expected["results"].as_u64().unwrap() > 0);
+    assert_eq!(resumed["results"], expected["results"]);
+}
+
+/// A damaged row count in a checkpoint is refused, naming the sink and
+/// the way out, never read as some other count.
+#[test]
+fn a_damaged_checkpoint_is_refused() {
+    let scratch = Scratch::new("damaged");
+    let (out, ckpt) = (scratch.path("out.jsonl"), scratch.path("checkpoints"));
+    let args = checkpointed("q4", 750_000, 2, &out, &ckpt);
+    kill_after_checkpoint(&args, &ckpt, None);
+    // Flip bytes all through the checkpoint log's segments.
+    for entry in std::fs::read_dir(&ckpt).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "swlog") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            for at in (64..bytes.len()).step_by(97) {
+                bytes[at] ^= 0x5a;
+            }
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let refused = run(&args).expect_err("a damaged checkpoint");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "refused, not a panic: {stderr}"
+    );
+    assert!(stderr.contains("checkpoint"), "{stderr}");
+}
+
 /// Rows on standard output cannot be taken back: exactly-once is refused
 /// before the run starts, and so is standard input, which cannot be read
 /// again.
