@@ -180,7 +180,7 @@ pub fn w1_baseline(events: u64) -> Outcome {
 
 // ---------------------------------------------------------------- W2
 
-/// Maps event `i` to `(key(i), i)`.
+/// Maps event `i` to `(key(i), 1)`: its key and a count of one.
 #[derive(Clone)]
 struct WithKey {
     keys: u64,
@@ -189,11 +189,13 @@ struct WithKey {
 #[operator(stateless)]
 impl WithKey {
     fn on_record(&self, value: u64, out: &mut Collector<(u64, u64)>) {
-        out.emit((key(value, self.keys), value));
+        out.emit((key(value, self.keys), 1));
     }
 }
 
-/// Counts events per key; emits `(key, count)` per key at the end.
+/// Counts events per key from `(key, count)` records; emits `(key, count)`
+/// per key at the end. Two records of a key merge into one carrying both
+/// counts, so a combiner adds them up before the keyed exchange.
 #[derive(Clone, Default, State)]
 pub struct CountPerKey {
     counts: KeyedState<u64, u64>,
@@ -204,10 +206,14 @@ impl CountPerKey {
     fn on_record(
         &mut self,
         key: CurrentKey<'_, u64>,
-        _event: (u64, u64),
+        (_, count): (u64, u64),
         _out: &mut Collector<(u64, u64)>,
     ) {
-        *self.counts.get_or_default(key) += 1;
+        *self.counts.get_or_default(key) += count;
+    }
+
+    fn combine(&self, earlier: &mut (u64, u64), later: (u64, u64)) {
+        earlier.1 += later.1;
     }
 
     fn on_end(&mut self, out: &mut Collector<(u64, u64)>) {

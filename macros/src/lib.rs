@@ -33,8 +33,12 @@ mod state;
 /// it implements `Operator` for the type, whose fields are per-instance state.
 /// A first parameter `key: CurrentKey<'_, K>` makes the operator keyed by `K`:
 /// it then only connects to a stream keyed by `K`. An impl block may also
-/// define `on_watermark`, `on_processing_time` and `on_batch_end`; with
-/// `#[operator(event_time)]` the operator only connects to watermarked streams.
+/// define `on_watermark`, `on_processing_time`, `on_batch_end` and
+/// `before_barrier`; with `#[operator(event_time)]` the operator only
+/// connects to watermarked streams. A keyed impl block with
+/// `fn combine(&self, earlier: &mut In, later: In)` (two records of one key
+/// merged into one that leaves the same state) gets a combiner before its
+/// keyed exchange (`Operator::COMBINES`).
 ///
 /// State is declared, never assumed: the struct of an impl block is
 /// checkpointed through its `#[derive(State)]` (a compile error without

@@ -330,6 +330,22 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             }
         }
     });
+    let before_barrier = method(&block, "before_barrier").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn before_barrier(&mut self, out: &mut #output) {
+                <#self_ty>::before_barrier(self, out)
+            }
+        }
+    });
+    let combine = method(&block, "combine").map(|f| {
+        quote_spanned! {f.sig.span()=>
+            const COMBINES: bool = true;
+
+            fn combine(&self, earlier: &mut #input, later: #input) {
+                <#self_ty>::combine(self, earlier, later)
+            }
+        }
+    });
     // State is declared, never assumed: an impl block's struct is
     // checkpointed through its `#[derive(State)]`, unless it is declared
     // stateless. The calls are spanned on the type, so that a struct
@@ -409,6 +425,8 @@ fn from_impl(args: TokenStream, block: ItemImpl) -> syn::Result<TokenStream> {
             #on_watermark
             #on_processing_time
             #on_batch_end
+            #before_barrier
+            #combine
         }
     })
 }
@@ -423,6 +441,7 @@ fn refuse_mut_self_in_stateless(block: &ItemImpl) -> syn::Result<()> {
         "on_watermark",
         "on_processing_time",
         "on_batch_end",
+        "before_barrier",
         "on_end",
     ] {
         if let Some(f) = method(block, name)
@@ -479,6 +498,27 @@ mod tests {
         )
         .to_string();
         assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn an_impl_block_with_combine_declares_a_combiner() {
+        let block = |extra: TokenStream| {
+            expand(
+                TokenStream::new(),
+                quote!(impl Counts {
+                    fn on_record(&mut self, key: CurrentKey<'_, u64>, v: (u64, u64), out: &mut Collector<u64>) {}
+                    #extra
+                }),
+            )
+            .to_string()
+        };
+        let with = block(quote!(
+            fn combine(&self, earlier: &mut (u64, u64), later: (u64, u64)) {}
+        ));
+        assert!(with.contains("const COMBINES : bool = true"), "{with}");
+        assert!(with.contains("fn combine"), "{with}");
+        let without = block(TokenStream::new());
+        assert!(!without.contains("COMBINES"), "{without}");
     }
 
     #[test]

@@ -315,6 +315,41 @@ pub trait Operator: Clone + Send + 'static {
     fn on_end(&mut self, out: &mut Self::Out) {
         let _ = out;
     }
+
+    /// Called when a checkpoint's barrier has reached this instance, before
+    /// its [`snapshot`](Self::snapshot): what is emitted here goes out ahead
+    /// of the barrier, so it belongs to the checkpoint. An operator that
+    /// holds records back to send them together (a combiner) sends them
+    /// here, and then holds nothing a snapshot would have to keep (Flink's
+    /// `prepareSnapshotPreBarrier`).
+    fn before_barrier(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+
+    /// Whether this keyed operator has a [`combine`](Self::combine): then
+    /// the engine merges each key's records before the keyed exchange, in
+    /// the sending task (a combiner, as in MapReduce, or Flink's local
+    /// aggregation), so that fewer cross it. `false` by default;
+    /// `#[operator]` sets it for an impl block with a `fn combine`.
+    const COMBINES: bool = false;
+
+    /// Merges `later` into `earlier`, two records of one key, so that
+    /// [`on_record`](Self::on_record) of the merged record leaves this
+    /// operator's state as the two records one after the other would (a
+    /// count whose records carry counts adds them). Called only when
+    /// [`COMBINES`](Self::COMBINES) is `true`, on a clone of the operator
+    /// that never sees a record: it must depend on nothing but its
+    /// arguments and the operator's configuration.
+    ///
+    /// The operator then sees fewer records and emits fewer updates (one per
+    /// merged record), and ends with the same state. Records are merged for
+    /// a bounded time and number of keys, never across a watermark or a
+    /// checkpoint's barrier, and not at all in a run with acking; a job
+    /// turns combiners off with `combiners false;` in `job!`
+    /// (`JobBuilder::combiners(false)`).
+    fn combine(&self, earlier: &mut Self::In, later: Self::In) {
+        let _ = (earlier, later);
+    }
 }
 
 /// A component with two inputs of distinct types (the base joins build on).

@@ -27,6 +27,7 @@ pub struct InstanceContext {
     checkpoints: Option<CheckpointView>,
     poll_gates: Option<PollGates>,
     batch_size: usize,
+    acking: bool,
     assigned: Option<Arc<[i32]>>,
     link: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -59,6 +60,7 @@ impl InstanceContext {
             checkpoints: None,
             poll_gates: None,
             batch_size: crate::collector::DEFAULT_BATCH_SIZE,
+            acking: false,
             assigned: None,
             link: None,
         }
@@ -103,6 +105,21 @@ impl InstanceContext {
     /// backpressure and alignment).
     pub fn batch_size(&self) -> usize {
         self.batch_size
+    }
+
+    /// The same context, in a run that tracks each record's tree of
+    /// descendants (acking, for at-least-once delivery without checkpoints).
+    pub fn with_acking(mut self, acking: bool) -> Self {
+        self.acking = acking;
+        self
+    }
+
+    /// Whether the run tracks each record's descendants (acking): then an
+    /// operator must emit what a record causes while the record is being
+    /// processed, or the record's tree completes without it. A combiner
+    /// passes records through unmerged in such a run.
+    pub fn acking(&self) -> bool {
+        self.acking
     }
 
     /// The same context, in a job that takes checkpoints.

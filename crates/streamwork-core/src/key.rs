@@ -23,6 +23,9 @@ pub trait KeyKind: Send + 'static {
     type Extractor<T: 'static>: Clone + Send + Sync;
     /// The key of `value`, extracted by `extractor`.
     fn extract<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Owned;
+    /// The key of `value` as a value, without its hash (a combiner's table
+    /// key).
+    fn value_of<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Value;
     /// The handle on an extracted key.
     fn as_ref(key: &Self::Owned) -> Self::Ref<'_>;
     /// The key value behind a handle.
@@ -51,6 +54,8 @@ impl KeyKind for NoKey {
     type Extractor<T: 'static> = ();
     #[inline]
     fn extract<T: 'static>(_: &(), _: &T) {}
+    #[inline]
+    fn value_of<T: 'static>(_: &(), _: &T) {}
     #[inline]
     fn as_ref(_: &()) {}
     #[inline]
@@ -82,6 +87,10 @@ impl<K: Key> KeyKind for ByKey<K> {
         let key = extractor(value);
         let hash = crate::hash::stable_hash(&key);
         (key, hash)
+    }
+    #[inline]
+    fn value_of<T: 'static>(extractor: &KeyFn<T, K>, value: &T) -> K {
+        extractor(value)
     }
     #[inline]
     fn as_ref(key: &(K, u64)) -> CurrentKey<'_, K> {

@@ -173,6 +173,26 @@ impl<T, Tm> Input<T, Tm> {
     pub fn exchange(&self) -> Option<&Exchange<T>> {
         self.exchange.as_ref()
     }
+
+    /// The stream this edge reads.
+    pub fn stream(&self) -> Stream<T, Tm> {
+        Stream {
+            job: self.job,
+            node: self.node,
+            channel: self.channel,
+            _type: PhantomData,
+        }
+    }
+
+    /// The same edge (grouping, route, flow control, exchange) read from
+    /// `stream` instead, a stream of the same records: how the builder puts
+    /// a step (a combiner) between a stream and the edge that reads it.
+    pub fn reading(mut self, stream: Stream<T, Tm>) -> Self {
+        self.job = stream.job;
+        self.node = stream.node;
+        self.channel = stream.channel;
+        self
+    }
 }
 
 impl<T, Tm> Clone for Input<T, Tm> {
@@ -502,6 +522,16 @@ impl<T: 'static, KK: KeyKind, Tm> Inputs<T, KK, Tm> {
     /// Each stream with the key extractor its receiver applies.
     pub fn items(&self) -> &[PortInput<T, KK, Tm>] {
         &self.items
+    }
+
+    /// The streams with their key extractors, to rewire them.
+    pub fn into_items(self) -> Vec<PortInput<T, KK, Tm>> {
+        self.items
+    }
+
+    /// The inputs of a port from its streams and key extractors.
+    pub fn from_items(items: Vec<PortInput<T, KK, Tm>>) -> Self {
+        Inputs { items }
     }
 }
 

@@ -201,6 +201,16 @@ impl<O: Operator> Harness<O> {
         )
     }
 
+    /// A checkpoint's barrier arrives, as the runtime delivers it: the
+    /// operator emits what must precede it
+    /// ([`before_barrier`](Operator::before_barrier)), then takes its
+    /// snapshot (see [`snapshot`](Self::snapshot)).
+    pub fn barrier(&mut self) -> Option<StateBytes> {
+        self.out.set_time(None);
+        self.operator.before_barrier(&mut self.out);
+        self.snapshot()
+    }
+
     /// Processes `value` with key `key` (`()` when unkeyed) at event time `time` (ms).
     pub fn record(&mut self, key: <O::Key as KeyKind>::Value, value: O::In, time: Option<i64>) {
         let owned = O::Key::owned(key);

@@ -62,6 +62,7 @@ pub mod acking;
 pub mod builder;
 mod channel;
 pub mod checkpoint;
+pub mod combiner;
 mod ctrl_c;
 pub mod dispatch;
 mod error;

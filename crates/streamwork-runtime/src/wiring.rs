@@ -252,7 +252,8 @@ impl<'g> TaskBuilder<'g> {
             parallelism,
             self.graph.config().key_groups,
         )
-        .with_batch_size(self.graph.config().batch_size);
+        .with_batch_size(self.graph.config().batch_size)
+        .with_acking(self.shared.acker.is_some());
         if let Some(view) = &self.shared.view {
             ctx = ctx.with_checkpoints(view.clone());
         }

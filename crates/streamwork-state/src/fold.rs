@@ -79,6 +79,14 @@ impl<K: Key, V: Clone, F: Clone> Clone for Reduce<K, V, F> {
 /// Each key's records folded into one value (the first record, then
 /// `f(&mut value, record)` for each next one), emitted as `(key, value)`
 /// after every record: a running sum per key is `reduce(|sum, x| *sum += x)`.
+///
+/// `f` must be associative (`f(f(a, b), c)` and `f(a, f(b, c))` give the
+/// same value), as a sum, a count, a maximum or a set union are: in a job,
+/// a combiner folds each key's records with `f` in the task that sends
+/// them, before the keyed exchange (see `Operator::COMBINES`). The
+/// operator then emits a running value per folded record, fewer than one
+/// per record, and the same last value; `combiners false;` in `job!`
+/// gives one per record.
 pub fn reduce<K, V, F>(f: F) -> Reduce<K, V, F>
 where
     K: Key,
@@ -100,9 +108,16 @@ where
     type Key = ByKey<K>;
     type Out = Collector<(K, V)>;
     type Time = AnyTime;
+    /// A key's records are folded with `f` before the exchange too.
+    const COMBINES: bool = true;
 
     fn statefulness(&self) -> Statefulness {
         Statefulness::Checkpointed
+    }
+
+    #[inline]
+    fn combine(&self, earlier: &mut V, later: V) {
+        (self.f)(earlier, later);
     }
 
     #[inline]

@@ -4,7 +4,7 @@
 //! job       := item*
 //! item      := "name" STRING ";"
 //!            | "delivery" ("at_most_once" | "at_least_once" | "exactly_once") ";"
-//!            | ("parallelism" | "batch_size" | "channel_capacity" | "key_groups" | "workers") EXPR ";"
+//!            | ("parallelism" | "batch_size" | "channel_capacity" | "key_groups" | "workers" | "combiners") EXPR ";"
 //!            | "source" NAME par? channels? "=" EXPR ";"
 //!            | ("operator" | "sink") NAME par? channels? "=" EXPR "<-" ports ";"
 //!            | "drop" NAME ("." CHANNEL)? ";"
@@ -36,6 +36,7 @@ const SETTINGS: &[&str] = &[
     "channel_capacity",
     "key_groups",
     "workers",
+    "combiners",
 ];
 const DELIVERIES: &[&str] = &["at_most_once", "at_least_once", "exactly_once"];
 
@@ -100,7 +101,7 @@ impl Parse for JobSpec {
                     return Err(syn::Error::new(
                         keyword.span(),
                         format!(
-                            "unknown statement `{other}`{hint}: expected `source`, `operator`, `sink`, `drop`, `name`, `delivery`, `parallelism`, `batch_size`, `channel_capacity`, `key_groups` or `workers`"
+                            "unknown statement `{other}`{hint}: expected `source`, `operator`, `sink`, `drop`, `name`, `delivery`, `parallelism`, `batch_size`, `channel_capacity`, `key_groups`, `workers` or `combiners`"
                         ),
                     ));
                 }

@@ -222,6 +222,11 @@ pub struct JobConfig {
     /// [`JobBuilder::workers`](super::JobBuilder::workers)): one per core
     /// by default; `None`: one thread per task.
     pub workers: Option<u32>,
+    /// Whether keyed operators that can merge their records
+    /// ([`Operator::COMBINES`](streamwork_core::Operator::COMBINES)) get a
+    /// combiner before their keyed exchange (see
+    /// [`JobBuilder::combiners`](super::JobBuilder::combiners)); on by default.
+    pub combiners: bool,
 }
 
 impl Default for JobConfig {
@@ -232,6 +237,7 @@ impl Default for JobConfig {
             key_groups: KeyGroups::DEFAULT,
             delivery: Delivery::AtMostOnce,
             workers: Some(crate::worker::cores()),
+            combiners: true,
         }
     }
 }

@@ -55,7 +55,7 @@ use streamwork_core::component::{
     Admits, CoOperator, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,
 };
 use streamwork_core::edge::Edge;
-use streamwork_core::grouping::{KeyGroups, RouteContext};
+use streamwork_core::grouping::{GroupingKind, KeyGroups, RouteContext};
 use streamwork_core::lineage::Lineage;
 use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Data;
@@ -67,6 +67,7 @@ use self::factory::{
     SourceFactory,
 };
 use crate::acking::RootedLineage;
+use crate::combiner::Combiner;
 use crate::dispatch::ChannelDispatcher;
 use crate::instance::{
     CoOperatorKind, Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind,
@@ -313,6 +314,66 @@ impl<D> JobBuilder<D> {
         self
     }
 
+    /// Puts a combiner (see [`combiner`](crate::combiner)) between each
+    /// keyed input of `operator` and its stream, if the operator
+    /// [combines](Operator::COMBINES) and the job has combiners on: fused
+    /// into the stream's task, named `NAME (combine)` in the plan.
+    fn combined<O: Operator, Tm: StreamTime>(
+        &mut self,
+        name: &str,
+        operator: &O,
+        inputs: Inputs<O::In, O::Key, Tm>,
+    ) -> Inputs<O::In, O::Key, Tm> {
+        if !O::COMBINES || !O::Key::KEYED || !self.config.combiners {
+            return inputs;
+        }
+        let items = inputs.into_items();
+        let several = items.len() > 1;
+        let items = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, (input, extractor))| {
+                if input.grouping() != GroupingSpec::Fixed(GroupingKind::Key) {
+                    return (input, extractor);
+                }
+                let stream = input.stream();
+                let parallelism = self.nodes[stream.node().index()].parallelism;
+                let step = match several {
+                    true => format!("{name} (combine {i})"),
+                    false => format!("{name} (combine)"),
+                };
+                let combiner = Combiner::new(operator.clone(), extractor.clone());
+                let node = self.add_node(operator_node(&step, parallelism, combiner, vec![()]));
+                self.connect(
+                    node,
+                    0,
+                    &Inputs::<_, NoKey, Tm>::from_items(vec![(stream.forward(), ())]),
+                );
+                (input.reading(Stream::__new(self.id, node, 0)), extractor)
+            })
+            .collect();
+        Inputs::from_items(items)
+    }
+
+    /// Whether keyed operators added after this call that can merge their
+    /// records ([`Operator::COMBINES`], such as `reduce`) get a combiner
+    /// before their keyed exchange (`combiners false;` in `job!`); on by
+    /// default. A combiner merges each key's records in the task that
+    /// sends them, so that fewer cross the exchange: the operator then
+    /// emits fewer updates and ends with the same state. See
+    /// [`combiner`](crate::combiner) for when it sends what it holds.
+    ///
+    /// ```
+    /// use streamwork::runtime::JobBuilder;
+    /// let mut job = JobBuilder::new("every-update");
+    /// job.combiners(false);
+    /// # let _ = job;
+    /// ```
+    pub fn combiners(&mut self, on: bool) -> &mut Self {
+        self.config.combiners = on;
+        self
+    }
+
     fn add_node(&mut self, node: NodeDef) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
         self.nodes.push(node);
@@ -367,7 +428,7 @@ impl<D> JobBuilder<D> {
     where
         O::Time: Admits<Tm>,
     {
-        let inputs = inputs.into_inputs();
+        let inputs = self.combined(name, &operator, inputs.into_inputs());
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
         let node = self.add_node(operator_node(name, parallelism, operator, extractors));
         self.connect(node, 0, &inputs);

@@ -170,6 +170,12 @@ pub(crate) trait Kind: Send + 'static {
         Ok(out.flush()?)
     }
 
+    /// A checkpoint's barrier has arrived, before the snapshot: emit what
+    /// must go out ahead of it (an operator's held-back records).
+    fn before_barrier(&mut self, out: &mut Self::Out) {
+        let _ = out;
+    }
+
     /// The instance's part of a checkpoint, in a job that takes checkpoints
     /// (a sink pre-commits what it wrote since the last one).
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError>;
@@ -343,6 +349,8 @@ impl<K: Kind> Instance<K> {
         self.start()?;
         let Instance { kind, out, env, .. } = self;
         env.guard(|| {
+            out.set_time(None);
+            kind.before_barrier(out);
             if env.checkpoints.is_some() {
                 let taking = Instant::now();
                 let state = kind.snapshot(&env.snapshot_context(checkpoint))?;

@@ -65,6 +65,10 @@ impl<O: Operator> Kind for OperatorKind<O> {
         Ok(())
     }
 
+    fn before_barrier(&mut self, out: &mut O::Out) {
+        self.operator.before_barrier(out);
+    }
+
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         self.operator.snapshot(ctx)
     }

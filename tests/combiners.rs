@@ -1,0 +1,219 @@
+//! Combiners: a keyed operator that can merge two records of a key
+//! (`reduce`, or an `#[operator]` with `fn combine`) gets a combiner before
+//! its keyed exchange, fused into the sending task and shown in the plan.
+//! It ends with the state every record would give, at any parallelism,
+//! across a failure restored exactly once, and passes every record on
+//! unmerged in a run with acking.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use streamwork::core::grouping::GroupingKind;
+use streamwork::core::testkit::{Fault, InjectFault};
+use streamwork::prelude::*;
+use support::{Numbers, dir, exactly_once};
+
+/// Record `i`: `(key, 1)`, over 37 keys.
+fn one(i: u64) -> (u64, u64) {
+    ((i * 7919) % 37, 1)
+}
+
+/// Records `0..n`.
+fn ones(n: u64) -> Vec<(u64, u64)> {
+    (0..n).map(one).collect()
+}
+
+fn expected_counts(n: u64) -> BTreeMap<u64, u64> {
+    let mut counts = BTreeMap::new();
+    for (key, one) in ones(n) {
+        *counts.entry(key).or_default() += one;
+    }
+    counts
+}
+
+/// The last value emitted for each key, in the order the rows came.
+fn last_per_key<V: Clone>(rows: &[(u64, V)]) -> BTreeMap<u64, V> {
+    rows.iter().cloned().collect()
+}
+
+/// Counts of `(key, count)` rows through `reduce`, at `parallelism`, with
+/// combiners on or off: the rows emitted.
+fn reduced(n: u64, parallelism: u32, combiners: bool, options: RunOptions) -> Vec<(u64, u64)> {
+    let out = CollectSink::new();
+    let graph = job! {
+        name "reduced";
+        combiners combiners;
+        source numbers[parallelism] = GeneratorSource::new(one).take(n);
+        operator counts[parallelism] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+            <- numbers.key(|(key, _): &(u64, u64)| *key);
+        operator rows = map(|(_, row): (u64, (u64, u64))| row) <- counts;
+        sink out = out.clone() <- rows;
+    }
+    .unwrap();
+    graph.run_with(options).unwrap();
+    out.values()
+}
+
+#[test]
+fn a_combined_reduce_ends_with_every_records_count_at_any_parallelism() {
+    let n = 20_000;
+    for parallelism in [1, 2, 3] {
+        let combined = reduced(n, parallelism, true, RunOptions::default());
+        assert_eq!(
+            last_per_key(&combined),
+            expected_counts(n),
+            "p={parallelism}"
+        );
+        assert!(combined.len() as u64 <= n, "p={parallelism}");
+        let plain = reduced(n, parallelism, false, RunOptions::default());
+        assert_eq!(last_per_key(&plain), expected_counts(n), "p={parallelism}");
+        assert_eq!(plain.len() as u64, n, "one update per record without");
+    }
+}
+
+#[test]
+fn with_acking_a_combiner_passes_every_record_on() {
+    let n = 5_000;
+    let rows = reduced(n, 2, true, RunOptions::acking(Duration::from_secs(30)));
+    assert_eq!(rows.len() as u64, n, "one update per record, none merged");
+    assert_eq!(last_per_key(&rows), expected_counts(n));
+}
+
+#[test]
+fn the_plan_shows_a_combiner_fused_before_the_keyed_exchange() {
+    let plan = |combiners: bool| {
+        let out = CollectSink::new();
+        job! {
+            name "planned";
+            combiners combiners;
+            source numbers[3] = VecSource::new(ones(10));
+            operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+                <- numbers.key(|(key, _): &(u64, u64)| *key);
+            sink out = out.clone() <- counts;
+        }
+        .unwrap()
+        .plan()
+    };
+    let on = plan(true);
+    let combiner = on
+        .components
+        .iter()
+        .find(|c| c.name == "counts (combine)")
+        .expect("a combiner in the plan");
+    assert_eq!(
+        combiner.parallelism, 3,
+        "the sending component's parallelism"
+    );
+    let edges: Vec<(&str, &str, GroupingKind)> = on
+        .edges
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str(), e.grouping))
+        .collect();
+    assert!(edges.contains(&("numbers", "counts (combine)", GroupingKind::Forward)));
+    assert!(edges.contains(&("counts (combine)", "counts", GroupingKind::Key)));
+    let off = plan(false);
+    assert!(off.components.iter().all(|c| !c.name.contains("combine")));
+    assert!(
+        off.edges
+            .iter()
+            .any(|e| e.from == "numbers" && e.to == "counts" && e.grouping == GroupingKind::Key)
+    );
+}
+
+/// Counts per key from `(key, count)` records, emitted at the end; merges
+/// two records of a key by adding their counts.
+#[derive(Clone, Default, State)]
+struct CountAtEnd {
+    counts: KeyedState<u64, u64>,
+}
+
+#[operator]
+impl CountAtEnd {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        (_, count): (u64, u64),
+        _out: &mut Collector<(u64, u64)>,
+    ) {
+        *self.counts.get_or_default(key) += count;
+    }
+
+    fn combine(&self, earlier: &mut (u64, u64), later: (u64, u64)) {
+        earlier.1 += later.1;
+    }
+
+    fn on_end(&mut self, out: &mut Collector<(u64, u64)>) {
+        for (key, count) in self.counts.drain() {
+            out.emit((key, count));
+        }
+    }
+}
+
+#[test]
+fn an_operator_with_fn_combine_gets_a_combiner_and_counts_every_record() {
+    let n = 20_000;
+    for parallelism in [1, 2] {
+        let out = CollectSink::new();
+        let graph = job! {
+            name "counted";
+            source numbers[parallelism] = VecSource::new(ones(n));
+            operator counts[parallelism] = CountAtEnd::default()
+                <- numbers.key(|(key, _): &(u64, u64)| *key);
+            sink out = out.clone() <- counts;
+        }
+        .unwrap();
+        assert!(
+            graph
+                .plan()
+                .components
+                .iter()
+                .any(|c| c.name == "counts (combine)")
+        );
+        graph.run().unwrap();
+        let rows = out.values();
+        assert_eq!(rows.len(), expected_counts(n).len(), "one row per key");
+        assert_eq!(last_per_key(&rows), expected_counts(n), "p={parallelism}");
+    }
+}
+
+#[test]
+fn a_combined_reduce_restored_after_a_failure_commits_exactly_once() {
+    // Numbers: (i % 10, i - 500), held halfway until a checkpoint is
+    // complete; the fault fires after it, in the task the combiner is
+    // fused into, with records merged and not yet sent.
+    let n = 30_000u64;
+    let mut expected = BTreeMap::new();
+    for i in 0..n {
+        *expected.entry(i % 10).or_insert(0i64) += i as i64 - 500;
+    }
+    for p in [1, 2] {
+        let checkpoints = dir(&format!("combiners-reduce-{p}"));
+        let out = CollectSink::new();
+        let fault = InjectFault::new(0, Fault::BeforeRecord(20_000));
+        let graph = job! {
+            delivery exactly_once;
+            source numbers = Numbers::new(n);
+            operator faulty = fault <- numbers;
+            operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v)
+                <- faulty.key(|(k, _): &(u64, i64)| *k);
+            operator rows = map(|(_, row): (u64, (u64, i64))| row) <- sums;
+            sink committed = out.transactional() <- rows;
+        }
+        .unwrap();
+        assert!(
+            graph
+                .plan()
+                .components
+                .iter()
+                .any(|c| c.name == "sums (combine)")
+        );
+        let report = graph.run_with(exactly_once(&checkpoints, 1)).unwrap();
+        assert_eq!(report.restarts, 1, "the fault fired");
+        let rows = out.values();
+        assert!(rows.len() as u64 <= n, "p={p}");
+        assert_eq!(last_per_key(&rows), expected, "p={p}");
+        let _ = std::fs::remove_dir_all(&checkpoints);
+    }
+}
