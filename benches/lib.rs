@@ -90,6 +90,13 @@ impl Sink for CountSum {
         Ok(())
     }
 
+    /// It adds to memory and never waits: it shares a worker, so that
+    /// parallelism 1 runs on one core (a sink that may block runs on a
+    /// thread of its own, which made parallelism 1 a pipeline over two).
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn close(&mut self) -> Result<(), ConnectorError> {
         self.totals.add(self.local);
         Ok(())
@@ -244,6 +251,13 @@ impl Sink for KeyChecksum {
         Ok(())
     }
 
+    /// It adds to memory and never waits: it shares a worker, so that
+    /// parallelism 1 runs on one core (a sink that may block runs on a
+    /// thread of its own, which made parallelism 1 a pipeline over two).
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn close(&mut self) -> Result<(), ConnectorError> {
         self.totals.add(self.local);
         Ok(())
@@ -340,6 +354,13 @@ impl Sink for WindowChecksum {
             .checksum
             .wrapping_add(window.wrapping_mul(r.key + 1).wrapping_mul(r.value));
         Ok(())
+    }
+
+    /// It adds to memory and never waits: it shares a worker, so that
+    /// parallelism 1 runs on one core (a sink that may block runs on a
+    /// thread of its own, which made parallelism 1 a pipeline over two).
+    fn may_block(&self) -> bool {
+        false
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
@@ -449,6 +470,13 @@ impl Sink for JoinChecksum {
         self.local.records += 1;
         self.local.checksum = self.local.checksum.wrapping_add(record.value.key + 1);
         Ok(())
+    }
+
+    /// It adds to memory and never waits: it shares a worker, so that
+    /// parallelism 1 runs on one core (a sink that may block runs on a
+    /// thread of its own, which made parallelism 1 a pipeline over two).
+    fn may_block(&self) -> bool {
+        false
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {

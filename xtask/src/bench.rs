@@ -418,12 +418,32 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         std::fs::create_dir_all(&kept)?;
         let day = crate::chart::today();
         let json = kept.join(format!("{day}.json"));
+        let results = with_earlier_of_the_day(&json, results)?;
         std::fs::write(&json, serde_json::to_string_pretty(&results)?)?;
         let svg = kept.join(format!("{day}.svg"));
         std::fs::write(&svg, chart(&results, &day))?;
         eprintln!("kept {} and {}", json.display(), svg.display());
     }
     Ok(())
+}
+
+/// `results`, then what an earlier run of the same day kept in `path` and
+/// this run did not measure again (a workload or query at a parallelism,
+/// with or without checkpoints): a second run of the day adds to its file
+/// rather than replacing it.
+fn with_earlier_of_the_day(
+    path: &std::path::Path,
+    mut results: Vec<Measurement>,
+) -> anyhow::Result<Vec<Measurement>> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(results);
+    };
+    let earlier: Vec<Measurement> = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a results file", path.display()))?;
+    let key = |m: &Measurement| (m.workload.clone(), m.parallelism, m.checkpoints.is_some());
+    let measured: std::collections::HashSet<_> = results.iter().map(key).collect();
+    results.extend(earlier.into_iter().filter(|m| !measured.contains(&key(m))));
+    Ok(results)
 }
 
 /// The Nexmark queries: throughput and per-core throughput against the
