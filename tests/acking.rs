@@ -176,3 +176,44 @@ fn records_absorbed_into_window_state_end_their_trees() {
     let total: u64 = results.values().iter().map(|r| r.value).sum();
     assert_eq!(total, n, "every record counted once");
 }
+
+#[test]
+fn a_source_whose_last_poll_ends_it_completes_its_trees_on_workers() {
+    // A `VecSource` reports `Finished` in the poll that emits its last
+    // records: the source task then waits for their trees, which tasks on
+    // its own worker process. It waits a step at a time (before, it slept
+    // in a loop on the worker, and the job never ended).
+    for parallelism in [1u32, 2] {
+        let out = CollectSink::new();
+        let graph = job! {
+            workers 2;
+            source numbers[parallelism] = VecSource::new((0..1_000u64).collect());
+            operator counts[parallelism] = reduce(|sum: &mut u64, next: u64| *sum += next)
+                <- numbers.key(|n: &u64| n % 7);
+            sink out = out.clone() <- counts;
+        }
+        .unwrap();
+        let run = std::thread::spawn(move || {
+            graph
+                .run_with(RunOptions::acking(Duration::from_secs(30)))
+                .map(|_| ())
+        });
+        // A bound, not a timing: a run that never ends fails here.
+        let started = std::time::Instant::now();
+        while !run.is_finished() && started.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(run.is_finished(), "p={parallelism}: the job never ended");
+        run.join().unwrap().unwrap();
+        let mut finals = std::collections::BTreeMap::new();
+        for (key, sum) in out.values() {
+            let last: &mut u64 = finals.entry(key).or_default();
+            *last = (*last).max(sum);
+        }
+        let mut expected = std::collections::BTreeMap::new();
+        for n in 0..1_000u64 {
+            *expected.entry(n % 7).or_insert(0u64) += n;
+        }
+        assert_eq!(finals, expected, "p={parallelism}");
+    }
+}

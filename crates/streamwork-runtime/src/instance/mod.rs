@@ -464,6 +464,10 @@ pub(crate) trait SourceTask: Send {
     /// Takes the source's part of `checkpoint` (its position) and sends the
     /// checkpoint's barrier downstream, after everything polled before.
     fn checkpoint(&mut self, checkpoint: CheckpointId) -> Result<(), Failed>;
+    /// In a run with acking, whether trees of this source's records are
+    /// still pending, after sending what is buffered and replaying what
+    /// timed out; `false` without acking. Never waits.
+    fn trees_pending(&mut self) -> Result<bool, Failed>;
     /// Ends the source: its final part, end-of-stream downstream.
     fn finish(&mut self) -> Result<(), Failed>;
     /// After `finish`, once the final checkpoint is complete: commit and

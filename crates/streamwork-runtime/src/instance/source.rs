@@ -46,7 +46,10 @@ impl<S: Source> Kind for SourceKind<S> {
     }
 
     /// The input has ended, but with acking perhaps not every tree: replay
-    /// what times out until every record has been processed.
+    /// what times out until every record has been processed. The task loop
+    /// has waited for the trees of what the source polled a step at a time
+    /// ([`SourceTask::trees_pending`]); what is left here is the trees of
+    /// what operators fused into the task emit at the end.
     fn on_end(&mut self, out: &mut S::Out, env: &Env) -> Result<(), TaskError> {
         let Some(acker) = env.acker.clone() else {
             return Ok(());
@@ -107,6 +110,21 @@ impl<S: Source> SourceTask for Instance<SourceKind<S>> {
 
     fn checkpoint(&mut self, checkpoint: CheckpointId) -> Result<(), Failed> {
         self.barrier(checkpoint, Duration::ZERO)
+    }
+
+    fn trees_pending(&mut self) -> Result<bool, Failed> {
+        let Instance { out, env, .. } = self;
+        let Some(acker) = env.acker.clone() else {
+            return Ok(false);
+        };
+        env.guard(|| {
+            if acker.aborted() {
+                return Err(TaskError::Disconnected);
+            }
+            out.flush()?;
+            acking::send_pending(&acker);
+            Ok(acker.pending_of(env.ctx.component(), env.ctx.instance()) > 0)
+        })
     }
 
     fn finish(&mut self) -> Result<(), Failed> {

@@ -29,6 +29,9 @@ pub(crate) struct SourceRun {
     ended: Option<CheckpointId>,
     last_tick: Instant,
     last_checkpoint: CheckpointId,
+    /// The input has ended and, with acking, the trees of its records are
+    /// awaited before the source ends.
+    draining: bool,
 }
 
 impl SourceRun {
@@ -38,6 +41,7 @@ impl SourceRun {
             ended: None,
             last_tick: Instant::now(),
             last_checkpoint: CheckpointId::NONE,
+            draining: false,
         }
     }
 
@@ -64,6 +68,9 @@ impl SourceRun {
         if flags.failure.suspending() {
             task.suspend()?;
             return Ok(Step::Done(Ended::Suspended));
+        }
+        if self.draining {
+            return self.drain_trees(task, flags);
         }
         let stop = flags.stop.load(Ordering::Relaxed);
         if flags.drain.load(Ordering::Relaxed) || (stop && flags.checkpoints.is_none()) {
@@ -111,8 +118,20 @@ impl SourceRun {
                 task.flush()?;
                 Ok(Step::Idle)
             }
-            SourcePoll::Finished => self.end(task, flags),
+            SourcePoll::Finished => self.drain_trees(task, flags),
         }
+    }
+
+    /// The input has ended: with acking, the trees of its records complete
+    /// (what times out is replayed) before the source ends. The task waits
+    /// for them a step at a time, never blocking, so that on a worker the
+    /// tasks that process and ack them run in the meantime.
+    fn drain_trees(&mut self, task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, Failed> {
+        if task.trees_pending()? {
+            self.draining = true;
+            return Ok(Step::Closing);
+        }
+        self.end(task, flags)
     }
 
     fn end(&mut self, task: &mut dyn SourceTask, flags: &Flags) -> Result<Step, Failed> {
