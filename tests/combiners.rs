@@ -38,6 +38,11 @@ fn last_per_key<V: Clone>(rows: &[(u64, V)]) -> BTreeMap<u64, V> {
     rows.iter().cloned().collect()
 }
 
+/// Whether the plan of `graph` has a component named `name`.
+fn has_component(graph: &streamwork::runtime::JobGraph, name: &str) -> bool {
+    graph.plan().components.iter().any(|c| c.name == name)
+}
+
 /// Counts of `(key, count)` rows through `reduce`, at `parallelism`, with
 /// combiners on or off: the rows emitted.
 fn reduced(n: u64, parallelism: u32, combiners: bool, options: RunOptions) -> Vec<(u64, u64)> {
@@ -164,13 +169,7 @@ fn an_operator_with_fn_combine_gets_a_combiner_and_counts_every_record() {
             sink out = out.clone() <- counts;
         }
         .unwrap();
-        assert!(
-            graph
-                .plan()
-                .components
-                .iter()
-                .any(|c| c.name == "counts (combine)")
-        );
+        assert!(has_component(&graph, "counts (combine)"));
         graph.run().unwrap();
         let rows = out.values();
         assert_eq!(rows.len(), expected_counts(n).len(), "one row per key");
@@ -202,13 +201,7 @@ fn a_combined_reduce_restored_after_a_failure_commits_exactly_once() {
             sink committed = out.transactional() <- rows;
         }
         .unwrap();
-        assert!(
-            graph
-                .plan()
-                .components
-                .iter()
-                .any(|c| c.name == "sums (combine)")
-        );
+        assert!(has_component(&graph, "sums (combine)"));
         let report = graph.run_with(exactly_once(&checkpoints, 1)).unwrap();
         assert_eq!(report.restarts, 1, "the fault fired");
         let rows = out.values();
@@ -216,4 +209,33 @@ fn a_combined_reduce_restored_after_a_failure_commits_exactly_once() {
         assert_eq!(last_per_key(&rows), expected, "p={p}");
         let _ = std::fs::remove_dir_all(&checkpoints);
     }
+}
+
+#[test]
+fn each_stream_keyed_into_a_combining_operator_gets_its_own_combiner() {
+    let n = 6_000;
+    let out = CollectSink::new();
+    let graph = job! {
+        name "fan-in";
+        source evens[2] = GeneratorSource::new(|i| one(2 * i)).take(n / 2);
+        source odds = GeneratorSource::new(|i| one(2 * i + 1)).take(n / 2);
+        operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+            <- evens.key(|(key, _): &(u64, u64)| *key), odds.key(|(key, _): &(u64, u64)| *key);
+        operator rows = map(|(_, row): (u64, (u64, u64))| row) <- counts;
+        sink out = out.clone() <- rows;
+    }
+    .unwrap();
+    let plan = graph.plan();
+    let combiners: Vec<(&str, u32)> = plan
+        .components
+        .iter()
+        .filter(|c| c.name.contains("(combine"))
+        .map(|c| (c.name.as_str(), c.parallelism))
+        .collect();
+    assert_eq!(
+        combiners,
+        vec![("counts (combine 0)", 2), ("counts (combine 1)", 1)]
+    );
+    graph.run().unwrap();
+    assert_eq!(last_per_key(&out.values()), expected_counts(n));
 }
