@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use streamwork::connectors::kafka::{
-    KafkaRecord, KafkaSink, KafkaSource, create_topic, end_offsets,
+    KafkaRecord, KafkaSink, KafkaSource, create_topic, partition_count,
 };
 use streamwork::prelude::*;
 use streamwork::scaleout::GroupRunner;
@@ -327,7 +327,7 @@ fn main() -> anyhow::Result<()> {
         .totals_topic
         .clone()
         .unwrap_or_else(|| format!("{}-by-letter", args.output_topic));
-    let partitions = end_offsets(&args.brokers, &args.input_topic)?.len();
+    let partitions = partition_count(&args.brokers, &args.input_topic)?;
     anyhow::ensure!(
         partitions > 0,
         "input topic `{}` does not exist on {}: create it first",

@@ -77,6 +77,24 @@ pub fn cluster_replication(
     Ok((metadata.brokers().len(), replication))
 }
 
+/// How many partitions `topic` has, from the cluster's metadata (0 if the
+/// metadata does not show it yet). Unlike [`end_offsets`], it reads no
+/// partition, so an open transaction cannot hold it up.
+pub fn partition_count(brokers: &str, topic: &str) -> Result<usize, ConnectorError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| kafka_error("creating a metadata client", e))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map_or(0, |t| t.partitions().len()))
+}
+
 /// Runs a future to completion on this thread (the admin client's futures
 /// are completed by its own polling thread).
 fn block_on<F: std::future::Future>(future: F) -> F::Output {

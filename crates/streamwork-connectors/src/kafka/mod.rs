@@ -41,7 +41,8 @@ mod transactional;
 mod watermarks;
 
 pub use admin::{
-    EndProbe, RecordPurger, cluster_replication, create_replicated_topic, create_topic, end_offsets,
+    EndProbe, RecordPurger, cluster_replication, create_replicated_topic, create_topic,
+    end_offsets, partition_count,
 };
 pub use origin::{ORIGIN_HEADER, Origin, OriginFilter};
 pub use sink::KafkaSink;

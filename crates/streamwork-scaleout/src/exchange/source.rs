@@ -145,6 +145,32 @@ impl WriterLog {
     }
 }
 
+/// How many times a rescale asks where `topic` ends before it gives up.
+const END_ATTEMPTS: u32 = 6;
+
+/// Where every partition of `topic` ends, asked again (at most
+/// [`END_ATTEMPTS`] times, ten seconds each) when a partition does not
+/// answer: a broker busy with the transactions of killed processes may
+/// take longer than one probe waits, and a rescale that gave up there
+/// would fail the whole process.
+fn ends_with_retries(
+    brokers: &str,
+    extra: &[(String, String)],
+    topic: &str,
+) -> Result<std::collections::BTreeMap<i32, i64>, ConnectorError> {
+    let mut attempt = 1;
+    loop {
+        match EndProbe::new(brokers, extra)?.ends(topic) {
+            Ok(ends) => return Ok(ends),
+            Err(error) if attempt < END_ATTEMPTS => {
+                tracing::warn!("{error}; asking again ({attempt} of {END_ATTEMPTS})");
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// The records of `topic`'s partition `partition`, from offset `from` to
 /// its end, that a reader restored with `log` would admit, in order: what
 /// a rescale moves into the exchange's new topic.
@@ -156,8 +182,7 @@ pub(crate) fn undelivered(
     from: i64,
     mut log: WriterLog,
 ) -> Result<Vec<Record<Envelope>>, ConnectorError> {
-    let end = EndProbe::new(brokers, extra)?
-        .ends(topic)?
+    let end = ends_with_retries(brokers, extra, topic)?
         .get(&partition)
         .copied()
         .unwrap_or(0);

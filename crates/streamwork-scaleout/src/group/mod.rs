@@ -60,7 +60,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{
-    BusySpan, EndProbe, RecordPurger, cluster_replication, create_replicated_topic, end_offsets,
+    BusySpan, EndProbe, RecordPurger, cluster_replication, create_replicated_topic, partition_count,
 };
 use streamwork_runtime::stages::{ExchangePlan, StageError};
 use streamwork_runtime::{GraphError, JobGraph};
@@ -296,7 +296,7 @@ impl GroupRunner {
     fn partitions_of(&self, topic: &str) -> Result<usize, GroupError> {
         let mut found = 0;
         for _ in 0..50 {
-            found = end_offsets(&self.brokers, topic)?.len();
+            found = partition_count(&self.brokers, topic)?;
             if found > 0 {
                 break;
             }
