@@ -239,3 +239,31 @@ fn each_stream_keyed_into_a_combining_operator_gets_its_own_combiner() {
     graph.run().unwrap();
     assert_eq!(last_per_key(&out.values()), expected_counts(n));
 }
+
+#[test]
+fn a_count_on_the_builder_counts_each_key_with_a_combiner() {
+    let n = 20_000;
+    for (parallelism, combiners) in [(1, true), (2, true), (3, true), (2, false)] {
+        let out = CollectSink::new();
+        let mut job = JobBuilder::new("counted on the builder");
+        job.combiners(combiners);
+        let numbers = job.source("numbers", parallelism, GeneratorSource::new(one).take(n));
+        job.flow(numbers)
+            .key_by(|(key, _): &(u64, u64)| *key)
+            .count()
+            .sink("out", out.clone());
+        let graph = job.build().unwrap();
+        let combiner = graph
+            .plan()
+            .components
+            .iter()
+            .any(|c| c.name.ends_with("(combine)"));
+        assert_eq!(combiner, combiners, "p={parallelism}");
+        graph.run().unwrap();
+        let rows = out.values();
+        assert_eq!(last_per_key(&rows), expected_counts(n), "p={parallelism}");
+        if !combiners {
+            assert_eq!(rows.len() as u64, n, "one update per record without");
+        }
+    }
+}

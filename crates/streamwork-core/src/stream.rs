@@ -233,6 +233,11 @@ impl<T: Data, K: Key, Tm: StreamTime> KeyedStream<T, K, Tm> {
         self.input
     }
 
+    /// The function that gives a record's key.
+    pub fn key_fn(&self) -> KeyFn<T, K> {
+        self.key.clone()
+    }
+
     /// See [`Input::capacity`].
     pub fn capacity(mut self, batches: usize) -> Self {
         self.input = self.input.capacity(batches);

@@ -1,6 +1,7 @@
 //! Steps chained on a stream: [`JobBuilder::flow`] wraps a stream, and each
 //! step (`map`, `filter`, `filter_map`, `flat_map`, `inspect`, `key_by`
-//! then `reduce`, `fold`, `window` or `join`, any operator, a sink) adds one component
+//! then `reduce`, `fold`, `count`, `window` or `join`, any operator, a sink) adds one component
+//! (`count` three: the ones, their sum per key and its rows)
 //! reading the previous one, so that a job reads top to bottom. Each step
 //! is the operator of the same name (`streamwork::core::ops`,
 //! `streamwork::state::{reduce, fold}`), named after its place in the job
@@ -238,6 +239,61 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
             >,
     {
         self.keyed_step("reduce", streamwork_state::reduce(f))
+    }
+
+    /// Each key's records counted, emitted as `(key, count)`: the count of
+    /// a key goes up by the records counted since its last update. The
+    /// records become `(key, 1)` in the task before the keyed exchange, and
+    /// a combiner adds up each key's ones there (see `reduce`), so that
+    /// about one record per key crosses the exchange per flush instead of
+    /// each; with `combiners(false)`, one update per record.
+    ///
+    /// ```
+    /// use streamwork::prelude::*;
+    /// let mut job = JobBuilder::new("counts");
+    /// let words = job.source("words", 2, VecSource::new(vec!["a".to_string(), "b".into(), "a".into()]));
+    /// let out = CollectSink::new();
+    /// job.flow(words)
+    ///     .key_by(|w: &String| w.clone())
+    ///     .count()
+    ///     .sink("out", out.clone());
+    /// job.build().unwrap().run().unwrap();
+    /// let last: std::collections::BTreeMap<String, u64> = out.values().into_iter().collect();
+    /// assert_eq!(last["a"], 2);
+    /// ```
+    pub fn count(self) -> Flow<'j, (K, u64), Tm, D>
+    where
+        K: StateData,
+        (K, u64): streamwork_core::Portable,
+    {
+        let KeyedFlow {
+            job,
+            stream,
+            parallelism,
+        } = self;
+        let key = stream.key_fn();
+        let upstream = stream.as_input().stream();
+        let sending = job.nodes[upstream.node().0 as usize].parallelism;
+        let name = job.step_name("count");
+        let ones = job.operator(
+            &format!("{name} (ones)"),
+            sending,
+            ops::map(move |record: T| (key(&record), 1u64)),
+            upstream.forward(),
+        );
+        let counted = job.operator(
+            &name,
+            parallelism,
+            streamwork_state::reduce(|count: &mut (K, u64), more: (K, u64)| count.1 += more.1),
+            ones.key_by(|(key, _): &(K, u64)| key.clone()),
+        );
+        let rows = job.operator(
+            &format!("{name} (rows)"),
+            parallelism,
+            ops::map(|(_, row): (K, (K, u64))| row),
+            counted.forward(),
+        );
+        continue_with(job, rows, parallelism)
     }
 
     /// Each key's records folded into an accumulator from `init`, emitted
