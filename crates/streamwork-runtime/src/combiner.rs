@@ -6,7 +6,9 @@
 //! The builder puts a combiner between a keyed operator that declares
 //! [`Operator::COMBINES`] and each stream keyed into it, with the
 //! stream's parallelism and a forward edge, so that it is fused into the
-//! task that emits the stream. It merges with the operator's own
+//! task that emits the stream (not between one instance and one: there the
+//! exchange scatters nothing, and a combiner would do the operator's
+//! per-key work twice). It merges with the operator's own
 //! [`combine`](Operator::combine) and holds what it merged for a bounded
 //! time and number of keys:
 //!

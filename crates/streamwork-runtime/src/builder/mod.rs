@@ -315,12 +315,16 @@ impl<D> JobBuilder<D> {
     }
 
     /// Puts a combiner (see [`combiner`](crate::combiner)) between each
-    /// keyed input of `operator` and its stream, if the operator
-    /// [combines](Operator::COMBINES) and the job has combiners on: fused
-    /// into the stream's task, named `NAME (combine)` in the plan.
+    /// keyed input of `operator` (with `parallelism` instances) and its
+    /// stream, if the operator [combines](Operator::COMBINES) and the job
+    /// has combiners on: fused into the stream's task, named
+    /// `NAME (combine)` in the plan. Not between one instance and one: there
+    /// the exchange scatters nothing, and a combiner would only do the
+    /// operator's per-key work twice.
     fn combined<O: Operator, Tm: StreamTime>(
         &mut self,
         name: &str,
+        parallelism: u32,
         operator: &O,
         inputs: Inputs<O::In, O::Key, Tm>,
     ) -> Inputs<O::In, O::Key, Tm> {
@@ -337,13 +341,16 @@ impl<D> JobBuilder<D> {
                     return (input, extractor);
                 }
                 let stream = input.stream();
-                let parallelism = self.nodes[stream.node().index()].parallelism;
+                let sending = self.nodes[stream.node().index()].parallelism;
+                if sending == 1 && parallelism == 1 {
+                    return (input, extractor);
+                }
                 let step = match several {
                     true => format!("{name} (combine {i})"),
                     false => format!("{name} (combine)"),
                 };
                 let combiner = Combiner::new(operator.clone(), extractor.clone());
-                let node = self.add_node(operator_node(&step, parallelism, combiner, vec![()]));
+                let node = self.add_node(operator_node(&step, sending, combiner, vec![()]));
                 self.connect(
                     node,
                     0,
@@ -428,7 +435,7 @@ impl<D> JobBuilder<D> {
     where
         O::Time: Admits<Tm>,
     {
-        let inputs = self.combined(name, &operator, inputs.into_inputs());
+        let inputs = self.combined(name, parallelism, &operator, inputs.into_inputs());
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
         let node = self.add_node(operator_node(name, parallelism, operator, extractors));
         self.connect(node, 0, &inputs);
