@@ -1,5 +1,5 @@
 //! Combiners: a keyed operator that can merge two records of a key
-//! (`reduce`, or an `#[operator]` with `fn combine`) gets a combiner before
+//! (`reduce(f).associative()`, or an `#[operator]` with `fn combine`) gets a combiner before
 //! its keyed exchange, fused into the sending task and shown in the plan
 //! (unless one instance sends to one, where nothing is scattered).
 //! It ends with the state every record would give, at any parallelism,
@@ -52,7 +52,7 @@ fn reduced(n: u64, parallelism: u32, combiners: bool, options: RunOptions) -> Ve
         name "reduced";
         combiners combiners;
         source numbers[parallelism] = GeneratorSource::new(one).take(n);
-        operator counts[parallelism] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+        operator counts[parallelism] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1).associative()
             <- numbers.key(|(key, _): &(u64, u64)| *key);
         operator rows = map(|(_, row): (u64, (u64, u64))| row) <- counts;
         sink out = out.clone() <- rows;
@@ -95,7 +95,7 @@ fn the_plan_shows_a_combiner_fused_before_the_keyed_exchange() {
             name "planned";
             combiners combiners;
             source numbers[3] = VecSource::new(ones(10));
-            operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+            operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1).associative()
                 <- numbers.key(|(key, _): &(u64, u64)| *key);
             sink out = out.clone() <- counts;
         }
@@ -121,6 +121,18 @@ fn the_plan_shows_a_combiner_fused_before_the_keyed_exchange() {
     assert!(edges.contains(&("counts (combine)", "counts", GroupingKind::Key)));
     let off = plan(false);
     assert!(off.components.iter().all(|c| !c.name.contains("combine")));
+    // A reduce whose function is not declared associative gets none: it
+    // is folded in record order only.
+    let out = CollectSink::new();
+    let plain = job! {
+        name "planned";
+        source numbers[3] = VecSource::new(ones(10));
+        operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+            <- numbers.key(|(key, _): &(u64, u64)| *key);
+        sink out = out.clone() <- counts;
+    }
+    .unwrap();
+    assert!(!has_component(&plain, "counts (combine)"));
     assert!(
         off.edges
             .iter()
@@ -201,7 +213,7 @@ fn a_combined_reduce_restored_after_a_failure_commits_exactly_once() {
             delivery exactly_once;
             source numbers = Numbers::new(n);
             operator faulty = fault <- numbers;
-            operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v)
+            operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v).associative()
                 <- faulty.key(|(k, _): &(u64, i64)| *k);
             operator rows = map(|(_, row): (u64, (u64, i64))| row) <- sums;
             sink committed = out.transactional() <- rows;
@@ -225,7 +237,7 @@ fn each_stream_keyed_into_a_combining_operator_gets_its_own_combiner() {
         name "fan-in";
         source evens[2] = GeneratorSource::new(|i| one(2 * i)).take(n / 2);
         source odds = GeneratorSource::new(|i| one(2 * i + 1)).take(n / 2);
-        operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1)
+        operator counts[2] = reduce(|count: &mut (u64, u64), next: (u64, u64)| count.1 += next.1).associative()
             <- evens.key(|(key, _): &(u64, u64)| *key), odds.key(|(key, _): &(u64, u64)| *key);
         operator rows = map(|(_, row): (u64, (u64, u64))| row) <- counts;
         sink out = out.clone() <- rows;
@@ -272,4 +284,45 @@ fn a_count_on_the_builder_counts_each_key_with_a_combiner() {
             assert_eq!(rows.len() as u64, n, "one update per record without");
         }
     }
+}
+
+#[test]
+fn a_combined_reduce_that_died_resumes_exactly_at_another_parallelism() {
+    // The first run, at parallelism 2, fails after a completed checkpoint
+    // (the source holds halfway until one is) with no restart; the second
+    // run, at parallelism 3, restores from that checkpoint: the combiner
+    // held nothing in it, the sums move with their key groups.
+    let n = 30_000u64;
+    let mut expected = BTreeMap::new();
+    for i in 0..n {
+        *expected.entry(i % 10).or_insert(0i64) += i as i64 - 500;
+    }
+    let checkpoints = dir("combiners-rescaled");
+    let run = |p: u32, fault: Option<usize>| {
+        let out = CollectSink::new();
+        let fault = InjectFault::new(
+            0,
+            fault.map_or(Fault::BeforeRecord(usize::MAX), Fault::BeforeRecord),
+        );
+        let graph = job! {
+            delivery exactly_once;
+            source numbers = Numbers::new(n);
+            operator faulty = fault <- numbers;
+            operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v).associative()
+                <- faulty.key(|(k, _): &(u64, i64)| *k);
+            operator rows = map(|(_, row): (u64, (u64, i64))| row) <- sums;
+            sink committed = out.transactional() <- rows;
+        }
+        .unwrap();
+        assert!(has_component(&graph, "sums (combine)"));
+        (graph.run_with(exactly_once(&checkpoints, 0)), out.values())
+    };
+    let (died, before) = run(2, Some(20_000));
+    assert!(died.is_err(), "the first run fails at the injected fault");
+    let (resumed, after) = run(3, None);
+    let report = resumed.unwrap();
+    assert!(report.recovery.restored_from.is_some(), "it restored");
+    let rows: Vec<(u64, i64)> = before.into_iter().chain(after).collect();
+    assert_eq!(last_per_key(&rows), expected);
+    let _ = std::fs::remove_dir_all(&checkpoints);
 }

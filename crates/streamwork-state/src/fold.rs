@@ -61,13 +61,15 @@ where
 }
 
 /// Folds each key's records into one value with `f(&mut value, record)`,
-/// starting from the first record; see [`reduce`].
-pub struct Reduce<K, V, F> {
+/// starting from the first record; see [`reduce`]. `ASSOCIATIVE`: the
+/// function was declared associative ([`Reduce::associative`]), so the
+/// engine may fold a key's records before the keyed exchange.
+pub struct Reduce<K, V, F, const ASSOCIATIVE: bool = false> {
     values: KeyedState<K, V>,
     f: F,
 }
 
-impl<K: Key, V: Clone, F: Clone> Clone for Reduce<K, V, F> {
+impl<K: Key, V: Clone, F: Clone, const ASSOCIATIVE: bool> Clone for Reduce<K, V, F, ASSOCIATIVE> {
     fn clone(&self) -> Self {
         Reduce {
             values: self.values.clone(),
@@ -76,17 +78,45 @@ impl<K: Key, V: Clone, F: Clone> Clone for Reduce<K, V, F> {
     }
 }
 
+impl<K, V, F> Reduce<K, V, F> {
+    /// Declares `f` associative (`f(f(a, b), c)` and `f(a, f(b, c))` give
+    /// the same value, as for a sum, a count, a maximum or a set union): in
+    /// a job, a combiner then folds each key's records with `f` in the task
+    /// that sends them, before the keyed exchange (see
+    /// `Operator::COMBINES`), so that fewer cross it. The operator then
+    /// emits a running value per folded record, fewer than one per record,
+    /// and the same last value; `combiners false;` in `job!` gives one per
+    /// record again. Without it, `f` is folded in record order only, as it
+    /// must be for a function that is not associative.
+    ///
+    /// ```
+    /// use streamwork::core::Operator;
+    /// use streamwork::prelude::*;
+    /// // Sums per key (the key is the first field).
+    /// let sums = reduce::<u32, _, _>(|sum: &mut (u32, u64), x: (u32, u64)| sum.1 += x.1)
+    ///     .associative();
+    /// fn combines<O: Operator>(_: &O) -> bool {
+    ///     O::COMBINES
+    /// }
+    /// assert!(combines(&sums));
+    /// assert!(!combines(&reduce::<u32, _, _>(|a: &mut (u32, u64), b: (u32, u64)| a.1 = a.1 * 2 + b.1)));
+    /// let mut merged = (7, 2);
+    /// sums.combine(&mut merged, (7, 5));
+    /// assert_eq!(merged, (7, 7));
+    /// ```
+    pub fn associative(self) -> Reduce<K, V, F, true> {
+        Reduce {
+            values: self.values,
+            f: self.f,
+        }
+    }
+}
+
 /// Each key's records folded into one value (the first record, then
 /// `f(&mut value, record)` for each next one), emitted as `(key, value)`
 /// after every record: a running sum per key is `reduce(|sum, x| *sum += x)`.
-///
-/// `f` must be associative (`f(f(a, b), c)` and `f(a, f(b, c))` give the
-/// same value), as a sum, a count, a maximum or a set union are: in a job,
-/// a combiner folds each key's records with `f` in the task that sends
-/// them, before the keyed exchange (see `Operator::COMBINES`). The
-/// operator then emits a running value per folded record, fewer than one
-/// per record, and the same last value; `combiners false;` in `job!`
-/// gives one per record.
+/// With [`associative`](Reduce::associative), a combiner folds each key's
+/// records before the keyed exchange.
 pub fn reduce<K, V, F>(f: F) -> Reduce<K, V, F>
 where
     K: Key,
@@ -98,7 +128,7 @@ where
     }
 }
 
-impl<K, V, F> Operator for Reduce<K, V, F>
+impl<K, V, F, const ASSOCIATIVE: bool> Operator for Reduce<K, V, F, ASSOCIATIVE>
 where
     K: Key + StateData,
     V: Data + StateData + Sync,
@@ -108,8 +138,9 @@ where
     type Key = ByKey<K>;
     type Out = Collector<(K, V)>;
     type Time = AnyTime;
-    /// A key's records are folded with `f` before the exchange too.
-    const COMBINES: bool = true;
+    /// A key's records are folded with `f` before the exchange too, once
+    /// `f` is declared associative.
+    const COMBINES: bool = ASSOCIATIVE;
 
     fn statefulness(&self) -> Statefulness {
         Statefulness::Checkpointed

@@ -7,6 +7,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
+use rdkafka::metadata::Metadata;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use streamwork_core::{ConnectorError, ErrorDomain};
 
@@ -62,13 +63,7 @@ pub fn cluster_replication(
     brokers: &str,
     topic: &str,
 ) -> Result<(usize, Option<usize>), ConnectorError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| kafka_error("creating a metadata client", e))?;
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))?;
+    let metadata = topic_metadata(brokers, topic)?;
     let replication = metadata
         .topics()
         .iter()
@@ -81,18 +76,22 @@ pub fn cluster_replication(
 /// metadata does not show it yet). Unlike [`end_offsets`], it reads no
 /// partition, so an open transaction cannot hold it up.
 pub fn partition_count(brokers: &str, topic: &str) -> Result<usize, ConnectorError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| kafka_error("creating a metadata client", e))?;
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))?;
-    Ok(metadata
+    Ok(topic_metadata(brokers, topic)?
         .topics()
         .iter()
         .find(|t| t.name() == topic)
         .map_or(0, |t| t.partitions().len()))
+}
+
+/// The cluster's metadata about `topic` (and its brokers).
+fn topic_metadata(brokers: &str, topic: &str) -> Result<Metadata, ConnectorError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| kafka_error("creating a metadata client", e))?;
+    consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .map_err(|e| kafka_error(format!("reading the metadata of `{topic}`"), e))
 }
 
 /// Runs a future to completion on this thread (the admin client's futures

@@ -227,7 +227,10 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
     }
 
     /// Each key's records folded into one value, emitted as `(key, value)`
-    /// after each record; see `streamwork::state::reduce`.
+    /// after each record; see `streamwork::state::reduce`. For a combiner
+    /// before the exchange, declare the function associative with
+    /// `.operator("sums", reduce(f).associative())`, which returns the
+    /// step's stream.
     pub fn reduce<F>(self, f: F) -> Flow<'j, (K, T), Tm, D>
     where
         F: Fn(&mut T, T) + Clone + Send + 'static,
@@ -244,7 +247,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
     /// Each key's records counted, emitted as `(key, count)`: the count of
     /// a key goes up by the records counted since its last update. The
     /// records become `(key, 1)` in the task before the keyed exchange, and
-    /// a combiner adds up each key's ones there (see `reduce`), so that
+    /// a combiner adds up each key's ones there (see `Reduce::associative`), so that
     /// about one record per key crosses the exchange per flush instead of
     /// each; with `combiners(false)`, one update per record.
     ///
@@ -284,7 +287,8 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
         let counted = job.operator(
             &name,
             parallelism,
-            streamwork_state::reduce(|count: &mut (K, u64), more: (K, u64)| count.1 += more.1),
+            streamwork_state::reduce(|count: &mut (K, u64), more: (K, u64)| count.1 += more.1)
+                .associative(),
             ones.key_by(|(key, _): &(K, u64)| key.clone()),
         );
         let rows = job.operator(

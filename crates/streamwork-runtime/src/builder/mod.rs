@@ -363,7 +363,7 @@ impl<D> JobBuilder<D> {
     }
 
     /// Whether keyed operators added after this call that can merge their
-    /// records ([`Operator::COMBINES`], such as `reduce`) get a combiner
+    /// records ([`Operator::COMBINES`], such as `reduce(f).associative()`) get a combiner
     /// before their keyed exchange (`combiners false;` in `job!`); on by
     /// default. A combiner merges each key's records in the task that
     /// sends them, so that fewer cross the exchange: the operator then
