@@ -90,9 +90,7 @@ impl Sink for CountSum {
         Ok(())
     }
 
-    /// It adds to memory and never waits: it shares a worker, so that
-    /// parallelism 1 runs on one core (a sink that may block runs on a
-    /// thread of its own, which made parallelism 1 a pipeline over two).
+    /// Memory only: it shares a worker (see [`workers_for`]).
     fn may_block(&self) -> bool {
         false
     }
@@ -251,9 +249,7 @@ impl Sink for KeyChecksum {
         Ok(())
     }
 
-    /// It adds to memory and never waits: it shares a worker, so that
-    /// parallelism 1 runs on one core (a sink that may block runs on a
-    /// thread of its own, which made parallelism 1 a pipeline over two).
+    /// Memory only: it shares a worker (see [`workers_for`]).
     fn may_block(&self) -> bool {
         false
     }
@@ -280,7 +276,8 @@ pub fn w2_job(events: u64, parallelism: u32) -> Outcome {
 /// the exchange is the only thing that crosses threads, nothing waits for a
 /// core, and parallelism 1 runs on one core (not as a pipeline over two
 /// threads, which would make the figure per core look like the figure of
-/// one core).
+/// one core). Their checksum sinks say they never block: a sink that may
+/// runs on a thread of its own, and parallelism 1 would use two.
 pub fn workers_for(parallelism: u32) -> u32 {
     parallelism.max(1)
 }
@@ -356,9 +353,7 @@ impl Sink for WindowChecksum {
         Ok(())
     }
 
-    /// It adds to memory and never waits: it shares a worker, so that
-    /// parallelism 1 runs on one core (a sink that may block runs on a
-    /// thread of its own, which made parallelism 1 a pipeline over two).
+    /// Memory only: it shares a worker (see [`workers_for`]).
     fn may_block(&self) -> bool {
         false
     }
@@ -472,9 +467,7 @@ impl Sink for JoinChecksum {
         Ok(())
     }
 
-    /// It adds to memory and never waits: it shares a worker, so that
-    /// parallelism 1 runs on one core (a sink that may block runs on a
-    /// thread of its own, which made parallelism 1 a pipeline over two).
+    /// Memory only: it shares a worker (see [`workers_for`]).
     fn may_block(&self) -> bool {
         false
     }
