@@ -15,6 +15,7 @@ use streamwork_core::record::{Data, Record};
 use streamwork_core::time::Timestamp;
 
 use crate::acking::{self, Anchor, AnchoredBatch};
+use crate::batch::Returns;
 use crate::message::{ChannelSender, Envelope, Payload, SenderIdx};
 
 /// The dispatcher of a channel edge: routes records into per-target batches and
@@ -35,6 +36,8 @@ pub struct ChannelDispatcher<T> {
     /// watermark go at once: a target that receives few records still sees
     /// event time advance, after at most that many batches.
     pending_age: Vec<u32>,
+    /// Where sent buffers come back to, emptied, to be filled again.
+    returns: Returns<T>,
 }
 
 impl<T: Data> ChannelDispatcher<T> {
@@ -69,13 +72,14 @@ impl<T: Data> ChannelDispatcher<T> {
             batch_size: batch_size.max(1),
             pending: vec![None; n],
             pending_age: vec![0; n],
+            returns: Returns::new(),
         }
     }
 
     fn send(&mut self, target: usize) -> Result<(), Disconnected> {
         let mut batch = std::mem::replace(
             &mut self.buffers[target],
-            Vec::with_capacity(self.batch_size),
+            self.returns.buffer(self.batch_size),
         );
         let mut anchors = self.anchors.as_mut().map(|anchors| {
             std::mem::replace(&mut anchors[target], Vec::with_capacity(self.batch_size))
@@ -108,7 +112,7 @@ impl<T: Data> ChannelDispatcher<T> {
                 records: batch,
                 anchors,
             }),
-            None => Box::new(batch),
+            None => self.returns.payload(batch),
         };
         if records > 0 {
             sender.send(Envelope {

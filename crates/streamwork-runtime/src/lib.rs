@@ -59,6 +59,7 @@
 #![warn(missing_docs)]
 
 pub mod acking;
+mod batch;
 pub mod builder;
 mod channel;
 pub mod checkpoint;

@@ -95,12 +95,12 @@ impl<C: CoOperator> Receives for CoOperatorKind<C> {
                 .unwrap_or(0) as usize;
             let n;
             if port == 0 {
-                let (batch, anchors) = downcast_anchored::<C::Left>(batch)?;
+                let (mut batch, anchors) = downcast_anchored::<C::Left>(batch)?;
                 n = batch.len() as u64;
                 let Some(extractor) = left_keys.get(edge).or(left_keys.first()) else {
                     return Ok(());
                 };
-                for record in rooted(batch, anchors) {
+                for record in rooted(batch.drain(), anchors) {
                     out.set_time(record.time);
                     let key = C::Key::extract(extractor, &record.value);
                     let mut context =
@@ -108,12 +108,12 @@ impl<C: CoOperator> Receives for CoOperatorKind<C> {
                     operator.on_left(record.value, &mut context);
                 }
             } else {
-                let (batch, anchors) = downcast_anchored::<C::Right>(batch)?;
+                let (mut batch, anchors) = downcast_anchored::<C::Right>(batch)?;
                 n = batch.len() as u64;
                 let Some(extractor) = right_keys.get(edge).or(right_keys.first()) else {
                     return Ok(());
                 };
-                for record in rooted(batch, anchors) {
+                for record in rooted(batch.drain(), anchors) {
                     out.set_time(record.time);
                     let key = C::Key::extract(extractor, &record.value);
                     let mut context =

@@ -60,6 +60,7 @@ pub(crate) use sink::{NoOutputs, SinkKind};
 pub(crate) use source::SourceKind;
 
 use crate::acking::{self, Acker, Anchor, AnchoredBatch};
+use crate::batch::{self, HomeBatch};
 use crate::checkpoint::{CheckpointLink, PartTiming};
 use crate::failure::{Failed, Failure};
 use crate::message::SenderIdx;
@@ -586,18 +587,22 @@ impl<K: Receives> InputTask for Instance<K> {
 }
 
 /// A received batch: its records, and their anchors if the job runs with acking.
-type Received<T> = (Vec<Record<T>>, Option<Vec<Anchor>>);
+type Received<T> = (batch::Received<T>, Option<Vec<Anchor>>);
 
 /// A batch's records, and their anchors if the job runs with acking.
 fn downcast_anchored<T: 'static>(batch: Box<dyn Any + Send>) -> Result<Received<T>, TaskError> {
+    let batch = match batch.downcast::<HomeBatch<T>>() {
+        Ok(batch) => return Ok((batch::Received::homed(*batch), None)),
+        Err(batch) => batch,
+    };
     let batch = match batch.downcast::<Vec<Record<T>>>() {
-        Ok(batch) => return Ok((*batch, None)),
+        Ok(batch) => return Ok((batch::Received::owned(*batch), None)),
         Err(batch) => batch,
     };
     match batch.downcast::<AnchoredBatch<T>>() {
         Ok(batch) => {
             let AnchoredBatch { records, anchors } = *batch;
-            Ok((records, Some(anchors)))
+            Ok((batch::Received::owned(records), Some(anchors)))
         }
         Err(_) => Err(TaskError::Connector(streamwork_core::ConnectorError {
             domain: streamwork_core::ErrorDomain::Internal,
@@ -613,11 +618,11 @@ fn downcast_anchored<T: 'static>(batch: Box<dyn Any + Send>) -> Result<Received<
 /// Records of a received batch, each making its anchor's root current and
 /// reporting its event done as it is taken: what it emits belongs to its tree.
 fn rooted<T>(
-    records: Vec<Record<T>>,
+    records: impl Iterator<Item = Record<T>>,
     anchors: Option<Vec<Anchor>>,
 ) -> impl Iterator<Item = Record<T>> {
     let mut anchors = anchors.map(Vec::into_iter);
-    records.into_iter().inspect(move |_| {
+    records.inspect(move |_| {
         if let Some(anchor) = anchors.as_mut().and_then(Iterator::next) {
             acking::complete(anchor);
             acking::set_current_root(anchor.root);

@@ -170,7 +170,7 @@ impl<O: Operator> Receives for OperatorKind<O> {
         from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), Failed> {
-        let (batch, anchors) = instance.env.guard(|| downcast_anchored::<O::In>(batch))?;
+        let (mut batch, anchors) = instance.env.guard(|| downcast_anchored::<O::In>(batch))?;
         let edge = instance
             .kind
             .sender_edges
@@ -179,8 +179,8 @@ impl<O: Operator> Receives for OperatorKind<O> {
             .unwrap_or(0) as usize;
         // Without acking, the records go straight in: the hot path.
         let n = match anchors {
-            None => instance.process(edge, batch.into_iter())?,
-            anchors => instance.process(edge, rooted(batch, anchors))?,
+            None => instance.process(edge, batch.drain())?,
+            anchors => instance.process(edge, rooted(batch.drain(), anchors))?,
         };
         let Instance { out, env, .. } = instance;
         env.guard(|| Ok(env.settle_acks(|| out.flush())?))?;

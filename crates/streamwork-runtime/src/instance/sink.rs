@@ -158,8 +158,8 @@ impl<S: Sink> Receives for SinkKind<S> {
         _from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), Failed> {
-        let (batch, anchors) = instance.env.guard(|| downcast_anchored::<S::In>(batch))?;
-        instance.write_all(batch.into_iter())?;
+        let (mut batch, anchors) = instance.env.guard(|| downcast_anchored::<S::In>(batch))?;
+        instance.write_all(batch.drain())?;
         if let (Some(acker), Some(anchors)) = (instance.env.acker.clone(), anchors) {
             // Written and flushed: the records' events are done.
             let Instance { kind, env, .. } = instance;
