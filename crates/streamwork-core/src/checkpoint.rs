@@ -11,7 +11,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 pub use crate::id::CheckpointId;
 use crate::id::InstanceIdx;
@@ -396,6 +396,22 @@ pub trait RestoreSource: Send + Sync {
     ) -> Option<SharedBytes>;
 }
 
+/// A hold on a job's input from [`CheckpointView::hold_input`]: its sources
+/// read nothing until every hold is dropped.
+#[derive(Debug)]
+#[must_use = "the input is held only until the hold is dropped"]
+pub struct InputHold {
+    holds: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for InputHold {
+    fn drop(&mut self) {
+        if let Some(holds) = &self.holds {
+            holds.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 /// What an instance of a checkpointed job may learn about its checkpoints:
 /// the last complete one, and the state it is restored from. Cheap to clone.
 #[derive(Clone)]
@@ -406,6 +422,8 @@ pub struct CheckpointView {
     failed: Option<Arc<AtomicBool>>,
     /// Raised to ask for the next checkpoint now.
     early: Option<Arc<AtomicBool>>,
+    /// How many holds on the job's input are out ([`InputHold`]).
+    holds: Option<Arc<AtomicUsize>>,
 }
 
 impl fmt::Debug for CheckpointView {
@@ -426,6 +444,32 @@ impl CheckpointView {
             restore,
             failed: None,
             early: None,
+            holds: None,
+        }
+    }
+
+    /// The same view, whose [`hold_input`](Self::hold_input) counts its
+    /// holds in `holds`, which the job's sources look at before each poll.
+    pub fn with_input_holds(mut self, holds: Arc<AtomicUsize>) -> Self {
+        self.holds = Some(holds);
+        self
+    }
+
+    /// Holds the job's sources back until the returned hold is dropped:
+    /// what an instance calls when what it keeps until a checkpoint is past
+    /// its budget, so that it stops growing with the input while the
+    /// checkpoints that shrink it run. Held sources read nothing, but go on
+    /// taking the checkpoints they are asked for, so checkpoints still
+    /// complete; the holder drops the hold once back within its budget (and
+    /// should ask for a checkpoint with
+    /// [`request_checkpoint`](Self::request_checkpoint) meanwhile). Time held
+    /// is the sources' backpressured time in the metrics.
+    pub fn hold_input(&self) -> InputHold {
+        if let Some(holds) = &self.holds {
+            holds.fetch_add(1, Ordering::AcqRel);
+        }
+        InputHold {
+            holds: self.holds.clone(),
         }
     }
 

@@ -143,7 +143,9 @@ mod tests {
             .map(|_| returns.payload(returns.buffer(4)))
             .collect();
         for payload in sent {
-            drop(Received::homed(*payload.downcast::<HomeBatch<u64>>().unwrap()));
+            drop(Received::homed(
+                *payload.downcast::<HomeBatch<u64>>().unwrap(),
+            ));
         }
         assert_eq!(returns.back.len(), Returns::<u64>::SLOTS);
     }
@@ -153,6 +155,8 @@ mod tests {
         let returns = Returns::<u64>::new();
         let payload = returns.payload(returns.buffer(4));
         drop(returns);
-        drop(Received::homed(*payload.downcast::<HomeBatch<u64>>().unwrap()));
+        drop(Received::homed(
+            *payload.downcast::<HomeBatch<u64>>().unwrap(),
+        ));
     }
 }

@@ -217,7 +217,8 @@ fn open_checkpoints(
     let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
     let view = CheckpointView::new(signals.completed.clone(), source)
         .with_failure(failure.abort_flag().clone())
-        .with_early_requests(signals.early.clone());
+        .with_early_requests(signals.early.clone())
+        .with_input_holds(signals.input_holds.clone());
     let link = CheckpointLink::new(parts_tx, &signals);
     let tasks = TaskCheckpoints {
         trigger: signals.trigger.clone(),
@@ -225,6 +226,7 @@ fn open_checkpoints(
         final_completed: signals.final_completed.clone(),
         savepoint: signals.savepoint.clone(),
         align: config.delivery == Delivery::ExactlyOnce,
+        input_holds: signals.input_holds.clone(),
     };
     let coordinator = Coordinator {
         log,

@@ -88,6 +88,7 @@ pub use managed::{
     FieldKind, FieldRestore, FieldSnapshot, FieldsReader, FieldsWriter, InstanceState,
     MANAGED_STATE_SCHEMA, OperatorState, StateField,
 };
+pub use memory::unsettled_bytes;
 pub use mirror::{CheckpointStore, DirectoryStore, Mirror};
 #[cfg(feature = "s3")]
 pub use s3::ObjectStoreCheckpoints;

@@ -18,6 +18,12 @@ pub(crate) fn recount(before: usize, now: usize) -> usize {
     }
 }
 
+/// The bytes of the process's stored states' tables not yet durable, as
+/// each last counted them.
+pub fn unsettled_bytes() -> usize {
+    UNSETTLED.load(Ordering::Acquire)
+}
+
 /// Assumed when neither a cgroup limit nor the machine's memory can be
 /// read (not Linux).
 const UNKNOWN: u64 = 8 << 30;

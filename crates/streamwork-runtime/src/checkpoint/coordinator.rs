@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -32,6 +32,9 @@ pub(crate) struct Signals {
     /// An instance asked for the next checkpoint now
     /// ([`CheckpointView::request_checkpoint`](streamwork_core::checkpoint::CheckpointView::request_checkpoint)).
     pub(crate) early: Arc<AtomicBool>,
+    /// Holds on the job's input out
+    /// ([`CheckpointView::hold_input`](streamwork_core::checkpoint::CheckpointView::hold_input)).
+    pub(crate) input_holds: Arc<AtomicUsize>,
 }
 
 impl Signals {
@@ -43,6 +46,7 @@ impl Signals {
             savepoint: Arc::new(AtomicU64::new(0)),
             longest_restore: Arc::new(AtomicU64::new(0)),
             early: Arc::new(AtomicBool::new(false)),
+            input_holds: Arc::new(AtomicUsize::new(0)),
         }
     }
 }

@@ -20,7 +20,7 @@ pub(crate) mod pause;
 pub(crate) mod source_run;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -103,6 +103,10 @@ pub(crate) struct TaskCheckpoints {
     pub(crate) savepoint: Arc<AtomicU64>,
     /// Exactly-once: hold the inputs that delivered a barrier until all have.
     pub(crate) align: bool,
+    /// Holds on the job's input out
+    /// ([`CheckpointView::hold_input`](streamwork_core::CheckpointView::hold_input)):
+    /// while any is, sources take checkpoints but read nothing.
+    pub(crate) input_holds: Arc<AtomicUsize>,
 }
 
 /// One input channel of a task: where it comes from and how full it may get.

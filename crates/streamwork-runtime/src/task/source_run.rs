@@ -89,6 +89,12 @@ impl SourceRun {
                 task.flush()?;
                 return Ok(Step::Gated);
             }
+            if checkpoints.input_holds.load(Ordering::Acquire) > 0 {
+                // State past its memory budget waits for checkpoints to
+                // shrink it: read nothing meanwhile (checkpoints go on).
+                task.flush()?;
+                return Ok(Step::Paused);
+            }
         }
         if pauses.iter().any(|p| p.is_raised()) {
             // A downstream queue is above its high watermark: hold off.

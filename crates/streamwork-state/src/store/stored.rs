@@ -5,7 +5,9 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::hash_table::{Entry, HashTable};
 use rkyv::rancor;
-use streamwork_core::checkpoint::{CheckpointView, DeferredBytes, SideRecord, SnapshotContext};
+use streamwork_core::checkpoint::{
+    CheckpointView, DeferredBytes, InputHold, SideRecord, SnapshotContext,
+};
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, Key};
 use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, TaskError};
@@ -84,6 +86,11 @@ impl Counted {
         let before = std::mem::replace(&mut self.0, bytes);
         crate::memory::recount(before, bytes)
     }
+
+    /// The process's total, as last counted.
+    fn total(&self) -> usize {
+        crate::memory::unsettled_bytes()
+    }
 }
 
 impl Clone for Counted {
@@ -95,6 +102,23 @@ impl Clone for Counted {
 impl Drop for Counted {
     fn drop(&mut self) {
         crate::memory::recount(self.0, 0);
+    }
+}
+
+/// The least part of the budget (one in this many) a state's table of
+/// writes must hold for the state to hold the job's input back: one with
+/// less has little to gain from it, and the total may be past the budget
+/// for states of other jobs.
+const HOLD_SHARE: usize = 64;
+
+/// A hold on the job's input, taken while the process's total is past the
+/// budget; a clone (an operator cloned into its instances) holds nothing.
+#[derive(Default)]
+struct Hold(Option<InputHold>);
+
+impl Clone for Hold {
+    fn clone(&self) -> Self {
+        Hold(None)
     }
 }
 
@@ -224,6 +248,8 @@ struct Lower<K, V> {
     opened: bool,
     /// What its tables not yet durable add to the process's total.
     counted: Counted,
+    /// Held while the total is past the budget.
+    hold: Hold,
     /// This instance and its component's parallelism.
     instance: InstanceIdx,
     parallelism: u32,
@@ -273,6 +299,7 @@ impl<K: Key, V> StoredState<K, V> {
                 asked: false,
                 opened: false,
                 counted: Counted::default(),
+                hold: Hold::default(),
                 instance: InstanceIdx(0),
                 parallelism: 1,
                 broken: None,
@@ -402,11 +429,28 @@ where
     /// writes: a growth doubles it, and the old table lives on while its
     /// entries are copied, so room for `4 × table` lets the checkpoint come
     /// while the table grows at most once more.
+    ///
+    /// Past the budget itself (input faster than checkpoints), a state
+    /// whose table of writes holds at least [`HOLD_SHARE`] of the budget
+    /// also holds the job's input back until its next snapshot, which it has
+    /// asked for: its table stops growing while the checkpoint travels and
+    /// the earlier ones are written. It lets go of the newest durable table
+    /// (a cache) too. A snapshot always releases the hold, so a hold never
+    /// outlasts one checkpoint, whatever holds the rest of the process's
+    /// total; and a state with a small table of writes (little to gain)
+    /// never holds.
     #[cold]
     fn check_budget(&mut self) {
         if self.lower.checkpoints.is_none() {
             self.lower.next_check = usize::MAX;
             return;
+        }
+        let budget = self.lower.options.unsettled_bytes;
+        if self.lower.counted.total() > budget {
+            // The newest durable table is read from its run.
+            if let Some(recent) = self.lower.recent.take() {
+                self.lower.retired.push(recent);
+            }
         }
         let bytes = |capacity: usize| table_bytes::<K, V>(capacity);
         let dirty = bytes(self.dirty.capacity());
@@ -420,17 +464,27 @@ where
             .sum::<usize>();
         let total = self.lower.counted.set(dirty + held);
         let room = dirty.max(bytes(1024)).saturating_mul(4);
-        if !self.lower.asked && total.saturating_add(room) > self.lower.options.unsettled_bytes {
+        if !self.lower.asked && total.saturating_add(room) > budget {
             self.lower.asked = true;
             if let Some(checkpoints) = &self.lower.checkpoints {
                 checkpoints.request_checkpoint();
             }
         }
+        if total <= budget {
+            self.lower.hold.0 = None;
+        } else if self.lower.hold.0.is_none()
+            && dirty >= budget / HOLD_SHARE
+            && let Some(checkpoints) = &self.lower.checkpoints
+        {
+            self.lower.hold.0 = Some(checkpoints.hold_input());
+        }
         self.lower.next_check = self.dirty.capacity().max(self.dirty.len() + 1);
     }
 
-    /// After a checkpoint took the table of writes: a new interval.
+    /// After a checkpoint took the table of writes: a new interval, and
+    /// the input free again.
     fn plan_budget(&mut self) {
+        self.lower.hold.0 = None;
         self.lower.asked = false;
         self.lower.next_check = 0;
         self.within_budget();
@@ -932,7 +986,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
     use super::*;
 
@@ -941,13 +995,17 @@ mod tests {
     /// the budget: with 1 MiB and 25-byte slots, once the table has grown
     /// to 16,384 slots (410 kB: four times that is past the budget), at its
     /// 7,170th entry; it asks once, and never without checkpoints to ask.
-    /// (No other test of this binary counts a state into the process's
-    /// total.)
+    /// Past the budget itself (the table's growth to 65,536 slots, 1.6 MB)
+    /// it holds the job's input, once; a clone holds nothing, and a dropped
+    /// state lets go. (No other test of this binary counts a state into the
+    /// process's total.)
     #[test]
-    fn writes_past_the_budget_ask_for_a_checkpoint_once() {
+    fn writes_past_the_budget_ask_for_a_checkpoint_once_and_hold_the_input() {
         let early = Arc::new(AtomicBool::new(false));
+        let holds = Arc::new(AtomicUsize::new(0));
         let view = CheckpointView::new(Arc::new(AtomicU64::new(0)), None)
-            .with_early_requests(early.clone());
+            .with_early_requests(early.clone())
+            .with_input_holds(holds.clone());
         let ctx = InstanceContext::new("counts", InstanceIdx(0), 1, KeyGroups::DEFAULT)
             .with_checkpoints(view);
         let options = StoreOptions {
@@ -963,15 +1021,24 @@ mod tests {
         let key = 7_169u64;
         counts.insert(CurrentKey::for_testing(&key), 1);
         assert!(early.swap(false, Ordering::SeqCst), "not asked past it");
-        for key in 7_170..60_000u64 {
+        for key in 7_170..28_672u64 {
+            *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
+        }
+        assert_eq!(holds.load(Ordering::SeqCst), 0, "held within the budget");
+        for key in 28_672..60_000u64 {
             *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
         }
         assert!(
             !early.load(Ordering::SeqCst),
             "asked twice before a checkpoint"
         );
+        assert_eq!(holds.load(Ordering::SeqCst), 1, "held once past it");
+        let clone = counts.clone();
+        assert_eq!(holds.load(Ordering::SeqCst), 1, "a clone holds nothing");
+        drop(clone);
         assert!(crate::memory::recount(0, 0) >= table_bytes::<u64, u64>(60_000));
         drop(counts);
+        assert_eq!(holds.load(Ordering::SeqCst), 0, "a dropped state lets go");
         assert_eq!(
             crate::memory::recount(0, 0),
             0,
