@@ -42,6 +42,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(kind) = match workload.as_str() {
         "STATE-KEYED" => Some(StateKind::Keyed),
         "STATE-STORED" => Some(StateKind::Stored),
+        "STATE-WINDOW" => Some(StateKind::Window),
         _ => None,
     } {
         let keys: u64 = value("--keys").unwrap_or("1000000").parse()?;
@@ -71,7 +72,7 @@ fn main() -> anyhow::Result<()> {
         "W3-K100K" => (|n, p| w3_job(n, p, 100_000), |n| w3_baseline(n, 100_000)),
         "JOIN" => (join_job, join_baseline),
         other => bail!(
-            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, JOIN, STATE-KEYED or STATE-STORED"
+            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, JOIN, STATE-KEYED, STATE-STORED or STATE-WINDOW"
         ),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));

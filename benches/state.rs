@@ -1,7 +1,9 @@
 //! The state workloads: W2's keyed count over many keys, its counts in
-//! `KeyedState` (on the heap, frozen copy-on-write and archived whole off the task thread) or in `StoredState` (the
+//! `KeyedState` (on the heap, frozen copy-on-write and archived whole off the task thread), in `StoredState` (the
 //! state store: increments written off the task thread, restored in
-//! place), with a checkpoint every interval.
+//! place) or in one event-time window open for the whole run (a window's
+//! per-key aggregates, frozen copy-on-write by shard), with a checkpoint
+//! every interval.
 //!
 //! Events `0..keys` write every key once (the load); events from `keys` on
 //! write only the hot keys, the first `keys / 100` (1% of the keys), so
@@ -22,6 +24,9 @@ pub enum StateKind {
     Keyed,
     /// `StoredState`: the state store.
     Stored,
+    /// A tumbling window's counts: every event at time 0, so one window
+    /// holds every key until the end of input fires it.
+    Window,
 }
 
 /// The key of event `i`: every key once, then the hot 1%.
@@ -131,6 +136,21 @@ pub fn state_job(
             operator counts[parallelism] = StoredCount::default()
                 <- keyed.key(|(key, _): &(u64, u64)| *key);
             sink checksum[parallelism] = sink <- counts;
+        },
+        StateKind::Window => job! {
+            name "STATE";
+            workers workers_for(parallelism);
+            source events[parallelism] = GeneratorSource::new(|i| i).take(events);
+            operator keyed[parallelism] = StateEvents { keys } <- events;
+            operator timed[parallelism] = Watermarks::monotonic()
+                .timestamps(|_: &(u64, u64)| Timestamp::from_millis(0)) <- keyed;
+            operator counts[parallelism] { results, late } =
+                Windows::tumbling(Duration::from_secs(3_600)).count()
+                <- timed.key(|(key, _): &(u64, u64)| *key);
+            operator pairs[parallelism] = map(|r: WindowResult<u64, u64>| (r.key, r.value))
+                <- counts.results;
+            sink checksum[parallelism] = sink <- pairs;
+            drop counts.late;
         },
     }
     .expect("STATE is well formed");

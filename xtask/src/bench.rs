@@ -26,6 +26,7 @@ const WORKLOADS: &[&str] = &[
     "JOIN",
     "STATE-KEYED",
     "STATE-STORED",
+    "STATE-WINDOW",
 ];
 
 /// Whether `workload` is a state workload: its figures include checkpoints
