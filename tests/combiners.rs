@@ -169,6 +169,46 @@ impl CountAtEnd {
     }
 }
 
+/// `CountAtEnd`'s `combine` is a true merge: the combiner oracle reads the
+/// same counts, and the same final output, as record by record.
+#[test]
+fn count_at_end_combines_truly_and_a_sum_is_associative() {
+    use streamwork::core::testkit::{Step, assert_associative, assert_combines};
+    let record = |key: u64, count: u64| Step::Record {
+        key,
+        value: (key, count),
+        time: None,
+    };
+    let script = vec![
+        record(1, 1),
+        record(2, 4),
+        record(1, 2),
+        Step::Checkpoint,
+        record(1, 3),
+        record(1, 3),
+        record(3, 1),
+        Step::Watermark(5),
+        record(2, 1),
+    ];
+    assert_combines(CountAtEnd::default(), &script, |h| {
+        let mut counts: Vec<(u64, u64)> =
+            h.operator().counts.iter().map(|(k, v)| (*k, *v)).collect();
+        counts.sort_unstable();
+        let mut emitted: Vec<(u64, u64)> = h
+            .take(|out| out.take_buffered())
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
+        emitted.sort_unstable();
+        (counts, emitted)
+    });
+    // The function of the word counts' `reduce(..).associative()`.
+    assert_associative(
+        |c: &mut (u64, u64), n: (u64, u64)| c.1 += n.1,
+        &[(7, 0), (7, 1), (7, 5), (7, u64::MAX / 3)],
+    );
+}
+
 #[test]
 fn an_operator_with_fn_combine_gets_a_combiner_and_counts_every_record() {
     let n = 20_000;

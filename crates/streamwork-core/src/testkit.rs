@@ -473,6 +473,153 @@ pub fn assert_recovers<O, R>(
     );
 }
 
+/// The combiner oracle: checks that `operator`'s
+/// [`combine`](Operator::combine) is a true merge on `script`, and panics,
+/// naming the step, where it is not.
+///
+/// It runs `script` twice, on two instances: record by record, and with
+/// the records of each key merged by `combine` as the engine's combiner
+/// merges them (in arrival order, the latest event time kept, sent before
+/// each watermark, processing-time tick and checkpoint, and at the end).
+/// After each of those steps and at the end, `view` reads each instance:
+/// what must not differ, such as the operator's state (a sorted copy of
+/// its map) or what it emitted at a watermark. What it emits per record
+/// differs by design (fewer updates), so a view of outputs should read
+/// them where the two runs agree.
+///
+/// A declared combine is the operator's own claim: the engine cannot check
+/// it, so check it here, with scripts that merge what the job will merge.
+///
+/// ```
+/// use streamwork::core::testkit::{Step, assert_combines};
+/// use streamwork::core::{AnyTime, ByKey, Collector, Context, Operator, Statefulness};
+/// use std::collections::BTreeMap;
+/// // Sums per key; `combine` adds two records' amounts.
+/// #[derive(Clone, Default)]
+/// struct Sums(BTreeMap<u32, u64>);
+/// impl Operator for Sums {
+///     type In = (u32, u64);
+///     type Key = ByKey<u32>;
+///     type Out = Collector<(u32, u64)>;
+///     type Time = AnyTime;
+///     const COMBINES: bool = true;
+///     fn combine(&self, earlier: &mut (u32, u64), later: (u32, u64)) {
+///         earlier.1 += later.1;
+///     }
+///     fn on_record(&mut self, (k, v): (u32, u64), _: &mut Context<'_, ByKey<u32>, Self::Out>) {
+///         *self.0.entry(k).or_default() += v;
+///     }
+///     fn statefulness(&self) -> Statefulness {
+///         Statefulness::Unchecked("an example: its map is not checkpointed")
+///     }
+/// }
+/// let record = |k: u32, v: u64| Step::Record { key: k, value: (k, v), time: None };
+/// let script = vec![record(1, 2), record(2, 5), record(1, 3), Step::Watermark(10), record(1, 1)];
+/// assert_combines(Sums::default(), &script, |h| h.operator().0.clone());
+/// ```
+pub fn assert_combines<O, S>(
+    operator: O,
+    script: &[Step<<O::Key as KeyKind>::Value, O::In>],
+    mut view: impl FnMut(&mut Harness<O>) -> S,
+) where
+    O: Operator,
+    O::In: Clone,
+    S: PartialEq + std::fmt::Debug,
+{
+    type Pending<K, T> = Vec<(K, T, Option<i64>)>;
+    let merger = operator.clone();
+    let mut one_by_one = Harness::new(operator.clone());
+    let mut merged = Harness::new(operator);
+    let mut pending: Pending<<O::Key as KeyKind>::Value, O::In> = Vec::new();
+    let send = |pending: &mut Pending<_, _>, harness: &mut Harness<O>| {
+        for (key, value, time) in pending.drain(..) {
+            harness.record(key, value, time);
+        }
+    };
+    let mut compare = |at: &str, one_by_one: &mut Harness<O>, merged: &mut Harness<O>| {
+        let (expected, got) = (view(one_by_one), view(merged));
+        assert!(
+            expected == got,
+            "`combine` is not a true merge: {at}, record by record reads {expected:?}, merged reads {got:?}"
+        );
+    };
+    for (i, step) in script.iter().enumerate() {
+        let at = match step {
+            Step::Record { key, value, time } => {
+                one_by_one.record(key.clone(), value.clone(), *time);
+                match pending.iter_mut().find(|(k, _, _)| k == key) {
+                    Some((_, earlier, at)) => {
+                        merger.combine(earlier, value.clone());
+                        *at = (*at).max(*time);
+                    }
+                    None => pending.push((key.clone(), value.clone(), *time)),
+                }
+                continue;
+            }
+            Step::Watermark(millis) => {
+                send(&mut pending, &mut merged);
+                one_by_one.watermark(*millis);
+                merged.watermark(*millis);
+                format!("after step {i}, a watermark at {millis} ms")
+            }
+            Step::ProcessingTime(millis) => {
+                send(&mut pending, &mut merged);
+                one_by_one.processing_time(*millis);
+                merged.processing_time(*millis);
+                format!("after step {i}, processing time {millis} ms")
+            }
+            Step::Checkpoint => {
+                send(&mut pending, &mut merged);
+                one_by_one.barrier();
+                merged.barrier();
+                format!("after step {i}, a checkpoint")
+            }
+        };
+        compare(&at, &mut one_by_one, &mut merged);
+    }
+    send(&mut pending, &mut merged);
+    one_by_one.end();
+    merged.end();
+    compare("at the end", &mut one_by_one, &mut merged);
+}
+
+/// Checks that `f`, a `reduce` function that folds its second argument into
+/// its first, is associative on every triple of `samples` (`(a·b)·c` equals
+/// `a·(b·c)`), and panics with the first triple where it is not: what
+/// `reduce(f).associative()` claims, so that the engine may merge a key's
+/// values before the exchange.
+///
+/// ```
+/// use streamwork::core::testkit::assert_associative;
+/// assert_associative(|sum: &mut u64, x: u64| *sum += x, &[0, 1, 7, u64::MAX / 4]);
+/// let mean = |avg: &mut f64, x: f64| *avg = (*avg + x) / 2.0;
+/// let checked = std::panic::catch_unwind(|| assert_associative(mean, &[1.0, 2.0, 4.0]));
+/// assert!(checked.is_err(), "a running mean of two is not associative");
+/// ```
+pub fn assert_associative<V, F>(f: F, samples: &[V])
+where
+    V: Clone + PartialEq + std::fmt::Debug,
+    F: Fn(&mut V, V),
+{
+    for a in samples {
+        for b in samples {
+            for c in samples {
+                let mut left = a.clone();
+                f(&mut left, b.clone());
+                f(&mut left, c.clone());
+                let mut bc = b.clone();
+                f(&mut bc, c.clone());
+                let mut right = a.clone();
+                f(&mut right, bc);
+                assert!(
+                    left == right,
+                    "not associative: ({a:?}·{b:?})·{c:?} = {left:?} but {a:?}·({b:?}·{c:?}) = {right:?}"
+                );
+            }
+        }
+    }
+}
+
 /// One step of a [`CoScript`], for a two-input operator.
 #[derive(Clone, Debug)]
 pub enum CoStep<K, L, R> {
@@ -803,5 +950,86 @@ impl<T: Data> Operator for InjectFault<T> {
             self.fire(&format!("in checkpoint {}", self.snapshots));
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::AnyTime;
+    use crate::component::Statefulness;
+    use crate::key::ByKey;
+
+    /// Sums per key, with a `combine` given at construction.
+    #[derive(Clone)]
+    struct Sums {
+        sums: BTreeMap<u32, u64>,
+        combine: fn(&mut u64, u64),
+    }
+
+    impl Operator for Sums {
+        type In = (u32, u64);
+        type Key = ByKey<u32>;
+        type Out = Collector<(u32, u64)>;
+        type Time = AnyTime;
+        const COMBINES: bool = true;
+
+        fn combine(&self, earlier: &mut (u32, u64), later: (u32, u64)) {
+            (self.combine)(&mut earlier.1, later.1);
+        }
+
+        fn on_record(&mut self, (k, v): (u32, u64), _: &mut Context<'_, ByKey<u32>, Self::Out>) {
+            *self.sums.entry(k).or_default() += v;
+        }
+
+        fn statefulness(&self) -> Statefulness {
+            Statefulness::Unchecked("a test")
+        }
+    }
+
+    fn script() -> Script<u32, (u32, u64)> {
+        let record = |k: u32, v: u64| Step::Record {
+            key: k,
+            value: (k, v),
+            time: Some(v as i64),
+        };
+        vec![
+            record(1, 2),
+            record(2, 5),
+            record(1, 3),
+            Step::Checkpoint,
+            record(1, 4),
+            record(1, 4),
+            Step::Watermark(10),
+            record(2, 1),
+        ]
+    }
+
+    #[test]
+    fn a_combine_that_adds_is_a_true_merge_of_sums() {
+        let sums = Sums {
+            sums: BTreeMap::new(),
+            combine: |a, b| *a += b,
+        };
+        assert_combines(sums, &script(), |h| h.operator().sums.clone());
+    }
+
+    #[test]
+    #[should_panic(expected = "`combine` is not a true merge: after step 3, a checkpoint")]
+    fn a_combine_that_keeps_the_larger_is_not_a_merge_of_sums() {
+        let sums = Sums {
+            sums: BTreeMap::new(),
+            combine: |a, b| *a = (*a).max(b),
+        };
+        // Key 1's 2 and 3, merged before the checkpoint, count as 3, not 5.
+        assert_combines(sums, &script(), |h| h.operator().sums.clone());
+    }
+
+    #[test]
+    #[should_panic(expected = "not associative")]
+    fn subtraction_is_not_associative() {
+        assert_associative(|a: &mut i64, b: i64| *a -= b, &[1, 2, 3]);
     }
 }
