@@ -20,7 +20,7 @@ pub(crate) struct Panel {
     pub(crate) groups: Vec<Group>,
 }
 
-const COLOURS: [&str; 4] = ["#3b6ea5", "#e0873a", "#7a7a7a", "#5a9e5a"];
+const COLOURS: [&str; 5] = ["#3b6ea5", "#e0873a", "#7a7a7a", "#5a9e5a", "#b04a4a"];
 const WIDTH: f64 = 1100.0;
 const PANEL: f64 = 330.0;
 const LEFT: f64 = 70.0;
