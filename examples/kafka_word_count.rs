@@ -34,7 +34,8 @@
 //! run (and from a replay after a failure): each line's distinct words in
 //! the order of a hash set, and the counts' increments summed by first
 //! letter and emitted when the wall clock or a coin says so; the totals
-//! are sums of those increments. The results are as exact.
+//! are sums of those increments, merged per letter before they cross to
+//! the last stage (a combiner). The results are as exact.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -205,7 +206,10 @@ fn coin() -> bool {
         .is_multiple_of(8)
 }
 
-/// The sum of the increments of each letter.
+/// The sum of the increments of each letter. Two increments of a letter
+/// merge into their sum (`fn combine`), so a combiner in the sending stage
+/// adds them up before they cross to the next stage: one record per
+/// letter per flush instead of each.
 #[derive(Clone, Default, State)]
 struct LetterSums {
     sums: KeyedState<char, u64>,
@@ -213,6 +217,10 @@ struct LetterSums {
 
 #[operator]
 impl LetterSums {
+    fn combine(&self, earlier: &mut (char, u64), later: (char, u64)) {
+        earlier.1 += later.1;
+    }
+
     fn on_record(
         &mut self,
         letter: CurrentKey<'_, char>,

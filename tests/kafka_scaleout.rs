@@ -483,15 +483,22 @@ fn nondeterministic_stages_killed_at_random(s3: Option<(String, String)>) {
             kills.push(format!("{delay:?}"));
         }
         producer.join().unwrap();
+        let logs: Vec<String> = processes.into_iter().map(Process::finish).collect();
+        // The letters' increments merge in the sending stage (`LetterSums`
+        // has `fn combine`): what the kills test includes a combiner.
+        assert!(
+            logs.iter()
+                .any(|log| log.contains("increments → totalled (combine)")),
+            "no combiner before `totalled` in the stages: {logs:?}"
+        );
         // How many records the reading stages dropped as sent again by a
         // restored writer: the replays the kills caused (a measurement).
-        let resent: u64 = processes
-            .into_iter()
+        let resent: u64 = logs
+            .iter()
             .enumerate()
-            .flat_map(|(i, process)| {
-                let log = process.finish();
+            .flat_map(|(i, log)| {
                 if let Ok(dir) = std::env::var("STREAMWORK_KEEP_LOGS") {
-                    std::fs::write(format!("{dir}/trial-{trial}-{i}.log"), &log).unwrap();
+                    std::fs::write(format!("{dir}/trial-{trial}-{i}.log"), log).unwrap();
                 }
                 log.lines()
                     .filter_map(|line| line.split("exchange `").nth(1))
