@@ -105,13 +105,20 @@ fn dir(name: &str) -> PathBuf {
 /// times the budget here). Held back, what is not yet durable stays within
 /// a small multiple of the budget (a table doubles when it grows, and the
 /// checkpoint in flight holds the previous one), on a thread per task and
-/// on two workers, and every key is counted once.
+/// on two workers, at least once and exactly once (barriers aligned, into
+/// a transactional sink), and every key is counted once.
 #[test]
 fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_input() {
     const BUDGET: usize = 1 << 20;
     const KEYS: u64 = 300_000;
-    for workers in [0, 2] {
-        let dir = dir(&format!("held-{workers}"));
+    let runs = [
+        (0, Delivery::AtLeastOnce),
+        (2, Delivery::AtLeastOnce),
+        (0, Delivery::ExactlyOnce),
+        (2, Delivery::ExactlyOnce),
+    ];
+    for (workers, delivery) in runs {
+        let dir = dir(&format!("held-{workers}-{delivery:?}"));
         let peak = Arc::new(AtomicUsize::new(0));
         let totals = PeakTotals {
             counts: StoredState::with_options(StoreOptions {
@@ -121,12 +128,22 @@ fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_inp
             peak: peak.clone(),
         };
         let out = CollectSink::new();
-        let graph = job! {
-            name "held";
-            workers workers;
-            source numbers = GeneratorSource::new(|i| i).take(KEYS);
-            operator totals = totals <- numbers.key(|v: &u64| *v);
-            sink out = out.clone() <- totals;
+        let graph = if delivery == Delivery::ExactlyOnce {
+            job! {
+                name "held";
+                workers workers;
+                source numbers = GeneratorSource::new(|i| i).take(KEYS);
+                operator totals = totals <- numbers.key(|v: &u64| *v);
+                sink out = out.transactional() <- totals;
+            }
+        } else {
+            job! {
+                name "held";
+                workers workers;
+                source numbers = GeneratorSource::new(|i| i).take(KEYS);
+                operator totals = totals <- numbers.key(|v: &u64| *v);
+                sink out = out.clone() <- totals;
+            }
         }
         .unwrap();
         let store = SlowStore {
@@ -136,7 +153,7 @@ fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_inp
         let options = RunOptions {
             checkpoints: Some(
                 CheckpointConfig::new(dir.join("local"), Duration::from_secs(3_600))
-                    .delivery(Delivery::AtLeastOnce)
+                    .delivery(delivery)
                     .stored_in(Arc::new(store)),
             ),
             ..RunOptions::default()
@@ -144,23 +161,23 @@ fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_inp
         let report = graph.run_with(options).unwrap();
         assert!(
             report.checkpoints.iter().filter(|c| c.early).count() >= 2,
-            "{workers} workers: the budget asked for checkpoints: {:?}",
+            "{workers} workers, {delivery:?}: the budget asked for checkpoints: {:?}",
             report.checkpoints.len()
         );
         let peak = peak.load(Ordering::Relaxed);
         assert!(
             peak <= 4 * BUDGET,
-            "{workers} workers: {peak} bytes not yet durable at the peak, budget {BUDGET}"
+            "{workers} workers, {delivery:?}: {peak} bytes not yet durable at the peak, budget {BUDGET}"
         );
         let mut counts = out.values();
         counts.sort_unstable();
-        assert_eq!(counts.len() as u64, KEYS, "{workers} workers");
+        assert_eq!(counts.len() as u64, KEYS, "{workers} workers, {delivery:?}");
         assert!(
             counts
                 .iter()
                 .enumerate()
                 .all(|(i, &(k, n))| k == i as u64 && n == 1),
-            "{workers} workers: every key counted once"
+            "{workers} workers, {delivery:?}: every key counted once"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
