@@ -177,6 +177,23 @@ fn records_absorbed_into_window_state_end_their_trees() {
     assert_eq!(total, n, "every record counted once");
 }
 
+/// Runs `graph` with acking on a thread of its own and fails unless it
+/// ends within two minutes: a bound, not a timing (a run that never ends
+/// fails here instead of hanging the suite).
+fn run_acked_to_the_end(graph: JobGraph, what: &str) {
+    let run = std::thread::spawn(move || {
+        graph
+            .run_with(RunOptions::acking(Duration::from_secs(30)))
+            .map(|_| ())
+    });
+    let started = std::time::Instant::now();
+    while !run.is_finished() && started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(run.is_finished(), "{what}: the job never ended");
+    run.join().unwrap().unwrap();
+}
+
 #[test]
 fn a_source_whose_last_poll_ends_it_completes_its_trees_on_workers() {
     // A `VecSource` reports `Finished` in the poll that emits its last
@@ -193,18 +210,7 @@ fn a_source_whose_last_poll_ends_it_completes_its_trees_on_workers() {
             sink out = out.clone() <- counts;
         }
         .unwrap();
-        let run = std::thread::spawn(move || {
-            graph
-                .run_with(RunOptions::acking(Duration::from_secs(30)))
-                .map(|_| ())
-        });
-        // A bound, not a timing: a run that never ends fails here.
-        let started = std::time::Instant::now();
-        while !run.is_finished() && started.elapsed() < Duration::from_secs(120) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(run.is_finished(), "p={parallelism}: the job never ended");
-        run.join().unwrap().unwrap();
+        run_acked_to_the_end(graph, &format!("p={parallelism}"));
         let mut finals = std::collections::BTreeMap::new();
         for (key, sum) in out.values() {
             let last: &mut u64 = finals.entry(key).or_default();
@@ -258,18 +264,7 @@ fn what_a_fused_operator_emits_when_the_input_ends_completes_on_workers() {
             sink out = out.clone() <- totals;
         }
         .unwrap();
-        let run = std::thread::spawn(move || {
-            graph
-                .run_with(RunOptions::acking(Duration::from_secs(30)))
-                .map(|_| ())
-        });
-        // A bound, not a timing: a run that never ends fails here.
-        let started = std::time::Instant::now();
-        while !run.is_finished() && started.elapsed() < Duration::from_secs(120) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(run.is_finished(), "p={parallelism}: the job never ended");
-        run.join().unwrap().unwrap();
+        run_acked_to_the_end(graph, &format!("p={parallelism}"));
         let mut finals = BTreeMap::new();
         for (key, total) in out.values() {
             let last: &mut u64 = finals.entry(key).or_default();

@@ -128,22 +128,14 @@ fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_inp
             peak: peak.clone(),
         };
         let out = CollectSink::new();
-        let graph = if delivery == Delivery::ExactlyOnce {
-            job! {
-                name "held";
-                workers workers;
-                source numbers = GeneratorSource::new(|i| i).take(KEYS);
-                operator totals = totals <- numbers.key(|v: &u64| *v);
-                sink out = out.transactional() <- totals;
-            }
-        } else {
-            job! {
-                name "held";
-                workers workers;
-                source numbers = GeneratorSource::new(|i| i).take(KEYS);
-                operator totals = totals <- numbers.key(|v: &u64| *v);
-                sink out = out.clone() <- totals;
-            }
+        // Transactional for both: what exactly once needs, and as right at
+        // least once.
+        let graph = job! {
+            name "held";
+            workers workers;
+            source numbers = GeneratorSource::new(|i| i).take(KEYS);
+            operator totals = totals <- numbers.key(|v: &u64| *v);
+            sink out = out.transactional() <- totals;
         }
         .unwrap();
         let store = SlowStore {
