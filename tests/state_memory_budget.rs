@@ -156,6 +156,12 @@ fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_inp
             "{workers} workers, {delivery:?}: the budget asked for checkpoints: {:?}",
             report.checkpoints.len()
         );
+        // Visible: the report (and `/metrics`, the job page) counts the holds.
+        assert!(
+            report.input_holds > 0,
+            "{workers} workers, {delivery:?}: no hold in the report"
+        );
+        assert!(report.to_string().contains("sources held"), "{report}");
         let peak = peak.load(Ordering::Relaxed);
         assert!(
             peak <= 4 * BUDGET,

@@ -396,18 +396,39 @@ pub trait RestoreSource: Send + Sync {
     ) -> Option<SharedBytes>;
 }
 
+/// The holds on one job's input ([`CheckpointView::hold_input`]): how many
+/// are out now, which the job's sources look at before each poll, and how
+/// many were taken, for its report.
+#[derive(Debug, Default)]
+pub struct InputHolds {
+    out: AtomicUsize,
+    taken: AtomicU64,
+}
+
+impl InputHolds {
+    /// Whether any hold is out: the sources read nothing.
+    pub fn any(&self) -> bool {
+        self.out.load(Ordering::Acquire) > 0
+    }
+
+    /// Holds taken so far.
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+}
+
 /// A hold on a job's input from [`CheckpointView::hold_input`]: its sources
 /// read nothing until every hold is dropped.
 #[derive(Debug)]
 #[must_use = "the input is held only until the hold is dropped"]
 pub struct InputHold {
-    holds: Option<Arc<AtomicUsize>>,
+    holds: Option<Arc<InputHolds>>,
 }
 
 impl Drop for InputHold {
     fn drop(&mut self) {
         if let Some(holds) = &self.holds {
-            holds.fetch_sub(1, Ordering::AcqRel);
+            holds.out.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -422,8 +443,8 @@ pub struct CheckpointView {
     failed: Option<Arc<AtomicBool>>,
     /// Raised to ask for the next checkpoint now.
     early: Option<Arc<AtomicBool>>,
-    /// How many holds on the job's input are out ([`InputHold`]).
-    holds: Option<Arc<AtomicUsize>>,
+    /// The holds on the job's input ([`InputHold`]).
+    holds: Option<Arc<InputHolds>>,
 }
 
 impl fmt::Debug for CheckpointView {
@@ -450,7 +471,7 @@ impl CheckpointView {
 
     /// The same view, whose [`hold_input`](Self::hold_input) counts its
     /// holds in `holds`, which the job's sources look at before each poll.
-    pub fn with_input_holds(mut self, holds: Arc<AtomicUsize>) -> Self {
+    pub fn with_input_holds(mut self, holds: Arc<InputHolds>) -> Self {
         self.holds = Some(holds);
         self
     }
@@ -466,7 +487,8 @@ impl CheckpointView {
     /// is the sources' backpressured time in the metrics.
     pub fn hold_input(&self) -> InputHold {
         if let Some(holds) = &self.holds {
-            holds.fetch_add(1, Ordering::AcqRel);
+            holds.out.fetch_add(1, Ordering::AcqRel);
+            holds.taken.fetch_add(1, Ordering::Relaxed);
         }
         InputHold {
             holds: self.holds.clone(),

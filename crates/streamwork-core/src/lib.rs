@@ -58,8 +58,8 @@ pub mod time;
 pub mod timer;
 
 pub use checkpoint::{
-    CheckpointView, DeferredBytes, Delivery, InputHold, Restore, SharedBytes, SideRecord,
-    SnapshotContext, StateBytes,
+    CheckpointView, DeferredBytes, Delivery, InputHold, InputHolds, Restore, SharedBytes,
+    SideRecord, SnapshotContext, StateBytes,
 };
 pub use collector::Collector;
 pub use component::{

@@ -125,6 +125,10 @@ impl LiveMetrics {
             bottleneck: monitor.bottleneck,
             thrashing: monitor.thrashing,
             source_pauses: registry.pause_flags.iter().map(|(_, f)| f.episodes()).sum(),
+            input_holds: registry
+                .checkpoints
+                .get()
+                .map_or(0, |record| record.input_holds.taken()),
             checkpoints,
             recovery,
             savepoint: None,

@@ -386,6 +386,10 @@ impl Registry {
         let pauses: u64 = self.pause_flags.iter().map(|(_, f)| f.episodes()).sum();
         metrics::counter!("streamwork_source_pauses_total", "job" => self.job.clone())
             .absolute(pauses);
+        if let Some(record) = self.checkpoints.get() {
+            metrics::counter!("streamwork_input_holds_total", "job" => self.job.clone())
+                .absolute(record.input_holds.taken());
+        }
         for (from, to, dropped) in &self.edges {
             metrics::counter!(
                 "streamwork_dropped_records_total",

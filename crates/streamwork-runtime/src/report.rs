@@ -60,6 +60,9 @@ pub struct JobReport {
     pub thrashing: Option<String>,
     /// Times sources were paused by backpressure watermarks.
     pub source_pauses: u64,
+    /// Times state past its memory budget held the sources back until its
+    /// next checkpoint ([`CheckpointView::hold_input`](streamwork_core::CheckpointView::hold_input)).
+    pub input_holds: u64,
     /// The checkpoints completed, in order (a job that takes them; filled
     /// in by `join`).
     pub checkpoints: Vec<crate::checkpoint::CheckpointStats>,
@@ -123,6 +126,13 @@ impl fmt::Display for JobReport {
                 f,
                 "  sources paused {} times by backpressure",
                 self.source_pauses
+            )?;
+        }
+        if self.input_holds > 0 {
+            writeln!(
+                f,
+                "  sources held {} times by state past its memory budget, each until a checkpoint",
+                self.input_holds
             )?;
         }
         if let Some(thrashing) = &self.thrashing {
@@ -199,6 +209,7 @@ mod tests {
             bottleneck: None,
             thrashing: None,
             source_pauses: 0,
+            input_holds: 0,
             checkpoints: vec![CheckpointStats {
                 id: CheckpointId::new(7),
                 duration: Duration::from_millis(12),

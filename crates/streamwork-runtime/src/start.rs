@@ -75,6 +75,7 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
                 recovery: checkpointing.recovery,
                 savepoint: checkpointing.coordinator.signals.savepoint.clone(),
                 longest_restore: checkpointing.coordinator.signals.longest_restore.clone(),
+                input_holds: checkpointing.coordinator.signals.input_holds.clone(),
             };
             let _ = registry.checkpoints.set(record);
             match spawn_coordinator(checkpointing.coordinator, &failure) {

@@ -107,6 +107,7 @@ pub(crate) fn metrics(report: &JobReport, look: u64) -> String {
         "bottleneck": report.bottleneck,
         "thrashing": report.thrashing,
         "source_pauses": report.source_pauses,
+        "input_holds": report.input_holds,
         "components": components,
         "checkpoints": {
             "completed": taken.len(),
@@ -141,7 +142,8 @@ mod tests {
     }
 
     /// The page counts the checkpoints taken, and those asked for early
-    /// (a memory budget passed); the final one is not counted.
+    /// (a memory budget passed); the final one is not counted; and the
+    /// holds of the input by state past its budget.
     #[test]
     fn the_metrics_count_early_checkpoints() {
         let report = JobReport {
@@ -152,6 +154,7 @@ mod tests {
             bottleneck: None,
             thrashing: None,
             source_pauses: 0,
+            input_holds: 2,
             checkpoints: vec![
                 taken(1, false, false),
                 taken(2, true, false),
@@ -166,5 +169,6 @@ mod tests {
         assert_eq!(json["checkpoints"]["completed"], 3);
         assert_eq!(json["checkpoints"]["early"], 2);
         assert_eq!(json["checkpoints"]["last"]["id"], 3);
+        assert_eq!(json["input_holds"], 2);
     }
 }

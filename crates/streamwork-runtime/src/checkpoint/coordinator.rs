@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -34,7 +34,7 @@ pub(crate) struct Signals {
     pub(crate) early: Arc<AtomicBool>,
     /// Holds on the job's input out
     /// ([`CheckpointView::hold_input`](streamwork_core::checkpoint::CheckpointView::hold_input)).
-    pub(crate) input_holds: Arc<AtomicUsize>,
+    pub(crate) input_holds: Arc<streamwork_core::InputHolds>,
 }
 
 impl Signals {
@@ -46,7 +46,7 @@ impl Signals {
             savepoint: Arc::new(AtomicU64::new(0)),
             longest_restore: Arc::new(AtomicU64::new(0)),
             early: Arc::new(AtomicBool::new(false)),
-            input_holds: Arc::new(AtomicUsize::new(0)),
+            input_holds: Arc::default(),
         }
     }
 }

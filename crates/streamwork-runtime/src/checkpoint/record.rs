@@ -17,6 +17,8 @@ pub(crate) struct CheckpointRecord {
     pub(crate) savepoint: Arc<std::sync::atomic::AtomicU64>,
     /// The longest restore of an instance, in nanoseconds.
     pub(crate) longest_restore: Arc<std::sync::atomic::AtomicU64>,
+    /// The holds on the job's input, by state past its memory budget.
+    pub(crate) input_holds: Arc<streamwork_core::InputHolds>,
 }
 
 impl CheckpointRecord {

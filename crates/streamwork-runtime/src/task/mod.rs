@@ -20,7 +20,7 @@ pub(crate) mod pause;
 pub(crate) mod source_run;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -106,7 +106,7 @@ pub(crate) struct TaskCheckpoints {
     /// Holds on the job's input out
     /// ([`CheckpointView::hold_input`](streamwork_core::CheckpointView::hold_input)):
     /// while any is, sources take checkpoints but read nothing.
-    pub(crate) input_holds: Arc<AtomicUsize>,
+    pub(crate) input_holds: Arc<streamwork_core::InputHolds>,
 }
 
 /// One input channel of a task: where it comes from and how full it may get.

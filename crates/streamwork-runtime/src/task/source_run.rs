@@ -89,7 +89,7 @@ impl SourceRun {
                 task.flush()?;
                 return Ok(Step::Gated);
             }
-            if checkpoints.input_holds.load(Ordering::Acquire) > 0 {
+            if checkpoints.input_holds.any() {
                 // State past its memory budget waits for checkpoints to
                 // shrink it: read nothing meanwhile (checkpoints go on).
                 task.flush()?;

@@ -986,7 +986,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     use super::*;
 
@@ -1002,7 +1002,7 @@ mod tests {
     #[test]
     fn writes_past_the_budget_ask_for_a_checkpoint_once_and_hold_the_input() {
         let early = Arc::new(AtomicBool::new(false));
-        let holds = Arc::new(AtomicUsize::new(0));
+        let holds = Arc::new(streamwork_core::InputHolds::default());
         let view = CheckpointView::new(Arc::new(AtomicU64::new(0)), None)
             .with_early_requests(early.clone())
             .with_input_holds(holds.clone());
@@ -1024,7 +1024,7 @@ mod tests {
         for key in 7_170..28_672u64 {
             *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
         }
-        assert_eq!(holds.load(Ordering::SeqCst), 0, "held within the budget");
+        assert!(!holds.any(), "held within the budget");
         for key in 28_672..60_000u64 {
             *counts.get_or_default(CurrentKey::for_testing(&key)) += 1;
         }
@@ -1032,13 +1032,14 @@ mod tests {
             !early.load(Ordering::SeqCst),
             "asked twice before a checkpoint"
         );
-        assert_eq!(holds.load(Ordering::SeqCst), 1, "held once past it");
+        assert!(holds.any(), "held past it");
+        assert_eq!(holds.taken(), 1, "held once");
         let clone = counts.clone();
-        assert_eq!(holds.load(Ordering::SeqCst), 1, "a clone holds nothing");
         drop(clone);
+        assert!(holds.any(), "a clone holds nothing, and lets go of nothing");
         assert!(crate::memory::recount(0, 0) >= table_bytes::<u64, u64>(60_000));
         drop(counts);
-        assert_eq!(holds.load(Ordering::SeqCst), 0, "a dropped state lets go");
+        assert!(!holds.any(), "a dropped state lets go");
         assert_eq!(
             crate::memory::recount(0, 0),
             0,
