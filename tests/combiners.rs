@@ -235,6 +235,30 @@ fn an_operator_with_fn_combine_gets_a_combiner_and_counts_every_record() {
     }
 }
 
+/// Numbers (`(i % 10, i - 500)`, held halfway until a checkpoint is
+/// complete) through `fault`, summed per key at parallelism `p` by an
+/// associative reduce, committed exactly once into `out`; the plan has the
+/// combiner.
+fn summed_exactly_once(
+    n: u64,
+    p: u32,
+    fault: InjectFault<(u64, i64)>,
+    out: &CollectSink<(u64, i64)>,
+) -> streamwork::runtime::JobGraph {
+    let graph = job! {
+        delivery exactly_once;
+        source numbers = Numbers::new(n);
+        operator faulty = fault <- numbers;
+        operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v).associative()
+            <- faulty.key(|(k, _): &(u64, i64)| *k);
+        operator rows = map(|(_, row): (u64, (u64, i64))| row) <- sums;
+        sink committed = out.transactional() <- rows;
+    }
+    .unwrap();
+    assert!(has_component(&graph, "sums (combine)"));
+    graph
+}
+
 #[test]
 fn a_combined_reduce_restored_after_a_failure_commits_exactly_once() {
     // Numbers: (i % 10, i - 500), held halfway until a checkpoint is
@@ -249,17 +273,7 @@ fn a_combined_reduce_restored_after_a_failure_commits_exactly_once() {
         let checkpoints = dir(&format!("combiners-reduce-{p}"));
         let out = CollectSink::new();
         let fault = InjectFault::new(0, Fault::BeforeRecord(20_000));
-        let graph = job! {
-            delivery exactly_once;
-            source numbers = Numbers::new(n);
-            operator faulty = fault <- numbers;
-            operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v).associative()
-                <- faulty.key(|(k, _): &(u64, i64)| *k);
-            operator rows = map(|(_, row): (u64, (u64, i64))| row) <- sums;
-            sink committed = out.transactional() <- rows;
-        }
-        .unwrap();
-        assert!(has_component(&graph, "sums (combine)"));
+        let graph = summed_exactly_once(n, p, fault, &out);
         let report = graph.run_with(exactly_once(&checkpoints, 1)).unwrap();
         assert_eq!(report.restarts, 1, "the fault fired");
         let rows = out.values();
@@ -344,17 +358,7 @@ fn a_combined_reduce_that_died_resumes_exactly_at_another_parallelism() {
             0,
             fault.map_or(Fault::BeforeRecord(usize::MAX), Fault::BeforeRecord),
         );
-        let graph = job! {
-            delivery exactly_once;
-            source numbers = Numbers::new(n);
-            operator faulty = fault <- numbers;
-            operator sums[p] = reduce(|sum: &mut (u64, i64), (_, v): (u64, i64)| sum.1 += v).associative()
-                <- faulty.key(|(k, _): &(u64, i64)| *k);
-            operator rows = map(|(_, row): (u64, (u64, i64))| row) <- sums;
-            sink committed = out.transactional() <- rows;
-        }
-        .unwrap();
-        assert!(has_component(&graph, "sums (combine)"));
+        let graph = summed_exactly_once(n, p, fault, &out);
         (graph.run_with(exactly_once(&checkpoints, 0)), out.values())
     };
     let (died, before) = run(2, Some(20_000));

@@ -9,55 +9,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use streamwork::core::testkit::{Fault, InjectFault};
 use streamwork::prelude::*;
 use streamwork::state::{
-    CheckpointStore, DirectoryStore, StateError, StoreOptions, StoredState, unsettled_bytes,
+    CheckpointStore, DirectoryStore, GuardedStore, StateError, StoreOptions, StoredState,
+    WriteGuard, unsettled_bytes,
 };
 
-/// A checkpoint store that takes `delay` for every upload: every checkpoint
-/// is complete only once mirrored, so each one takes at least that long.
+/// Slows every write of a checkpoint store: a checkpoint is complete only
+/// once copied to the store, so each one takes at least that long.
 #[derive(Debug)]
-struct SlowStore {
-    inner: Arc<dyn CheckpointStore>,
-    delay: Duration,
-}
+struct Slow(Duration);
 
-impl CheckpointStore for SlowStore {
-    fn list(&self) -> Result<Vec<(String, u64)>, StateError> {
-        self.inner.list()
-    }
-
-    fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<(), StateError> {
-        std::thread::sleep(self.delay);
-        self.inner.upload(name, bytes)
-    }
-
-    fn download(&self, name: &str) -> Result<Vec<u8>, StateError> {
-        self.inner.download(name)
-    }
-
-    fn delete(&self, name: &str) -> Result<(), StateError> {
-        self.inner.delete(name)
-    }
-
-    fn child(&self, prefix: &str) -> Result<Arc<dyn CheckpointStore>, StateError> {
-        Ok(Arc::new(SlowStore {
-            inner: self.inner.child(prefix)?,
-            delay: self.delay,
-        }))
-    }
-
-    fn read_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
-        self.inner.read_versioned(name)
-    }
-
-    fn write_if(
-        &self,
-        name: &str,
-        bytes: Vec<u8>,
-        expected: Option<&str>,
-    ) -> Result<Option<String>, StateError> {
-        self.inner.write_if(name, bytes, expected)
+impl WriteGuard for Slow {
+    fn before_write(&self, _: &dyn CheckpointStore, _: &str) -> Result<(), StateError> {
+        std::thread::sleep(self.0);
+        Ok(())
     }
 }
 
@@ -106,7 +73,9 @@ fn dir(name: &str) -> PathBuf {
 /// a small multiple of the budget (a table doubles when it grows, and the
 /// checkpoint in flight holds the previous one), on a thread per task and
 /// on two workers, at least once and exactly once (barriers aligned, into
-/// a transactional sink), and every key is counted once.
+/// a transactional sink), and every key is counted once. Exactly once, the
+/// job also fails two thirds of the way in and restarts from its last
+/// checkpoint: the failed run's holds go with its states.
 #[test]
 fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_input() {
     const BUDGET: usize = 1 << 20;
@@ -128,29 +97,44 @@ fn a_stored_state_holds_its_input_back_while_checkpoints_are_slower_than_the_inp
             peak: peak.clone(),
         };
         let out = CollectSink::new();
+        let fails = delivery == Delivery::ExactlyOnce;
+        let fault = InjectFault::new(
+            0,
+            Fault::BeforeRecord(if fails { 200_000 } else { usize::MAX }),
+        );
         // Transactional for both: what exactly once needs, and as right at
         // least once.
         let graph = job! {
             name "held";
             workers workers;
             source numbers = GeneratorSource::new(|i| i).take(KEYS);
-            operator totals = totals <- numbers.key(|v: &u64| *v);
+            operator faulty = fault <- numbers;
+            operator totals = totals <- faulty.key(|v: &u64| *v);
             sink out = out.transactional() <- totals;
         }
         .unwrap();
-        let store = SlowStore {
-            inner: Arc::new(DirectoryStore::new(dir.join("store"))),
-            delay: Duration::from_millis(20),
-        };
+        let store = GuardedStore::with_guard(
+            Arc::new(DirectoryStore::new(dir.join("store"))),
+            Slow(Duration::from_millis(20)),
+        );
         let options = RunOptions {
             checkpoints: Some(
                 CheckpointConfig::new(dir.join("local"), Duration::from_secs(3_600))
                     .delivery(delivery)
                     .stored_in(Arc::new(store)),
             ),
+            restart: RestartStrategy::FixedDelay {
+                attempts: 1,
+                delay: Duration::ZERO,
+            },
             ..RunOptions::default()
         };
         let report = graph.run_with(options).unwrap();
+        assert_eq!(
+            report.restarts,
+            u32::from(fails),
+            "{workers} workers, {delivery:?}: the fault fired"
+        );
         assert!(
             report.checkpoints.iter().filter(|c| c.early).count() >= 2,
             "{workers} workers, {delivery:?}: the budget asked for checkpoints: {:?}",

@@ -479,8 +479,11 @@ pub fn assert_recovers<O, R>(
 ///
 /// It runs `script` twice, on two instances: record by record, and with
 /// the records of each key merged by `combine` as the engine's combiner
-/// merges them (in arrival order, the latest event time kept, sent before
-/// each watermark, processing-time tick and checkpoint, and at the end).
+/// merges them (in arrival order, the latest event time kept), sent before
+/// each watermark, processing-time step and checkpoint of the script, and
+/// at the end, one key after another in the order the keys first came.
+/// (The engine sends at a tick only once 100 ms have passed, and keys in
+/// no set order: it may merge across more ticks than the script does.)
 /// After each of those steps and at the end, `view` reads each instance:
 /// what must not differ, such as the operator's state (a sorted copy of
 /// its map) or what it emitted at a watermark. What it emits per record

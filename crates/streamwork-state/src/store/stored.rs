@@ -86,11 +86,6 @@ impl Counted {
         let before = std::mem::replace(&mut self.0, bytes);
         crate::memory::recount(before, bytes)
     }
-
-    /// The process's total, as last counted.
-    fn total(&self) -> usize {
-        crate::memory::unsettled_bytes()
-    }
 }
 
 impl Clone for Counted {
@@ -431,7 +426,7 @@ where
     /// while the table grows at most once more.
     ///
     /// Past the budget itself (input faster than checkpoints), a state
-    /// whose table of writes holds at least [`HOLD_SHARE`] of the budget
+    /// whose table of writes holds at least 1/[`HOLD_SHARE`] of the budget
     /// also holds the job's input back until its next snapshot, which it has
     /// asked for: its table stops growing while the checkpoint travels and
     /// the earlier ones are written. It lets go of the newest durable table
@@ -446,7 +441,7 @@ where
             return;
         }
         let budget = self.lower.options.unsettled_bytes;
-        if self.lower.counted.total() > budget {
+        if crate::memory::unsettled_bytes() > budget {
             // The newest durable table is read from its run.
             if let Some(recent) = self.lower.recent.take() {
                 self.lower.retired.push(recent);
