@@ -28,24 +28,19 @@ macro_rules! checkpointed_join {
 pub(crate) use checkpointed_join;
 
 /// The snapshot of a keyed `table`: frozen on the task thread (the pause),
-/// its entries gathered and archived off it, when the checkpoint is
+/// its entries (or, once a checkpoint of this run is complete, those that
+/// changed since) gathered and archived off it, when the checkpoint is
 /// written; `None` when checkpointing is off.
 pub(crate) fn snapshot_table<K, V>(
-    checkpoint: &KeyedCheckpoint<(), K, V>,
+    checkpoint: &mut KeyedCheckpoint<(), K, V>,
     ctx: &SnapshotContext,
     table: &mut CowMap<K, V>,
-) -> Option<StateBytes>
+) -> Result<Option<StateBytes>, TaskError>
 where
     K: Key + Sync,
     V: Clone + Send + Sync + 'static,
 {
-    if !checkpoint.is_enabled() {
-        return None;
-    }
-    let frozen = table.freeze();
-    checkpoint.snapshot_beside(ctx, (), move || {
-        frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-    })
+    checkpoint.snapshot_map(ctx, (), table, Clone::clone)
 }
 
 /// Fills `table` with this instance's entries of the restored snapshot.

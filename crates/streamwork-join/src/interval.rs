@@ -49,7 +49,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
             rows: self.rows.clone(),
             cleanup: self.cleanup.clone(),
             watermark: self.watermark,
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }
@@ -111,12 +111,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for IntervalJoin<L, R, K
     crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        Ok(snapshot_rows(
-            ctx,
-            &self.checkpoint,
-            self.watermark,
-            &mut self.rows,
-        ))
+        snapshot_rows(ctx, &mut self.checkpoint, self.watermark, &mut self.rows)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -49,25 +49,20 @@ impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
 
 /// The snapshot of every key's rows and the watermark (`None` if the join
 /// was built `.transient()`): the rows are frozen, and archived beside the
-/// snapshot off the task thread.
+/// snapshot off the task thread, only the keys whose rows changed once a
+/// checkpoint of this run is complete.
 pub(crate) fn snapshot_rows<K, L, R>(
     ctx: &SnapshotContext,
-    checkpoint: &KeyedCheckpoint<i64, K, Rows<L, R>>,
+    checkpoint: &mut KeyedCheckpoint<i64, K, Rows<L, R>>,
     watermark: i64,
     rows: &mut RowMap<K, L, R>,
-) -> Option<StateBytes>
+) -> Result<Option<StateBytes>, TaskError>
 where
     K: Key,
     L: Clone + Send + Sync + 'static,
     R: Clone + Send + Sync + 'static,
 {
-    if !checkpoint.is_enabled() {
-        return None;
-    }
-    let frozen = rows.0.freeze();
-    checkpoint.snapshot_beside(ctx, watermark, move || {
-        frozen.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-    })
+    checkpoint.snapshot_map(ctx, watermark, &mut rows.0, Clone::clone)
 }
 
 /// Restores the rows of the keys this instance owns and the watermark;

@@ -39,7 +39,7 @@ impl<S, V: Clone, K: Clone> Clone for StreamTableJoin<S, V, K> {
         StreamTableJoin {
             kind: self.kind,
             table: self.table.clone(),
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }
@@ -126,7 +126,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V
     crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        Ok(snapshot_table(&self.checkpoint, ctx, &mut self.table))
+        snapshot_table(&mut self.checkpoint, ctx, &mut self.table)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -182,7 +182,7 @@ impl<S: Clone, V: Clone, K: Clone> Clone for TemporalTableJoin<S, V, K> {
             versions: self.versions.clone(),
             waiting: self.waiting.clone(),
             watermark: self.watermark,
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }

@@ -31,7 +31,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for TableTableJoin<L, R, K> {
     fn clone(&self) -> Self {
         TableTableJoin {
             rows: self.rows.clone(),
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }
@@ -92,7 +92,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for TableTableJoin<L, R,
     crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        Ok(snapshot_table(&self.checkpoint, ctx, &mut self.rows))
+        snapshot_table(&mut self.checkpoint, ctx, &mut self.rows)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -40,7 +40,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for StreamStreamJoin<L, R, K> {
             rows: self.rows.clone(),
             expiry: self.expiry.clone(),
             watermark: self.watermark,
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }
@@ -120,12 +120,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for StreamStreamJoin<L, 
     crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        Ok(snapshot_rows(
-            ctx,
-            &self.checkpoint,
-            self.watermark,
-            &mut self.rows,
-        ))
+        snapshot_rows(ctx, &mut self.checkpoint, self.watermark, &mut self.rows)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

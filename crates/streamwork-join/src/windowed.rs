@@ -77,7 +77,7 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
             windows: self.windows.clone(),
             spare: None,
             watermark: self.watermark,
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }

@@ -36,6 +36,7 @@
 //! ```
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
 use rkyv::bytecheck::CheckBytes;
@@ -50,6 +51,11 @@ use streamwork_core::{
     StateBytes, Statefulness, TaskError,
 };
 
+use crate::chain::{
+    ArchivedChainManifest, ArchivedKeyedDelta, Chain, ChainManifest, KeyedDelta, Plan,
+    THIS_CHECKPOINT, group_delta,
+};
+use crate::cow::{CowMap, FrozenMap};
 use crate::error::StateError;
 use crate::keyed::KeyGroupEntries;
 use crate::version::operator_id;
@@ -102,13 +108,26 @@ pub struct RestoredEntries<M, K, V> {
 }
 
 type SaveFn<M, K, V> = fn(M, Vec<(K, V)>, KeyGroups) -> Result<AlignedVec, StateError>;
+type SaveDeltaFn<K, V> = fn(Vec<(K, V)>, Vec<K>, KeyGroups) -> Result<AlignedVec, StateError>;
+type SaveManifestFn<M> = fn(M, Vec<u64>, KeyGroups) -> Result<AlignedVec, StateError>;
 type LoadFn<M, K, V> =
-    fn(&Restore<'_>, &[(InstanceIdx, &[u8])]) -> Result<RestoredEntries<M, K, V>, StateError>;
+    fn(&Restore<'_>, &[(InstanceIdx, Held<'_>)]) -> Result<RestoredEntries<M, K, V>, StateError>;
+
+/// One old instance's snapshot, as a restore holds it.
+pub(crate) enum Held<'a> {
+    /// Its whole entries ([`KeyedParts`]).
+    Whole(PartBytes<'a>),
+    /// The manifest of a chain ([`ChainManifest`]), whose records the load
+    /// reads from the checkpoint log.
+    Chain(&'a [u8]),
+}
 
 /// Snapshots and restores keyed entries `(K, V)` with metadata `M`, by key
-/// group. Copy: two function pointers.
+/// group. Copy: a few function pointers.
 pub struct KeyedCodec<M, K, V> {
     save: SaveFn<M, K, V>,
+    save_delta: SaveDeltaFn<K, V>,
+    save_manifest: SaveManifestFn<M>,
     load: LoadFn<M, K, V>,
     /// The version of the operator's entry layout (`M`, `K`, `V`): bumped
     /// whenever an operator changes what it keeps, so that a snapshot of
@@ -143,6 +162,11 @@ pub const KEYED_PARTS_SCHEMA: u32 = 1;
 /// are empty, and the parts are its side record `BESIDE_STREAM`.
 pub const KEYED_PARTS_BESIDE_SCHEMA: u32 = 2;
 
+/// The container of a delta snapshot ([`KeyedCheckpoint::snapshot_map`]):
+/// its bytes are a [`ChainManifest`], and its side record `BESIDE_STREAM`
+/// a [`KeyedDelta`] on the records the manifest names before it.
+pub const KEYED_DELTA_SCHEMA: u32 = 3;
+
 /// The side stream that holds the parts of a snapshot taken beside.
 pub const BESIDE_STREAM: u32 = 0;
 
@@ -154,6 +178,11 @@ fn keyed_schema(layout: u32) -> u32 {
 /// The schema of a keyed snapshot taken beside, with entry layout `layout`.
 fn beside_schema(layout: u32) -> u32 {
     KEYED_PARTS_BESIDE_SCHEMA + (layout.max(1) - 1) * 256
+}
+
+/// The schema of a delta snapshot, with entry layout `layout`.
+fn delta_schema(layout: u32) -> u32 {
+    KEYED_DELTA_SCHEMA + (layout.max(1) - 1) * 256
 }
 
 /// The bytes of one restored part: in the snapshot, in a side record mapped
@@ -215,6 +244,45 @@ where
     }
 }
 
+/// What changed in a map since an earlier freeze, archived when the
+/// coordinator asks.
+struct DeltaEntries<K, V, MV, F> {
+    save_delta: SaveDeltaFn<K, V>,
+    frozen: FrozenMap<K, MV>,
+    since: u32,
+    value: F,
+    key_groups: KeyGroups,
+}
+
+impl<K, V, MV, F> fmt::Debug for DeltaEntries<K, V, MV, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeltaEntries")
+            .field("type", &std::any::type_name::<KeyedDelta<K, V>>())
+            .field("since", &self.since)
+            .finish()
+    }
+}
+
+impl<K, V, MV, F> DeferredBytes for DeltaEntries<K, V, MV, F>
+where
+    K: Clone + Send + Sync,
+    MV: Send + Sync,
+    F: Fn(&MV) -> V + Send + Sync,
+{
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        let entries = self
+            .frozen
+            .changed_since(self.since)
+            .map(|(k, v)| (k.clone(), (self.value)(v)))
+            .collect();
+        let removed = self.frozen.removed_since(self.since).cloned().collect();
+        let bytes = (self.save_delta)(entries, removed, self.key_groups)
+            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        out.write_all(&bytes)
+            .map_err(|e| TaskError::Snapshot(format!("writing the archived changes: {e}")))
+    }
+}
+
 impl<M, K, V> KeyedCodec<M, K, V>
 where
     M: StateData,
@@ -230,6 +298,8 @@ where
     pub fn with_layout(layout: u32) -> Self {
         KeyedCodec {
             save: save::<M, K, V>,
+            save_delta: save_delta::<K, V>,
+            save_manifest: save_manifest::<M>,
             load: load::<M, K, V>,
             layout: layout.max(1),
         }
@@ -295,16 +365,23 @@ impl<M, K, V> KeyedCodec<M, K, V> {
     /// restoring instance now owns. A snapshot of another entry layout is
     /// refused, naming both.
     pub fn restore(&self, restore: &Restore<'_>) -> Result<RestoredEntries<M, K, V>, StateError> {
-        let (inline, beside) = (keyed_schema(self.layout), beside_schema(self.layout));
+        let (inline, beside, delta) = (
+            keyed_schema(self.layout),
+            beside_schema(self.layout),
+            delta_schema(self.layout),
+        );
         let operator = operator_id(restore.component);
         let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
         if let Some(part) = restore
             .parts
             .iter()
-            .find(|p| p.schema != inline && p.schema != beside)
+            .find(|p| p.schema != inline && p.schema != beside && p.schema != delta)
         {
             let container = part.schema % 256;
-            if container != KEYED_PARTS_SCHEMA && container != KEYED_PARTS_BESIDE_SCHEMA {
+            if container != KEYED_PARTS_SCHEMA
+                && container != KEYED_PARTS_BESIDE_SCHEMA
+                && container != KEYED_DELTA_SCHEMA
+            {
                 return Err(StateError::IncompatibleSchema {
                     operator,
                     part: part.part,
@@ -331,7 +408,11 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         let mut held = Vec::with_capacity(restore.parts.len());
         for part in &restore.parts {
             if part.schema == inline {
-                held.push((part.part, PartBytes::Inline(part.bytes)));
+                held.push((part.part, Held::Whole(PartBytes::Inline(part.bytes))));
+                continue;
+            }
+            if part.schema == delta {
+                held.push((part.part, Held::Chain(part.bytes)));
                 continue;
             }
             let Some(record) = restore.side_record(restore.checkpoint, BESIDE_STREAM, part.part)
@@ -344,10 +425,9 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                     reason: "its entries, archived in a record beside the snapshot, are not in the checkpoint: restore from an earlier checkpoint".into(),
                 });
             };
-            held.push((part.part, PartBytes::aligned(record)));
+            held.push((part.part, Held::Whole(PartBytes::aligned(record))));
         }
-        let parts: Vec<(InstanceIdx, &[u8])> = held.iter().map(|(i, b)| (*i, b.bytes())).collect();
-        (self.load)(restore, &parts)
+        (self.load)(restore, &held)
     }
 }
 
@@ -372,9 +452,70 @@ where
     })
 }
 
+fn save_delta<K, V>(
+    entries: Vec<(K, V)>,
+    removed: Vec<K>,
+    key_groups: KeyGroups,
+) -> Result<AlignedVec, StateError>
+where
+    K: Key + StateData,
+    V: StateData,
+{
+    let delta = KeyedDelta {
+        key_groups: key_groups.count(),
+        groups: group_delta(entries, removed, key_groups),
+    };
+    rkyv::to_bytes::<rancor::Error>(&delta).map_err(|e| StateError::Serialize {
+        type_name: std::any::type_name::<KeyedDelta<K, V>>(),
+        reason: e.to_string(),
+    })
+}
+
+fn save_manifest<M: StateData>(
+    meta: M,
+    chain: Vec<u64>,
+    key_groups: KeyGroups,
+) -> Result<AlignedVec, StateError> {
+    let manifest = ChainManifest {
+        meta,
+        key_groups: key_groups.count(),
+        chain,
+    };
+    rkyv::to_bytes::<rancor::Error>(&manifest).map_err(|e| StateError::Serialize {
+        type_name: std::any::type_name::<ChainManifest<M>>(),
+        reason: e.to_string(),
+    })
+}
+
+/// The entries of one old instance's chain that the restoring instance
+/// owns, in a deterministic order: the whole record's, then each delta's
+/// removals and writes applied in turn.
+struct Applied<K, V> {
+    entries: Vec<Option<(K, V)>>,
+    at: std::collections::HashMap<K, usize>,
+}
+
+impl<K: Key, V> Applied<K, V> {
+    fn remove(&mut self, key: &K) {
+        if let Some(i) = self.at.remove(key) {
+            self.entries[i] = None;
+        }
+    }
+
+    fn write(&mut self, key: K, value: V) {
+        match self.at.get(&key) {
+            Some(&i) => self.entries[i] = Some((key, value)),
+            None => {
+                self.at.insert(key.clone(), self.entries.len());
+                self.entries.push(Some((key, value)));
+            }
+        }
+    }
+}
+
 fn load<M, K, V>(
     restore: &Restore<'_>,
-    parts: &[(InstanceIdx, &[u8])],
+    parts: &[(InstanceIdx, Held<'_>)],
 ) -> Result<RestoredEntries<M, K, V>, StateError>
 where
     M: StateData,
@@ -387,9 +528,13 @@ where
         metas: Vec::with_capacity(restore.parts.len()),
         entries: Vec::new(),
     };
-    let mut parts = parts.to_vec();
+    let mut parts: Vec<&(InstanceIdx, Held<'_>)> = parts.iter().collect();
     parts.sort_by_key(|(part, _)| *part);
-    for (part, bytes) in parts {
+    let owns = |group: u32| {
+        restore.key_groups.instance_of(group, restore.parallelism) == restore.instance.0
+    };
+    for (part, held) in parts {
+        let part = *part;
         let invalid = |e: rancor::Error| StateError::InvalidArchive {
             checkpoint: restore.checkpoint,
             operator,
@@ -397,29 +542,116 @@ where
             type_name,
             reason: e.to_string(),
         };
-        let archived =
-            rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(bytes).map_err(invalid)?;
+        let groups_changed = |written_with: u32| StateError::KeyGroupsChanged {
+            operator,
+            found: written_with,
+            expected: restore.key_groups.count(),
+        };
+        let manifest_copy: AlignedVec;
+        let (whole, deltas) = match held {
+            Held::Whole(bytes) => (PartBytes::Inline(bytes.bytes()), Vec::new()),
+            Held::Chain(bytes) => {
+                manifest_copy = {
+                    let mut copy = AlignedVec::with_capacity(bytes.len());
+                    copy.extend_from_slice(bytes);
+                    copy
+                };
+                let manifest =
+                    rkyv::access::<ArchivedChainManifest<M>, rancor::Error>(&manifest_copy)
+                        .map_err(invalid)?;
+                let written_with = manifest.key_groups.to_native();
+                if written_with != restore.key_groups.count() {
+                    return Err(groups_changed(written_with));
+                }
+                restored
+                    .metas
+                    .push(rkyv::deserialize::<M, rancor::Error>(&manifest.meta).map_err(invalid)?);
+                let mut records = Vec::with_capacity(manifest.chain.len());
+                for id in manifest.chain.iter() {
+                    let id = match id.to_native() {
+                        THIS_CHECKPOINT => restore.checkpoint,
+                        id => streamwork_core::CheckpointId::new(id),
+                    };
+                    let record = restore
+                        .side_record(id, BESIDE_STREAM, part)
+                        .ok_or_else(|| StateError::InvalidArchive {
+                            checkpoint: restore.checkpoint,
+                            operator,
+                            part,
+                            type_name,
+                            reason: format!(
+                                "its entries build on a record of checkpoint {id} that is not in the checkpoint log: restore from an earlier checkpoint"
+                            ),
+                        })?;
+                    records.push(PartBytes::aligned(record));
+                }
+                if records.is_empty() {
+                    return Err(StateError::InvalidArchive {
+                        checkpoint: restore.checkpoint,
+                        operator,
+                        part,
+                        type_name,
+                        reason: "its manifest names no record".into(),
+                    });
+                }
+                let whole = records.remove(0);
+                (whole, records)
+            }
+        };
+        let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(whole.bytes())
+            .map_err(invalid)?;
         let written_with = archived.key_groups.to_native();
         if written_with != restore.key_groups.count() {
-            return Err(StateError::KeyGroupsChanged {
-                operator,
-                found: written_with,
-                expected: restore.key_groups.count(),
-            });
+            return Err(groups_changed(written_with));
         }
-        restored
-            .metas
-            .push(rkyv::deserialize::<M, rancor::Error>(&archived.meta).map_err(invalid)?);
+        if matches!(held, Held::Whole(_)) {
+            restored
+                .metas
+                .push(rkyv::deserialize::<M, rancor::Error>(&archived.meta).map_err(invalid)?);
+        }
+        let mut applied = Applied {
+            entries: Vec::new(),
+            at: std::collections::HashMap::new(),
+        };
         for group in archived.groups.iter() {
-            let owner = restore
-                .key_groups
-                .instance_of(group.group.to_native(), restore.parallelism);
-            if owner == restore.instance.0 {
+            if owns(group.group.to_native()) {
                 let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
                     .map_err(invalid)?;
-                restored.entries.extend(entries);
+                if deltas.is_empty() {
+                    restored.entries.extend(entries);
+                } else {
+                    for (k, v) in entries {
+                        applied.write(k, v);
+                    }
+                }
             }
         }
+        for delta in &deltas {
+            let archived = rkyv::access::<ArchivedKeyedDelta<K, V>, rancor::Error>(delta.bytes())
+                .map_err(invalid)?;
+            let written_with = archived.key_groups.to_native();
+            if written_with != restore.key_groups.count() {
+                return Err(groups_changed(written_with));
+            }
+            for group in archived.groups.iter() {
+                if !owns(group.group.to_native()) {
+                    continue;
+                }
+                for key in
+                    rkyv::deserialize::<Vec<K>, rancor::Error>(&group.removed).map_err(invalid)?
+                {
+                    applied.remove(&key);
+                }
+                for (k, v) in rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                    .map_err(invalid)?
+                {
+                    applied.write(k, v);
+                }
+            }
+        }
+        restored
+            .entries
+            .extend(applied.entries.into_iter().flatten());
     }
     Ok(restored)
 }
@@ -433,21 +665,28 @@ where
 pub struct KeyedCheckpoint<M, K, V> {
     codec: Option<KeyedCodec<M, K, V>>,
     key_groups: KeyGroups,
+    /// The snapshots of this run that the next one may build on
+    /// ([`snapshot_map`](Self::snapshot_map)).
+    chain: Chain,
 }
 
+/// A clone is another instance's: it builds on no snapshot of this one.
 impl<M, K, V> Clone for KeyedCheckpoint<M, K, V> {
     fn clone(&self) -> Self {
-        *self
+        KeyedCheckpoint {
+            codec: self.codec,
+            key_groups: self.key_groups,
+            chain: Chain::default(),
+        }
     }
 }
-
-impl<M, K, V> Copy for KeyedCheckpoint<M, K, V> {}
 
 impl<M, K, V> Default for KeyedCheckpoint<M, K, V> {
     fn default() -> Self {
         KeyedCheckpoint {
             codec: None,
             key_groups: KeyGroups::DEFAULT,
+            chain: Chain::default(),
         }
     }
 }
@@ -479,6 +718,7 @@ where
         KeyedCheckpoint {
             codec: Some(KeyedCodec::with_layout(layout)),
             key_groups: KeyGroups::DEFAULT,
+            chain: Chain::default(),
         }
     }
 }
@@ -545,8 +785,94 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         Some(codec.snapshot_beside(meta, entries, ctx.key_groups))
     }
 
+    /// The snapshot of an operator's keyed `map` and `meta` (`None` when
+    /// disabled), incremental: the task thread only freezes the map, and
+    /// the coordinator archives, off it, either every entry or, when this
+    /// run has a complete snapshot to build on, only the entries written
+    /// and the keys removed since (see `chain`'s module). `value` makes the
+    /// archived value of an entry's.
+    ///
+    /// ```
+    /// use streamwork::core::hash::stable_hash;
+    /// use streamwork::core::{CheckpointId, SnapshotContext};
+    /// use streamwork::state::{CowMap, KeyedCheckpoint};
+    ///
+    /// let mut checkpoint = KeyedCheckpoint::<i64, String, u64>::enabled();
+    /// let mut counts: CowMap<String, u64> = CowMap::new();
+    /// counts.insert(stable_hash("a"), "a".to_string(), 1);
+    /// let ctx = SnapshotContext::single(CheckpointId::new(1));
+    /// let snapshot = checkpoint.snapshot_map(&ctx, 0, &mut counts, |v| *v).unwrap();
+    /// // Nothing complete to build on yet: every entry, archived beside.
+    /// assert_eq!(snapshot.unwrap().side.len(), 1);
+    /// ```
+    pub fn snapshot_map<MV, F>(
+        &mut self,
+        ctx: &SnapshotContext,
+        meta: M,
+        map: &mut CowMap<K, MV>,
+        value: F,
+    ) -> Result<Option<StateBytes>, TaskError>
+    where
+        M: Clone + Send + Sync + 'static,
+        K: Clone + Eq + Send + Sync + 'static,
+        V: 'static,
+        MV: Send + Sync + 'static,
+        F: Fn(&MV) -> V + Send + Sync + 'static,
+    {
+        let Some(codec) = self.codec else {
+            return Ok(None);
+        };
+        let (mut plan, forget) = self.chain.plan(ctx.completed);
+        if let Some(epoch) = forget {
+            map.forget_removed_through(epoch);
+        }
+        let frozen = map.freeze();
+        if let Plan::Delta { since, .. } = plan
+            && frozen.cleared_since(since)
+        {
+            plan = Plan::Whole;
+        }
+        let epoch = frozen.epoch();
+        let written = Arc::new(OnceLock::new());
+        let state = match &plan {
+            Plan::Whole => {
+                let entries = move || frozen.iter().map(|(k, v)| (k.clone(), value(v))).collect();
+                let mut state = codec.snapshot_beside(meta, entries, ctx.key_groups);
+                state.side[0].written = written.clone();
+                state
+            }
+            Plan::Delta { since, before, .. } => {
+                let mut chain: Vec<u64> = before.iter().map(|c| c.get()).collect();
+                chain.push(THIS_CHECKPOINT);
+                let manifest = (codec.save_manifest)(meta, chain, ctx.key_groups)
+                    .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+                let payload = DeltaEntries {
+                    save_delta: codec.save_delta,
+                    frozen,
+                    since: *since,
+                    value,
+                    key_groups: ctx.key_groups,
+                };
+                StateBytes {
+                    schema: delta_schema(codec.layout),
+                    bytes: manifest.into_vec(),
+                    side: vec![SideRecord {
+                        stream: BESIDE_STREAM,
+                        schema: delta_schema(codec.layout),
+                        payload: Arc::new(payload),
+                        written: written.clone(),
+                    }],
+                    builds_on: before.clone(),
+                }
+            }
+        };
+        self.chain.taken(ctx.checkpoint, epoch, plan, written);
+        Ok(Some(state))
+    }
+
     /// What the operator's `restore` restores from: every old instance's
-    /// metadata and this instance's entries; `None` when disabled.
+    /// metadata and this instance's entries; `None` when disabled. The next
+    /// snapshot is whole.
     pub fn restore(
         &mut self,
         restore: &Restore<'_>,
@@ -558,6 +884,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
             .restore(restore)
             .map_err(|e| TaskError::Restore(e.to_string()))?;
         self.key_groups = restore.key_groups;
+        self.chain = Chain::default();
         Ok(Some(restored))
     }
 }

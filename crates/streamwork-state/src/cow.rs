@@ -16,6 +16,13 @@
 //! the key's hash (the stable hash the runtime computed for the record), so
 //! that nothing is hashed twice.
 //!
+//! A frozen view also tells what changed since an earlier freeze
+//! ([`FrozenMap::changed_since`], [`FrozenMap::removed_since`]): each entry
+//! carries the epoch (the number of freezes before it) in which it was last
+//! written, and once a map has been frozen it notes the keys it removes.
+//! That is what an incremental checkpoint writes instead of the whole map
+//! (`KeyedCheckpoint::snapshot_map`).
+//!
 //! ```
 //! use streamwork::core::hash::stable_hash;
 //! use streamwork::state::CowMap;
@@ -52,7 +59,13 @@ struct Slot<K, V> {
     hash: u64,
     key: K,
     value: V,
+    /// The epoch in which the entry was last written (or handed out to be).
+    version: u32,
 }
+
+/// The keys removed in one epoch, shared with the frozen views that need
+/// them.
+type Removals<K> = (u32, Arc<[K]>);
 
 type Table<K, V> = HashTable<Slot<K, V>>;
 
@@ -163,6 +176,16 @@ type Shard<K, V> = CowCell<Table<K, V>>;
 pub struct CowMap<K, V> {
     shards: Box<[Shard<K, V>]>,
     len: usize,
+    /// The current epoch: 1 plus the number of freezes so far.
+    epoch: u32,
+    /// Keys removed in the current epoch, noted once the map has been
+    /// frozen (a map never frozen is never asked what changed).
+    removing: Vec<K>,
+    /// Keys removed in earlier epochs, until forgotten.
+    removed: Vec<Removals<K>>,
+    /// The epoch of the latest `clear` or `drain` (0: none): a view
+    /// asked what changed since an earlier epoch must be taken whole.
+    cleared_at: u32,
 }
 
 impl<K, V> Default for CowMap<K, V> {
@@ -176,6 +199,10 @@ impl<K: Clone, V: Clone> Clone for CowMap<K, V> {
         CowMap {
             shards: self.shards.clone(),
             len: self.len,
+            epoch: self.epoch,
+            removing: self.removing.clone(),
+            removed: self.removed.clone(),
+            cleared_at: self.cleared_at,
         }
     }
 }
@@ -189,6 +216,7 @@ impl<K, V> fmt::Debug for CowMap<K, V> {
             .count();
         f.debug_struct("CowMap")
             .field("len", &self.len)
+            .field("epoch", &self.epoch)
             .field("shared_shards", &shared)
             .finish()
     }
@@ -202,7 +230,17 @@ impl<K, V> CowMap<K, V> {
                 .map(|_| CowCell::new(HashTable::new()))
                 .collect(),
             len: 0,
+            epoch: 1,
+            removing: Vec::new(),
+            removed: Vec::new(),
+            cleared_at: 0,
         }
+    }
+
+    /// Whether removals are noted: once the map has been frozen.
+    #[inline]
+    fn tracks(&self) -> bool {
+        self.epoch > 1
     }
 
     /// Keys in the map.
@@ -236,13 +274,30 @@ impl<K, V> CowMap<K, V> {
 
     /// Freezes the map for a checkpoint: every shard is shared with the
     /// returned view, which reads the map as it is now for as long as it
-    /// lives, from any thread. Costs a reference per shard.
+    /// lives, from any thread, and can tell what changed since an earlier
+    /// freeze whose removals are not forgotten. Costs a reference per
+    /// shard; writes after it are of the next epoch.
     pub fn freeze(&mut self) -> FrozenMap<K, V> {
         let shards = self.shards.iter_mut().map(CowCell::freeze).collect();
-        FrozenMap {
+        if !self.removing.is_empty() {
+            let removing = std::mem::take(&mut self.removing);
+            self.removed.push((self.epoch, removing.into()));
+        }
+        let frozen = FrozenMap {
             shards,
             len: self.len,
-        }
+            epoch: self.epoch,
+            removed: self.removed.clone(),
+            cleared_at: self.cleared_at,
+        };
+        self.epoch = self.epoch.saturating_add(1);
+        frozen
+    }
+
+    /// Forgets the keys removed up to the freeze of `epoch`: no view will
+    /// be asked what changed since an epoch before it.
+    pub fn forget_removed_through(&mut self, epoch: u32) {
+        self.removed.retain(|(at, _)| *at > epoch);
     }
 }
 
@@ -258,23 +313,33 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     pub fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut V> {
         // Only a shard that holds the key is made owned.
         self.get(hash, key)?;
+        let epoch = self.epoch;
         self.table_mut(hash)
             .find_mut(hash, |s| s.key == *key)
-            .map(|s| &mut s.value)
+            .map(|s| {
+                s.version = epoch;
+                &mut s.value
+            })
     }
 
     /// The value of `key`, inserting `make()` first if it has none.
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &K, make: impl FnOnce() -> V) -> &mut V {
+        let epoch = self.epoch;
         let table = self.shards[shard_of(hash)].get_mut();
         match table.entry(hash, |s| s.key == *key, |s| s.hash) {
-            Entry::Occupied(e) => &mut e.into_mut().value,
+            Entry::Occupied(e) => {
+                let slot = e.into_mut();
+                slot.version = epoch;
+                &mut slot.value
+            }
             Entry::Vacant(e) => {
                 self.len += 1;
                 let slot = Slot {
                     hash,
                     key: key.clone(),
                     value: make(),
+                    version: epoch,
                 };
                 &mut e.insert(slot).into_mut().value
             }
@@ -283,11 +348,21 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
 
     /// Sets the value of `key`, returning the one it replaces.
     pub fn insert(&mut self, hash: u64, key: K, value: V) -> Option<V> {
+        let version = self.epoch;
         let table = self.table_mut(hash);
         let replaced = match table.entry(hash, |s| s.key == key, |s| s.hash) {
-            Entry::Occupied(mut e) => Some(std::mem::replace(&mut e.get_mut().value, value)),
+            Entry::Occupied(mut e) => {
+                let slot = e.get_mut();
+                slot.version = version;
+                Some(std::mem::replace(&mut slot.value, value))
+            }
             Entry::Vacant(e) => {
-                e.insert(Slot { hash, key, value });
+                e.insert(Slot {
+                    hash,
+                    key,
+                    value,
+                    version,
+                });
                 None
             }
         };
@@ -302,19 +377,30 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
         let Ok(entry) = table.find_entry(hash, |s| s.key == *key) else {
             return None;
         };
-        let value = entry.remove().0.value;
+        let slot = entry.remove().0;
         self.len -= 1;
-        Some(value)
+        if self.tracks() {
+            self.removing.push(slot.key);
+        }
+        Some(slot.value)
     }
 
     /// Keeps the entries for which `keep` is true; a shard is copied only
     /// if something is removed from it.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
         for i in 0..SHARDS {
+            let tracks = self.tracks();
             match &mut self.shards[i] {
                 CowCell::Own(table) => {
                     let before = table.len();
-                    table.retain(|s| keep(&s.key, &s.value));
+                    let removing = &mut self.removing;
+                    table.retain(|s| {
+                        let kept = keep(&s.key, &s.value);
+                        if !kept && tracks {
+                            removing.push(s.key.clone());
+                        }
+                        kept
+                    });
                     self.len -= before - table.len();
                 }
                 CowCell::Shared(table) => {
@@ -364,14 +450,28 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
             }
         }
         self.len = 0;
+        self.cleared();
     }
 
     /// Takes every entry out, leaving the map empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + use<K, V> {
-        let shards = std::mem::take(self).shards;
+        let empty = (0..SHARDS)
+            .map(|_| CowCell::new(HashTable::new()))
+            .collect();
+        let shards = std::mem::replace(&mut self.shards, empty);
+        self.len = 0;
+        self.cleared();
         shards
             .into_iter()
             .flat_map(|shard| shard.into_inner().into_iter().map(|s| (s.key, s.value)))
+    }
+
+    /// Everything went at once: what changed since an earlier epoch is the
+    /// whole map, and no removal need be noted one by one.
+    fn cleared(&mut self) {
+        self.cleared_at = self.epoch;
+        self.removing.clear();
+        self.removed.clear();
     }
 }
 
@@ -388,6 +488,9 @@ impl<K: Clone + Eq, V: Clone> Extend<(u64, K, V)> for CowMap<K, V> {
 pub struct FrozenMap<K, V> {
     shards: Vec<Arc<Table<K, V>>>,
     len: usize,
+    epoch: u32,
+    removed: Vec<Removals<K>>,
+    cleared_at: u32,
 }
 
 impl<K, V> FrozenMap<K, V> {
@@ -406,6 +509,39 @@ impl<K, V> FrozenMap<K, V> {
         self.shards
             .iter()
             .flat_map(|t| t.iter().map(|s| (&s.key, &s.value)))
+    }
+
+    /// The epoch it was frozen in: what a later view's
+    /// [`changed_since`](Self::changed_since) is relative to.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Whether the map was cleared after the freeze of `epoch`: then what
+    /// changed since is everything.
+    pub fn cleared_since(&self, epoch: u32) -> bool {
+        self.cleared_at > epoch
+    }
+
+    /// The entries written after the freeze of `epoch` (with some written
+    /// to the same value: a change is noted when a value is handed out to
+    /// be changed).
+    pub fn changed_since(&self, epoch: u32) -> impl Iterator<Item = (&K, &V)> {
+        self.shards.iter().flat_map(move |t| {
+            t.iter()
+                .filter(move |s| s.version > epoch)
+                .map(|s| (&s.key, &s.value))
+        })
+    }
+
+    /// The keys removed after the freeze of `epoch` (some may be in the map
+    /// again: [`changed_since`](Self::changed_since) names them), unless
+    /// the map forgot them ([`CowMap::forget_removed_through`]).
+    pub fn removed_since(&self, epoch: u32) -> impl Iterator<Item = &K> {
+        self.removed
+            .iter()
+            .filter(move |(at, _)| *at > epoch)
+            .flat_map(|(_, keys)| keys.iter())
     }
 }
 

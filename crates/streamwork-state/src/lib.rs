@@ -49,6 +49,7 @@
 
 #![warn(missing_docs)]
 
+mod chain;
 mod codec;
 mod cow;
 mod error;
@@ -71,6 +72,7 @@ mod version;
 /// and `Deserialize` on state types with the same version.
 pub use rkyv;
 
+pub use chain::{ChainManifest, DeltaGroup, KeyedDelta, MAX_CHAIN};
 pub use codec::{
     KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, RestoredEntries, StateData,
     TimerCodec,

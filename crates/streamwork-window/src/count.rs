@@ -48,7 +48,7 @@ impl<T, KK: KeyKind, A: Aggregate<T>> Clone for CountWindows<T, KK, A> {
             slide: self.slide,
             aggregate: self.aggregate.clone(),
             keys: self.keys.clone(),
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }
@@ -137,21 +137,13 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
         if !self.checkpoint.is_enabled() {
             return Ok(None);
         }
-        // The pause: the keys' chunks are frozen; they are gathered and
+        // The pause: the keys' chunks are frozen; they (or those that
+        // changed since a complete checkpoint of this run) are gathered and
         // archived off this thread, when the checkpoint is written.
-        let frozen = self.keys.freeze();
-        Ok(self.checkpoint.snapshot_beside(ctx, (), move || {
-            frozen
-                .iter()
-                .map(|(key, k)| {
-                    let chunks = k.chunks.iter().cloned().collect();
-                    (
-                        key.clone(),
-                        (k.seen, chunks, k.current.clone(), k.in_current),
-                    )
-                })
-                .collect()
-        }))
+        self.checkpoint.snapshot_map(ctx, (), &mut self.keys, |k| {
+            let chunks = k.chunks.iter().cloned().collect();
+            (k.seen, chunks, k.current.clone(), k.in_current)
+        })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

@@ -57,7 +57,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SessionWindows<T, KK, D, A> {
             keys: self.keys.clone(),
             timers: self.timers.clone(),
             now: self.now,
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }
@@ -255,21 +255,16 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         if !self.checkpoint.is_enabled() {
             return Ok(None);
         }
-        // The pause: the sessions are frozen; they are gathered and
+        // The pause: the sessions are frozen; they (or those that changed
+        // since a complete checkpoint of this run) are gathered and
         // archived off this thread, when the checkpoint is written.
-        let frozen = self.keys.freeze();
-        Ok(self.checkpoint.snapshot_beside(ctx, self.now, move || {
-            frozen
-                .iter()
-                .map(|(key, sessions)| {
-                    let sessions = sessions
-                        .iter()
-                        .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
-                        .collect();
-                    (key.clone(), sessions)
-                })
-                .collect()
-        }))
+        self.checkpoint
+            .snapshot_map(ctx, self.now, &mut self.keys, |sessions| {
+                sessions
+                    .iter()
+                    .map(|s| (s.start, s.end, s.acc.clone(), s.fired))
+                    .collect()
+            })
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {

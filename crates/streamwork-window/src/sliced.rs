@@ -210,7 +210,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             now: self.now,
             next_end: self.next_end,
             last_early: self.last_early,
-            checkpoint: self.checkpoint,
+            checkpoint: self.checkpoint.clone(),
             _types: PhantomData,
         }
     }

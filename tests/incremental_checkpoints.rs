@@ -1,0 +1,285 @@
+//! A join's and a window's checkpoints write what changed since the last
+//! complete one, not their whole state (`KeyedCheckpoint::snapshot_map`),
+//! and a run restored from a chain of such checkpoints, in the same run or
+//! in another at another parallelism, commits exactly what an uninterrupted
+//! run commits.
+//!
+//! The source emits its input in steps and asks for a checkpoint after each
+//! one, waiting until it is complete: so every run takes the same
+//! checkpoints over the same records, whatever the machine's speed, and
+//! each snapshot after the first has a complete one to build on.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use streamwork::core::checkpoint::CheckpointView;
+use streamwork::core::testkit::{Fault, InjectFault};
+use streamwork::prelude::*;
+use streamwork::runtime::{CheckpointConfig, RestartStrategy, RunOptions};
+
+/// Keys of the first step, steps after it, and keys each of them adds.
+const BASE: u64 = 20_000;
+const STEPS: u64 = 16;
+const PER_STEP: u64 = 500;
+
+/// The keys of step `s`: the first has `BASE` keys, each after it
+/// `PER_STEP` new ones.
+fn keys_of(s: u64) -> std::ops::Range<u64> {
+    if s == 0 {
+        0..BASE
+    } else {
+        BASE + (s - 1) * PER_STEP..BASE + s * PER_STEP
+    }
+}
+
+/// Step `s` sends a left and a right row for every key of its range: the
+/// join's and the window's state grow by `PER_STEP` keys at each step after
+/// the first, and only those keys change.
+#[derive(Clone)]
+struct Steps {
+    step: u64,
+    view: Option<CheckpointView>,
+    /// The checkpoint complete when this step's was asked for.
+    waiting_past: Option<CheckpointId>,
+    since: Option<Instant>,
+}
+
+impl Steps {
+    fn new() -> Self {
+        Steps {
+            step: 0,
+            view: None,
+            waiting_past: None,
+            since: None,
+        }
+    }
+}
+
+impl Source for Steps {
+    type Out = Collector<(u64, bool)>;
+
+    fn replayable(&self) -> bool {
+        true
+    }
+
+    fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.view = ctx.checkpoints().cloned();
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Self::Out) -> Result<SourcePoll, ConnectorError> {
+        let Some(view) = self.view.clone() else {
+            return Err(ConnectorError::user("the test runs with checkpoints"));
+        };
+        if let Some(past) = self.waiting_past {
+            if view.completed() == past {
+                let since = *self.since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(60) {
+                    return Err(ConnectorError::user("no checkpoint completed in a minute"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                return Ok(SourcePoll::Idle);
+            }
+            self.waiting_past = None;
+            self.since = None;
+        }
+        if self.step > STEPS {
+            return Ok(SourcePoll::Finished);
+        }
+        for key in keys_of(self.step) {
+            out.emit((key, true));
+            out.emit((key, false));
+        }
+        self.step += 1;
+        self.waiting_past = Some(view.completed());
+        view.request_checkpoint();
+        Ok(SourcePoll::Emitted)
+    }
+
+    fn snapshot(&mut self) -> Option<StateBytes> {
+        Some(StateBytes::new(1, self.step.to_le_bytes().to_vec()))
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), ConnectorError> {
+        if let Some(own) = restore.own() {
+            let bytes: [u8; 8] = own
+                .bytes
+                .try_into()
+                .map_err(|_| ConnectorError::user("a step is 8 bytes"))?;
+            self.step = u64::from_le_bytes(bytes);
+        }
+        Ok(())
+    }
+}
+
+impl streamwork::core::checkpoint::Replayable for Steps {}
+
+fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamwork-incr-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGraph {
+    job! {
+        name "incremental";
+        batch_size 64;
+        delivery exactly_once;
+        source steps = Steps::new();
+        operator faulty[parallelism] = fault <- steps.shuffle();
+        operator lefts[parallelism] = filter_map(|(k, left): (u64, bool)| left.then_some(k)) <- faulty;
+        operator rights[parallelism] = filter_map(|(k, left): (u64, bool)| (!left).then_some(k * 10)) <- faulty;
+        operator joined[parallelism] = Join::inner().unwindowed()
+            <- left(lefts.key(|k: &u64| *k)), right(rights.key(|v: &u64| *v / 10));
+        operator seen[parallelism] { results, late } = Windows::count(2).count::<(u64, bool), u64>() <- faulty.key(|r: &(u64, bool)| r.0);
+        sink pairs = FileSink::new(out.join("pairs"), |r: &JoinRow<u64, u64, u64>, line: &mut Vec<u8>| {
+            line.extend_from_slice(format!("{},{:?},{:?}", r.key, r.left, r.right).as_bytes())
+        })
+        .transactional() <- joined;
+        sink counts = FileSink::new(out.join("counts"), |r: &WindowResult<u64, u64, streamwork::window::CountWindow>, line: &mut Vec<u8>| {
+            line.extend_from_slice(format!("{},{}", r.key, r.value).as_bytes())
+        })
+        .transactional() <- seen.results;
+        drop seen.late;
+    }
+    .unwrap()
+}
+
+fn options(checkpoints: &Path, restarts: u32) -> RunOptions {
+    RunOptions {
+        // Only the source's requests take checkpoints.
+        checkpoints: Some(
+            CheckpointConfig::new(checkpoints, Duration::from_secs(3600))
+                .delivery(Delivery::ExactlyOnce),
+        ),
+        restart: RestartStrategy::FixedDelay {
+            attempts: restarts,
+            delay: Duration::ZERO,
+        },
+        ..RunOptions::default()
+    }
+}
+
+fn committed(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        lines.extend(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .map(String::from),
+        );
+    }
+    lines.sort();
+    lines
+}
+
+/// Every key has its pair, and its count of two.
+fn expected() -> (Vec<String>, Vec<String>) {
+    let keys = 0..BASE + STEPS * PER_STEP;
+    let mut pairs: Vec<String> = keys
+        .clone()
+        .map(|k| format!("{k},Some({k}),Some({})", k * 10))
+        .collect();
+    pairs.sort();
+    let mut counts: Vec<String> = keys.map(|k| format!("{k},2")).collect();
+    counts.sort();
+    (pairs, counts)
+}
+
+#[test]
+fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
+    let root = dir("clean");
+    let report = graph(
+        &root.join("out"),
+        2,
+        InjectFault::new(0, Fault::BeforeRecord(usize::MAX)),
+    )
+    .run_with(options(&root.join("ckpt"), 0))
+    .unwrap();
+    let (pairs, counts) = expected();
+    support::assert_same(&committed(&root.join("out/pairs")), &pairs, "joined pairs");
+    support::assert_same(&committed(&root.join("out/counts")), &counts, "counts");
+
+    // Whole snapshots would write at least the first step's state at every
+    // checkpoint (the state only grows). Incremental ones write the keys
+    // that changed, and a whole snapshot now and then (when the deltas add
+    // up to one, or a chain reaches its bound).
+    let taken: Vec<u64> = report
+        .checkpoints
+        .iter()
+        .filter(|c| !c.is_final)
+        .map(|c| c.bytes)
+        .collect();
+    assert!(taken.len() as u64 > STEPS, "{taken:?}");
+    let first = taken[0];
+    let after: u64 = taken[1..].iter().sum();
+    let whole_at_least = first * (taken.len() as u64 - 1);
+    eprintln!(
+        "checkpoints after the first wrote {after} bytes; whole ones at least {whole_at_least}: {taken:?}"
+    );
+    assert!(
+        after * 3 < whole_at_least,
+        "checkpoints after the first wrote {after} bytes; whole ones would write at least {whole_at_least}: {taken:?}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+
+    // Within a run: instance 1 fails in the middle, after several
+    // checkpoints (a chain of deltas); the restart restores from it.
+    let root = dir("restart");
+    let fault = InjectFault::new(1, Fault::BeforeRecord(24_000));
+    let report = graph(&root.join("out"), 2, fault.clone())
+        .run_with(options(&root.join("ckpt"), 2))
+        .unwrap();
+    assert!(fault.has_fired());
+    assert_eq!(report.restarts, 1);
+    support::assert_same(
+        &committed(&root.join("out/pairs")),
+        &pairs,
+        "pairs after a restart",
+    );
+    support::assert_same(
+        &committed(&root.join("out/counts")),
+        &counts,
+        "counts after a restart",
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+
+    // Across runs: a run at parallelism 2 fails for good in the middle;
+    // the next, at parallelism 3, restores the chains' key groups.
+    let root = dir("rescale");
+    let fault = InjectFault::new(0, Fault::BeforeRecord(26_000));
+    let error = graph(&root.join("out"), 2, fault.clone())
+        .run_with(options(&root.join("ckpt"), 0))
+        .expect_err("the injected fault");
+    assert!(error.to_string().contains("injected fault"), "{error}");
+    let report = graph(
+        &root.join("out"),
+        3,
+        InjectFault::new(0, Fault::BeforeRecord(usize::MAX)),
+    )
+    .run_with(options(&root.join("ckpt"), 0))
+    .unwrap();
+    assert!(
+        report.recovery.restored_from.is_some(),
+        "{:?}",
+        report.recovery
+    );
+    support::assert_same(
+        &committed(&root.join("out/pairs")),
+        &pairs,
+        "pairs after rescaling",
+    );
+    support::assert_same(
+        &committed(&root.join("out/counts")),
+        &counts,
+        "counts after rescaling",
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
