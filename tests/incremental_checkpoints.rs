@@ -1,5 +1,5 @@
-//! A join's and a window's checkpoints write what changed since the last
-//! complete one, not their whole state (`KeyedCheckpoint::snapshot_map`),
+//! A join's, a window's and a `KeyedState`'s (a `fold`) checkpoints write
+//! what changed since the last complete one, not their whole state,
 //! and a run restored from a chain of such checkpoints, in the same run or
 //! in another at another parallelism, commits exactly what an uninterrupted
 //! run commits.
@@ -134,6 +134,8 @@ fn graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGr
         operator joined[parallelism] = Join::inner().unwindowed()
             <- left(lefts.key(|k: &u64| *k)), right(rights.key(|v: &u64| *v / 10));
         operator seen[parallelism] { results, late } = Windows::count(2).count::<(u64, bool), u64>() <- faulty.key(|r: &(u64, bool)| r.0);
+        operator totals[parallelism] = fold(0u64, |n: &mut u64, r: (u64, bool)| *n += r.0)
+            <- faulty.key(|r: &(u64, bool)| r.0);
         sink pairs = FileSink::new(out.join("pairs"), |r: &JoinRow<u64, u64, u64>, line: &mut Vec<u8>| {
             line.extend_from_slice(format!("{},{:?},{:?}", r.key, r.left, r.right).as_bytes())
         })
@@ -142,6 +144,10 @@ fn graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGr
             line.extend_from_slice(format!("{},{}", r.key, r.value).as_bytes())
         })
         .transactional() <- seen.results;
+        sink summed = FileSink::new(out.join("totals"), |r: &(u64, u64), line: &mut Vec<u8>| {
+            line.extend_from_slice(format!("{},{}", r.0, r.1).as_bytes())
+        })
+        .transactional() <- totals;
         drop seen.late;
     }
     .unwrap()
@@ -180,17 +186,22 @@ fn committed(dir: &Path) -> Vec<String> {
     lines
 }
 
-/// Every key has its pair, and its count of two.
-fn expected() -> (Vec<String>, Vec<String>) {
+/// Every key has its pair, its count of two, and its running totals (in a
+/// `KeyedState`) `k` and `2k`.
+fn expected() -> (Vec<String>, Vec<String>, Vec<String>) {
     let keys = 0..BASE + STEPS * PER_STEP;
     let mut pairs: Vec<String> = keys
         .clone()
         .map(|k| format!("{k},Some({k}),Some({})", k * 10))
         .collect();
     pairs.sort();
-    let mut counts: Vec<String> = keys.map(|k| format!("{k},2")).collect();
+    let mut counts: Vec<String> = keys.clone().map(|k| format!("{k},2")).collect();
     counts.sort();
-    (pairs, counts)
+    let mut totals: Vec<String> = keys
+        .flat_map(|k| [format!("{k},{k}"), format!("{k},{}", 2 * k)])
+        .collect();
+    totals.sort();
+    (pairs, counts, totals)
 }
 
 #[test]
@@ -203,9 +214,10 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
     )
     .run_with(options(&root.join("ckpt"), 0))
     .unwrap();
-    let (pairs, counts) = expected();
+    let (pairs, counts, totals) = expected();
     support::assert_same(&committed(&root.join("out/pairs")), &pairs, "joined pairs");
     support::assert_same(&committed(&root.join("out/counts")), &counts, "counts");
+    support::assert_same(&committed(&root.join("out/totals")), &totals, "totals");
 
     // Whole snapshots would write at least the first step's state at every
     // checkpoint (the state only grows). Incremental ones write the keys
@@ -249,6 +261,11 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         &counts,
         "counts after a restart",
     );
+    support::assert_same(
+        &committed(&root.join("out/totals")),
+        &totals,
+        "totals after a restart",
+    );
     std::fs::remove_dir_all(&root).unwrap();
 
     // Across runs: a run at parallelism 2 fails for good in the middle;
@@ -280,6 +297,11 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         &committed(&root.join("out/counts")),
         &counts,
         "counts after rescaling",
+    );
+    support::assert_same(
+        &committed(&root.join("out/totals")),
+        &totals,
+        "totals after rescaling",
     );
     std::fs::remove_dir_all(&root).unwrap();
 }

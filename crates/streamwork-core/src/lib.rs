@@ -33,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+pub mod chain;
 pub mod checkpoint;
 pub mod collector;
 pub mod component;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
 
+use crate::chain::stamp;
 use crate::hash::stable_hash;
 
 /// Bound on key types: hashable with the stable hash, comparable, clonable,
@@ -78,6 +79,11 @@ impl<K> Deref for CurrentKey<'_, K> {
 /// tables, not copying them: the first write to a table afterwards copies
 /// that table alone (none if the checkpoint already let go of it).
 ///
+/// Every entry carries the epoch (freezes so far) it was last written in,
+/// and once frozen the state notes the keys it removes, so that a frozen
+/// view tells what changed since an earlier one: what an incremental
+/// checkpoint writes ([`FrozenKeyed::changed_since`]).
+///
 /// ```
 /// use streamwork::core::state::KeyedState;
 /// let counts: KeyedState<String, u64> = KeyedState::new();
@@ -90,11 +96,32 @@ pub struct KeyedState<K, V> {
     /// How a table a checkpoint still reads is copied (set by `freeze`,
     /// which alone requires clonable keys and values).
     copy: Option<CopyTable<K, V>>,
+    /// The current epoch: 1 plus the number of freezes so far.
+    epoch: u32,
+    /// Keys removed in the current epoch, noted once the state has been
+    /// frozen.
+    removing: Vec<K>,
+    /// Keys removed in earlier epochs, until forgotten.
+    removed: Vec<(u32, Arc<[K]>)>,
+    /// The epoch of the latest `drain` (0: none).
+    cleared_at: u32,
+    /// The snapshots of this run an incremental one may build on.
+    chain: crate::chain::SnapshotChain,
 }
+
+/// One key's entry: its value and the epoch it was last written in.
+#[derive(Clone)]
+struct Slot<K, V> {
+    key: K,
+    value: V,
+    version: u32,
+}
+
+type Table<K, V> = HashTable<Slot<K, V>>;
 
 /// Copies a table (a monomorphised `Clone`, kept where keys and values are
 /// not known to be clonable).
-type CopyTable<K, V> = fn(&HashTable<(K, V)>) -> HashTable<(K, V)>;
+type CopyTable<K, V> = fn(&Table<K, V>) -> Table<K, V>;
 
 /// Tables a state's keys are spread over.
 pub const SHARDS: usize = 128;
@@ -109,13 +136,13 @@ fn shard_of(hash: u64) -> usize {
 /// One table: its own, or shared with a checkpoint (then `owned` is empty).
 #[derive(Clone)]
 struct Shard<K, V> {
-    owned: HashTable<(K, V)>,
-    frozen: Option<Arc<HashTable<(K, V)>>>,
+    owned: Table<K, V>,
+    frozen: Option<Arc<Table<K, V>>>,
 }
 
 impl<K, V> Shard<K, V> {
     #[inline]
-    fn table(&self) -> &HashTable<(K, V)> {
+    fn table(&self) -> &Table<K, V> {
         self.frozen.as_deref().unwrap_or(&self.owned)
     }
 }
@@ -123,7 +150,10 @@ impl<K, V> Shard<K, V> {
 /// A state's tables as a checkpoint froze them: read while the state goes
 /// on changing (see [`KeyedState::freeze`]).
 pub struct FrozenKeyed<K, V> {
-    shards: Vec<Arc<HashTable<(K, V)>>>,
+    shards: Vec<Arc<Table<K, V>>>,
+    epoch: u32,
+    removed: Vec<(u32, Arc<[K]>)>,
+    cleared_at: u32,
 }
 
 impl<K, V> FrozenKeyed<K, V> {
@@ -131,7 +161,39 @@ impl<K, V> FrozenKeyed<K, V> {
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.shards
             .iter()
-            .flat_map(|table| table.iter().map(|(k, v)| (k, v)))
+            .flat_map(|table| table.iter().map(|s| (&s.key, &s.value)))
+    }
+
+    /// The epoch it was frozen in: what a later view's
+    /// [`changed_since`](Self::changed_since) is relative to.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Whether the state was drained after the freeze of `epoch`: then what
+    /// changed since is everything.
+    pub fn cleared_since(&self, epoch: u32) -> bool {
+        self.cleared_at > epoch
+    }
+
+    /// The entries written after the freeze of `epoch` (a value handed out
+    /// to be changed counts as written).
+    pub fn changed_since(&self, epoch: u32) -> impl Iterator<Item = (&K, &V)> {
+        self.shards.iter().flat_map(move |t| {
+            t.iter()
+                .filter(move |s| s.version > epoch)
+                .map(|s| (&s.key, &s.value))
+        })
+    }
+
+    /// The keys removed after the freeze of `epoch` (some may hold a value
+    /// again: [`changed_since`](Self::changed_since) names them), unless
+    /// the state forgot them ([`KeyedState::forget_removed_through`]).
+    pub fn removed_since(&self, epoch: u32) -> impl Iterator<Item = &K> {
+        self.removed
+            .iter()
+            .filter(move |(at, _)| *at > epoch)
+            .flat_map(|(_, keys)| keys.iter())
     }
 
     /// Keys frozen.
@@ -165,8 +227,8 @@ impl<K: Key, V> Default for KeyedState<K, V> {
     }
 }
 
-fn rehash<K: Key, V>(entry: &(K, V)) -> u64 {
-    stable_hash(&entry.0)
+fn rehash<K: Key, V>(slot: &Slot<K, V>) -> u64 {
+    stable_hash(&slot.key)
 }
 
 impl<K: Key, V> KeyedState<K, V> {
@@ -175,12 +237,17 @@ impl<K: Key, V> KeyedState<K, V> {
         KeyedState {
             shards: Vec::new(),
             copy: None,
+            epoch: 1,
+            removing: Vec::new(),
+            removed: Vec::new(),
+            cleared_at: 0,
+            chain: crate::chain::SnapshotChain::default(),
         }
     }
 
     /// The table holding `hash`, for reading.
     #[inline]
-    fn table(&self, hash: u64) -> Option<&HashTable<(K, V)>> {
+    fn table(&self, hash: u64) -> Option<&Table<K, V>> {
         self.shards.get(shard_of(hash)).map(Shard::table)
     }
 
@@ -188,7 +255,7 @@ impl<K: Key, V> KeyedState<K, V> {
     /// taken back from a checkpoint that froze it (copied if it still
     /// reads it).
     #[inline]
-    fn table_mut(&mut self, hash: u64) -> &mut HashTable<(K, V)> {
+    fn table_mut(&mut self, hash: u64) -> &mut Table<K, V> {
         if self.shards.is_empty() {
             self.make_tables();
         }
@@ -214,18 +281,22 @@ impl<K: Key, V> KeyedState<K, V> {
     #[inline]
     pub fn get(&self, key: CurrentKey<'_, K>) -> Option<&V> {
         self.table(key.hash)?
-            .find(key.hash, |(k, _)| k == key.key)
-            .map(|(_, v)| v)
+            .find(key.hash, |s| s.key == *key.key)
+            .map(|s| &s.value)
     }
 
     /// The value of the current key, mutably.
     #[inline]
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
         self.table(key.hash)?
-            .find(key.hash, |(k, _)| k == key.key)?;
+            .find(key.hash, |s| s.key == *key.key)?;
+        let epoch = self.epoch;
         self.table_mut(key.hash)
-            .find_mut(key.hash, |(k, _)| k == key.key)
-            .map(|(_, v)| v)
+            .find_mut(key.hash, |s| s.key == *key.key)
+            .map(|s| {
+                stamp(&mut s.version, epoch);
+                &mut s.value
+            })
     }
 
     /// The value of the current key, inserting `V::default()` first if absent.
@@ -235,24 +306,47 @@ impl<K: Key, V> KeyedState<K, V> {
     where
         V: Default,
     {
+        let version = self.epoch;
         match self
             .table_mut(key.hash)
-            .entry(key.hash, |(k, _)| k == key.key, rehash)
+            .entry(key.hash, |s| s.key == *key.key, rehash)
         {
-            Entry::Occupied(entry) => &mut entry.into_mut().1,
-            Entry::Vacant(entry) => &mut entry.insert((key.key.clone(), V::default())).into_mut().1,
+            Entry::Occupied(entry) => {
+                let slot = entry.into_mut();
+                stamp(&mut slot.version, version);
+                &mut slot.value
+            }
+            Entry::Vacant(entry) => {
+                let slot = Slot {
+                    key: key.key.clone(),
+                    value: V::default(),
+                    version,
+                };
+                &mut entry.insert(slot).into_mut().value
+            }
         }
     }
 
     /// Sets the value of the current key, returning the previous one.
     pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V> {
-        match self
-            .table_mut(key.hash)
-            .entry(key.hash, |(k, _)| k == key.key, rehash)
-        {
-            Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().1, value)),
+        self.put(key.hash, key.key, value)
+    }
+
+    /// Sets the value of `key`, whose hash is `hash`.
+    fn put(&mut self, hash: u64, key: &K, value: V) -> Option<V> {
+        let version = self.epoch;
+        match self.table_mut(hash).entry(hash, |s| s.key == *key, rehash) {
+            Entry::Occupied(mut entry) => {
+                let slot = entry.get_mut();
+                stamp(&mut slot.version, version);
+                Some(std::mem::replace(&mut slot.value, value))
+            }
             Entry::Vacant(entry) => {
-                entry.insert((key.key.clone(), value));
+                entry.insert(Slot {
+                    key: key.clone(),
+                    value,
+                    version,
+                });
                 None
             }
         }
@@ -261,14 +355,18 @@ impl<K: Key, V> KeyedState<K, V> {
     /// Removes the value of the current key.
     pub fn remove(&mut self, key: CurrentKey<'_, K>) -> Option<V> {
         self.table(key.hash)?
-            .find(key.hash, |(k, _)| k == key.key)?;
-        match self
+            .find(key.hash, |s| s.key == *key.key)?;
+        let slot = match self
             .table_mut(key.hash)
-            .find_entry(key.hash, |(k, _)| k == key.key)
+            .find_entry(key.hash, |s| s.key == *key.key)
         {
-            Ok(entry) => Some(entry.remove().0.1),
-            Err(_) => None,
+            Ok(entry) => entry.remove().0,
+            Err(_) => return None,
+        };
+        if self.epoch > 1 {
+            self.removing.push(slot.key);
         }
+        Some(slot.value)
     }
 
     /// The value of `key`, a key this instance holds already (one a timer
@@ -292,6 +390,19 @@ impl<K: Key, V> KeyedState<K, V> {
         self.remove(CurrentKey::new(key, stable_hash(key)))
     }
 
+    /// Forgets the keys removed up to the freeze of `epoch`: no view will
+    /// be asked what changed since an epoch before it.
+    pub fn forget_removed_through(&mut self, epoch: u32) {
+        self.removed.retain(|(at, _)| *at > epoch);
+    }
+
+    /// The snapshots of this run that an incremental snapshot of this
+    /// state may build on (the state crate's checkpoint of a keyed field
+    /// keeps them here, with the state they describe).
+    pub fn snapshot_chain(&mut self) -> &mut crate::chain::SnapshotChain {
+        &mut self.chain
+    }
+
     /// Number of keys with a value.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.table().len()).sum()
@@ -306,17 +417,20 @@ impl<K: Key, V> KeyedState<K, V> {
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.shards
             .iter()
-            .flat_map(|s| s.table().iter().map(|(k, v)| (k, v)))
+            .flat_map(|s| s.table().iter().map(|s| (&s.key, &s.value)))
     }
 
     /// Takes every key and value out, leaving the state empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
         let copy = self.copy;
+        self.cleared_at = self.epoch;
+        self.removing.clear();
+        self.removed.clear();
         self.shards.iter_mut().flat_map(move |shard| {
             if let Some(frozen) = shard.frozen.take() {
                 shard.owned = thaw(frozen, copy);
             }
-            shard.owned.drain()
+            shard.owned.drain().map(|s| (s.key, s.value))
         })
     }
 
@@ -348,14 +462,25 @@ impl<K: Key, V> KeyedState<K, V> {
                 shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
             })
             .collect();
-        FrozenKeyed { shards }
+        if !self.removing.is_empty() {
+            let removing = std::mem::take(&mut self.removing);
+            self.removed.push((self.epoch, removing.into()));
+        }
+        let frozen = FrozenKeyed {
+            shards,
+            epoch: self.epoch,
+            removed: self.removed.clone(),
+            cleared_at: self.cleared_at,
+        };
+        self.epoch = self.epoch.saturating_add(1);
+        frozen
     }
 }
 
 /// A table back from a checkpoint: itself if the checkpoint let go of it,
 /// else a copy.
 #[cold]
-fn thaw<K, V>(frozen: Arc<HashTable<(K, V)>>, copy: Option<CopyTable<K, V>>) -> HashTable<(K, V)> {
+fn thaw<K, V>(frozen: Arc<Table<K, V>>, copy: Option<CopyTable<K, V>>) -> Table<K, V> {
     match Arc::try_unwrap(frozen) {
         Ok(table) => table,
         // Only `freeze` shares a table, and it sets `copy` first.
@@ -370,13 +495,19 @@ impl<K: Key, V> Extend<(K, V)> for KeyedState<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
         for (k, v) in entries {
             let hash = stable_hash(&k);
-            match self
-                .table_mut(hash)
-                .entry(hash, |(key, _)| *key == k, rehash)
-            {
-                Entry::Occupied(mut entry) => entry.get_mut().1 = v,
+            let version = self.epoch;
+            match self.table_mut(hash).entry(hash, |s| s.key == k, rehash) {
+                Entry::Occupied(mut entry) => {
+                    let slot = entry.get_mut();
+                    slot.value = v;
+                    stamp(&mut slot.version, version);
+                }
                 Entry::Vacant(entry) => {
-                    entry.insert((k, v));
+                    entry.insert(Slot {
+                        key: k,
+                        value: v,
+                        version,
+                    });
                 }
             }
         }

@@ -51,9 +51,11 @@ use streamwork_core::{
     StateBytes, Statefulness, TaskError,
 };
 
+use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain};
+
 use crate::chain::{
-    ArchivedChainManifest, ArchivedKeyedDelta, Chain, ChainManifest, KeyedDelta, Plan,
-    THIS_CHECKPOINT, group_delta,
+    ArchivedChainManifest, ArchivedKeyedDelta, ChainManifest, KeyedDelta, THIS_CHECKPOINT,
+    group_delta,
 };
 use crate::cow::{CowMap, FrozenMap};
 use crate::error::StateError;
@@ -822,7 +824,8 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         let Some(codec) = self.codec else {
             return Ok(None);
         };
-        let (mut plan, forget) = self.chain.plan(ctx.completed);
+        let entries = map.len();
+        let (mut plan, forget) = self.chain.plan(ctx.completed, entries);
         if let Some(epoch) = forget {
             map.forget_removed_through(epoch);
         }
@@ -866,7 +869,8 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
                 }
             }
         };
-        self.chain.taken(ctx.checkpoint, epoch, plan, written);
+        self.chain
+            .taken(ctx.checkpoint, epoch, entries, plan, written);
         Ok(Some(state))
     }
 

@@ -41,6 +41,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
+use streamwork_core::chain::stamp;
 
 /// How many shards a [`CowMap`] has: the first write after a freeze copies
 /// one of them, about `1 / SHARDS` of the state.
@@ -317,7 +318,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
         self.table_mut(hash)
             .find_mut(hash, |s| s.key == *key)
             .map(|s| {
-                s.version = epoch;
+                stamp(&mut s.version, epoch);
                 &mut s.value
             })
     }
@@ -330,7 +331,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
         match table.entry(hash, |s| s.key == *key, |s| s.hash) {
             Entry::Occupied(e) => {
                 let slot = e.into_mut();
-                slot.version = epoch;
+                stamp(&mut slot.version, epoch);
                 &mut slot.value
             }
             Entry::Vacant(e) => {
@@ -353,7 +354,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
         let replaced = match table.entry(hash, |s| s.key == key, |s| s.hash) {
             Entry::Occupied(mut e) => {
                 let slot = e.get_mut();
-                slot.version = version;
+                stamp(&mut slot.version, version);
                 Some(std::mem::replace(&mut slot.value, value))
             }
             Entry::Vacant(e) => {

@@ -72,7 +72,7 @@ mod version;
 /// and `Deserialize` on state types with the same version.
 pub use rkyv;
 
-pub use chain::{ChainManifest, DeltaGroup, KeyedDelta, MAX_CHAIN};
+pub use chain::{ChainManifest, DeltaGroup, KeyedDelta};
 pub use codec::{
     KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, RestoredEntries, StateData,
     TimerCodec,

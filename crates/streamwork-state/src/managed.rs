@@ -21,6 +21,7 @@
 use std::ops::{Deref, DerefMut};
 
 use rkyv::util::AlignedVec;
+use streamwork_core::chain::ChainPlan;
 use streamwork_core::checkpoint::{
     DeferredBytes, Restore, RestoredPart, SideRecord, SnapshotContext, StateBytes,
 };
@@ -209,29 +210,118 @@ const KEYED_FIELD_SCHEMA: u32 = 1;
 /// same [`KeyedSnapshot`](crate::KeyedSnapshot), in the field's side record.
 const KEYED_BESIDE_FIELD_SCHEMA: u32 = 2;
 
+/// The layout version of keyed fields snapshotted as a delta: the field's
+/// bytes are the chain of checkpoints a restore reads (an archived
+/// `Vec<u64>`, `0` for the checkpoint it is in), whose first record is a
+/// whole [`KeyedSnapshot`](crate::KeyedSnapshot) and the others
+/// [`KeyedDelta`](crate::KeyedDelta)s, each the field's side record in its
+/// checkpoint.
+const KEYED_CHAIN_FIELD_SCHEMA: u32 = 3;
+
 /// A keyed field's snapshot: its tables frozen (a pause of 128 pointer
 /// copies, whatever the number of keys), archived by the coordinator
-/// beside the part.
-fn snapshot_keyed_field<K, V>(state: &mut KeyedState<K, V>, ctx: &SnapshotContext) -> FieldSnapshot
+/// beside the part: every entry, or, once a snapshot of this run is in a
+/// complete checkpoint, what changed since (see `streamwork_core::chain`).
+fn snapshot_keyed_field<K, V>(
+    state: &mut KeyedState<K, V>,
+    ctx: &SnapshotContext,
+) -> Result<FieldSnapshot, StateError>
 where
     K: Key + StateData,
     V: StateData + Clone + Send + Sync + 'static,
 {
-    let payload = FrozenFieldEntries {
-        frozen: state.freeze(),
-        key_groups: ctx.key_groups,
-    };
-    FieldSnapshot {
-        kind: FieldKind::Keyed,
-        schema: KEYED_BESIDE_FIELD_SCHEMA,
-        bytes: AlignedVec::new(),
-        side: Some(SideRecord {
-            stream: 0,
+    let entries = state.len();
+    let (mut plan, forget) = state.snapshot_chain().plan(ctx.completed, entries);
+    if let Some(epoch) = forget {
+        state.forget_removed_through(epoch);
+    }
+    let frozen = state.freeze();
+    if let ChainPlan::Delta { since, .. } = plan
+        && frozen.cleared_since(since)
+    {
+        plan = ChainPlan::Whole;
+    }
+    let epoch = frozen.epoch();
+    let written = std::sync::Arc::new(std::sync::OnceLock::new());
+    let snapshot = match &plan {
+        ChainPlan::Whole => FieldSnapshot {
+            kind: FieldKind::Keyed,
             schema: KEYED_BESIDE_FIELD_SCHEMA,
-            payload: std::sync::Arc::new(payload),
-            written: Default::default(),
-        }),
-        builds_on: Vec::new(),
+            bytes: AlignedVec::new(),
+            side: Some(SideRecord {
+                stream: 0,
+                schema: KEYED_BESIDE_FIELD_SCHEMA,
+                payload: std::sync::Arc::new(FrozenFieldEntries {
+                    frozen,
+                    key_groups: ctx.key_groups,
+                }),
+                written: written.clone(),
+            }),
+            builds_on: Vec::new(),
+        },
+        ChainPlan::Delta { since, before, .. } => {
+            let mut chain: Vec<u64> = before.iter().map(|c| c.get()).collect();
+            chain.push(crate::chain::THIS_CHECKPOINT);
+            FieldSnapshot {
+                kind: FieldKind::Keyed,
+                schema: KEYED_CHAIN_FIELD_SCHEMA,
+                bytes: crate::archive(&chain)?,
+                side: Some(SideRecord {
+                    stream: 0,
+                    schema: KEYED_CHAIN_FIELD_SCHEMA,
+                    payload: std::sync::Arc::new(FrozenFieldDelta {
+                        frozen,
+                        since: *since,
+                        key_groups: ctx.key_groups,
+                    }),
+                    written: written.clone(),
+                }),
+                builds_on: before.clone(),
+            }
+        }
+    };
+    state
+        .snapshot_chain()
+        .taken(ctx.checkpoint, epoch, entries, plan, written);
+    Ok(snapshot)
+}
+
+/// What changed in a keyed field since an earlier freeze, archived when
+/// the coordinator writes the checkpoint.
+struct FrozenFieldDelta<K, V> {
+    frozen: FrozenKeyed<K, V>,
+    since: u32,
+    key_groups: streamwork_core::KeyGroups,
+}
+
+impl<K, V> std::fmt::Debug for FrozenFieldDelta<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrozenFieldDelta")
+            .field("since", &self.since)
+            .finish()
+    }
+}
+
+impl<K, V> DeferredBytes for FrozenFieldDelta<K, V>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send + Sync + 'static,
+{
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        let delta = crate::chain::KeyedDelta {
+            key_groups: self.key_groups.count(),
+            groups: crate::chain::group_delta(
+                self.frozen
+                    .changed_since(self.since)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                self.frozen.removed_since(self.since).cloned().collect(),
+                self.key_groups,
+            ),
+        };
+        let bytes = crate::archive(&delta).map_err(|e| TaskError::Snapshot(e.to_string()))?;
+        out.write_all(&bytes)
+            .map_err(|e| TaskError::Snapshot(format!("writing keyed state: {e}")))
     }
 }
 
@@ -263,37 +353,68 @@ where
     }
 }
 
-/// Restores a keyed field from either layout: the entries in the parts, or
-/// beside them.
+/// Restores a keyed field from any layout: the entries in the parts, beside
+/// them, or a chain of a whole record and deltas (each old instance's part
+/// in its own layout).
 fn restore_keyed_field<K, V>(field: &FieldRestore<'_>) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
     V: StateData,
 {
-    let beside = field
+    let inline = field
         .parts
         .first()
-        .is_some_and(|&(_, _, schema, _)| schema == KEYED_BESIDE_FIELD_SCHEMA);
-    if !beside {
+        .is_some_and(|&(_, _, schema, _)| schema == KEYED_FIELD_SCHEMA);
+    if inline {
         field.expect(FieldKind::Keyed, KEYED_FIELD_SCHEMA)?;
         return restore_keyed_from(&field.as_restore());
     }
-    field.expect(FieldKind::Keyed, KEYED_BESIDE_FIELD_SCHEMA)?;
     let restore = field.restore;
-    let mut held = Vec::with_capacity(field.parts.len());
-    for &(part, _, _, _) in &field.parts {
-        let record = restore
-            .side_record(restore.checkpoint, field.stream(), part)
+    let record = |checkpoint: CheckpointId, part: InstanceIdx| {
+        restore
+            .side_record(checkpoint, field.stream(), part)
+            .map(PartBytes::aligned)
             .ok_or_else(|| {
                 field.refused(format!(
-                    "the entries instance {part} archived beside its snapshot are not in checkpoint {}: restore from an earlier checkpoint",
-                    restore.checkpoint
+                    "the entries instance {part} archived beside its snapshot of checkpoint {checkpoint} are not in the checkpoint log: restore from an earlier checkpoint"
                 ))
-            })?;
-        held.push((part, PartBytes::aligned(record)));
+            })
+    };
+    let mut wholes = Vec::with_capacity(field.parts.len());
+    let mut deltas = Vec::new();
+    for &(part, kind, schema, bytes) in &field.parts {
+        if kind != FieldKind::Keyed
+            || (schema != KEYED_BESIDE_FIELD_SCHEMA && schema != KEYED_CHAIN_FIELD_SCHEMA)
+        {
+            return Err(field.refused(format!(
+                "instance {part} snapshotted it as {kind:?} state of layout {schema}; this build reads keyed state of layouts {KEYED_FIELD_SCHEMA} to {KEYED_CHAIN_FIELD_SCHEMA}"
+            )));
+        }
+        if schema == KEYED_BESIDE_FIELD_SCHEMA {
+            wholes.push((part, record(restore.checkpoint, part)?));
+            continue;
+        }
+        let mut manifest = AlignedVec::<16>::with_capacity(bytes.len());
+        manifest.extend_from_slice(bytes);
+        let chain = rkyv::from_bytes::<Vec<u64>, rkyv::rancor::Error>(&manifest)
+            .map_err(|e| field.refused(format!("instance {part}'s chain does not read: {e}")))?;
+        let mut records = chain.into_iter().map(|id| {
+            let id = match id {
+                crate::chain::THIS_CHECKPOINT => restore.checkpoint,
+                id => CheckpointId::new(id),
+            };
+            record(id, part)
+        });
+        let Some(whole) = records.next() else {
+            return Err(field.refused(format!("instance {part}'s chain names no record")));
+        };
+        wholes.push((part, whole?));
+        for delta in records {
+            deltas.push((part, delta?));
+        }
     }
     let mut own = field.as_restore();
-    own.parts = held
+    own.parts = wholes
         .iter()
         .map(|(part, bytes)| RestoredPart {
             part: *part,
@@ -301,7 +422,41 @@ where
             bytes: bytes.bytes(),
         })
         .collect();
-    restore_keyed_from(&own)
+    let mut state: KeyedState<K, V> = restore_keyed_from(&own)?;
+    let groups = restore.key_groups;
+    let owns = |group: u32| groups.instance_of(group, restore.parallelism) == restore.instance.0;
+    for (part, delta) in &deltas {
+        let invalid = |e: rkyv::rancor::Error| {
+            field.refused(format!("instance {part}'s changes do not read: {e}"))
+        };
+        let archived = rkyv::access::<crate::chain::ArchivedKeyedDelta<K, V>, rkyv::rancor::Error>(
+            delta.bytes(),
+        )
+        .map_err(invalid)?;
+        let written_with = archived.key_groups.to_native();
+        if written_with != groups.count() {
+            return Err(StateError::KeyGroupsChanged {
+                operator: crate::operator_id(restore.component),
+                found: written_with,
+                expected: groups.count(),
+            });
+        }
+        for group in archived.groups.iter() {
+            if !owns(group.group.to_native()) {
+                continue;
+            }
+            for key in
+                rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed).map_err(invalid)?
+            {
+                state.remove_held(&key);
+            }
+            state.extend(
+                rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
+                    .map_err(invalid)?,
+            );
+        }
+    }
+    Ok(state)
 }
 /// The layout version of instance fields (the value's archive).
 const INSTANCE_FIELD_SCHEMA: u32 = 1;
@@ -312,7 +467,7 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(snapshot_keyed_field(self, ctx))
+        snapshot_keyed_field(self, ctx)
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -327,7 +482,7 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
+        snapshot_keyed_field(self.keyed_mut(), ctx)
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -345,7 +500,7 @@ where
     std::collections::HashMap<MK, MV>: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
+        snapshot_keyed_field(self.keyed_mut(), ctx)
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -363,7 +518,7 @@ where
     F: Fn(&mut V, V),
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
+        snapshot_keyed_field(self.keyed_mut(), ctx)
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {
@@ -378,7 +533,7 @@ where
     A::Acc: StateData + Clone + Send + Sync + 'static,
 {
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
-        Ok(snapshot_keyed_field(self.keyed_mut(), ctx))
+        snapshot_keyed_field(self.keyed_mut(), ctx)
     }
 
     fn restore_field(&mut self, field: &FieldRestore<'_>) -> Result<(), StateError> {

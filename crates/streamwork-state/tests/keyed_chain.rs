@@ -1,9 +1,9 @@
 //! Incremental snapshots of a keyed map (`KeyedCheckpoint::snapshot_map`)
-//! against a model: any sequence of writes, removals, retains, clears and
-//! checkpoints, some completing late or never, restored from any complete
-//! checkpoint at parallelism 1 to 3, gives every key its value as of that
-//! checkpoint, exactly once; and a snapshot after a complete one writes
-//! only what changed.
+//! and of a `KeyedState` field (`StateField`) against a model: any sequence
+//! of writes, removals, retains, clears and checkpoints, some completing
+//! late or never, restored from any complete checkpoint at parallelism 1 to
+//! 3, gives every key its value as of that checkpoint, exactly once; and a
+//! snapshot after a complete one writes only what changed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -12,23 +12,28 @@ use proptest::prelude::*;
 use streamwork_core::checkpoint::{RestoreSource, RestoredPart};
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::Key;
+use streamwork_core::state::{CurrentKey, KeyedState};
 use streamwork_core::{
     CheckpointId, InstanceIdx, KeyGroups, Restore, SharedBytes, SnapshotContext, StateBytes,
 };
-use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
+use streamwork_state::{
+    CowMap, FieldsReader, FieldsWriter, KeyedCheckpoint, StateData, StateField,
+};
 
 /// What a coordinator does with a checkpoint's parts, in memory: the
 /// inline bytes, and the side record produced off the "task thread".
 #[derive(Default)]
 struct Log {
-    parts: HashMap<u64, (StateBytes, Option<SharedBytes>)>,
+    parts: HashMap<u64, (StateBytes, HashMap<u32, SharedBytes>)>,
 }
 
 impl Log {
     /// Writes checkpoint `id`'s part and marks it complete, as the
-    /// coordinator does once it is durable.
+    /// coordinator does once it is durable; the bytes of its side records.
     fn complete(&mut self, id: u64, state: StateBytes) -> usize {
-        let side = state.side.first().map(|side| {
+        let mut sides = HashMap::new();
+        let mut written = 0;
+        for side in &state.side {
             let mut bytes = Vec::new();
             side.payload.produce(&mut bytes).unwrap();
             // Aligned as the log aligns its records.
@@ -38,10 +43,10 @@ impl Log {
             let len = bytes.len();
             let shared = SharedBytes::new(owner, 0..len).unwrap();
             side.written.set(shared.clone()).unwrap();
-            shared
-        });
-        let written = side.as_ref().map_or(0, |s| s.bytes().len());
-        self.parts.insert(id, (state, side));
+            written += len;
+            sides.insert(side.stream, shared);
+        }
+        self.parts.insert(id, (state, sides));
         written
     }
 
@@ -93,10 +98,10 @@ impl RestoreSource for Log {
         stream: u32,
         part: InstanceIdx,
     ) -> Option<SharedBytes> {
-        if stream != 0 || part != InstanceIdx(0) {
+        if part != InstanceIdx(0) {
             return None;
         }
-        self.parts.get(&checkpoint.get())?.1.clone()
+        self.parts.get(&checkpoint.get())?.1.get(&stream).cloned()
     }
 }
 
@@ -160,80 +165,201 @@ where
     all
 }
 
+/// What the property drives: a keyed map of one kind, snapshotted
+/// incrementally and restored.
+trait Subject: Default {
+    fn insert(&mut self, k: u16, v: u32);
+    fn add(&mut self, k: u16, v: u32);
+    fn remove(&mut self, k: u16) -> Option<u32>;
+    fn retain_below(&mut self, limit: u32);
+    fn clear(&mut self);
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> StateBytes;
+    fn restored(log: &Log, id: u64, parallelism: u32) -> BTreeMap<u16, u32>;
+}
+
+/// A `CowMap` under `KeyedCheckpoint::snapshot_map`.
+#[derive(Default)]
+struct Map {
+    map: CowMap<u16, u32>,
+    checkpoint: Option<KeyedCheckpoint<(), u16, u32>>,
+}
+
+impl Subject for Map {
+    fn insert(&mut self, k: u16, v: u32) {
+        self.map.insert(stable_hash(&k), k, v);
+    }
+    fn add(&mut self, k: u16, v: u32) {
+        *self.map.get_or_insert_with(stable_hash(&k), &k, || 0) += v;
+    }
+    fn remove(&mut self, k: u16) -> Option<u32> {
+        self.map.remove(stable_hash(&k), &k)
+    }
+    fn retain_below(&mut self, limit: u32) {
+        self.map.retain(|_, v| *v < limit);
+    }
+    fn clear(&mut self) {
+        self.map.clear();
+    }
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> StateBytes {
+        self.checkpoint
+            .get_or_insert_with(KeyedCheckpoint::enabled)
+            .snapshot_map(ctx, (), &mut self.map, |v| *v)
+            .unwrap()
+            .unwrap()
+    }
+    fn restored(log: &Log, id: u64, parallelism: u32) -> BTreeMap<u16, u32> {
+        restored::<u16, u32>(log, id, parallelism)
+    }
+}
+
+/// A `KeyedState` field, snapshotted as `#[derive(State)]` does.
+#[derive(Default)]
+struct Field {
+    state: KeyedState<u16, u32>,
+}
+
+impl Subject for Field {
+    fn insert(&mut self, k: u16, v: u32) {
+        self.state.insert(CurrentKey::for_testing(&k), v);
+    }
+    fn add(&mut self, k: u16, v: u32) {
+        *self.state.get_or_default(CurrentKey::for_testing(&k)) += v;
+    }
+    fn remove(&mut self, k: u16) -> Option<u32> {
+        self.state.remove_held(&k)
+    }
+    fn retain_below(&mut self, limit: u32) {
+        let gone: Vec<u16> = self
+            .state
+            .iter()
+            .filter(|(_, v)| **v >= limit)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in gone {
+            self.state.remove_held(&k);
+        }
+    }
+    fn clear(&mut self) {
+        self.state.drain().for_each(drop);
+    }
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> StateBytes {
+        let mut fields = FieldsWriter::new();
+        fields.field("counts", self.state.snapshot_field(ctx).unwrap());
+        fields.finish()
+    }
+    fn restored(log: &Log, id: u64, parallelism: u32) -> BTreeMap<u16, u32> {
+        let mut all = BTreeMap::new();
+        for instance in 0..parallelism {
+            let restore = log.restore(id, instance, parallelism);
+            let fields = FieldsReader::read(&restore).unwrap();
+            let mut state: KeyedState<u16, u32> = KeyedState::new();
+            state
+                .restore_field(&fields.field("counts").unwrap())
+                .unwrap();
+            for (k, v) in state.iter() {
+                let groups = KeyGroups::DEFAULT;
+                assert_eq!(
+                    groups.instance_of(groups.key_group(stable_hash(k)), parallelism),
+                    instance
+                );
+                assert!(all.insert(*k, *v).is_none(), "key {k} restored twice");
+            }
+        }
+        all
+    }
+}
+
+fn any_complete_checkpoint_restores<S: Subject>(
+    ops: Vec<Op>,
+    parallelism: u32,
+) -> Result<(), TestCaseError> {
+    let mut map = S::default();
+    let mut model: HashMap<u16, u32> = HashMap::new();
+    let mut log = Log::default();
+    let mut late: Option<(u64, StateBytes)> = None;
+    let mut completed = 0u64;
+    let mut expected: Vec<(u64, BTreeMap<u16, u32>)> = Vec::new();
+    let mut next = 1u64;
+    for op in ops {
+        match op {
+            Op::Insert(k, v) => {
+                map.insert(k, v);
+                model.insert(k, v);
+            }
+            Op::Add(k, v) => {
+                map.add(k, v);
+                *model.entry(k).or_insert(0) += v;
+            }
+            Op::Remove(k) => {
+                prop_assert_eq!(map.remove(k), model.remove(&k));
+            }
+            Op::RetainBelow(limit) => {
+                map.retain_below(limit);
+                model.retain(|_, v| *v < limit);
+            }
+            Op::Clear => {
+                map.clear();
+                model.clear();
+            }
+            Op::Checkpoint(completion) => {
+                let id = next;
+                next += 1;
+                let mut ctx = SnapshotContext::single(CheckpointId::new(id));
+                ctx.completed = CheckpointId::new(completed);
+                let state = map.snapshot(&ctx);
+                // An in-flight checkpoint completes before a later one
+                // (the coordinator completes them in order).
+                if let Some((late_id, late_state)) = late.take() {
+                    log.complete(late_id, late_state);
+                    completed = late_id;
+                }
+                let then: BTreeMap<u16, u32> = model.iter().map(|(k, v)| (*k, *v)).collect();
+                match completion {
+                    Completion::AtOnce => {
+                        log.complete(id, state);
+                        completed = id;
+                        expected.push((id, then));
+                    }
+                    Completion::Late => {
+                        late = Some((id, state));
+                        expected.push((id, then));
+                    }
+                    Completion::Never => {}
+                }
+            }
+        }
+    }
+    if let Some((late_id, late_state)) = late.take() {
+        log.complete(late_id, late_state);
+    }
+    for (id, then) in &expected {
+        prop_assert_eq!(
+            &S::restored(&log, *id, parallelism),
+            then,
+            "checkpoint {}",
+            id
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn any_complete_checkpoint_restores_a_keyed_state_field_as_it_was(
+        ops in proptest::collection::vec(op(), 0..400),
+        parallelism in 1u32..4,
+    ) {
+        any_complete_checkpoint_restores::<Field>(ops, parallelism)?;
+    }
 
     #[test]
     fn any_complete_checkpoint_restores_the_map_as_it_was(
         ops in proptest::collection::vec(op(), 0..400),
         parallelism in 1u32..4,
     ) {
-        let mut map: CowMap<u16, u32> = CowMap::new();
-        let mut model: HashMap<u16, u32> = HashMap::new();
-        let mut checkpoint = KeyedCheckpoint::<(), u16, u32>::enabled();
-        let mut log = Log::default();
-        let mut late: Option<(u64, StateBytes)> = None;
-        let mut completed = 0u64;
-        let mut expected: Vec<(u64, BTreeMap<u16, u32>)> = Vec::new();
-        let mut next = 1u64;
-        for op in ops {
-            match op {
-                Op::Insert(k, v) => {
-                    map.insert(stable_hash(&k), k, v);
-                    model.insert(k, v);
-                }
-                Op::Add(k, v) => {
-                    *map.get_or_insert_with(stable_hash(&k), &k, || 0) += v;
-                    *model.entry(k).or_insert(0) += v;
-                }
-                Op::Remove(k) => {
-                    prop_assert_eq!(map.remove(stable_hash(&k), &k), model.remove(&k));
-                }
-                Op::RetainBelow(limit) => {
-                    map.retain(|_, v| *v < limit);
-                    model.retain(|_, v| *v < limit);
-                }
-                Op::Clear => {
-                    map.clear();
-                    model.clear();
-                }
-                Op::Checkpoint(completion) => {
-                    let id = next;
-                    next += 1;
-                    let mut ctx = SnapshotContext::single(CheckpointId::new(id));
-                    ctx.completed = CheckpointId::new(completed);
-                    let state = checkpoint
-                        .snapshot_map(&ctx, (), &mut map, |v| *v)
-                        .unwrap()
-                        .unwrap();
-                    // An in-flight checkpoint completes before a later one
-                    // (the coordinator completes them in order).
-                    if let Some((late_id, late_state)) = late.take() {
-                        log.complete(late_id, late_state);
-                        completed = late_id;
-                    }
-                    let then: BTreeMap<u16, u32> = model.iter().map(|(k, v)| (*k, *v)).collect();
-                    match completion {
-                        Completion::AtOnce => {
-                            log.complete(id, state);
-                            completed = id;
-                            expected.push((id, then));
-                        }
-                        Completion::Late => {
-                            late = Some((id, state));
-                            expected.push((id, then));
-                        }
-                        Completion::Never => {}
-                    }
-                }
-            }
-        }
-        if let Some((late_id, late_state)) = late.take() {
-            log.complete(late_id, late_state);
-        }
-        for (id, then) in &expected {
-            prop_assert_eq!(&restored::<u16, u32>(&log, *id, parallelism), then, "checkpoint {}", id);
-        }
+        any_complete_checkpoint_restores::<Map>(ops, parallelism)?;
     }
 }
 

@@ -1,0 +1,279 @@
+//! What an instance's incremental snapshots build on: [`SnapshotChain`].
+//!
+//! State kept in a versioned keyed table (`KeyedState`, or the `CowMap` of
+//! the state crate) can be snapshotted *whole* (every entry) or as a
+//! *delta*: the entries written and the keys removed since the newest
+//! snapshot of this run whose checkpoint is known to be complete (its
+//! record mapped back from the log), never one that may not have completed.
+//! A delta names its *chain*, the records a restore reads in order: a whole
+//! one, then deltas; the checkpoint keeps them (`StateBytes::builds_on`).
+//! So a checkpoint writes what changed, not the whole state, as Flink's
+//! changelog and RocksDB's incremental checkpoints do.
+//!
+//! A chain is bounded: a snapshot is whole again once the deltas since the
+//! last whole one add up to its size, or the chain would pass
+//! [`MAX_CHAIN`] records, so that a restore reads at most about twice the
+//! state, and retention frees what no chain reads.
+//!
+//! ```
+//! use std::sync::{Arc, OnceLock};
+//! use streamwork::core::CheckpointId;
+//! use streamwork::core::chain::{ChainPlan, SnapshotChain};
+//!
+//! let mut chain = SnapshotChain::default();
+//! let (plan, _) = chain.plan(CheckpointId::NONE, 10);
+//! assert!(matches!(plan, ChainPlan::Whole));
+//! chain.taken(CheckpointId::new(1), 1, 10, plan, Arc::new(OnceLock::new()));
+//! // Checkpoint 1 is not known to be complete (its record was not mapped
+//! // back): the next snapshot is whole too.
+//! assert!(matches!(chain.plan(CheckpointId::new(1), 10).0, ChainPlan::Whole));
+//! ```
+
+use std::sync::{Arc, OnceLock};
+
+use crate::checkpoint::SharedBytes;
+use crate::id::CheckpointId;
+
+/// Marks a table entry written in `epoch` (the epoch a versioned table
+/// stamps its entries with): a store only on the entry's first write of the
+/// epoch, so that a key written again and again costs a compare.
+#[inline(always)]
+pub fn stamp(version: &mut u32, epoch: u32) {
+    if *version != epoch {
+        *version = epoch;
+    }
+}
+
+/// The most records a chain has: one whole snapshot and deltas.
+pub const MAX_CHAIN: usize = 8;
+
+/// One snapshot this instance took in this run.
+#[derive(Debug)]
+struct Link {
+    checkpoint: CheckpointId,
+    /// The map's epoch when frozen for it.
+    epoch: u32,
+    /// The checkpoints of the records before its own in its chain.
+    before: Vec<CheckpointId>,
+    /// Their sizes, in bytes.
+    sizes: Vec<u64>,
+    /// Entries the state held at its chain's whole snapshot.
+    whole_entries: u64,
+    /// Its record, once its checkpoint is complete.
+    written: Arc<OnceLock<SharedBytes>>,
+}
+
+/// What the next snapshot writes.
+#[derive(Clone, Debug)]
+pub enum ChainPlan {
+    /// Every entry.
+    Whole,
+    /// What changed since the freeze of epoch `since`, read after the
+    /// records of the checkpoints `before` (a whole one first).
+    Delta {
+        /// The epoch of the snapshot it builds on.
+        since: u32,
+        /// The checkpoints of the chain's earlier records, in order.
+        before: Vec<CheckpointId>,
+        /// Their sizes, in bytes.
+        sizes: Vec<u64>,
+        /// Entries the state held at the chain's whole snapshot.
+        whole_entries: u64,
+    },
+}
+
+/// The snapshots one instance took in this run that a later one may build
+/// on. A restored or new instance has none: its first snapshot is whole.
+#[derive(Debug, Default)]
+pub struct SnapshotChain {
+    links: Vec<Link>,
+}
+
+/// A clone is another instance's: it builds on no snapshot of this one.
+impl Clone for SnapshotChain {
+    fn clone(&self) -> Self {
+        SnapshotChain::default()
+    }
+}
+
+impl SnapshotChain {
+    /// What the next snapshot of a state holding `entries` writes, given
+    /// the newest checkpoint known to be complete, and the epoch up to
+    /// which the map may forget its removals (that of the snapshot it
+    /// builds on: no later snapshot builds on an older one).
+    ///
+    /// Whole once the chain would pass [`MAX_CHAIN`] records, or once its
+    /// deltas add up to what a whole snapshot would write now (the chain's
+    /// whole record, scaled by how the number of entries grew since): a
+    /// restore then reads at most about twice the state.
+    pub fn plan(&mut self, completed: CheckpointId, entries: usize) -> (ChainPlan, Option<u32>) {
+        let Some(at) = self.links.iter().rposition(|l| {
+            !l.checkpoint.is_final() && l.checkpoint <= completed && l.written.get().is_some()
+        }) else {
+            return (ChainPlan::Whole, None);
+        };
+        self.links.drain(..at);
+        let base = &self.links[0];
+        let own = base
+            .written
+            .get()
+            .map_or(0, |record| record.bytes().len() as u64);
+        let mut sizes = base.sizes.clone();
+        sizes.push(own);
+        let mut before = base.before.clone();
+        before.push(base.checkpoint);
+        let deltas: u64 = sizes[1..].iter().sum();
+        let whole_now = (u128::from(sizes[0]) * entries as u128
+            / u128::from(base.whole_entries.max(1)))
+        .max(u128::from(sizes[0]));
+        let plan = if before.len() >= MAX_CHAIN || u128::from(deltas) >= whole_now {
+            ChainPlan::Whole
+        } else {
+            ChainPlan::Delta {
+                since: base.epoch,
+                before,
+                sizes,
+                whole_entries: base.whole_entries,
+            }
+        };
+        (plan, Some(base.epoch))
+    }
+
+    /// Notes the snapshot of `checkpoint` of a state holding `entries`,
+    /// taken at the map's `epoch` as `plan` said, whose record `written`
+    /// names once complete.
+    pub fn taken(
+        &mut self,
+        checkpoint: CheckpointId,
+        epoch: u32,
+        entries: usize,
+        plan: ChainPlan,
+        written: Arc<OnceLock<SharedBytes>>,
+    ) {
+        let (before, sizes, whole_entries) = match plan {
+            ChainPlan::Whole => (Vec::new(), Vec::new(), entries as u64),
+            ChainPlan::Delta {
+                before,
+                sizes,
+                whole_entries,
+                ..
+            } => (before, sizes, whole_entries),
+        };
+        self.links.push(Link {
+            checkpoint,
+            epoch,
+            before,
+            sizes,
+            whole_entries,
+            written,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn complete(chain: &SnapshotChain, checkpoint: u64, bytes: usize) {
+        let link = chain
+            .links
+            .iter()
+            .find(|l| l.checkpoint == CheckpointId::new(checkpoint))
+            .unwrap();
+        let owner: Arc<Vec<u8>> = Arc::new(vec![0; bytes]);
+        let record = SharedBytes::new(owner, 0..bytes).unwrap();
+        link.written.set(record).unwrap();
+    }
+
+    fn take(chain: &mut SnapshotChain, checkpoint: u64, completed: u64, epoch: u32) -> ChainPlan {
+        take_of(chain, checkpoint, completed, epoch, 100)
+    }
+
+    fn take_of(
+        chain: &mut SnapshotChain,
+        checkpoint: u64,
+        completed: u64,
+        epoch: u32,
+        entries: usize,
+    ) -> ChainPlan {
+        let (plan, _) = chain.plan(CheckpointId::new(completed), entries);
+        chain.taken(
+            CheckpointId::new(checkpoint),
+            epoch,
+            entries,
+            plan.clone(),
+            Arc::new(OnceLock::new()),
+        );
+        plan
+    }
+
+    #[test]
+    fn a_delta_builds_only_on_a_complete_snapshot_and_the_chain_is_bounded() {
+        let mut chain = SnapshotChain::default();
+        // Nothing complete yet: whole.
+        assert!(matches!(take(&mut chain, 1, 0, 1), ChainPlan::Whole));
+        // Checkpoint 1 not complete yet (its record not mapped back): whole.
+        assert!(matches!(take(&mut chain, 2, 1, 2), ChainPlan::Whole));
+        complete(&chain, 1, 1000);
+        match take(&mut chain, 3, 1, 3) {
+            ChainPlan::Delta { since, before, .. } => {
+                assert_eq!((since, before), (1, vec![CheckpointId::new(1)]));
+            }
+            ChainPlan::Whole => panic!("checkpoint 1 is complete"),
+        }
+        // 2 is whole and complete: the delta of 4 builds on it alone.
+        complete(&chain, 2, 1000);
+        complete(&chain, 3, 10);
+        match take(&mut chain, 4, 3, 4) {
+            ChainPlan::Delta { since, before, .. } => {
+                assert_eq!(
+                    (since, before),
+                    (3, vec![CheckpointId::new(1), CheckpointId::new(3)])
+                );
+            }
+            ChainPlan::Whole => panic!("3 is complete"),
+        }
+        // Deltas as large as the whole record: whole again.
+        complete(&chain, 4, 990);
+        assert!(matches!(take(&mut chain, 5, 4, 5), ChainPlan::Whole));
+    }
+
+    #[test]
+    fn deltas_are_weighed_against_the_state_as_it_grew() {
+        let mut chain = SnapshotChain::default();
+        take_of(&mut chain, 1, 0, 1, 100);
+        complete(&chain, 1, 1000);
+        assert!(matches!(
+            take_of(&mut chain, 2, 1, 2, 400),
+            ChainPlan::Delta { .. }
+        ));
+        // A delta larger than the first whole record, but the state is four
+        // times what it was: a whole one now would be about 4000 bytes.
+        complete(&chain, 2, 1500);
+        assert!(matches!(
+            take_of(&mut chain, 3, 2, 3, 400),
+            ChainPlan::Delta { .. }
+        ));
+        complete(&chain, 3, 2600);
+        assert!(matches!(
+            take_of(&mut chain, 4, 3, 4, 400),
+            ChainPlan::Whole
+        ));
+    }
+
+    #[test]
+    fn a_chain_never_passes_its_bound() {
+        let mut chain = SnapshotChain::default();
+        take(&mut chain, 1, 0, 1);
+        complete(&chain, 1, 1_000_000);
+        let mut longest = 0;
+        for checkpoint in 2..40u64 {
+            let plan = take(&mut chain, checkpoint, checkpoint - 1, checkpoint as u32);
+            if let ChainPlan::Delta { before, .. } = &plan {
+                longest = longest.max(before.len() + 1);
+            }
+            complete(&chain, checkpoint, 1);
+        }
+        assert_eq!(longest, MAX_CHAIN);
+    }
+}
