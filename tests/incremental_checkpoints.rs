@@ -1,6 +1,6 @@
-//! A join's, a window's and a `KeyedState`'s (a `fold`) checkpoints write
-//! what changed since the last complete one, not their whole state,
-//! and a run restored from a chain of such checkpoints, in the same run or
+//! A join's, count and sliding windows' and a `KeyedState`'s (a `fold`)
+//! checkpoints write what changed since the last complete one, not their
+//! whole state, and a run restored from a chain of such checkpoints, in the same run or
 //! in another at another parallelism, commits exactly what an uninterrupted
 //! run commits.
 //!
@@ -136,6 +136,10 @@ fn graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGr
         operator seen[parallelism] { results, late } = Windows::count(2).count::<(u64, bool), u64>() <- faulty.key(|r: &(u64, bool)| r.0);
         operator totals[parallelism] = fold(0u64, |n: &mut u64, r: (u64, bool)| *n += r.0)
             <- faulty.key(|r: &(u64, bool)| r.0);
+        operator timed[parallelism] = Watermarks::monotonic()
+            .timestamps(|r: &(u64, bool)| Timestamp::from_millis(r.0 as i64)) <- faulty;
+        operator slid[parallelism] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(1))
+            .count::<(u64, bool), u64>() <- timed.key(|r: &(u64, bool)| r.0 % 97);
         sink pairs = FileSink::new(out.join("pairs"), |r: &JoinRow<u64, u64, u64>, line: &mut Vec<u8>| {
             line.extend_from_slice(format!("{},{:?},{:?}", r.key, r.left, r.right).as_bytes())
         })
@@ -148,6 +152,11 @@ fn graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGr
             line.extend_from_slice(format!("{},{}", r.0, r.1).as_bytes())
         })
         .transactional() <- totals;
+        sink slides = FileSink::new(out.join("slides"), |r: &WindowResult<u64, u64>, line: &mut Vec<u8>| {
+            line.extend_from_slice(format!("{},{},{}", r.key, r.window.start.millis(), r.value).as_bytes())
+        })
+        .transactional() <- slid.results;
+        drop slid.late;
         drop seen.late;
     }
     .unwrap()
@@ -218,6 +227,14 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
     support::assert_same(&committed(&root.join("out/pairs")), &pairs, "joined pairs");
     support::assert_same(&committed(&root.join("out/counts")), &counts, "counts");
     support::assert_same(&committed(&root.join("out/totals")), &totals, "totals");
+    // Sliding windows (10 s every second, time = key): every record is in
+    // ten windows.
+    let slides = committed(&root.join("out/slides"));
+    let in_windows: u64 = slides
+        .iter()
+        .map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(in_windows, 10 * 2 * (BASE + STEPS * PER_STEP));
 
     // Whole snapshots would write at least the first step's state at every
     // checkpoint (the state only grows). Incremental ones write the keys
@@ -266,6 +283,11 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         &totals,
         "totals after a restart",
     );
+    support::assert_same(
+        &committed(&root.join("out/slides")),
+        &slides,
+        "sliding windows after a restart",
+    );
     std::fs::remove_dir_all(&root).unwrap();
 
     // Across runs: a run at parallelism 2 fails for good in the middle;
@@ -302,6 +324,11 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         &committed(&root.join("out/totals")),
         &totals,
         "totals after rescaling",
+    );
+    support::assert_same(
+        &committed(&root.join("out/slides")),
+        &slides,
+        "sliding windows after rescaling",
     );
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -44,6 +44,14 @@ pub fn stamp(version: &mut u32, epoch: u32) {
     }
 }
 
+/// Whether a whole snapshot of `entries` is smaller than a delta that
+/// removes `removed` keys: when more keys went since the snapshot a delta
+/// would build on than are left, a restore would read the old state only to
+/// remove most of it.
+pub fn whole_is_smaller(entries: usize, removed: usize) -> bool {
+    removed > entries
+}
+
 /// The most records a chain has: one whole snapshot and deltas.
 pub const MAX_CHAIN: usize = 8;
 
@@ -104,8 +112,10 @@ impl SnapshotChain {
     ///
     /// Whole once the chain would pass [`MAX_CHAIN`] records, or once its
     /// deltas add up to what a whole snapshot would write now (the chain's
-    /// whole record, scaled by how the number of entries grew since): a
-    /// restore then reads at most about twice the state.
+    /// whole record, scaled by how the number of entries changed since): a
+    /// restore then reads at most about twice the state. (The caller also
+    /// takes a whole one when more keys went than are left: see
+    /// [`whole_is_smaller`].)
     pub fn plan(&mut self, completed: CheckpointId, entries: usize) -> (ChainPlan, Option<u32>) {
         let Some(at) = self.links.iter().rposition(|l| {
             !l.checkpoint.is_final() && l.checkpoint <= completed && l.written.get().is_some()
@@ -123,9 +133,8 @@ impl SnapshotChain {
         let mut before = base.before.clone();
         before.push(base.checkpoint);
         let deltas: u64 = sizes[1..].iter().sum();
-        let whole_now = (u128::from(sizes[0]) * entries as u128
-            / u128::from(base.whole_entries.max(1)))
-        .max(u128::from(sizes[0]));
+        let whole_now =
+            u128::from(sizes[0]) * entries as u128 / u128::from(base.whole_entries.max(1));
         let plan = if before.len() >= MAX_CHAIN || u128::from(deltas) >= whole_now {
             ChainPlan::Whole
         } else {

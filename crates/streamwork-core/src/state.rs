@@ -186,6 +186,15 @@ impl<K, V> FrozenKeyed<K, V> {
         })
     }
 
+    /// How many keys were removed after the freeze of `epoch`.
+    pub fn removed_count_since(&self, epoch: u32) -> usize {
+        self.removed
+            .iter()
+            .filter(|(at, _)| *at > epoch)
+            .map(|(_, keys)| keys.len())
+            .sum()
+    }
+
     /// The keys removed after the freeze of `epoch` (some may hold a value
     /// again: [`changed_since`](Self::changed_since) names them), unless
     /// the state forgot them ([`KeyedState::forget_removed_through`]).

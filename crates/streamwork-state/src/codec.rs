@@ -51,7 +51,7 @@ use streamwork_core::{
     StateBytes, Statefulness, TaskError,
 };
 
-use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain};
+use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain, whole_is_smaller};
 
 use crate::chain::{
     ArchivedChainManifest, ArchivedKeyedDelta, ChainManifest, KeyedDelta, THIS_CHECKPOINT,
@@ -246,17 +246,86 @@ where
     }
 }
 
-/// What changed in a map since an earlier freeze, archived when the
-/// coordinator asks.
-struct DeltaEntries<K, V, MV, F> {
-    save_delta: SaveDeltaFn<K, V>,
+/// State frozen for an incremental snapshot: every entry as archived, and
+/// what changed since an earlier freeze. Gathered off the task thread.
+pub trait FrozenChanges<K, V>: Send + Sync + 'static {
+    /// The epoch it was frozen in.
+    fn epoch(&self) -> u32;
+    /// Whether a snapshot building on the freeze of `epoch` should be whole
+    /// instead: everything went at once since, or more keys went than are
+    /// left (`streamwork_core::chain::whole_is_smaller`).
+    fn whole_since(&self, epoch: u32) -> bool;
+    /// Every entry.
+    fn entries(&self) -> Vec<(K, V)>;
+    /// The entries written and the keys removed after the freeze of
+    /// `epoch`.
+    fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>);
+}
+
+/// What [`KeyedCheckpoint::plan_snapshot`] decided for the next snapshot.
+#[derive(Debug)]
+pub struct Planned {
+    plan: Plan,
+    forget: Option<u32>,
+    entries: usize,
+}
+
+impl Planned {
+    /// The epoch up to which the state may forget its removals, before it
+    /// freezes.
+    pub fn forget_through(&self) -> Option<u32> {
+        self.forget
+    }
+}
+
+/// A frozen [`CowMap`] with the function that makes an archived value.
+struct MapChanges<K, MV, F> {
     frozen: FrozenMap<K, MV>,
-    since: u32,
     value: F,
+}
+
+impl<K, V, MV, F> FrozenChanges<K, V> for MapChanges<K, MV, F>
+where
+    K: Clone + Send + Sync + 'static,
+    MV: Send + Sync + 'static,
+    F: Fn(&MV) -> V + Send + Sync + 'static,
+{
+    fn epoch(&self) -> u32 {
+        self.frozen.epoch()
+    }
+
+    fn whole_since(&self, epoch: u32) -> bool {
+        self.frozen.cleared_since(epoch)
+            || whole_is_smaller(self.frozen.len(), self.frozen.removed_count_since(epoch))
+    }
+
+    fn entries(&self) -> Vec<(K, V)> {
+        self.frozen
+            .iter()
+            .map(|(k, v)| (k.clone(), (self.value)(v)))
+            .collect()
+    }
+
+    fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>) {
+        let written = self
+            .frozen
+            .changed_since(epoch)
+            .map(|(k, v)| (k.clone(), (self.value)(v)))
+            .collect();
+        (written, self.frozen.removed_since(epoch).cloned().collect())
+    }
+}
+
+/// What changed in frozen state since an earlier freeze, archived when the
+/// coordinator asks.
+struct DeltaEntries<K, V, Z> {
+    save_delta: SaveDeltaFn<K, V>,
+    frozen: Z,
+    since: u32,
     key_groups: KeyGroups,
 }
 
-impl<K, V, MV, F> fmt::Debug for DeltaEntries<K, V, MV, F> {
+impl<K, V, Z> fmt::Debug for DeltaEntries<K, V, Z> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeltaEntries")
             .field("type", &std::any::type_name::<KeyedDelta<K, V>>())
@@ -265,19 +334,12 @@ impl<K, V, MV, F> fmt::Debug for DeltaEntries<K, V, MV, F> {
     }
 }
 
-impl<K, V, MV, F> DeferredBytes for DeltaEntries<K, V, MV, F>
+impl<K, V, Z> DeferredBytes for DeltaEntries<K, V, Z>
 where
-    K: Clone + Send + Sync,
-    MV: Send + Sync,
-    F: Fn(&MV) -> V + Send + Sync,
+    Z: FrozenChanges<K, V>,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        let entries = self
-            .frozen
-            .changed_since(self.since)
-            .map(|(k, v)| (k.clone(), (self.value)(v)))
-            .collect();
-        let removed = self.frozen.removed_since(self.since).cloned().collect();
+        let (entries, removed) = self.frozen.changes_since(self.since);
         let bytes = (self.save_delta)(entries, removed, self.key_groups)
             .map_err(|e| TaskError::Snapshot(e.to_string()))?;
         out.write_all(&bytes)
@@ -787,12 +849,93 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         Some(codec.snapshot_beside(meta, entries, ctx.key_groups))
     }
 
+    /// The first step of an incremental snapshot of state holding
+    /// `entries` (`None` when disabled): what it writes, and the epoch up to
+    /// which the state may forget its removals before it freezes.
+    /// [`snapshot_frozen`](Self::snapshot_frozen) takes it with the frozen
+    /// state; [`snapshot_map`](Self::snapshot_map) does both for a
+    /// [`CowMap`].
+    pub fn plan_snapshot(&mut self, ctx: &SnapshotContext, entries: usize) -> Option<Planned> {
+        self.codec?;
+        let (plan, forget) = self.chain.plan(ctx.completed, entries);
+        Some(Planned {
+            plan,
+            forget,
+            entries,
+        })
+    }
+
+    /// The snapshot of `frozen` and `meta`, as `planned` said: every entry,
+    /// or what changed since the snapshot it builds on (both gathered and
+    /// archived off the task thread, when the checkpoint is written).
+    pub fn snapshot_frozen<Z>(
+        &mut self,
+        ctx: &SnapshotContext,
+        planned: Planned,
+        meta: M,
+        frozen: Z,
+    ) -> Result<Option<StateBytes>, TaskError>
+    where
+        M: Clone + Send + Sync + 'static,
+        K: 'static,
+        V: 'static,
+        Z: FrozenChanges<K, V>,
+    {
+        let Some(codec) = self.codec else {
+            return Ok(None);
+        };
+        let Planned {
+            mut plan, entries, ..
+        } = planned;
+        if let Plan::Delta { since, .. } = plan
+            && frozen.whole_since(since)
+        {
+            plan = Plan::Whole;
+        }
+        let epoch = frozen.epoch();
+        let written = Arc::new(OnceLock::new());
+        let state = match &plan {
+            Plan::Whole => {
+                let mut state =
+                    codec.snapshot_beside(meta, move || frozen.entries(), ctx.key_groups);
+                state.side[0].written = written.clone();
+                state
+            }
+            Plan::Delta { since, before, .. } => {
+                let mut chain: Vec<u64> = before.iter().map(|c| c.get()).collect();
+                chain.push(THIS_CHECKPOINT);
+                let manifest = (codec.save_manifest)(meta, chain, ctx.key_groups)
+                    .map_err(|e| TaskError::Snapshot(e.to_string()))?;
+                let payload = DeltaEntries {
+                    save_delta: codec.save_delta,
+                    frozen,
+                    since: *since,
+                    key_groups: ctx.key_groups,
+                };
+                StateBytes {
+                    schema: delta_schema(codec.layout),
+                    bytes: manifest.into_vec(),
+                    side: vec![SideRecord {
+                        stream: BESIDE_STREAM,
+                        schema: delta_schema(codec.layout),
+                        payload: Arc::new(payload),
+                        written: written.clone(),
+                    }],
+                    builds_on: before.clone(),
+                }
+            }
+        };
+        self.chain
+            .taken(ctx.checkpoint, epoch, entries, plan, written);
+        Ok(Some(state))
+    }
+
     /// The snapshot of an operator's keyed `map` and `meta` (`None` when
     /// disabled), incremental: the task thread only freezes the map, and
     /// the coordinator archives, off it, either every entry or, when this
     /// run has a complete snapshot to build on, only the entries written
-    /// and the keys removed since (see `chain`'s module). `value` makes the
-    /// archived value of an entry's.
+    /// and the keys removed since (see `streamwork_core::chain`). `value`
+    /// makes the archived value of an entry's.
     ///
     /// ```
     /// use streamwork::core::hash::stable_hash;
@@ -821,57 +964,17 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         MV: Send + Sync + 'static,
         F: Fn(&MV) -> V + Send + Sync + 'static,
     {
-        let Some(codec) = self.codec else {
+        let Some(planned) = self.plan_snapshot(ctx, map.len()) else {
             return Ok(None);
         };
-        let entries = map.len();
-        let (mut plan, forget) = self.chain.plan(ctx.completed, entries);
-        if let Some(epoch) = forget {
+        if let Some(epoch) = planned.forget_through() {
             map.forget_removed_through(epoch);
         }
-        let frozen = map.freeze();
-        if let Plan::Delta { since, .. } = plan
-            && frozen.cleared_since(since)
-        {
-            plan = Plan::Whole;
-        }
-        let epoch = frozen.epoch();
-        let written = Arc::new(OnceLock::new());
-        let state = match &plan {
-            Plan::Whole => {
-                let entries = move || frozen.iter().map(|(k, v)| (k.clone(), value(v))).collect();
-                let mut state = codec.snapshot_beside(meta, entries, ctx.key_groups);
-                state.side[0].written = written.clone();
-                state
-            }
-            Plan::Delta { since, before, .. } => {
-                let mut chain: Vec<u64> = before.iter().map(|c| c.get()).collect();
-                chain.push(THIS_CHECKPOINT);
-                let manifest = (codec.save_manifest)(meta, chain, ctx.key_groups)
-                    .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-                let payload = DeltaEntries {
-                    save_delta: codec.save_delta,
-                    frozen,
-                    since: *since,
-                    value,
-                    key_groups: ctx.key_groups,
-                };
-                StateBytes {
-                    schema: delta_schema(codec.layout),
-                    bytes: manifest.into_vec(),
-                    side: vec![SideRecord {
-                        stream: BESIDE_STREAM,
-                        schema: delta_schema(codec.layout),
-                        payload: Arc::new(payload),
-                        written: written.clone(),
-                    }],
-                    builds_on: before.clone(),
-                }
-            }
+        let frozen = MapChanges {
+            frozen: map.freeze(),
+            value,
         };
-        self.chain
-            .taken(ctx.checkpoint, epoch, entries, plan, written);
-        Ok(Some(state))
+        self.snapshot_frozen(ctx, planned, meta, frozen)
     }
 
     /// What the operator's `restore` restores from: every old instance's

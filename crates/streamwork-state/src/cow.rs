@@ -535,6 +535,15 @@ impl<K, V> FrozenMap<K, V> {
         })
     }
 
+    /// How many keys were removed after the freeze of `epoch`.
+    pub fn removed_count_since(&self, epoch: u32) -> usize {
+        self.removed
+            .iter()
+            .filter(|(at, _)| *at > epoch)
+            .map(|(_, keys)| keys.len())
+            .sum()
+    }
+
     /// The keys removed after the freeze of `epoch` (some may be in the map
     /// again: [`changed_since`](Self::changed_since) names them), unless
     /// the map forgot them ([`CowMap::forget_removed_through`]).

@@ -74,8 +74,8 @@ pub use rkyv;
 
 pub use chain::{ChainManifest, DeltaGroup, KeyedDelta};
 pub use codec::{
-    KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, RestoredEntries, StateData,
-    TimerCodec,
+    FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, Planned,
+    RestoredEntries, StateData, TimerCodec,
 };
 pub use cow::{CowCell, CowMap, FrozenMap, SHARDS};
 pub use error::StateError;

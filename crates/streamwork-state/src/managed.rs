@@ -237,7 +237,11 @@ where
     }
     let frozen = state.freeze();
     if let ChainPlan::Delta { since, .. } = plan
-        && frozen.cleared_since(since)
+        && (frozen.cleared_since(since)
+            || streamwork_core::chain::whole_is_smaller(
+                frozen.len(),
+                frozen.removed_count_since(since),
+            ))
     {
         plan = ChainPlan::Whole;
     }

@@ -21,11 +21,12 @@ use std::sync::Arc;
 use streamwork_state::CowCell;
 
 use hashbrown::hash_table::{Entry, HashTable};
+use streamwork_core::chain::{stamp, whole_is_smaller};
 use streamwork_core::{
     Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
 use streamwork_core::{SnapshotContext, Statefulness};
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::{FrozenChanges, KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -55,6 +56,8 @@ struct Partial<K, Acc> {
     count: u64,
     /// Changed since the last early firing by interval.
     dirty: bool,
+    /// The epoch (checkpoints frozen so far) it was last changed in.
+    version: u32,
 }
 
 /// The partials of one slice, by key.
@@ -149,6 +152,78 @@ fn entries_of<K: Clone + Eq, Acc: Clone>(
     by_key.into_iter().map(|(_, k, parts)| (k, parts)).collect()
 }
 
+/// The slices as a checkpoint froze them, and the keys of the slices
+/// dropped since earlier freezes: what an incremental snapshot reads.
+struct FrozenSlices<K, Acc> {
+    slices: Vec<(i64, Arc<Slice<K, Acc>>)>,
+    epoch: u32,
+    dropped: Vec<(u32, Arc<[K]>)>,
+    hash: fn(&K) -> u64,
+}
+
+impl<K, Acc> FrozenChanges<K, SliceParts<Acc>> for FrozenSlices<K, Acc>
+where
+    K: Clone + Eq + Send + Sync + 'static,
+    Acc: Clone + Send + Sync + 'static,
+{
+    fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    fn whole_since(&self, epoch: u32) -> bool {
+        let dropped = self
+            .dropped
+            .iter()
+            .filter(|(at, _)| *at > epoch)
+            .map(|(_, keys)| keys.len())
+            .sum();
+        let partials = self.slices.iter().map(|(_, s)| s.partials.len()).sum();
+        whole_is_smaller(partials, dropped)
+    }
+
+    fn entries(&self) -> Vec<(K, SliceParts<Acc>)> {
+        entries_of(&self.slices)
+    }
+
+    /// The keys with a partial changed since, or in a slice dropped since,
+    /// each with every partial it has now (none: removed).
+    fn changes_since(&self, epoch: u32) -> (Vec<(K, SliceParts<Acc>)>, Vec<K>) {
+        fn note<'k, K: Eq>(changed: &mut HashTable<(u64, &'k K)>, hash: u64, key: &'k K) {
+            if let Entry::Vacant(e) = changed.entry(hash, |(_, k)| *k == key, |(h, _)| *h) {
+                e.insert((hash, key));
+            }
+        }
+        let mut changed: HashTable<(u64, &K)> = HashTable::new();
+        for (_, slice) in &self.slices {
+            for p in slice.partials.iter().filter(|p| p.version > epoch) {
+                note(&mut changed, p.hash, &p.key);
+            }
+        }
+        for (_, keys) in self.dropped.iter().filter(|(at, _)| *at > epoch) {
+            for key in keys.iter() {
+                note(&mut changed, (self.hash)(key), key);
+            }
+        }
+        let (mut written, mut removed) = (Vec::new(), Vec::new());
+        for (hash, key) in changed {
+            let parts: SliceParts<Acc> = self
+                .slices
+                .iter()
+                .filter_map(|(index, slice)| {
+                    let p = slice.partials.find(hash, |p| p.key == *key)?;
+                    Some((*index, p.acc.clone(), p.count))
+                })
+                .collect();
+            if parts.is_empty() {
+                removed.push(key.clone());
+            } else {
+                written.push((key.clone(), parts));
+            }
+        }
+        (written, removed)
+    }
+}
+
 /// At most how many emptied slice tables to keep for reuse. Below it, as many
 /// are kept as slices were ever live at once: when watermarks from several
 /// upstream instances lag one another, that many slices are open together,
@@ -188,6 +263,13 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     last_early: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: SlicedCheckpoint<KK::Value, A::Acc>,
+    /// The current epoch: 1 plus the number of freezes so far.
+    epoch: u32,
+    /// The keys of slices dropped in the current epoch (once frozen): their
+    /// partials changed, in an incremental snapshot's eyes.
+    dropping: Vec<KK::Value>,
+    /// The keys of slices dropped in earlier epochs, until forgotten.
+    dropped: Vec<(u32, Arc<[KK::Value]>)>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -211,6 +293,9 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             next_end: self.next_end,
             last_early: self.last_early,
             checkpoint: self.checkpoint.clone(),
+            epoch: self.epoch,
+            dropping: self.dropping.clone(),
+            dropped: self.dropped.clone(),
             _types: PhantomData,
         }
     }
@@ -287,6 +372,9 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             next_end: None,
             last_early: 0,
             checkpoint: KeyedCheckpoint::default(),
+            epoch: 1,
+            dropping: Vec::new(),
+            dropped: Vec::new(),
             _types: PhantomData,
         }
     }
@@ -499,6 +587,10 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             if fired && last_end <= horizon {
                 if let Some(slice) = self.slices.remove(&index) {
                     self.typical_len = slice.get().partials.len();
+                    if self.epoch > 1 && self.checkpoint.is_enabled() {
+                        self.dropping
+                            .extend(slice.get().partials.iter().map(|p| p.key.clone()));
+                    }
                     // Reused unless a checkpoint still reads it.
                     if self.spare.len() < self.live_peak.min(MAX_SPARE_SLICES)
                         && let CowCell::Own(mut slice) = slice
@@ -591,12 +683,14 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
                     acc: aggregate.create(),
                     count: 0,
                     dirty: false,
+                    version: 0,
                 })
                 .into_mut(),
         };
         aggregate.add(&mut partial.acc, &value);
         partial.count += 1;
         partial.dirty = true;
+        stamp(&mut partial.version, self.epoch);
         let early_now = every.is_some_and(|n| partial.count.is_multiple_of(n));
         let (first_end, last_end) = (bounds.first_end, bounds.last_end);
         if self.next_end.is_none_or(|next| first_end < next) {
@@ -656,16 +750,33 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             return Ok(None);
         }
         // The pause: the hot slice joins the others, and the checkpoint
-        // shares them all; they are gathered and archived off this thread.
+        // shares them all; they (or the keys that changed since a complete
+        // checkpoint of this run) are gathered and archived off this thread.
         self.settle_hot();
-        let frozen: Vec<_> = self
-            .slices
-            .iter_mut()
-            .map(|(&i, slice)| (i, slice.freeze()))
-            .collect();
-        Ok(self
-            .checkpoint
-            .snapshot_beside(ctx, self.now, move || entries_of(&frozen)))
+        let partials = self.slices.values().map(|s| s.get().partials.len()).sum();
+        let Some(planned) = self.checkpoint.plan_snapshot(ctx, partials) else {
+            return Ok(None);
+        };
+        if let Some(epoch) = planned.forget_through() {
+            self.dropped.retain(|(at, _)| *at > epoch);
+        }
+        if !self.dropping.is_empty() {
+            let dropping = std::mem::take(&mut self.dropping);
+            self.dropped.push((self.epoch, dropping.into()));
+        }
+        let frozen = FrozenSlices {
+            slices: self
+                .slices
+                .iter_mut()
+                .map(|(&i, slice)| (i, slice.freeze()))
+                .collect(),
+            epoch: self.epoch,
+            dropped: self.dropped.clone(),
+            hash: KK::hash_value,
+        };
+        self.epoch = self.epoch.saturating_add(1);
+        self.checkpoint
+            .snapshot_frozen(ctx, planned, self.now, frozen)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -688,6 +799,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
                         acc,
                         count,
                         dirty: false,
+                        version: 0,
                     },
                     |p| p.hash,
                 );
