@@ -177,27 +177,19 @@ fn options(checkpoints: &Path, restarts: u32) -> RunOptions {
     }
 }
 
-fn committed(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.file_name().unwrap().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        lines.extend(
-            std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .map(String::from),
-        );
-    }
-    lines.sort();
-    lines
+/// The outputs the job commits, each file's lines sorted.
+const OUTPUTS: [&str; 4] = ["pairs", "counts", "totals", "slides"];
+
+fn outputs(out: &Path) -> Vec<Vec<String>> {
+    OUTPUTS
+        .iter()
+        .map(|name| support::committed_lines(&out.join(name)))
+        .collect()
 }
 
 /// Every key has its pair, its count of two, and its running totals (in a
 /// `KeyedState`) `k` and `2k`.
-fn expected() -> (Vec<String>, Vec<String>, Vec<String>) {
+fn expected() -> [Vec<String>; 3] {
     let keys = 0..BASE + STEPS * PER_STEP;
     let mut pairs: Vec<String> = keys
         .clone()
@@ -210,7 +202,14 @@ fn expected() -> (Vec<String>, Vec<String>, Vec<String>) {
         .flat_map(|k| [format!("{k},{k}"), format!("{k},{}", 2 * k)])
         .collect();
     totals.sort();
-    (pairs, counts, totals)
+    [pairs, counts, totals]
+}
+
+/// What a run committed into `out` against what the clean run did.
+fn assert_outputs(out: &Path, clean: &[Vec<String>], when: &str) {
+    for ((name, got), want) in OUTPUTS.iter().zip(outputs(out)).zip(clean) {
+        support::assert_same(&got, want, &format!("{name} {when}"));
+    }
 }
 
 #[test]
@@ -223,14 +222,13 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
     )
     .run_with(options(&root.join("ckpt"), 0))
     .unwrap();
-    let (pairs, counts, totals) = expected();
-    support::assert_same(&committed(&root.join("out/pairs")), &pairs, "joined pairs");
-    support::assert_same(&committed(&root.join("out/counts")), &counts, "counts");
-    support::assert_same(&committed(&root.join("out/totals")), &totals, "totals");
+    let clean = outputs(&root.join("out"));
+    for ((name, got), want) in OUTPUTS.iter().zip(&clean).zip(expected()) {
+        support::assert_same(got, &want, name);
+    }
     // Sliding windows (10 s every second, time = key): every record is in
     // ten windows.
-    let slides = committed(&root.join("out/slides"));
-    let in_windows: u64 = slides
+    let in_windows: u64 = clean[3]
         .iter()
         .map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap())
         .sum();
@@ -268,26 +266,7 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         .unwrap();
     assert!(fault.has_fired());
     assert_eq!(report.restarts, 1);
-    support::assert_same(
-        &committed(&root.join("out/pairs")),
-        &pairs,
-        "pairs after a restart",
-    );
-    support::assert_same(
-        &committed(&root.join("out/counts")),
-        &counts,
-        "counts after a restart",
-    );
-    support::assert_same(
-        &committed(&root.join("out/totals")),
-        &totals,
-        "totals after a restart",
-    );
-    support::assert_same(
-        &committed(&root.join("out/slides")),
-        &slides,
-        "sliding windows after a restart",
-    );
+    assert_outputs(&root.join("out"), &clean, "after a restart");
     std::fs::remove_dir_all(&root).unwrap();
 
     // Across runs: a run at parallelism 2 fails for good in the middle;
@@ -310,25 +289,6 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         "{:?}",
         report.recovery
     );
-    support::assert_same(
-        &committed(&root.join("out/pairs")),
-        &pairs,
-        "pairs after rescaling",
-    );
-    support::assert_same(
-        &committed(&root.join("out/counts")),
-        &counts,
-        "counts after rescaling",
-    );
-    support::assert_same(
-        &committed(&root.join("out/totals")),
-        &totals,
-        "totals after rescaling",
-    );
-    support::assert_same(
-        &committed(&root.join("out/slides")),
-        &slides,
-        "sliding windows after rescaling",
-    );
+    assert_outputs(&root.join("out"), &clean, "after rescaling");
     std::fs::remove_dir_all(&root).unwrap();
 }

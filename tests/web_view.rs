@@ -177,6 +177,7 @@ fn dump_dom(browser: &str, address: SocketAddr, name: &str) -> String {
         .arg(format!("http://{address}/"))
         .output()
         .expect("run chromium");
+    let _ = std::fs::remove_dir_all(&profile);
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

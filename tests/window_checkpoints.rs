@@ -61,27 +61,11 @@ fn options(checkpoints: &Path, restart: RestartStrategy) -> RunOptions {
     }
 }
 
-/// The committed lines of every file under `dir`, sorted.
-fn committed(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.file_name().unwrap().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        lines.extend(
-            std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .map(String::from),
-        );
-    }
-    lines.sort();
-    lines
-}
-
 fn results(out: &Path) -> (Vec<String>, Vec<String>) {
-    (committed(&out.join("counts")), committed(&out.join("sums")))
+    (
+        support::committed_lines(&out.join("counts")),
+        support::committed_lines(&out.join("sums")),
+    )
 }
 
 /// The results a run without failure commits, computed once.

@@ -371,6 +371,11 @@ pub fn sum_files(output: &Path) -> TransactionalFileSink<(u64, i64, i64)> {
     .transactional()
 }
 
+/// The committed lines of every visible file under `dir`, sorted.
+pub fn committed_lines(dir: &Path) -> Vec<String> {
+    committed_sums(dir).0
+}
+
 /// Every row [`sum_files`] committed into `output` (visible files),
 /// sorted; and the hidden files left.
 pub fn committed_sums(output: &Path) -> (Vec<String>, Vec<String>) {

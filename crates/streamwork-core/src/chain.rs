@@ -44,6 +44,143 @@ pub fn stamp(version: &mut u32, epoch: u32) {
     }
 }
 
+/// A versioned table's clock and removals: the current epoch (1 plus the
+/// freezes so far), with which the table stamps the entries it writes, the
+/// keys it removed in each epoch once it has been frozen (a table never
+/// frozen is never asked what changed), and the epoch it was last cleared
+/// in.
+///
+/// ```
+/// use streamwork::core::chain::Epochs;
+///
+/// let mut epochs: Epochs<&str> = Epochs::default();
+/// epochs.removed("a"); // never frozen: not noted
+/// let first = epochs.freeze();
+/// epochs.removed("b");
+/// let second = epochs.freeze();
+/// assert_eq!((first.epoch(), second.epoch(), epochs.now()), (1, 2, 3));
+/// assert_eq!(second.removed_since(first.epoch()).collect::<Vec<_>>(), [&"b"]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Epochs<K> {
+    epoch: u32,
+    removing: Vec<K>,
+    removed: Vec<(u32, Arc<[K]>)>,
+    cleared_at: u32,
+}
+
+impl<K> Default for Epochs<K> {
+    fn default() -> Self {
+        Epochs {
+            epoch: 1,
+            removing: Vec::new(),
+            removed: Vec::new(),
+            cleared_at: 0,
+        }
+    }
+}
+
+impl<K> Epochs<K> {
+    /// The current epoch: what an entry written now is stamped with.
+    #[inline]
+    pub fn now(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Whether removals are noted: once the table has been frozen.
+    #[inline]
+    pub fn tracks(&self) -> bool {
+        self.epoch > 1
+    }
+
+    /// Notes that `key` was removed.
+    #[inline]
+    pub fn removed(&mut self, key: K) {
+        if self.tracks() {
+            self.removing.push(key);
+        }
+    }
+
+    /// Notes that everything was removed at once: what changed since an
+    /// earlier epoch is the whole table, and no removal need be kept.
+    pub fn cleared(&mut self) {
+        self.cleared_at = self.epoch;
+        self.removing.clear();
+        self.removed.clear();
+    }
+
+    /// Forgets the removals up to the freeze of `epoch`: no view will be
+    /// asked what changed since an epoch before it.
+    pub fn forget_through(&mut self, epoch: u32) {
+        self.removed.retain(|(at, _)| *at > epoch);
+    }
+
+    /// Closes the current epoch for a freeze of the table: what the frozen
+    /// view knows of removals. Writes after it are of the next epoch.
+    pub fn freeze(&mut self) -> FrozenEpochs<K> {
+        if !self.removing.is_empty() {
+            let removing = std::mem::take(&mut self.removing);
+            self.removed.push((self.epoch, removing.into()));
+        }
+        let frozen = FrozenEpochs {
+            epoch: self.epoch,
+            removed: self.removed.clone(),
+            cleared_at: self.cleared_at,
+        };
+        self.epoch = self.epoch.saturating_add(1);
+        frozen
+    }
+}
+
+/// What a frozen view of a versioned table knows of its epochs: the one it
+/// was frozen in, and the removals since earlier ones (see [`Epochs`]).
+#[derive(Clone, Debug)]
+pub struct FrozenEpochs<K> {
+    epoch: u32,
+    removed: Vec<(u32, Arc<[K]>)>,
+    cleared_at: u32,
+}
+
+impl<K> FrozenEpochs<K> {
+    /// The epoch it was frozen in: what a later view's changes are
+    /// relative to.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Whether the table was cleared after the freeze of `epoch`: then what
+    /// changed since is everything.
+    pub fn cleared_since(&self, epoch: u32) -> bool {
+        self.cleared_at > epoch
+    }
+
+    /// The keys removed after the freeze of `epoch` (some may hold a value
+    /// again), unless forgotten ([`Epochs::forget_through`]).
+    pub fn removed_since(&self, epoch: u32) -> impl Iterator<Item = &K> {
+        self.removed
+            .iter()
+            .filter(move |(at, _)| *at > epoch)
+            .flat_map(|(_, keys)| keys.iter())
+    }
+
+    /// How many keys were removed after the freeze of `epoch`.
+    pub fn removed_count_since(&self, epoch: u32) -> usize {
+        self.removed
+            .iter()
+            .filter(|(at, _)| *at > epoch)
+            .map(|(_, keys)| keys.len())
+            .sum()
+    }
+
+    /// Whether a snapshot of a table now holding `entries` that would
+    /// build on the freeze of `epoch` should be whole instead: the table
+    /// was cleared since, or more keys went than are left
+    /// ([`whole_is_smaller`]).
+    pub fn whole_since(&self, epoch: u32, entries: usize) -> bool {
+        self.cleared_since(epoch) || whole_is_smaller(entries, self.removed_count_since(epoch))
+    }
+}
+
 /// Whether a whole snapshot of `entries` is smaller than a delta that
 /// removes `removed` keys: when more keys went since the snapshot a delta
 /// would build on than are left, a restore would read the old state only to

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
 
-use crate::chain::stamp;
+use crate::chain::{Epochs, FrozenEpochs, stamp};
 use crate::hash::stable_hash;
 
 /// Bound on key types: hashable with the stable hash, comparable, clonable,
@@ -96,15 +96,8 @@ pub struct KeyedState<K, V> {
     /// How a table a checkpoint still reads is copied (set by `freeze`,
     /// which alone requires clonable keys and values).
     copy: Option<CopyTable<K, V>>,
-    /// The current epoch: 1 plus the number of freezes so far.
-    epoch: u32,
-    /// Keys removed in the current epoch, noted once the state has been
-    /// frozen.
-    removing: Vec<K>,
-    /// Keys removed in earlier epochs, until forgotten.
-    removed: Vec<(u32, Arc<[K]>)>,
-    /// The epoch of the latest `drain` (0: none).
-    cleared_at: u32,
+    /// The epoch entries are stamped with, and the keys removed.
+    epochs: Epochs<K>,
     /// The snapshots of this run an incremental one may build on.
     chain: crate::chain::SnapshotChain,
 }
@@ -151,9 +144,7 @@ impl<K, V> Shard<K, V> {
 /// on changing (see [`KeyedState::freeze`]).
 pub struct FrozenKeyed<K, V> {
     shards: Vec<Arc<Table<K, V>>>,
-    epoch: u32,
-    removed: Vec<(u32, Arc<[K]>)>,
-    cleared_at: u32,
+    epochs: FrozenEpochs<K>,
 }
 
 impl<K, V> FrozenKeyed<K, V> {
@@ -164,16 +155,9 @@ impl<K, V> FrozenKeyed<K, V> {
             .flat_map(|table| table.iter().map(|s| (&s.key, &s.value)))
     }
 
-    /// The epoch it was frozen in: what a later view's
-    /// [`changed_since`](Self::changed_since) is relative to.
-    pub fn epoch(&self) -> u32 {
-        self.epoch
-    }
-
-    /// Whether the state was drained after the freeze of `epoch`: then what
-    /// changed since is everything.
-    pub fn cleared_since(&self, epoch: u32) -> bool {
-        self.cleared_at > epoch
+    /// Its epoch and the removals since earlier ones.
+    pub fn epochs(&self) -> &FrozenEpochs<K> {
+        &self.epochs
     }
 
     /// The entries written after the freeze of `epoch` (a value handed out
@@ -184,25 +168,6 @@ impl<K, V> FrozenKeyed<K, V> {
                 .filter(move |s| s.version > epoch)
                 .map(|s| (&s.key, &s.value))
         })
-    }
-
-    /// How many keys were removed after the freeze of `epoch`.
-    pub fn removed_count_since(&self, epoch: u32) -> usize {
-        self.removed
-            .iter()
-            .filter(|(at, _)| *at > epoch)
-            .map(|(_, keys)| keys.len())
-            .sum()
-    }
-
-    /// The keys removed after the freeze of `epoch` (some may hold a value
-    /// again: [`changed_since`](Self::changed_since) names them), unless
-    /// the state forgot them ([`KeyedState::forget_removed_through`]).
-    pub fn removed_since(&self, epoch: u32) -> impl Iterator<Item = &K> {
-        self.removed
-            .iter()
-            .filter(move |(at, _)| *at > epoch)
-            .flat_map(|(_, keys)| keys.iter())
     }
 
     /// Keys frozen.
@@ -246,10 +211,7 @@ impl<K: Key, V> KeyedState<K, V> {
         KeyedState {
             shards: Vec::new(),
             copy: None,
-            epoch: 1,
-            removing: Vec::new(),
-            removed: Vec::new(),
-            cleared_at: 0,
+            epochs: Epochs::default(),
             chain: crate::chain::SnapshotChain::default(),
         }
     }
@@ -299,7 +261,7 @@ impl<K: Key, V> KeyedState<K, V> {
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
         self.table(key.hash)?
             .find(key.hash, |s| s.key == *key.key)?;
-        let epoch = self.epoch;
+        let epoch = self.epochs.now();
         self.table_mut(key.hash)
             .find_mut(key.hash, |s| s.key == *key.key)
             .map(|s| {
@@ -315,7 +277,7 @@ impl<K: Key, V> KeyedState<K, V> {
     where
         V: Default,
     {
-        let version = self.epoch;
+        let version = self.epochs.now();
         match self
             .table_mut(key.hash)
             .entry(key.hash, |s| s.key == *key.key, rehash)
@@ -343,7 +305,7 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Sets the value of `key`, whose hash is `hash`.
     fn put(&mut self, hash: u64, key: &K, value: V) -> Option<V> {
-        let version = self.epoch;
+        let version = self.epochs.now();
         match self.table_mut(hash).entry(hash, |s| s.key == *key, rehash) {
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
@@ -372,9 +334,7 @@ impl<K: Key, V> KeyedState<K, V> {
             Ok(entry) => entry.remove().0,
             Err(_) => return None,
         };
-        if self.epoch > 1 {
-            self.removing.push(slot.key);
-        }
+        self.epochs.removed(slot.key);
         Some(slot.value)
     }
 
@@ -402,7 +362,7 @@ impl<K: Key, V> KeyedState<K, V> {
     /// Forgets the keys removed up to the freeze of `epoch`: no view will
     /// be asked what changed since an epoch before it.
     pub fn forget_removed_through(&mut self, epoch: u32) {
-        self.removed.retain(|(at, _)| *at > epoch);
+        self.epochs.forget_through(epoch);
     }
 
     /// The snapshots of this run that an incremental snapshot of this
@@ -432,9 +392,7 @@ impl<K: Key, V> KeyedState<K, V> {
     /// Takes every key and value out, leaving the state empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
         let copy = self.copy;
-        self.cleared_at = self.epoch;
-        self.removing.clear();
-        self.removed.clear();
+        self.epochs.cleared();
         self.shards.iter_mut().flat_map(move |shard| {
             if let Some(frozen) = shard.frozen.take() {
                 shard.owned = thaw(frozen, copy);
@@ -471,18 +429,10 @@ impl<K: Key, V> KeyedState<K, V> {
                 shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
             })
             .collect();
-        if !self.removing.is_empty() {
-            let removing = std::mem::take(&mut self.removing);
-            self.removed.push((self.epoch, removing.into()));
-        }
-        let frozen = FrozenKeyed {
+        FrozenKeyed {
             shards,
-            epoch: self.epoch,
-            removed: self.removed.clone(),
-            cleared_at: self.cleared_at,
-        };
-        self.epoch = self.epoch.saturating_add(1);
-        frozen
+            epochs: self.epochs.freeze(),
+        }
     }
 }
 
@@ -504,7 +454,7 @@ impl<K: Key, V> Extend<(K, V)> for KeyedState<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
         for (k, v) in entries {
             let hash = stable_hash(&k);
-            let version = self.epoch;
+            let version = self.epochs.now();
             match self.table_mut(hash).entry(hash, |s| s.key == k, rehash) {
                 Entry::Occupied(mut entry) => {
                     let slot = entry.get_mut();

@@ -2,6 +2,8 @@
 //! late and malformed lines give the rows of an independent batch
 //! computation, identical for every parallelism.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -598,8 +600,8 @@ fn canonical(rows: impl IntoIterator<Item = Value>) -> Vec<String> {
 
 #[test]
 fn queries_match_a_batch_computation_at_every_parallelism() {
-    let dir = std::env::temp_dir().join(format!("streamwork-nexmark-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("queries");
+    let dir = scratch.dir().to_path_buf();
     let path = input(&dir);
     match_the_batch_computation(&dir, &path, &[1, 2, 5, 8], &[]);
 }
@@ -609,8 +611,8 @@ fn queries_match_a_batch_computation_at_every_parallelism() {
 /// midnight.
 #[test]
 fn queries_match_a_batch_computation_across_days() {
-    let dir = std::env::temp_dir().join(format!("streamwork-nexmark-days-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("days");
+    let dir = scratch.dir().to_path_buf();
     // 13 s between events: 20 000 events span three days.
     let config = GeneratorConfig {
         base_time: 1_704_139_200_000,
@@ -686,8 +688,8 @@ fn match_the_batch_computation(
 
 #[test]
 fn generated_runs_are_identical_for_every_parallelism() {
-    let dir = std::env::temp_dir().join(format!("streamwork-nexmark-gen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("gen");
+    let dir = scratch.dir().to_path_buf();
     for query in [Query::Q5, Query::Q7] {
         let mut outputs = Vec::new();
         // Two worker threads for eight instances: the same results.
@@ -731,8 +733,8 @@ fn read_rows(path: &Path) -> Vec<Value> {
 
 #[test]
 fn q13_joins_every_row_of_a_side_input_file() {
-    let dir = std::env::temp_dir().join(format!("streamwork-nexmark-q13-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("q13");
+    let dir = scratch.dir().to_path_buf();
     let path = input(&dir);
     let (events, _, _) = reference(&path);
     // Repeated keys, empty values, commas and quotes in values, keys no bid
@@ -773,9 +775,8 @@ fn q13_joins_every_row_of_a_side_input_file() {
 
 #[test]
 fn q13_refuses_a_bad_side_input_before_any_result() {
-    let dir =
-        std::env::temp_dir().join(format!("streamwork-nexmark-q13-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("q13-bad");
+    let dir = scratch.dir().to_path_buf();
     let side = dir.join("bad.csv");
     std::fs::write(&side, "1,a\n2,b\nthree,c\n").unwrap();
     let output = dir.join("never.jsonl");
@@ -814,8 +815,8 @@ fn q13_refuses_a_bad_side_input_before_any_result() {
 
 #[test]
 fn q14_prints_exact_euro_prices_with_three_decimals() {
-    let dir = std::env::temp_dir().join(format!("streamwork-nexmark-q14-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("q14");
+    let dir = scratch.dir().to_path_buf();
     let path = input(&dir);
     let output = dir.join("q14.jsonl");
     run(&RunOptions {
@@ -867,6 +868,7 @@ fn the_blackhole_counts_the_rows_it_does_not_write() {
         ));
         let written = rows(RowTarget::File(file.clone()));
         assert_eq!(read_rows(&file).len() as u64, written, "{query}");
+        let _ = std::fs::remove_file(&file);
         assert_eq!(rows(RowTarget::Blackhole), written, "{query}");
     }
 }

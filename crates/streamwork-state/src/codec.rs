@@ -51,7 +51,7 @@ use streamwork_core::{
     StateBytes, Statefulness, TaskError,
 };
 
-use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain, whole_is_smaller};
+use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain};
 
 use crate::chain::{
     ArchivedChainManifest, ArchivedKeyedDelta, ChainManifest, KeyedDelta, THIS_CHECKPOINT,
@@ -291,12 +291,11 @@ where
     F: Fn(&MV) -> V + Send + Sync + 'static,
 {
     fn epoch(&self) -> u32 {
-        self.frozen.epoch()
+        self.frozen.epochs().epoch()
     }
 
     fn whole_since(&self, epoch: u32) -> bool {
-        self.frozen.cleared_since(epoch)
-            || whole_is_smaller(self.frozen.len(), self.frozen.removed_count_since(epoch))
+        self.frozen.epochs().whole_since(epoch, self.frozen.len())
     }
 
     fn entries(&self) -> Vec<(K, V)> {
@@ -312,7 +311,10 @@ where
             .changed_since(epoch)
             .map(|(k, v)| (k.clone(), (self.value)(v)))
             .collect();
-        (written, self.frozen.removed_since(epoch).cloned().collect())
+        (
+            written,
+            self.frozen.epochs().removed_since(epoch).cloned().collect(),
+        )
     }
 }
 

@@ -17,7 +17,7 @@
 //! that nothing is hashed twice.
 //!
 //! A frozen view also tells what changed since an earlier freeze
-//! ([`FrozenMap::changed_since`], [`FrozenMap::removed_since`]): each entry
+//! ([`FrozenMap::changed_since`], [`FrozenMap::epochs`]): each entry
 //! carries the epoch (the number of freezes before it) in which it was last
 //! written, and once a map has been frozen it notes the keys it removes.
 //! That is what an incremental checkpoint writes instead of the whole map
@@ -41,7 +41,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use streamwork_core::chain::stamp;
+use streamwork_core::chain::{Epochs, FrozenEpochs, stamp};
 
 /// How many shards a [`CowMap`] has: the first write after a freeze copies
 /// one of them, about `1 / SHARDS` of the state.
@@ -63,10 +63,6 @@ struct Slot<K, V> {
     /// The epoch in which the entry was last written (or handed out to be).
     version: u32,
 }
-
-/// The keys removed in one epoch, shared with the frozen views that need
-/// them.
-type Removals<K> = (u32, Arc<[K]>);
 
 type Table<K, V> = HashTable<Slot<K, V>>;
 
@@ -177,16 +173,8 @@ type Shard<K, V> = CowCell<Table<K, V>>;
 pub struct CowMap<K, V> {
     shards: Box<[Shard<K, V>]>,
     len: usize,
-    /// The current epoch: 1 plus the number of freezes so far.
-    epoch: u32,
-    /// Keys removed in the current epoch, noted once the map has been
-    /// frozen (a map never frozen is never asked what changed).
-    removing: Vec<K>,
-    /// Keys removed in earlier epochs, until forgotten.
-    removed: Vec<Removals<K>>,
-    /// The epoch of the latest `clear` or `drain` (0: none): a view
-    /// asked what changed since an earlier epoch must be taken whole.
-    cleared_at: u32,
+    /// The epoch entries are stamped with, and the keys removed.
+    epochs: Epochs<K>,
 }
 
 impl<K, V> Default for CowMap<K, V> {
@@ -200,10 +188,7 @@ impl<K: Clone, V: Clone> Clone for CowMap<K, V> {
         CowMap {
             shards: self.shards.clone(),
             len: self.len,
-            epoch: self.epoch,
-            removing: self.removing.clone(),
-            removed: self.removed.clone(),
-            cleared_at: self.cleared_at,
+            epochs: self.epochs.clone(),
         }
     }
 }
@@ -217,7 +202,7 @@ impl<K, V> fmt::Debug for CowMap<K, V> {
             .count();
         f.debug_struct("CowMap")
             .field("len", &self.len)
-            .field("epoch", &self.epoch)
+            .field("epoch", &self.epochs.now())
             .field("shared_shards", &shared)
             .finish()
     }
@@ -231,17 +216,8 @@ impl<K, V> CowMap<K, V> {
                 .map(|_| CowCell::new(HashTable::new()))
                 .collect(),
             len: 0,
-            epoch: 1,
-            removing: Vec::new(),
-            removed: Vec::new(),
-            cleared_at: 0,
+            epochs: Epochs::default(),
         }
-    }
-
-    /// Whether removals are noted: once the map has been frozen.
-    #[inline]
-    fn tracks(&self) -> bool {
-        self.epoch > 1
     }
 
     /// Keys in the map.
@@ -280,25 +256,17 @@ impl<K, V> CowMap<K, V> {
     /// shard; writes after it are of the next epoch.
     pub fn freeze(&mut self) -> FrozenMap<K, V> {
         let shards = self.shards.iter_mut().map(CowCell::freeze).collect();
-        if !self.removing.is_empty() {
-            let removing = std::mem::take(&mut self.removing);
-            self.removed.push((self.epoch, removing.into()));
-        }
-        let frozen = FrozenMap {
+        FrozenMap {
             shards,
             len: self.len,
-            epoch: self.epoch,
-            removed: self.removed.clone(),
-            cleared_at: self.cleared_at,
-        };
-        self.epoch = self.epoch.saturating_add(1);
-        frozen
+            epochs: self.epochs.freeze(),
+        }
     }
 
     /// Forgets the keys removed up to the freeze of `epoch`: no view will
     /// be asked what changed since an epoch before it.
     pub fn forget_removed_through(&mut self, epoch: u32) {
-        self.removed.retain(|(at, _)| *at > epoch);
+        self.epochs.forget_through(epoch);
     }
 }
 
@@ -314,7 +282,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     pub fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut V> {
         // Only a shard that holds the key is made owned.
         self.get(hash, key)?;
-        let epoch = self.epoch;
+        let epoch = self.epochs.now();
         self.table_mut(hash)
             .find_mut(hash, |s| s.key == *key)
             .map(|s| {
@@ -326,7 +294,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     /// The value of `key`, inserting `make()` first if it has none.
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &K, make: impl FnOnce() -> V) -> &mut V {
-        let epoch = self.epoch;
+        let epoch = self.epochs.now();
         let table = self.shards[shard_of(hash)].get_mut();
         match table.entry(hash, |s| s.key == *key, |s| s.hash) {
             Entry::Occupied(e) => {
@@ -349,7 +317,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
 
     /// Sets the value of `key`, returning the one it replaces.
     pub fn insert(&mut self, hash: u64, key: K, value: V) -> Option<V> {
-        let version = self.epoch;
+        let version = self.epochs.now();
         let table = self.table_mut(hash);
         let replaced = match table.entry(hash, |s| s.key == key, |s| s.hash) {
             Entry::Occupied(mut e) => {
@@ -380,9 +348,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
         };
         let slot = entry.remove().0;
         self.len -= 1;
-        if self.tracks() {
-            self.removing.push(slot.key);
-        }
+        self.epochs.removed(slot.key);
         Some(slot.value)
     }
 
@@ -390,15 +356,14 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
     /// if something is removed from it.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
         for i in 0..SHARDS {
-            let tracks = self.tracks();
             match &mut self.shards[i] {
                 CowCell::Own(table) => {
                     let before = table.len();
-                    let removing = &mut self.removing;
+                    let epochs = &mut self.epochs;
                     table.retain(|s| {
                         let kept = keep(&s.key, &s.value);
-                        if !kept && tracks {
-                            removing.push(s.key.clone());
+                        if !kept && epochs.tracks() {
+                            epochs.removed(s.key.clone());
                         }
                         kept
                     });
@@ -451,7 +416,7 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
             }
         }
         self.len = 0;
-        self.cleared();
+        self.epochs.cleared();
     }
 
     /// Takes every entry out, leaving the map empty.
@@ -461,18 +426,10 @@ impl<K: Clone + Eq, V: Clone> CowMap<K, V> {
             .collect();
         let shards = std::mem::replace(&mut self.shards, empty);
         self.len = 0;
-        self.cleared();
+        self.epochs.cleared();
         shards
             .into_iter()
             .flat_map(|shard| shard.into_inner().into_iter().map(|s| (s.key, s.value)))
-    }
-
-    /// Everything went at once: what changed since an earlier epoch is the
-    /// whole map, and no removal need be noted one by one.
-    fn cleared(&mut self) {
-        self.cleared_at = self.epoch;
-        self.removing.clear();
-        self.removed.clear();
     }
 }
 
@@ -489,9 +446,7 @@ impl<K: Clone + Eq, V: Clone> Extend<(u64, K, V)> for CowMap<K, V> {
 pub struct FrozenMap<K, V> {
     shards: Vec<Arc<Table<K, V>>>,
     len: usize,
-    epoch: u32,
-    removed: Vec<Removals<K>>,
-    cleared_at: u32,
+    epochs: FrozenEpochs<K>,
 }
 
 impl<K, V> FrozenMap<K, V> {
@@ -512,16 +467,9 @@ impl<K, V> FrozenMap<K, V> {
             .flat_map(|t| t.iter().map(|s| (&s.key, &s.value)))
     }
 
-    /// The epoch it was frozen in: what a later view's
-    /// [`changed_since`](Self::changed_since) is relative to.
-    pub fn epoch(&self) -> u32 {
-        self.epoch
-    }
-
-    /// Whether the map was cleared after the freeze of `epoch`: then what
-    /// changed since is everything.
-    pub fn cleared_since(&self, epoch: u32) -> bool {
-        self.cleared_at > epoch
+    /// Its epoch and the removals since earlier ones.
+    pub fn epochs(&self) -> &FrozenEpochs<K> {
+        &self.epochs
     }
 
     /// The entries written after the freeze of `epoch` (with some written
@@ -533,25 +481,6 @@ impl<K, V> FrozenMap<K, V> {
                 .filter(move |s| s.version > epoch)
                 .map(|s| (&s.key, &s.value))
         })
-    }
-
-    /// How many keys were removed after the freeze of `epoch`.
-    pub fn removed_count_since(&self, epoch: u32) -> usize {
-        self.removed
-            .iter()
-            .filter(|(at, _)| *at > epoch)
-            .map(|(_, keys)| keys.len())
-            .sum()
-    }
-
-    /// The keys removed after the freeze of `epoch` (some may be in the map
-    /// again: [`changed_since`](Self::changed_since) names them), unless
-    /// the map forgot them ([`CowMap::forget_removed_through`]).
-    pub fn removed_since(&self, epoch: u32) -> impl Iterator<Item = &K> {
-        self.removed
-            .iter()
-            .filter(move |(at, _)| *at > epoch)
-            .flat_map(|(_, keys)| keys.iter())
     }
 }
 

@@ -237,15 +237,11 @@ where
     }
     let frozen = state.freeze();
     if let ChainPlan::Delta { since, .. } = plan
-        && (frozen.cleared_since(since)
-            || streamwork_core::chain::whole_is_smaller(
-                frozen.len(),
-                frozen.removed_count_since(since),
-            ))
+        && frozen.epochs().whole_since(since, frozen.len())
     {
         plan = ChainPlan::Whole;
     }
-    let epoch = frozen.epoch();
+    let epoch = frozen.epochs().epoch();
     let written = std::sync::Arc::new(std::sync::OnceLock::new());
     let snapshot = match &plan {
         ChainPlan::Whole => FieldSnapshot {
@@ -319,7 +315,11 @@ where
                     .changed_since(self.since)
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
-                self.frozen.removed_since(self.since).cloned().collect(),
+                self.frozen
+                    .epochs()
+                    .removed_since(self.since)
+                    .cloned()
+                    .collect(),
                 self.key_groups,
             ),
         };

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use streamwork_state::CowCell;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use streamwork_core::chain::{stamp, whole_is_smaller};
+use streamwork_core::chain::{Epochs, FrozenEpochs, stamp};
 use streamwork_core::{
     Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
@@ -156,8 +156,7 @@ fn entries_of<K: Clone + Eq, Acc: Clone>(
 /// dropped since earlier freezes: what an incremental snapshot reads.
 struct FrozenSlices<K, Acc> {
     slices: Vec<(i64, Arc<Slice<K, Acc>>)>,
-    epoch: u32,
-    dropped: Vec<(u32, Arc<[K]>)>,
+    epochs: FrozenEpochs<K>,
     hash: fn(&K) -> u64,
 }
 
@@ -167,18 +166,12 @@ where
     Acc: Clone + Send + Sync + 'static,
 {
     fn epoch(&self) -> u32 {
-        self.epoch
+        self.epochs.epoch()
     }
 
     fn whole_since(&self, epoch: u32) -> bool {
-        let dropped = self
-            .dropped
-            .iter()
-            .filter(|(at, _)| *at > epoch)
-            .map(|(_, keys)| keys.len())
-            .sum();
         let partials = self.slices.iter().map(|(_, s)| s.partials.len()).sum();
-        whole_is_smaller(partials, dropped)
+        self.epochs.whole_since(epoch, partials)
     }
 
     fn entries(&self) -> Vec<(K, SliceParts<Acc>)> {
@@ -199,10 +192,8 @@ where
                 note(&mut changed, p.hash, &p.key);
             }
         }
-        for (_, keys) in self.dropped.iter().filter(|(at, _)| *at > epoch) {
-            for key in keys.iter() {
-                note(&mut changed, (self.hash)(key), key);
-            }
+        for key in self.epochs.removed_since(epoch) {
+            note(&mut changed, (self.hash)(key), key);
         }
         let (mut written, mut removed) = (Vec::new(), Vec::new());
         for (hash, key) in changed {
@@ -263,13 +254,9 @@ pub struct SlicedWindows<T, KK: KeyKind, D, A: Aggregate<T>> {
     last_early: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: SlicedCheckpoint<KK::Value, A::Acc>,
-    /// The current epoch: 1 plus the number of freezes so far.
-    epoch: u32,
-    /// The keys of slices dropped in the current epoch (once frozen): their
-    /// partials changed, in an incremental snapshot's eyes.
-    dropping: Vec<KK::Value>,
-    /// The keys of slices dropped in earlier epochs, until forgotten.
-    dropped: Vec<(u32, Arc<[KK::Value]>)>,
+    /// The epoch partials are stamped with, and the keys of the slices
+    /// dropped (their partials changed, in an incremental snapshot's eyes).
+    epochs: Epochs<KK::Value>,
     _types: PhantomData<fn(T, D)>,
 }
 
@@ -293,9 +280,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for SlicedWindows<T, KK, D, A> {
             next_end: self.next_end,
             last_early: self.last_early,
             checkpoint: self.checkpoint.clone(),
-            epoch: self.epoch,
-            dropping: self.dropping.clone(),
-            dropped: self.dropped.clone(),
+            epochs: self.epochs.clone(),
             _types: PhantomData,
         }
     }
@@ -372,9 +357,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             next_end: None,
             last_early: 0,
             checkpoint: KeyedCheckpoint::default(),
-            epoch: 1,
-            dropping: Vec::new(),
-            dropped: Vec::new(),
+            epochs: Epochs::default(),
             _types: PhantomData,
         }
     }
@@ -587,9 +570,10 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             if fired && last_end <= horizon {
                 if let Some(slice) = self.slices.remove(&index) {
                     self.typical_len = slice.get().partials.len();
-                    if self.epoch > 1 && self.checkpoint.is_enabled() {
-                        self.dropping
-                            .extend(slice.get().partials.iter().map(|p| p.key.clone()));
+                    if self.epochs.tracks() {
+                        for p in slice.get().partials.iter() {
+                            self.epochs.removed(p.key.clone());
+                        }
                     }
                     // Reused unless a checkpoint still reads it.
                     if self.spare.len() < self.live_peak.min(MAX_SPARE_SLICES)
@@ -690,7 +674,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         aggregate.add(&mut partial.acc, &value);
         partial.count += 1;
         partial.dirty = true;
-        stamp(&mut partial.version, self.epoch);
+        stamp(&mut partial.version, self.epochs.now());
         let early_now = every.is_some_and(|n| partial.count.is_multiple_of(n));
         let (first_end, last_end) = (bounds.first_end, bounds.last_end);
         if self.next_end.is_none_or(|next| first_end < next) {
@@ -758,11 +742,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             return Ok(None);
         };
         if let Some(epoch) = planned.forget_through() {
-            self.dropped.retain(|(at, _)| *at > epoch);
-        }
-        if !self.dropping.is_empty() {
-            let dropping = std::mem::take(&mut self.dropping);
-            self.dropped.push((self.epoch, dropping.into()));
+            self.epochs.forget_through(epoch);
         }
         let frozen = FrozenSlices {
             slices: self
@@ -770,11 +750,9 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
                 .iter_mut()
                 .map(|(&i, slice)| (i, slice.freeze()))
                 .collect(),
-            epoch: self.epoch,
-            dropped: self.dropped.clone(),
+            epochs: self.epochs.freeze(),
             hash: KK::hash_value,
         };
-        self.epoch = self.epoch.saturating_add(1);
         self.checkpoint
             .snapshot_frozen(ctx, planned, self.now, frozen)
     }

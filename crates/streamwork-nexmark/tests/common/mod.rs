@@ -28,6 +28,10 @@ impl Scratch {
     pub fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
 }
 
 impl Drop for Scratch {
