@@ -1,12 +1,13 @@
-//! A checkpoint written by this version, kept in the repository
-//! (`tests/fixtures/checkpoint-v1`), that every later version must load:
-//! a savepoint taken in the middle of a job with user keyed state
-//! (`#[derive(State)]`), a window, an interval join and a file source.
-//! Resumed from it, the job commits exactly what an uninterrupted run
-//! commits after what had been committed before the savepoint (kept with
-//! it). Recreate it only when its format changes on purpose, with a
-//! migration for the old one: `cargo test --test checkpoint_fixture --
-//! --ignored`.
+//! Checkpoints written by earlier versions, kept in the repository
+//! (`tests/fixtures/checkpoint-v1`, `checkpoint-v2`), that every later
+//! version must load: a savepoint taken in the middle of a job with user
+//! keyed state (`#[derive(State)]`), a window, an interval join and a file
+//! source. Version 2's savepoint is incremental: it builds on earlier
+//! checkpoints (chains of a whole record and deltas). Resumed from either,
+//! the job commits exactly what an uninterrupted run commits after what had
+//! been committed before the savepoint (kept with it). Write a new version
+//! when the format changes, keeping the old ones: `cargo test --test
+//! checkpoint_fixture -- --ignored` writes the newest.
 
 mod support;
 
@@ -25,8 +26,11 @@ type Line = (u64, Vec<u8>);
 /// `(index, account, amount)`.
 type Entry = (u64, u64, i64);
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint-v1")
+/// The newest version, the one `write_the_fixture` writes.
+const NEWEST: u32 = 2;
+
+fn fixture(version: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/checkpoint-v{version}"))
 }
 
 /// The input, the same bytes every time: `ACCOUNT,AMOUNT` lines.
@@ -60,6 +64,12 @@ struct StopAfter<S> {
     /// A checkpoint was taken after the last poll.
     taken: bool,
     stop: Arc<Mutex<Option<StopHandle>>>,
+    /// The job's checkpoints: each poll after the first waits until a
+    /// checkpoint taken after the one before is complete, so that the
+    /// savepoint builds on checkpoints between them (a chain of deltas).
+    view: Option<streamwork::core::checkpoint::CheckpointView>,
+    /// The checkpoint complete at the last poll.
+    polled_at: CheckpointId,
 }
 
 impl<S: Source> Source for StopAfter<S> {
@@ -70,12 +80,18 @@ impl<S: Source> Source for StopAfter<S> {
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
+        self.view = ctx.checkpoints().cloned();
         self.inner.open(ctx)
     }
 
     fn poll(&mut self, out: &mut S::Out) -> Result<SourcePoll, ConnectorError> {
         if Some(self.done) == self.polls {
+            let completed = self
+                .view
+                .as_ref()
+                .is_some_and(|v| v.completed() != CheckpointId::NONE);
             if self.taken
+                && completed
                 && let Some(stop) = self.stop.lock().unwrap().as_ref()
             {
                 stop.stop();
@@ -83,6 +99,15 @@ impl<S: Source> Source for StopAfter<S> {
             std::thread::sleep(Duration::from_millis(1));
             return Ok(SourcePoll::Idle);
         }
+        let completed = self
+            .view
+            .as_ref()
+            .map_or(CheckpointId::NONE, |v| v.completed());
+        if self.polls.is_some() && self.done > 0 && completed == self.polled_at {
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(SourcePoll::Idle);
+        }
+        self.polled_at = completed;
         self.done += 1;
         self.inner.poll(out)
     }
@@ -170,6 +195,8 @@ fn job(
         done: 0,
         taken: false,
         stop,
+        view: None,
+        polled_at: CheckpointId::NONE,
     };
     job! {
         name "fixture";
@@ -192,11 +219,12 @@ fn job(
     .unwrap()
 }
 
-/// Writes the fixture. Run it only when the format changes on purpose.
+/// Writes the newest fixture. Run it only when the format changes on
+/// purpose.
 #[test]
 #[ignore = "writes the fixture kept in the repository"]
 fn write_the_fixture() {
-    let dir = fixture();
+    let dir = fixture(NEWEST);
     let _ = std::fs::remove_dir_all(&dir);
     let scratch = support::dir("fixture-input");
     let input = write_input(&scratch);
@@ -214,11 +242,27 @@ fn write_the_fixture() {
         "the savepoint covers two polls"
     );
     std::fs::write(dir.join("before.txt"), out.lines().join("\n")).unwrap();
+    // The savepoint builds on earlier checkpoints: some of its keyed parts
+    // are deltas (container 3), and the log keeps what they read.
+    let savepoint = streamwork::state::load_latest(dir.join("ckpt")).unwrap();
+    assert!(
+        savepoint.snapshots().any(|s| s.schema() % 256 == 3),
+        "the savepoint holds incremental parts"
+    );
 }
 
 #[test]
 fn the_checkpoint_of_version_1_still_resumes_exactly() {
-    let scratch = support::dir("fixture-resume");
+    resumes_exactly(1);
+}
+
+#[test]
+fn the_incremental_checkpoint_of_version_2_still_resumes_exactly() {
+    resumes_exactly(2);
+}
+
+fn resumes_exactly(version: u32) {
+    let scratch = support::dir(&format!("fixture-resume-v{version}"));
     let input = write_input(&scratch.join("input"));
     // An uninterrupted run: what must be committed in the end.
     let all = Outputs::default();
@@ -228,7 +272,7 @@ fn the_checkpoint_of_version_1_still_resumes_exactly() {
     // The kept savepoint, resumed (a copy: a run writes to its directory).
     let checkpoints = scratch.join("ckpt");
     std::fs::create_dir_all(&checkpoints).unwrap();
-    for entry in std::fs::read_dir(fixture().join("ckpt")).unwrap() {
+    for entry in std::fs::read_dir(fixture(version).join("ckpt")).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), checkpoints.join(entry.file_name())).unwrap();
     }
@@ -240,7 +284,7 @@ fn the_checkpoint_of_version_1_still_resumes_exactly() {
         report.recovery.restored_from.is_some(),
         "resumed from the fixture"
     );
-    let before = std::fs::read_to_string(fixture().join("before.txt")).unwrap();
+    let before = std::fs::read_to_string(fixture(version).join("before.txt")).unwrap();
     let mut got: Vec<String> = before.lines().map(String::from).collect();
     got.extend(rest.lines());
     assert_same(&got, &all.lines(), "before the savepoint and after it");
