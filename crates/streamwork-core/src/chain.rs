@@ -227,6 +227,18 @@ pub enum ChainPlan {
     },
 }
 
+impl ChainPlan {
+    /// This plan, or [`Whole`](ChainPlan::Whole) if it is a delta on the
+    /// freeze of an epoch for which `whole_since` says a whole snapshot is
+    /// better (see [`FrozenEpochs::whole_since`]).
+    pub fn or_whole_if(self, whole_since: impl FnOnce(u32) -> bool) -> ChainPlan {
+        match self {
+            ChainPlan::Delta { since, .. } if whole_since(since) => ChainPlan::Whole,
+            plan => plan,
+        }
+    }
+}
+
 /// The snapshots one instance took in this run that a later one may build
 /// on. A restored or new instance has none: its first snapshot is whole.
 #[derive(Debug, Default)]

@@ -14,6 +14,16 @@ use streamwork_core::state::Key;
 /// cannot know).
 pub(crate) const THIS_CHECKPOINT: u64 = 0;
 
+/// The checkpoints a delta's snapshot names: those of the records before
+/// it, then its own ([`THIS_CHECKPOINT`]).
+pub(crate) fn chain_ids(before: &[streamwork_core::CheckpointId]) -> Vec<u64> {
+    before
+        .iter()
+        .map(|c| c.get())
+        .chain([THIS_CHECKPOINT])
+        .collect()
+}
+
 /// The inline part of a delta snapshot: the instance's metadata and the
 /// checkpoints whose records a restore reads, whole one first.
 #[derive(Archive, Serialize, Deserialize)]

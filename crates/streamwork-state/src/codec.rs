@@ -55,7 +55,7 @@ use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain};
 
 use crate::chain::{
     ArchivedChainManifest, ArchivedKeyedDelta, ChainManifest, KeyedDelta, THIS_CHECKPOINT,
-    group_delta,
+    chain_ids, group_delta,
 };
 use crate::cow::{CowMap, FrozenMap};
 use crate::error::StateError;
@@ -886,14 +886,8 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         let Some(codec) = self.codec else {
             return Ok(None);
         };
-        let Planned {
-            mut plan, entries, ..
-        } = planned;
-        if let Plan::Delta { since, .. } = plan
-            && frozen.whole_since(since)
-        {
-            plan = Plan::Whole;
-        }
+        let Planned { plan, entries, .. } = planned;
+        let plan = plan.or_whole_if(|since| frozen.whole_since(since));
         let epoch = frozen.epoch();
         let written = Arc::new(OnceLock::new());
         let state = match &plan {
@@ -904,9 +898,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
                 state
             }
             Plan::Delta { since, before, .. } => {
-                let mut chain: Vec<u64> = before.iter().map(|c| c.get()).collect();
-                chain.push(THIS_CHECKPOINT);
-                let manifest = (codec.save_manifest)(meta, chain, ctx.key_groups)
+                let manifest = (codec.save_manifest)(meta, chain_ids(before), ctx.key_groups)
                     .map_err(|e| TaskError::Snapshot(e.to_string()))?;
                 let payload = DeltaEntries {
                     save_delta: codec.save_delta,

@@ -231,16 +231,12 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     let entries = state.len();
-    let (mut plan, forget) = state.snapshot_chain().plan(ctx.completed, entries);
+    let (plan, forget) = state.snapshot_chain().plan(ctx.completed, entries);
     if let Some(epoch) = forget {
         state.forget_removed_through(epoch);
     }
     let frozen = state.freeze();
-    if let ChainPlan::Delta { since, .. } = plan
-        && frozen.epochs().whole_since(since, frozen.len())
-    {
-        plan = ChainPlan::Whole;
-    }
+    let plan = plan.or_whole_if(|since| frozen.epochs().whole_since(since, frozen.len()));
     let epoch = frozen.epochs().epoch();
     let written = std::sync::Arc::new(std::sync::OnceLock::new());
     let snapshot = match &plan {
@@ -259,26 +255,22 @@ where
             }),
             builds_on: Vec::new(),
         },
-        ChainPlan::Delta { since, before, .. } => {
-            let mut chain: Vec<u64> = before.iter().map(|c| c.get()).collect();
-            chain.push(crate::chain::THIS_CHECKPOINT);
-            FieldSnapshot {
-                kind: FieldKind::Keyed,
+        ChainPlan::Delta { since, before, .. } => FieldSnapshot {
+            kind: FieldKind::Keyed,
+            schema: KEYED_CHAIN_FIELD_SCHEMA,
+            bytes: crate::archive(&crate::chain::chain_ids(before))?,
+            side: Some(SideRecord {
+                stream: 0,
                 schema: KEYED_CHAIN_FIELD_SCHEMA,
-                bytes: crate::archive(&chain)?,
-                side: Some(SideRecord {
-                    stream: 0,
-                    schema: KEYED_CHAIN_FIELD_SCHEMA,
-                    payload: std::sync::Arc::new(FrozenFieldDelta {
-                        frozen,
-                        since: *since,
-                        key_groups: ctx.key_groups,
-                    }),
-                    written: written.clone(),
+                payload: std::sync::Arc::new(FrozenFieldDelta {
+                    frozen,
+                    since: *since,
+                    key_groups: ctx.key_groups,
                 }),
-                builds_on: before.clone(),
-            }
-        }
+                written: written.clone(),
+            }),
+            builds_on: before.clone(),
+        },
     };
     state
         .snapshot_chain()
