@@ -292,3 +292,91 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
     assert_outputs(&root.join("out"), &clean, "after rescaling");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// The records of a segment: (kind, checkpoint, operator or the checkpoint
+/// built on, payload offset, payload length), from the log's framing (a
+/// 48-byte header, records 16-byte aligned).
+fn records_of(segment: &Path) -> Vec<(u8, u64, u64, usize, usize)> {
+    let bytes = std::fs::read(segment).unwrap();
+    let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at + 48 <= bytes.len() && bytes[at..at + 4] == bytes[..4] {
+        let len = u64_at(at + 32) as usize;
+        records.push((bytes[at + 5], u64_at(at + 8), u64_at(at + 16), at + 48, len));
+        at += (48 + len).next_multiple_of(16);
+    }
+    records
+}
+
+/// A checkpoint whose keyed state is a chain of deltas reads the records of
+/// earlier checkpoints. One of those damaged, the run refuses to start,
+/// naming the record and the fix: it neither restores the chain without it
+/// nor falls back past a checkpoint that completed (its output is
+/// published).
+#[test]
+fn a_damaged_record_that_a_chain_builds_on_is_refused() {
+    let root = dir("damaged-base");
+    let (out, checkpoints) = (root.join("out"), root.join("ckpt"));
+    let fault = InjectFault::new(0, Fault::BeforeRecord(26_000));
+    graph(&out, 2, fault)
+        .run_with(options(&checkpoints, 0))
+        .expect_err("the injected fault");
+    let published = outputs(&out);
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(&checkpoints)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
+        .collect();
+    segments.sort();
+    let records: Vec<(PathBuf, (u8, u64, u64, usize, usize))> = segments
+        .iter()
+        .flat_map(|s| records_of(s).into_iter().map(move |r| (s.clone(), r)))
+        .collect();
+    const SNAPSHOT: u8 = 1;
+    const COMMIT: u8 = 2;
+    const DEPENDS: u8 = 3;
+    let newest = records
+        .iter()
+        .filter(|(_, r)| r.0 == COMMIT)
+        .map(|(_, r)| r.1)
+        .max()
+        .expect("a checkpoint completed");
+    let base = records
+        .iter()
+        .filter(|(_, r)| r.0 == DEPENDS && r.1 == newest)
+        .map(|(_, r)| r.2)
+        .min()
+        .unwrap_or_else(|| panic!("the precondition: checkpoint {newest} builds on another"));
+    assert!(base < newest);
+    // The base's largest snapshot: a whole keyed table.
+    let (segment, (_, _, _, offset, len)) = records
+        .iter()
+        .filter(|(_, r)| r.0 == SNAPSHOT && r.1 == base)
+        .max_by_key(|(_, r)| r.4)
+        .unwrap()
+        .clone();
+    assert!(len > 1_000, "a keyed table of 20 000 keys: {len} bytes");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[offset + len / 2] ^= 0x20;
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let error = graph(
+        &out,
+        3,
+        InjectFault::new(0, Fault::BeforeRecord(usize::MAX)),
+    )
+    .run_with(options(&checkpoints, 0))
+    .expect_err("a chain with a damaged base is refused");
+    let text = error.to_string();
+    assert!(text.contains("cannot be used"), "{text}");
+    assert!(
+        text.contains("builds on") && text.contains(&format!("checkpoint {base}")),
+        "the damaged record is named: {text}"
+    );
+    assert!(text.contains("from a backup"), "the fix is said: {text}");
+    assert!(!error.is_retryable());
+    assert_eq!(outputs(&out), published, "nothing was published");
+    std::fs::remove_dir_all(&root).unwrap();
+}

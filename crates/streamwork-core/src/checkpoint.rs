@@ -173,6 +173,19 @@ pub trait DeferredBytes: Send + Sync + fmt::Debug {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), crate::TaskError>;
 }
 
+/// Who checks a side record's checksum when a checkpoint is loaded.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum SideCheck {
+    /// The log, the whole record, before the checkpoint is used: a damaged
+    /// record makes its checkpoint (and every one built on it) unusable.
+    #[default]
+    OnLoad,
+    /// Its reader, a part at a time as it reads them: for a record larger
+    /// than memory whose parts carry their own checksums (a run of the
+    /// state store), which a load must not read whole.
+    ByReader,
+}
+
 /// A record written beside an instance's part of a checkpoint: stream
 /// `stream` of the instance (a field of its state, say), addressed in
 /// later checkpoints as `(checkpoint, component, stream, instance)`.
@@ -184,6 +197,8 @@ pub struct SideRecord {
     pub schema: u32,
     /// Its bytes, produced by the coordinator.
     pub payload: Arc<dyn DeferredBytes>,
+    /// Who checks its checksum when a checkpoint is loaded.
+    pub check: SideCheck,
     /// Set by the coordinator once the checkpoint is complete: the record
     /// as written, mapped from the log (so that the state can drop its
     /// copy in memory and read the log instead).
@@ -194,6 +209,7 @@ impl PartialEq for SideRecord {
     fn eq(&self, other: &Self) -> bool {
         self.stream == other.stream
             && self.schema == other.schema
+            && self.check == other.check
             && Arc::ptr_eq(&self.payload, &other.payload)
     }
 }

@@ -60,7 +60,7 @@ pub mod timer;
 
 pub use checkpoint::{
     CheckpointView, DeferredBytes, Delivery, InputHold, InputHolds, Restore, SharedBytes,
-    SideRecord, SnapshotContext, StateBytes,
+    SideCheck, SideRecord, SnapshotContext, StateBytes,
 };
 pub use collector::Collector;
 pub use component::{

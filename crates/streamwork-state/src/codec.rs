@@ -47,8 +47,8 @@ use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::state::Key;
 use streamwork_core::{
-    DeferredBytes, InstanceContext, InstanceIdx, Restore, SharedBytes, SideRecord, SnapshotContext,
-    StateBytes, Statefulness, TaskError,
+    DeferredBytes, InstanceContext, InstanceIdx, Restore, SharedBytes, SideCheck, SideRecord,
+    SnapshotContext, StateBytes, Statefulness, TaskError,
 };
 
 use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain};
@@ -420,6 +420,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             side: vec![SideRecord {
                 stream: BESIDE_STREAM,
                 schema: keyed_schema(self.layout),
+                check: SideCheck::OnLoad,
                 payload: std::sync::Arc::new(payload),
                 written: Default::default(),
             }],
@@ -912,6 +913,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
                     side: vec![SideRecord {
                         stream: BESIDE_STREAM,
                         schema: delta_schema(codec.layout),
+                        check: SideCheck::OnLoad,
                         payload: Arc::new(payload),
                         written: written.clone(),
                     }],

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
-use streamwork_core::checkpoint::SharedBytes;
+use streamwork_core::checkpoint::{SharedBytes, SideCheck};
 use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
 
 use crate::error::StateError;
@@ -251,13 +251,15 @@ impl CheckpointLog {
     /// (a payload larger than memory: a run of the state store), framed
     /// like any other: its header, with length and checksum, is written in
     /// place once the payload is. If `produce` fails, nothing of the record
-    /// is left.
+    /// is left. `check` says whether a load verifies the whole payload's
+    /// checksum ([`SideCheck::OnLoad`]) or leaves it to the record's reader.
     pub fn append_streamed(
         &mut self,
         checkpoint: CheckpointId,
         operator: OperatorId,
         part: InstanceIdx,
         schema: u32,
+        check: SideCheck,
         produce: impl FnOnce(&mut dyn Write) -> Result<(), StateError>,
     ) -> Result<RecordAt, StateError> {
         use std::io::{Seek, SeekFrom};
@@ -299,10 +301,10 @@ impl CheckpointLog {
             schema,
             len,
             payload_crc: crc,
-            // A streamed payload may be larger than memory: checking it
-            // whole would make every load read it all. Its reader checks
-            // it a part at a time (a run: each key group on first touch).
-            checked_by_reader: true,
+            // A payload larger than memory (a run) is checked by its
+            // reader a part at a time (each key group on first touch):
+            // checking it whole would make every load read it all.
+            checked_by_reader: check == SideCheck::ByReader,
         };
         let finished = flushed.and_then(|()| {
             let record_len = header.record_len().ok_or(StateError::TooLarge {

@@ -23,7 +23,7 @@ use std::ops::{Deref, DerefMut};
 use rkyv::util::AlignedVec;
 use streamwork_core::chain::ChainPlan;
 use streamwork_core::checkpoint::{
-    DeferredBytes, Restore, RestoredPart, SideRecord, SnapshotContext, StateBytes,
+    DeferredBytes, Restore, RestoredPart, SideCheck, SideRecord, SnapshotContext, StateBytes,
 };
 use streamwork_core::state::{FrozenKeyed, Key, KeyedState};
 use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
@@ -247,6 +247,7 @@ where
             side: Some(SideRecord {
                 stream: 0,
                 schema: KEYED_BESIDE_FIELD_SCHEMA,
+                check: SideCheck::OnLoad,
                 payload: std::sync::Arc::new(FrozenFieldEntries {
                     frozen,
                     key_groups: ctx.key_groups,
@@ -262,6 +263,7 @@ where
             side: Some(SideRecord {
                 stream: 0,
                 schema: KEYED_CHAIN_FIELD_SCHEMA,
+                check: SideCheck::OnLoad,
                 payload: std::sync::Arc::new(FrozenFieldDelta {
                     frozen,
                     since: *since,

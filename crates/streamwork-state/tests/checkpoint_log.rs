@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId, SideCheck};
 use streamwork_state::{CheckpointLog, LogOptions, StateError, archive, load_latest};
 
 /// A fresh directory, removed when dropped.
@@ -380,7 +380,7 @@ fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
     let id = log.next_checkpoint_id().unwrap();
     let payload: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
     // A producer that fails halfway leaves no torn record behind.
-    let failed = log.append_streamed(id, OPERATOR, InstanceIdx(9), 1, |out| {
+    let failed = log.append_streamed(id, OPERATOR, InstanceIdx(9), 1, SideCheck::OnLoad, |out| {
         out.write_all(&payload[..1000]).unwrap();
         Err(StateError::Serialize {
             type_name: "test",
@@ -389,7 +389,7 @@ fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
     });
     assert!(failed.is_err());
     let at = log
-        .append_streamed(id, OPERATOR, InstanceIdx(0), 1, |out| {
+        .append_streamed(id, OPERATOR, InstanceIdx(0), 1, SideCheck::OnLoad, |out| {
             for chunk in payload.chunks(7_777) {
                 out.write_all(chunk).unwrap();
             }
@@ -422,6 +422,40 @@ fn a_streamed_record_reads_back_and_a_failed_one_leaves_nothing() {
         "{:?}",
         checkpoint.skipped()
     );
+}
+
+/// A streamed record is verified whole on load unless its reader checks it
+/// a part at a time: damaged, the first makes its checkpoint unusable; the
+/// second is handed to its reader as it is.
+#[test]
+fn a_damaged_streamed_record_is_refused_unless_its_reader_checks_it() {
+    for check in [SideCheck::OnLoad, SideCheck::ByReader] {
+        let dir = TestDir::new(&format!("streamed-damaged-{check:?}"));
+        let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+        let id = log.next_checkpoint_id().unwrap();
+        let payload: Vec<u8> = (0..10_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let at = log
+            .append_streamed(id, OPERATOR, InstanceIdx(0), 1, check, |out| {
+                out.write_all(&payload).unwrap();
+                Ok(())
+            })
+            .unwrap();
+        log.commit(id, 1).unwrap();
+        drop(log);
+        let segment = segments(&dir.0).pop().unwrap();
+        let mut bytes = std::fs::read(&segment).unwrap();
+        // The payload starts after the record's 48-byte header.
+        bytes[48 + at.len() / 2] ^= 0x01;
+        std::fs::write(&segment, &bytes).unwrap();
+        match check {
+            SideCheck::OnLoad => assert_refused(load_latest(&dir.0), id.get(), None),
+            SideCheck::ByReader => {
+                let checkpoint = load_latest(&dir.0).unwrap();
+                let read = checkpoint.snapshot(OPERATOR, InstanceIdx(0)).unwrap();
+                assert_ne!(read.bytes(), &payload[..], "the reader sees the damage");
+            }
+        }
+    }
 }
 
 /// A crash can cut the log at any byte; the marker then names the last

@@ -190,6 +190,7 @@ impl<S: StateField> Job<S> {
                         side_operator_id(COMPONENT, side.stream),
                         InstanceIdx(i as u32),
                         side.schema,
+                        side.check,
                         |out| {
                             side.payload
                                 .produce(out)

@@ -293,6 +293,7 @@ impl Coordinator {
                     side_operator_id(&part.component, side.stream),
                     part.instance,
                     side.schema,
+                    side.check,
                     |out| {
                         side.payload
                             .produce(out)

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use hashbrown::hash_table::{Entry, HashTable};
 use rkyv::rancor;
 use streamwork_core::checkpoint::{
-    CheckpointView, DeferredBytes, InputHold, SideRecord, SnapshotContext,
+    CheckpointView, DeferredBytes, InputHold, SideCheck, SideRecord, SnapshotContext,
 };
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::{CurrentKey, Key};
@@ -651,6 +651,8 @@ where
                 stream: 0,
                 schema: RUN_SCHEMA,
                 payload,
+                // A run checks each key group as it is first read.
+                check: SideCheck::ByReader,
                 written,
             });
         }
