@@ -154,7 +154,8 @@ impl Operator for Counter {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("streamwork-ckpt-{name}-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("streamwork-ckpt-{name}-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -48,7 +48,8 @@ fn input_file() -> (PathBuf, String, u64) {
             }
         }
     }
-    let path = std::env::temp_dir().join(format!("streamwork-vehicles-{}.txt", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("streamwork-vehicles-pid{}.txt", std::process::id()));
     std::fs::write(&path, content).unwrap();
     let stdout = expected
         .iter()
@@ -163,7 +164,7 @@ fn backpressure_example_accounts_for_every_record_under_every_policy() {
 /// `transactions=T frauds=F` from the last line of a `system_usage` run.
 fn system_usage(delivery: &str, fail_at: Option<u64>) -> (u64, u64) {
     let root = std::env::temp_dir().join(format!(
-        "streamwork-usage-{delivery}-{}-{}",
+        "streamwork-usage-{delivery}-{}-pid{}",
         fail_at.is_some(),
         std::process::id()
     ));

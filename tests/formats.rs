@@ -17,7 +17,7 @@ struct Event {
 
 #[test]
 fn a_windowed_word_count_reads_json_lines_and_writes_csv() {
-    let dir = std::env::temp_dir().join(format!("streamwork-formats-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("streamwork-formats-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("events.jsonl");
@@ -92,7 +92,7 @@ fn a_windowed_word_count_reads_json_lines_and_writes_csv() {
 #[test]
 fn lines_that_do_not_decode_become_dead_letters_with_their_position_and_reason() {
     use streamwork::connectors::formats::DeadLetter;
-    let dir = std::env::temp_dir().join(format!("streamwork-dead-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("streamwork-dead-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("in.jsonl");

@@ -117,7 +117,8 @@ impl Source for Steps {
 impl streamwork::core::checkpoint::Replayable for Steps {}
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("streamwork-incr-{name}-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("streamwork-incr-{name}-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -99,7 +99,7 @@ fn a_restored_job_resumes_from_its_checkpointed_offsets_exactly_once() {
     let topic = topic("resume");
     create_topic(&brokers, &topic, 3).unwrap();
     produce(&brokers, &topic, 20_000);
-    let root = std::env::temp_dir().join(format!("streamwork-kafka-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("streamwork-kafka-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let out: PathBuf = root.join("out");
     let fault = InjectFault::new(1, Fault::BeforeRecord(4_000));

@@ -146,8 +146,10 @@ fn trial(
 }
 
 fn setup(name: &str, lines: u64) -> (PathBuf, Duration, Vec<Vec<String>>) {
-    let root =
-        std::env::temp_dir().join(format!("streamwork-ledger-{name}-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!(
+        "streamwork-ledger-{name}-pid{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     write_ledger(&root.join("ledger.csv"), lines, 42);

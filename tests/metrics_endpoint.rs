@@ -91,7 +91,7 @@ fn sample(line: &str) -> Result<Sample, String> {
 fn metrics_without_the_page_are_valid_prometheus_text_with_hostile_names() {
     let server = streamwork::web::serve_metrics("127.0.0.1:0").unwrap();
     let hostile = "bad \"name\" \\ with\na line break";
-    let dir = std::env::temp_dir().join(format!("streamwork-metrics-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("streamwork-metrics-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     for _run in 0..2 {
         // The second run restores the first's final checkpoint.

@@ -79,7 +79,7 @@ fn committed(output: &Path) -> (Vec<String>, Vec<String>) {
 
 fn run_with_kills(parallelism: u32, kill_after_ms: &[u64]) {
     let dir = std::env::temp_dir().join(format!(
-        "streamwork-running-totals-{parallelism}-{}",
+        "streamwork-running-totals-{parallelism}-pid{}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);

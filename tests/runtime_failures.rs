@@ -27,8 +27,10 @@ fn count_panics() -> Arc<AtomicUsize> {
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("streamwork-failures-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "streamwork-failures-{name}-pid{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

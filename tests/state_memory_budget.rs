@@ -58,7 +58,7 @@ impl PeakTotals {
 
 fn dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
-        "streamwork-memory-budget-{name}-{}",
+        "streamwork-memory-budget-{name}-pid{}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);

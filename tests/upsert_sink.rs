@@ -52,7 +52,10 @@ impl Operator for RunningCount {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("streamwork-upsert-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "streamwork-upsert-{name}-pid{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -160,8 +160,10 @@ fn browser() -> Option<&'static str> {
 /// The page at `address` as headless `browser` leaves it after two
 /// seconds of virtual time (a profile of its own, named after `name`).
 fn dump_dom(browser: &str, address: SocketAddr, name: &str) -> String {
-    let profile =
-        std::env::temp_dir().join(format!("streamwork-chromium-{name}-{}", std::process::id()));
+    let profile = std::env::temp_dir().join(format!(
+        "streamwork-chromium-{name}-pid{}",
+        std::process::id()
+    ));
     let output = Command::new(browser)
         .args([
             "--headless",

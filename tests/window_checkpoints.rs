@@ -14,7 +14,8 @@ use streamwork::runtime::{CheckpointConfig, RestartStrategy, RunOptions};
 const EVENTS: u64 = 60_000;
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("streamwork-wjob-{name}-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("streamwork-wjob-{name}-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -204,11 +204,16 @@ pub fn sink_restore<'a>(
     }
 }
 
+/// A scratch directory of this test process (not created). The first call
+/// of a process also removes what earlier test processes left in the
+/// temporary directory ([`sweep_scratch_of_ended_processes`]).
 pub fn dir(name: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_scratch_of_ended_processes);
     let dir = std::env::temp_dir().join(format!(
-        "streamwork-{name}-{}-{}",
+        "streamwork-{name}-pid{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
@@ -463,4 +468,34 @@ pub fn resumed_from_a_checkpoint(child: std::process::Child) -> String {
     );
     assert!(said.contains("restored from Some"), "{said}");
     said
+}
+
+/// Removes the scratch files and directories (`streamwork-...-pidN...` in
+/// the temporary directory, named with their process id) of test processes
+/// that have ended: a test that fails, or is killed, leaves its scratch
+/// for inspection until the next run, and runs do not pile up.
+pub fn sweep_scratch_of_ended_processes() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix("streamwork-") else {
+            continue;
+        };
+        let pid = rest.split(['-', '.']).find_map(|part| {
+            part.strip_prefix("pid")
+                .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if pid.is_none_or(|pid| Path::new("/proc").join(pid).exists()) {
+            continue;
+        }
+        let path = entry.path();
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
 }
