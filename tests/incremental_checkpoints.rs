@@ -294,10 +294,13 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
-/// The records of a segment: (kind, checkpoint, operator or the checkpoint
-/// built on, payload offset, payload length), from the log's framing (a
-/// 48-byte header, records 16-byte aligned).
-fn records_of(segment: &Path) -> Vec<(u8, u64, u64, usize, usize)> {
+/// One framed record of a segment: (kind, checkpoint, operator or the
+/// checkpoint built on, payload offset, payload length).
+type Framed = (u8, u64, u64, usize, usize);
+
+/// The records of a segment, from the log's framing (a 48-byte header,
+/// records 16-byte aligned).
+fn records_of(segment: &Path) -> Vec<Framed> {
     let bytes = std::fs::read(segment).unwrap();
     let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
     let mut records = Vec::new();
@@ -331,7 +334,7 @@ fn a_damaged_record_that_a_chain_builds_on_is_refused() {
         .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
         .collect();
     segments.sort();
-    let records: Vec<(PathBuf, (u8, u64, u64, usize, usize))> = segments
+    let records: Vec<(PathBuf, Framed)> = segments
         .iter()
         .flat_map(|s| records_of(s).into_iter().map(move |r| (s.clone(), r)))
         .collect();
