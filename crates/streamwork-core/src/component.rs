@@ -309,6 +309,14 @@ pub trait Operator: Clone + Send + 'static {
         false
     }
 
+    /// Every sender into input port `port` has ended (the others may go
+    /// on): for an operator with several input ports, whose input is one
+    /// of theirs ([`ports`](crate::ports)). An operator with one port
+    /// (port 0) has nothing to do here: [`on_end`](Self::on_end) follows.
+    fn on_input_end(&mut self, port: u32, out: &mut Self::Out) {
+        let _ = (port, out);
+    }
+
     /// Called once when every input has ended: emit what is left. Event time
     /// has reached its end first ([`on_watermark`](Self::on_watermark) with
     /// [`Timestamp::MAX`]).
@@ -352,7 +360,10 @@ pub trait Operator: Clone + Send + 'static {
     }
 }
 
-/// A component with two inputs of distinct types (the base joins build on).
+/// A component with two inputs of distinct types (the base joins build on),
+/// written as a method per side: the engine runs it as the [`Operator`] it
+/// is, [`TwoPorts`](crate::ports::TwoPorts), whose input is either side's
+/// record.
 ///
 /// With `type Key = ByKey<K>`, both inputs must be streams keyed by `K`: both
 /// are partitioned alike, so the records of a key from either side meet in

@@ -17,6 +17,7 @@
 //!
 //! Modules:
 //! * [`component`]: the traits users implement, and their [`Context`];
+//!   [`ports`]: an operator with several inputs as one [`Operator`];
 //! * [`key`], [`stream_time`]: partitioning and time in the type (keyed inputs,
 //!   watermarked streams, event-time operators);
 //! * [`instance`]: what an instance knows about where it runs;
@@ -50,6 +51,7 @@ pub mod lineage;
 pub mod ops;
 pub mod outputs;
 pub mod portable;
+pub mod ports;
 pub mod record;
 pub mod state;
 pub mod stream;

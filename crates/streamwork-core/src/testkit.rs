@@ -50,6 +50,7 @@ use crate::grouping::KeyGroups;
 use crate::id::{CheckpointId, InstanceIdx};
 use crate::instance::InstanceContext;
 use crate::outputs::{OutputParts, Outputs};
+use crate::ports::{Either, TwoPorts};
 use crate::record::Data;
 use crate::time::Timestamp;
 
@@ -237,6 +238,13 @@ impl<O: Operator> Harness<O> {
             .on_processing_time(Timestamp::from_millis(millis), &mut self.out);
     }
 
+    /// Every sender into input port `port` has ended, as the runtime tells
+    /// the operator ([`on_input_end`](Operator::on_input_end)).
+    pub fn end_input(&mut self, port: u32) {
+        self.out.set_time(None);
+        self.operator.on_input_end(port, &mut self.out);
+    }
+
     /// Ends the input: event time reaches its end, then `on_end`.
     pub fn end(&mut self) {
         self.watermark(i64::MAX);
@@ -254,87 +262,59 @@ impl<O: Operator> Harness<O> {
     }
 }
 
-/// One two-input operator instance, driven by hand.
-pub struct CoHarness<C: CoOperator> {
-    operator: C,
-    out: C::Out,
-    ctx: InstanceContext,
-    watermark: Timestamp,
-}
+/// One two-input operator instance, driven by hand: a [`Harness`] of the
+/// operator it is ([`TwoPorts`]), each side's records sent to its port.
+pub struct CoHarness<C: CoOperator>(Harness<TwoPorts<C>>);
 
 impl<C: CoOperator> CoHarness<C> {
     /// Opens `operator` as instance 0 of 1.
-    pub fn new(mut operator: C) -> Self {
-        let ctx = context("harness");
-        operator.open(&ctx);
-        CoHarness {
-            operator,
-            out: C::Out::assemble(&mut OutputParts::detached()),
-            ctx,
-            watermark: Timestamp::MIN,
-        }
+    pub fn new(operator: C) -> Self {
+        CoHarness(Harness::new(TwoPorts(operator)))
     }
 
     /// Opens `operator` after restoring it from the snapshot `state` taken
     /// at checkpoint `checkpoint`, as the runtime does after a failure.
     pub fn restored(
-        mut operator: C,
+        operator: C,
         checkpoint: CheckpointId,
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
-        // Restored before it opens, as the runtime does.
-        let ctx = context("harness");
-        operator.restore(&HarnessCheckpoint::of(checkpoint, state)?.restore(&ctx))?;
-        Ok(Self::new(operator))
+        Harness::restored(TwoPorts(operator), checkpoint, state).map(CoHarness)
     }
 
     /// Ticks processing time to `millis`.
     pub fn processing_time(&mut self, millis: i64) {
-        self.operator
-            .on_processing_time(Timestamp::from_millis(millis), &mut self.out);
+        self.0.processing_time(millis);
     }
 
     /// Processes a left record.
     pub fn left(&mut self, key: <C::Key as KeyKind>::Value, value: C::Left, time: Option<i64>) {
-        let owned = C::Key::owned(key);
-        let time = time.map(Timestamp::from_millis);
-        self.out.set_time(time);
-        let mut ctx = Context::new(C::Key::as_ref(&owned), &mut self.out, time, &self.ctx);
-        self.operator.on_left(value, &mut ctx);
+        self.0.record(key, Either::Left(value), time);
     }
 
     /// Processes a right record.
     pub fn right(&mut self, key: <C::Key as KeyKind>::Value, value: C::Right, time: Option<i64>) {
-        let owned = C::Key::owned(key);
-        let time = time.map(Timestamp::from_millis);
-        self.out.set_time(time);
-        let mut ctx = Context::new(C::Key::as_ref(&owned), &mut self.out, time, &self.ctx);
-        self.operator.on_right(value, &mut ctx);
+        self.0.record(key, Either::Right(value), time);
     }
 
     /// Advances event time to `millis`.
     pub fn watermark(&mut self, millis: i64) {
-        let watermark = Timestamp::from_millis(millis);
-        if watermark > self.watermark {
-            self.watermark = watermark;
-            self.operator.on_watermark(watermark, &mut self.out);
-        }
+        self.0.watermark(millis);
     }
 
     /// Ends both inputs.
     pub fn end(&mut self) {
-        self.watermark(i64::MAX);
-        self.operator.on_end(&mut self.out);
+        self.0.end();
     }
 
     /// The operator, to inspect its state.
     pub fn operator(&self) -> &C {
-        &self.operator
+        &self.0.operator().0
     }
 
     /// Reads (and usually drains) the outputs.
     pub fn take<R>(&mut self, read: impl FnOnce(&mut C::Out) -> R) -> R {
-        read(&mut self.out)
+        self.0.take(read)
     }
 }
 
@@ -772,14 +752,13 @@ where
         }
     }
     fn snapshot(&mut self) -> Result<Option<StateBytes>, TaskError> {
-        self.operator
-            .snapshot(&SnapshotContext::single(CheckpointId::new(1)))
+        Scriptable::snapshot(&mut self.0)
     }
     fn end(&mut self) {
         CoHarness::end(self);
     }
     fn out(&mut self) -> &mut C::Out {
-        &mut self.out
+        &mut self.0.out
     }
 }
 

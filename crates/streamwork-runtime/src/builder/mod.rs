@@ -58,6 +58,7 @@ use streamwork_core::edge::Edge;
 use streamwork_core::grouping::{GroupingKind, KeyGroups, RouteContext};
 use streamwork_core::lineage::Lineage;
 use streamwork_core::outputs::Outputs;
+use streamwork_core::ports::{Either, TwoPorts};
 use streamwork_core::record::Data;
 use streamwork_core::stream::{GroupingSpec, Inputs, IntoInputs, Stream};
 use streamwork_core::{JobId, NodeId};
@@ -70,7 +71,7 @@ use crate::acking::RootedLineage;
 use crate::combiner::Combiner;
 use crate::dispatch::ChannelDispatcher;
 use crate::instance::{
-    CoOperatorKind, Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind,
+    Identity, Instance, NoOutputs, OperatorKind, Port, ReadPort, SinkKind, SourceKind,
 };
 use crate::stages::ends::{EncodeExchange, ExchangeSource};
 
@@ -460,12 +461,20 @@ impl<D> JobBuilder<D> {
         let right_keys: Vec<_> = right.items().iter().map(|(_, x)| x.clone()).collect();
         let root: RootFactory = Box::new(move |env, mut parts, senders| {
             let out = C::Out::assemble(&mut parts);
-            let kind = CoOperatorKind::new(
-                operator.clone(),
-                left_keys.clone(),
-                right_keys.clone(),
-                senders,
-            );
+            let mut senders = senders.into_iter();
+            let ports: Vec<Box<dyn ReadPort<TwoPorts<C>>>> = vec![
+                Box::new(Port::new(
+                    left_keys.clone(),
+                    senders.next().unwrap_or_default(),
+                    Either::Left,
+                )),
+                Box::new(Port::new(
+                    right_keys.clone(),
+                    senders.next().unwrap_or_default(),
+                    Either::Right,
+                )),
+            ];
+            let kind = OperatorKind::with_ports(TwoPorts(operator.clone()), ports);
             Box::new(Instance::new(kind, out, env))
         });
         let node = self.add_node(NodeDef {

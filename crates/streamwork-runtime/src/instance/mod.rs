@@ -1,17 +1,18 @@
-//! One lifecycle per instance, written once for sources, operators,
-//! co-operators and sinks, fused into another task or at the root of their
-//! own.
+//! One lifecycle per instance, written once for sources, operators and
+//! sinks, fused into another task or at the root of their own.
 //!
 //! An [`Instance<K>`] holds one component instance (`K` adapts the user's
-//! [`Source`](streamwork::core::Source), [`Operator`](streamwork::core::Operator),
-//! [`CoOperator`](streamwork::core::CoOperator) or [`Sink`](streamwork::core::Sink)
-//! to the [`Kind`] trait), its outputs and its [`Env`]. Its steps, in order:
+//! [`Source`](streamwork::core::Source), [`Operator`](streamwork::core::Operator)
+//! or [`Sink`](streamwork::core::Sink) to the [`Kind`] trait), its outputs
+//! and its [`Env`]. An operator with two inputs (a join) is an `Operator`
+//! with two input ports ([`TwoPorts`](streamwork::core::ports::TwoPorts)),
+//! not a kind of its own. Its steps, in order:
 //!
 //! 1. **start**: restore from the checkpoint the job restores from (if any)
 //!    and open, in the kind's order (a sink opens first, to find what a
 //!    previous run staged), then start what is fused downstream;
-//! 2. **records**, per kind: a source polls, an operator handles a batch,
-//!    a co-operator a batch of either side, a sink writes;
+//! 2. **records**, per kind: a source polls, an operator handles a batch
+//!    of any of its input ports, a sink writes;
 //! 3. **watermarks** advance event time (never back) and go on downstream;
 //!    **idleness** goes on downstream;
 //! 4. **processing time** ticks fire timers (a sink commits what completed
@@ -34,7 +35,6 @@
 //! upstream's collector with [`Disconnected`](streamwork::core::Disconnected),
 //! so that the upstream stops too; the failure reported is the instance's own.
 
-mod co_operator;
 mod counters;
 mod identity;
 mod operator;
@@ -52,10 +52,9 @@ use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Record;
 use streamwork_core::{InstanceContext, SourcePoll, TaskError, Timestamp};
 
-pub(crate) use co_operator::CoOperatorKind;
 pub use counters::InstanceCounters;
 pub(crate) use identity::Identity;
-pub(crate) use operator::OperatorKind;
+pub(crate) use operator::{OperatorKind, Port, ReadPort};
 pub(crate) use sink::{NoOutputs, SinkKind};
 pub(crate) use source::SourceKind;
 
@@ -516,8 +515,7 @@ pub(crate) trait InputTask: Send {
     fn suspend(&mut self) -> Result<(), Failed>;
 }
 
-/// What differs between the kinds that read channels (operators,
-/// co-operators, sinks): how a batch is handled, and what the end of one
+/// What differs between the kinds that read channels (operators, sinks): how a batch is handled, and what the end of one
 /// port means. The rest of [`InputTask`] is the shared lifecycle.
 pub(crate) trait Receives: Kind + Sized {
     /// Processes one batch (a `Vec<Record<T>>` of the port's type).

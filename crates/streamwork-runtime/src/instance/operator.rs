@@ -1,5 +1,9 @@
 //! An [`Operator`] instance: at the root of its task, reading channels, or
-//! fused into its upstream's task as an [`Edge`].
+//! fused into its upstream's task as an [`Edge`]. Every operator is one:
+//! one with several input ports (a join, as [`TwoPorts`]) reads each port's
+//! batches through a [`ReadPort`] of the port's type.
+//!
+//! [`TwoPorts`]: streamwork_core::ports::TwoPorts
 
 use std::any::Any;
 
@@ -20,9 +24,15 @@ use crate::message::SenderIdx;
 /// An operator, with the key extractor of each incoming edge.
 pub(crate) struct OperatorKind<O: Operator> {
     operator: O,
+    /// The key extractor of each edge into its single port (port 0, of
+    /// type `O::In`): the hot path, and the only shape an operator fused
+    /// into its upstream has.
     extractors: Vec<<O::Key as KeyKind>::Extractor<O::In>>,
     /// Each sender index's edge ordinal (at the root of a task).
     sender_edges: Vec<u32>,
+    /// An operator with input ports of their own types: how each port's
+    /// batches reach it (empty for one port of type `O::In`).
+    ports: Vec<Box<dyn ReadPort<O>>>,
 }
 
 impl<O: Operator> OperatorKind<O> {
@@ -35,7 +45,86 @@ impl<O: Operator> OperatorKind<O> {
             operator,
             extractors,
             sender_edges,
+            ports: Vec::new(),
         }
+    }
+
+    /// An operator whose input ports (in order) are `ports`.
+    pub(crate) fn with_ports(operator: O, ports: Vec<Box<dyn ReadPort<O>>>) -> Self {
+        OperatorKind {
+            operator,
+            extractors: Vec::new(),
+            sender_edges: Vec::new(),
+            ports,
+        }
+    }
+}
+
+/// One input port of an operator with ports of their own types: how a
+/// batch of the port's type reaches the operator.
+pub(crate) trait ReadPort<O: Operator>: Send {
+    /// Runs the records of `batch`, from sender `from`, through `operator`;
+    /// returns how many there were.
+    fn read(
+        &self,
+        operator: &mut O,
+        out: &mut O::Out,
+        ctx: &InstanceContext,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<u64, TaskError>;
+}
+
+/// A port of records of type `P`, each keyed by its edge's extractor and
+/// turned into the operator's input by `into` (`Either::Left`, say).
+pub(crate) struct Port<P: 'static, O: Operator, F> {
+    extractors: Vec<<O::Key as KeyKind>::Extractor<P>>,
+    /// Each sender index's edge ordinal into this port.
+    sender_edges: Vec<u32>,
+    into: F,
+}
+
+impl<P: 'static, O: Operator, F> Port<P, O, F> {
+    pub(crate) fn new(
+        extractors: Vec<<O::Key as KeyKind>::Extractor<P>>,
+        sender_edges: Vec<u32>,
+        into: F,
+    ) -> Self {
+        Port {
+            extractors,
+            sender_edges,
+            into,
+        }
+    }
+}
+
+impl<P, O, F> ReadPort<O> for Port<P, O, F>
+where
+    P: streamwork_core::Data,
+    O: Operator,
+    F: Fn(P) -> O::In + Send,
+{
+    fn read(
+        &self,
+        operator: &mut O,
+        out: &mut O::Out,
+        ctx: &InstanceContext,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<u64, TaskError> {
+        let (mut batch, anchors) = downcast_anchored::<P>(batch)?;
+        let n = batch.len() as u64;
+        let edge = self.sender_edges.get(from.0 as usize).copied().unwrap_or(0) as usize;
+        let Some(extractor) = self.extractors.get(edge).or(self.extractors.first()) else {
+            return Ok(0);
+        };
+        for record in rooted(batch.drain(), anchors) {
+            out.set_time(record.time);
+            let key = O::Key::extract(extractor, &record.value);
+            let mut context = Context::new(O::Key::as_ref(&key), &mut *out, record.time, ctx);
+            operator.on_record((self.into)(record.value), &mut context);
+        }
+        Ok(n)
     }
 }
 
@@ -166,10 +255,13 @@ fn run_records<O: Operator>(
 impl<O: Operator> Receives for OperatorKind<O> {
     fn on_batch(
         instance: &mut Instance<Self>,
-        _port: usize,
+        port: usize,
         from: SenderIdx,
         batch: Box<dyn Any + Send>,
     ) -> Result<(), Failed> {
+        if !instance.kind.ports.is_empty() {
+            return instance.read_port(port, from, batch);
+        }
         let (mut batch, anchors) = instance.env.guard(|| downcast_anchored::<O::In>(batch))?;
         let edge = instance
             .kind
@@ -185,6 +277,52 @@ impl<O: Operator> Receives for OperatorKind<O> {
         let Instance { out, env, .. } = instance;
         env.guard(|| Ok(env.settle_acks(|| out.flush())?))?;
         instance.account(n)
+    }
+
+    fn on_port_end(instance: &mut Instance<Self>, port: usize) -> Result<(), Failed> {
+        let Instance { kind, out, env, .. } = instance;
+        env.guard(|| {
+            out.set_time(None);
+            kind.operator.on_input_end(port as u32, out);
+            Ok(())
+        })
+    }
+}
+
+impl<O: Operator> Instance<OperatorKind<O>> {
+    /// Runs a batch of input port `port` through the operator's reader of
+    /// that port, then its end-of-batch hook.
+    fn read_port(
+        &mut self,
+        port: usize,
+        from: SenderIdx,
+        batch: Box<dyn Any + Send>,
+    ) -> Result<(), Failed> {
+        let Instance { kind, out, env, .. } = self;
+        let n = env.guard(|| {
+            let OperatorKind {
+                operator, ports, ..
+            } = kind;
+            let reader = ports.get(port).ok_or_else(|| {
+                TaskError::Connector(streamwork_core::ConnectorError {
+                    domain: streamwork_core::ErrorDomain::Internal,
+                    message: format!(
+                        "streamwork internal error: a batch reached input port {port} of an operator with {} ports",
+                        ports.len()
+                    ),
+                    source: None,
+                })
+            })?;
+            let n = reader.read(operator, out, &env.ctx, from, batch)?;
+            out.set_time(None);
+            if env.acker.is_some() {
+                acking::set_current_root(RootId::UNTRACKED);
+            }
+            operator.on_batch_end(out);
+            env.settle_acks(|| out.flush())?;
+            Ok(n)
+        })?;
+        self.account(n)
     }
 }
 
