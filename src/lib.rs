@@ -192,7 +192,7 @@ pub mod __private {
         KeyGroups, NoKey, NodeId, Operator, StreamTime,
     };
     pub use streamwork_core::{Restore, SnapshotContext, StateBytes, Statefulness, TaskError};
-    pub use streamwork_runtime::{GraphError, JobBuilder, JobGraph};
+    pub use streamwork_runtime::{GraphError, InputPort, JobBuilder, JobGraph};
     pub use streamwork_state::{FieldsReader, FieldsWriter, OperatorState, StateError, StateField};
 }
 

@@ -89,6 +89,10 @@ pub fn derive_state(item: TokenStream) -> TokenStream {
 ///     drop split.trucks;
 /// }
 /// ```
+///
+/// Inputs of several types: `<- left(a), right(b)` for a `CoOperator` (a
+/// join), or `<- port(a => Reading::Count), port(b => Reading::Name), ...`
+/// for an operator whose input is one of them (an enum `Reading`).
 #[proc_macro]
 pub fn job(input: TokenStream) -> TokenStream {
     job::expand(input.into()).into()

@@ -82,8 +82,8 @@ mod wiring;
 mod worker;
 
 pub use builder::{
-    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, JobBuilder, JobConfig,
-    JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo,
+    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, InputPort, JobBuilder,
+    JobConfig, JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo,
 };
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery, RescaledFrom};
 pub use ctrl_c::raise_on_ctrl_c;

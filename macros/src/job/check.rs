@@ -117,6 +117,10 @@ fn check_shape(component: &Component, diagnostics: &mut Diagnostics) {
             name.span(),
             format!("sink `{name}` has one input: `left(...)`/`right(...)` are for two-input operators"),
         ),
+        (Kind::Sink, Some(Ports::Typed(_))) => diagnostics.error(
+            name.span(),
+            format!("sink `{name}` has one input: `port(...)` is for operators with inputs of several types"),
+        ),
         _ => {}
     }
     if component.kind == Kind::Sink && component.channels.is_some() {

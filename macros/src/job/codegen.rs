@@ -219,6 +219,17 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
                 let call = quote_spanned!(span=> co_operator(#name_str, #parallelism, #expr, #left, #right));
                 quote!(__sw_job.#call)
             }
+            (Kind::Operator, Some(Ports::Typed(ports))) => {
+                let p = quote!(::streamwork::__private);
+                let ports = ports.iter().map(|port| {
+                    let inputs = port_inputs(&port.inputs);
+                    let into = &port.into;
+                    let name = quote!(#into).to_string().replace(' ', "");
+                    quote!(#p::InputPort::new(#name, #inputs, #into))
+                });
+                let call = quote_spanned!(span=> operator_with_ports(#name_str, #parallelism, #expr, ::std::vec![#(#ports),*]));
+                quote!(__sw_job.#call)
+            }
             (Kind::Sink, Some(Ports::Single(inputs))) => {
                 let inputs = port_inputs(inputs);
                 let call = quote_spanned!(span=> sink(#name_str, #parallelism, #expr, #inputs));

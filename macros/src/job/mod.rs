@@ -160,6 +160,16 @@ pub(crate) enum Ports {
         left: Vec<InputSpec>,
         right: Vec<InputSpec>,
     },
+    /// Input ports of their own types: `port(... => INTO), ...`.
+    Typed(Vec<TypedPort>),
+}
+
+/// One `port(INPUTS => INTO)`: the port's streams, and what turns one of
+/// its records into the operator's input.
+#[derive(Clone, Debug)]
+pub(crate) struct TypedPort {
+    pub(crate) inputs: Vec<InputSpec>,
+    pub(crate) into: syn::Expr,
 }
 
 impl Ports {
@@ -167,6 +177,7 @@ impl Ports {
         match self {
             Ports::Single(inputs) => inputs.iter().collect(),
             Ports::Two { left, right } => left.iter().chain(right).collect(),
+            Ports::Typed(ports) => ports.iter().flat_map(|p| &p.inputs).collect(),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! par       := "[" EXPR "]"
 //! channels  := "{" NAME ("," NAME)* "}"
 //! ports     := inputs | "left" "(" inputs ")" "," "right" "(" inputs ")"
+//!            | port ("," port)*
+//! port      := "port" "(" inputs "=>" EXPR ")"
 //! inputs    := input ("," input)*
 //! input     := ref grouping? | "(" ref ("," ref)* ")" grouping?
 //! ref       := NAME ("." CHANNEL)?
@@ -27,7 +29,7 @@ use syn::{Ident, LitStr, Token, braced, bracketed, parenthesized};
 
 use super::{
     Component, DropSpec, FLOW_SETTINGS, Grouping, GroupingName, InputSpec, JobSpec, Kind, Ports,
-    StreamRef,
+    StreamRef, TypedPort,
 };
 
 const SETTINGS: &[&str] = &[
@@ -181,10 +183,14 @@ fn expression(input: ParseStream) -> syn::Result<TokenStream> {
 
 fn ports(input: ParseStream) -> syn::Result<Ports> {
     let fork = input.fork();
-    let is_two = fork
+    let opening = fork
         .call(Ident::parse_any)
-        .map(|i: Ident| i == "left" && fork.peek(syn::token::Paren))
-        .unwrap_or(false);
+        .ok()
+        .filter(|_| fork.peek(syn::token::Paren));
+    if opening.as_ref().is_some_and(|i| i == "port") {
+        return typed_ports(input);
+    }
+    let is_two = opening.is_some_and(|i| i == "left");
     if !is_two {
         return Ok(Ports::Single(input_list(input)?));
     }
@@ -206,6 +212,33 @@ fn ports(input: ParseStream) -> syn::Result<Ports> {
     Ok(Ports::Two { left, right })
 }
 
+/// `port(INPUTS => INTO), ...`: one or more ports of their own types.
+fn typed_ports(input: ParseStream) -> syn::Result<Ports> {
+    let mut ports = Vec::new();
+    loop {
+        let keyword: Ident = input.call(Ident::parse_any)?;
+        if keyword != "port" {
+            return Err(syn::Error::new(
+                keyword.span(),
+                "an operator with typed ports takes `<- port(STREAMS => INTO), port(STREAMS => INTO), ...`",
+            ));
+        }
+        let content;
+        parenthesized!(content in input);
+        let inputs = input_list(&content)?;
+        content.parse::<Token![=>]>()?;
+        let into: syn::Expr = content.parse()?;
+        ports.push(TypedPort { inputs, into });
+        if !input.peek(Token![,]) {
+            return Ok(Ports::Typed(ports));
+        }
+        input.parse::<Token![,]>()?;
+        if input.is_empty() || input.peek(Token![;]) {
+            return Ok(Ports::Typed(ports));
+        }
+    }
+}
+
 fn input_list(input: ParseStream) -> syn::Result<Vec<InputSpec>> {
     let mut inputs = vec![one_input(input)?];
     while input.peek(Token![,]) {
@@ -215,7 +248,8 @@ fn input_list(input: ParseStream) -> syn::Result<Vec<InputSpec>> {
         }
         inputs.push(one_input(input)?);
     }
-    if !input.is_empty() && !input.peek(Token![;]) {
+    // A typed port's inputs end at its `=>`.
+    if !input.is_empty() && !input.peek(Token![;]) && !input.peek(Token![=>]) {
         return Err(input.error("expected `,` or `;` after an input"));
     }
     Ok(inputs)

@@ -1,5 +1,6 @@
 //! The typed job builder: components are added with [`JobBuilder::source`],
-//! [`JobBuilder::operator`], [`JobBuilder::co_operator`] and
+//! [`JobBuilder::operator`] (or, for inputs of several types,
+//! [`JobBuilder::operator_with_ports`] and [`JobBuilder::co_operator`]) and
 //! [`JobBuilder::sink`]; each returns typed [`Stream`] handles for its output
 //! channels, and each input takes streams of the exact input type, so a type
 //! mismatch on an edge is a compile error. [`JobBuilder::build`] checks the
@@ -41,6 +42,7 @@ pub(crate) mod factory;
 mod flow;
 mod graph;
 mod plan;
+mod ports;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +52,7 @@ pub use flow::{Flow, KeyedFlow};
 pub(crate) use graph::ExchangeEnds;
 pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef, PortInfo};
 pub use plan::{ComponentPlan, EdgePlan, JobPlan, StageRow};
+pub use ports::InputPort;
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::component::{
     Admits, CoOperator, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,
@@ -70,9 +73,7 @@ use self::factory::{
 use crate::acking::RootedLineage;
 use crate::combiner::Combiner;
 use crate::dispatch::ChannelDispatcher;
-use crate::instance::{
-    Identity, Instance, NoOutputs, OperatorKind, Port, ReadPort, SinkKind, SourceKind,
-};
+use crate::instance::{Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind};
 use crate::stages::ends::{EncodeExchange, ExchangeSource};
 
 /// An edge as added, before the graph is checked.
@@ -394,24 +395,7 @@ impl<D> JobBuilder<D> {
         port: u32,
         inputs: &Inputs<T, KK, Tm>,
     ) {
-        for (input, _) in inputs.items() {
-            let (dispatcher, lineage) = edge_factories(input.route().clone());
-            let exchange = input
-                .exchange()
-                .map(|exchange| std::sync::Arc::new(exchange_ends(exchange.clone())));
-            self.edges.push(PendingEdge {
-                from: input.node(),
-                channel: input.channel(),
-                to,
-                port,
-                grouping: input.grouping(),
-                flow: input.flow(),
-                job: input.job(),
-                dispatcher,
-                lineage,
-                exchange,
-            });
-        }
+        self.edges.extend(pending_edges(to, port, inputs));
     }
 
     /// Adds a source with `parallelism` instances, each a clone of `source`.
@@ -443,7 +427,9 @@ impl<D> JobBuilder<D> {
         O::Out::streams::<<O::Time as TimeRequirement>::Out<Tm>>(self.id, node)
     }
 
-    /// Adds a two-input operator reading `left` and `right`.
+    /// Adds a two-input operator reading `left` and `right`: the
+    /// [`Operator`] it is, [`TwoPorts`], with ports `left` and `right`
+    /// (see [`operator_with_ports`](Self::operator_with_ports)).
     pub fn co_operator<C: CoOperator, Tm: StreamTime>(
         &mut self,
         name: &str,
@@ -455,57 +441,11 @@ impl<D> JobBuilder<D> {
     where
         C::Time: Admits<Tm>,
     {
-        let (left, right) = (left.into_inputs(), right.into_inputs());
-        let guarantee = Guarantee::Operator(operator.statefulness());
-        let left_keys: Vec<_> = left.items().iter().map(|(_, x)| x.clone()).collect();
-        let right_keys: Vec<_> = right.items().iter().map(|(_, x)| x.clone()).collect();
-        let root: RootFactory = Box::new(move |env, mut parts, senders| {
-            let out = C::Out::assemble(&mut parts);
-            let mut senders = senders.into_iter();
-            let ports: Vec<Box<dyn ReadPort<TwoPorts<C>>>> = vec![
-                Box::new(Port::new(
-                    left_keys.clone(),
-                    senders.next().unwrap_or_default(),
-                    Either::Left,
-                )),
-                Box::new(Port::new(
-                    right_keys.clone(),
-                    senders.next().unwrap_or_default(),
-                    Either::Right,
-                )),
-            ];
-            let kind = OperatorKind::with_ports(TwoPorts(operator.clone()), ports);
-            Box::new(Instance::new(kind, out, env))
-        });
-        let node = self.add_node(NodeDef {
-            name: name.into(),
-            kind: ComponentKind::Operator,
-            parallelism,
-            ports: vec![
-                PortInfo {
-                    name: "left",
-                    type_name: std::any::type_name::<C::Left>(),
-                    keyed: C::Key::KEYED,
-                },
-                PortInfo {
-                    name: "right",
-                    type_name: std::any::type_name::<C::Right>(),
-                    keyed: C::Key::KEYED,
-                },
-            ],
-            channels: C::Out::channels(),
-            guarantee,
-            factory: NodeFactory::Input { root, fused: None },
-            partitioned_log: None,
-            assigned: None,
-            link: None,
-            staged_locally: None,
-            share: None,
-            may_block: false,
-        });
-        self.connect(node, 0, &left);
-        self.connect(node, 1, &right);
-        C::Out::streams::<<C::Time as TimeRequirement>::Out<Tm>>(self.id, node)
+        let ports = vec![
+            InputPort::new("left", left, Either::Left),
+            InputPort::new("right", right, Either::Right),
+        ];
+        self.operator_with_ports(name, parallelism, TwoPorts(operator), ports)
     }
 
     /// Adds a sink with `parallelism` instances reading `inputs`.
@@ -620,6 +560,36 @@ fn exchange_ends<T: Data>(exchange: streamwork_core::stream::Exchange<T>) -> Exc
             source_node(name, 1, ExchangeSource::<T>::new(name, inner, decode))
         }),
     }
+}
+
+/// The edges of `inputs` into port `port` of node `to`.
+fn pending_edges<T: Data, KK: KeyKind, Tm>(
+    to: NodeId,
+    port: u32,
+    inputs: &Inputs<T, KK, Tm>,
+) -> Vec<PendingEdge> {
+    inputs
+        .items()
+        .iter()
+        .map(|(input, _)| {
+            let (dispatcher, lineage) = edge_factories(input.route().clone());
+            let exchange = input
+                .exchange()
+                .map(|exchange| std::sync::Arc::new(exchange_ends(exchange.clone())));
+            PendingEdge {
+                from: input.node(),
+                channel: input.channel(),
+                to,
+                port,
+                grouping: input.grouping(),
+                flow: input.flow(),
+                job: input.job(),
+                dispatcher,
+                lineage,
+                exchange,
+            }
+        })
+        .collect()
 }
 
 /// An operator component reading one input port, whose edges' records
