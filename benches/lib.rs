@@ -14,7 +14,8 @@
 //! * **W3** keyed tumbling event-time window: 1000 ms windows, count per key per
 //!   window, watermark = time (monotonic); result: (window, key) results and
 //!   the wrapping sum of `(window_start / 1000 + 1) * (key + 1) * count`
-//!   (`W3-K100`: the same with 100 keys).
+//!   (`W3-K100`: the same with 100 keys; `W3-HAND`: W3 written by hand on
+//!   threads with a keyed exchange between them, see [`w3_exchange_job`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +24,9 @@ use std::time::{Duration, Instant};
 use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 
+mod exchange;
 mod state;
+pub use exchange::w3_exchange_job;
 pub use state::{StateKind, state_baseline, state_job, state_key, state_reference};
 
 /// Distinct keys of the keyed workloads, unless a workload says otherwise.

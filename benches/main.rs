@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use streamwork_benches::{
     Outcome, StateKind, best_of, best_of_with_cpu, join_baseline, join_job, peak_rss_bytes,
     state_baseline, state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job,
-    w2_baseline, w2_job, w2_latency, w3_baseline, w3_job,
+    w2_baseline, w2_job, w2_latency, w3_baseline, w3_exchange_job, w3_job,
 };
 
 #[path = "measurement.rs"]
@@ -70,9 +70,15 @@ fn main() -> anyhow::Result<()> {
         "W3" => (|n, p| w3_job(n, p, 10_000), |n| w3_baseline(n, 10_000)),
         "W3-K100" => (|n, p| w3_job(n, p, 100), |n| w3_baseline(n, 100)),
         "W3-K100K" => (|n, p| w3_job(n, p, 100_000), |n| w3_baseline(n, 100_000)),
+        // W3 by hand on P threads with a keyed exchange: what parallelism
+        // costs without a framework.
+        "W3-HAND" => (
+            |n, p| w3_exchange_job(n, p, 10_000),
+            |n| w3_baseline(n, 10_000),
+        ),
         "JOIN" => (join_job, join_baseline),
         other => bail!(
-            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, JOIN, STATE-KEYED, STATE-STORED or STATE-WINDOW"
+            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, W3-HAND, JOIN, STATE-KEYED, STATE-STORED or STATE-WINDOW"
         ),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));

@@ -23,6 +23,9 @@ const WORKLOADS: &[&str] = &[
     "W3",
     "W3-K100",
     "W3-K100K",
+    // W3 by hand on threads with a keyed exchange: what parallelism costs
+    // without a framework (`benches/exchange.rs`).
+    "W3-HAND",
     "JOIN",
     "STATE-KEYED",
     "STATE-STORED",
@@ -35,10 +38,11 @@ fn is_state(workload: &str) -> bool {
     workload.starts_with("STATE-")
 }
 
-/// Whether a build from before closures (W1 written with them) may not
-/// know `workload`: it is not run against another build.
+/// Whether a build from before closures (W1 written with them) or the
+/// hand-written W3 may not know `workload`: it is not run against another
+/// build.
 fn is_recent(workload: &str) -> bool {
-    is_state(workload) || workload.starts_with("W1-")
+    is_state(workload) || workload.starts_with("W1-") || workload == "W3-HAND"
 }
 const PARALLELISM: &[u32] = &[1, 2];
 
