@@ -406,25 +406,17 @@ pub trait CoOperator: Clone + Send + 'static {
         let _ = (watermark, out);
     }
 
-    /// What this instance keeps across records: nothing, state that
-    /// [`snapshot`](Self::snapshot) holds all of, or state its snapshots
-    /// leave out (refused by any job or run that promises more than
-    /// at-most-once). There is no default: stateful-ness is declared, never
-    /// assumed. `#[operator]` declares it from the operator's
-    /// `#[derive(State)]` (or its `stateless` argument).
+    /// What this instance keeps across records, declared, never assumed:
+    /// as [`Operator::statefulness`].
     fn statefulness(&self) -> Statefulness;
 
-    /// This instance's state for a checkpoint (chapter 10), taken between
-    /// two records once the checkpoint's barrier has arrived on its inputs.
-    /// `None` (the default): it keeps no state worth restoring.
+    /// This instance's state for a checkpoint, as [`Operator::snapshot`].
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let _ = ctx;
         Ok(None)
     }
 
-    /// Restores the state a previous run checkpointed, before `open`. At a
-    /// new parallelism, [`Restore::parts`] holds every old instance's state
-    /// to take this instance's keys from.
+    /// Restores checkpointed state before `open`, as [`Operator::restore`].
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
         let _ = restore;
         Ok(())

@@ -47,6 +47,17 @@ pub struct PortInfo {
     pub keyed: bool,
 }
 
+impl PortInfo {
+    /// Port `name` of records of type `T`.
+    pub(crate) fn of<T>(name: &'static str, keyed: bool) -> Self {
+        PortInfo {
+            name,
+            type_name: std::any::type_name::<T>(),
+            keyed,
+        }
+    }
+}
+
 /// What a component can keep of a delivery promise, as it declares it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Guarantee {
@@ -116,6 +127,36 @@ pub struct NodeDef {
 }
 
 impl NodeDef {
+    /// A component of its shape alone: no partitioned log, nothing
+    /// assigned or linked, nothing staged on one machine, not a stage's
+    /// partition, and never waiting outside the job (a caller says
+    /// otherwise with struct update syntax).
+    pub(crate) fn new(
+        name: &str,
+        kind: ComponentKind,
+        parallelism: u32,
+        ports: Vec<PortInfo>,
+        channels: Vec<ChannelInfo>,
+        guarantee: Guarantee,
+        factory: NodeFactory,
+    ) -> Self {
+        NodeDef {
+            name: name.into(),
+            kind,
+            parallelism,
+            ports,
+            channels,
+            guarantee,
+            factory,
+            partitioned_log: None,
+            assigned: None,
+            link: None,
+            share: None,
+            staged_locally: None,
+            may_block: false,
+        }
+    }
+
     /// The component's name.
     pub fn name(&self) -> &str {
         &self.name

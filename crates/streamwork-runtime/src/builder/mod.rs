@@ -523,19 +523,17 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
         Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
     });
     NodeDef {
-        name: name.into(),
-        kind: ComponentKind::Source,
-        parallelism,
-        ports: Vec::new(),
-        channels: S::Out::channels(),
-        guarantee,
-        factory: NodeFactory::Source(factory),
         partitioned_log,
-        assigned: None,
-        link: None,
-        staged_locally: None,
-        share: None,
         may_block,
+        ..NodeDef::new(
+            name,
+            ComponentKind::Source,
+            parallelism,
+            Vec::new(),
+            S::Out::channels(),
+            guarantee,
+            NodeFactory::Source(factory),
+        )
     }
 }
 
@@ -615,28 +613,18 @@ pub(crate) fn operator_node<O: Operator>(
         let instance: Box<dyn Edge<O::In>> = Box::new(Instance::new(kind, out, env));
         Box::new(instance)
     });
-    NodeDef {
-        name: name.into(),
-        kind: ComponentKind::Operator,
+    NodeDef::new(
+        name,
+        ComponentKind::Operator,
         parallelism,
-        ports: vec![PortInfo {
-            name: "in",
-            type_name: std::any::type_name::<O::In>(),
-            keyed: O::Key::KEYED,
-        }],
-        channels: O::Out::channels(),
+        vec![PortInfo::of::<O::In>("in", O::Key::KEYED)],
+        O::Out::channels(),
         guarantee,
-        factory: NodeFactory::Input {
+        NodeFactory::Input {
             root,
             fused: Some(fused),
         },
-        partitioned_log: None,
-        assigned: None,
-        link: None,
-        staged_locally: None,
-        share: None,
-        may_block: false,
-    }
+    )
 }
 
 /// A sink component: `parallelism` clones of `sink`.
@@ -664,25 +652,19 @@ pub(crate) fn sink_node<S: streamwork_core::Sink>(
         Box::new(instance)
     });
     NodeDef {
-        name: name.into(),
-        kind: ComponentKind::Sink,
-        parallelism,
-        ports: vec![PortInfo {
-            name: "in",
-            type_name: std::any::type_name::<S::In>(),
-            keyed: false,
-        }],
-        channels: Vec::new(),
-        guarantee,
-        factory: NodeFactory::Input {
-            root,
-            fused: Some(fused),
-        },
-        partitioned_log: None,
-        assigned: None,
-        link: None,
         staged_locally,
-        share: None,
         may_block,
+        ..NodeDef::new(
+            name,
+            ComponentKind::Sink,
+            parallelism,
+            vec![PortInfo::of::<S::In>("in", false)],
+            Vec::new(),
+            guarantee,
+            NodeFactory::Input {
+                root,
+                fused: Some(fused),
+            },
+        )
     }
 }

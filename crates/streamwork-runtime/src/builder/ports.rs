@@ -67,11 +67,7 @@ impl<O: Operator, Tm: StreamTime> InputPort<O, Tm> {
         let inputs: Inputs<P, O::Key, Tm> = inputs.into_inputs();
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
         InputPort {
-            info: PortInfo {
-                name,
-                type_name: std::any::type_name::<P>(),
-                keyed: O::Key::KEYED,
-            },
+            info: PortInfo::of::<P>(name, O::Key::KEYED),
             edges: Box::new(move |to, port| super::pending_edges(to, port, &inputs)),
             reader: Box::new(move |senders| {
                 Box::new(Port::<P, O, _>::new(extractors.clone(), senders, into))
@@ -117,21 +113,15 @@ impl<D> JobBuilder<D> {
             let kind = OperatorKind::with_ports(operator.clone(), ports);
             Box::new(Instance::new(kind, out, env))
         });
-        let node = self.add_node(NodeDef {
-            name: name.into(),
-            kind: ComponentKind::Operator,
+        let node = self.add_node(NodeDef::new(
+            name,
+            ComponentKind::Operator,
             parallelism,
-            ports: infos,
-            channels: O::Out::channels(),
+            infos,
+            O::Out::channels(),
             guarantee,
-            factory: NodeFactory::Input { root, fused: None },
-            partitioned_log: None,
-            assigned: None,
-            link: None,
-            staged_locally: None,
-            share: None,
-            may_block: false,
-        });
+            NodeFactory::Input { root, fused: None },
+        ));
         for (port, edges) in edges.into_iter().enumerate() {
             self.edges.extend(edges(node, port as u32));
         }
