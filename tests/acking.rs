@@ -277,3 +277,70 @@ fn what_a_fused_operator_emits_when_the_input_ends_completes_on_workers() {
         );
     }
 }
+
+/// A record of either port of the three-port operator below.
+#[derive(Clone, Debug)]
+enum Either3 {
+    Small(u64),
+    Text(String),
+    Pair((u64, u64)),
+}
+
+/// Emits the number each record carries.
+#[derive(Clone)]
+struct Numbers3;
+
+impl Operator for Numbers3 {
+    type In = Either3;
+    type Key = NoKey;
+    type Out = Collector<u64>;
+    type Time = AnyTime;
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Stateless
+    }
+    fn on_record(&mut self, value: Either3, ctx: &mut Context<'_, NoKey, Collector<u64>>) {
+        ctx.emit(match value {
+            Either3::Small(n) => n,
+            Either3::Text(t) => t.parse().unwrap_or(u64::MAX),
+            Either3::Pair((a, b)) => a + b,
+        });
+    }
+}
+
+/// Operators with several input ports (a join, and one with three typed
+/// ports) read batches with their anchors: every tree ends, and each
+/// result comes once.
+#[test]
+fn records_through_operators_with_several_ports_complete_their_trees() {
+    let n = 3_000u64;
+    let (pairs, numbers) = (CollectSink::new(), CollectSink::new());
+    let graph = job! {
+        batch_size 64;
+        source lefts[2] = GeneratorSource::new(|i| i).take(n);
+        source rights = GeneratorSource::new(|i| i * 10).take(n);
+        source texts = GeneratorSource::new(move |i| format!("{}", i + n)).take(n);
+        source duos = GeneratorSource::new(|i| (i, i)).take(n);
+        operator joined[2] = Join::inner().unwindowed()
+            <- left(lefts.key(|k: &u64| *k)), right(rights.key(|v: &u64| *v / 10));
+        sink joined_out = pairs.clone() <- joined;
+        operator merged[2] = Numbers3
+            <- port(lefts.shuffle() => Either3::Small),
+               port(texts.shuffle() => Either3::Text),
+               port(duos => Either3::Pair);
+        sink numbers_out = numbers.clone() <- merged;
+    }
+    .unwrap();
+    run_acked_to_the_end(graph, "several ports");
+    let mut joined: Vec<(u64, u64, u64)> = pairs
+        .values()
+        .into_iter()
+        .map(|r: JoinRow<u64, u64, u64>| (r.key, r.left.unwrap(), r.right.unwrap()))
+        .collect();
+    joined.sort_unstable();
+    assert_eq!(joined, (0..n).map(|k| (k, k, k * 10)).collect::<Vec<_>>());
+    let mut got = numbers.values();
+    got.sort_unstable();
+    let mut want: Vec<u64> = (0..2 * n).chain((0..n).map(|i| 2 * i)).collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+}
