@@ -310,9 +310,9 @@ pub trait Operator: Clone + Send + 'static {
     }
 
     /// Every sender into input port `port` has ended (the others may go
-    /// on): for an operator with several input ports, whose input is one
-    /// of theirs ([`ports`](crate::ports)). An operator with one port
-    /// (port 0) has nothing to do here: [`on_end`](Self::on_end) follows.
+    /// on). Called only for an operator with several input ports, whose
+    /// input is one of theirs ([`ports`](crate::ports)); an operator with
+    /// one input learns of its end through [`on_end`](Self::on_end).
     fn on_input_end(&mut self, port: u32, out: &mut Self::Out) {
         let _ = (port, out);
     }

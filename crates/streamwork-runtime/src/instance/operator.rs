@@ -281,6 +281,10 @@ impl<O: Operator> Receives for OperatorKind<O> {
 
     fn on_port_end(instance: &mut Instance<Self>, port: usize) -> Result<(), Failed> {
         let Instance { kind, out, env, .. } = instance;
+        if kind.ports.is_empty() {
+            // One input: its end is `on_end`'s.
+            return Ok(());
+        }
         env.guard(|| {
             out.set_time(None);
             kind.operator.on_input_end(port as u32, out);
