@@ -49,11 +49,20 @@ fn client(url: &str) -> Client {
 }
 
 /// A name no other run uses, for tables and sink ids.
+/// `name` made unique to this run (a counter of this process, as the clock
+/// alone can give two tests running at once the same reading).
 fn unique(name: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    format!("{name}_{}_{}", std::process::id(), nanos % 1_000_000_000)
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{name}_{}_{}_{n}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    )
 }
 
 fn example() -> PathBuf {

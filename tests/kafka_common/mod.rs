@@ -30,11 +30,19 @@ pub fn brokers() -> Option<String> {
 }
 
 /// `name` made unique to this run: for topics, groups and directories.
+///
+/// The clock alone is not enough: two tests running at once read the same
+/// nanosecond now and then, and then shared their topics (a staged job's
+/// test once read the counts another test's job wrote). A counter of this
+/// process makes every name distinct.
 pub fn unique(name: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    format!("{name}-{}-{nanos}", std::process::id())
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{name}-{}-{nanos}-{n}", std::process::id())
 }
 
 /// Creates `topic` with `partitions` partitions for a job whose parallel
