@@ -380,8 +380,8 @@ fn main() -> anyhow::Result<()> {
     let _page = match &args.job_page {
         Some(address) => {
             let graph = word_count(&args, &totals_topic)?;
-            let stages = graph.stage_plan()?;
-            let plan = graph.plan().with_stages(&stages, &args.group);
+            let stages = streamwork::scaleout::stages::StagePlan::of(&graph)?;
+            let plan = graph.plan().with_stages(stages.rows(&args.group));
             let page = streamwork::web::serve_plan(address, plan)?;
             eprintln!("kafka_word_count: job page at http://{}/", page.address());
             Some(page)

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use streamwork::core::Envelope;
 use streamwork::prelude::*;
-use streamwork::runtime::stages::{ExchangePlan, StagePlan};
+use streamwork::scaleout::stages::{ExchangePlan, StagePlan};
 
 /// An in-memory partitioned log.
 struct Log<T> {
@@ -226,7 +226,7 @@ fn a_job_run_stage_by_stage_gives_the_whole_jobs_results() {
     let log = input(&lines, input_partitions);
     let (counts, totals) = (CollectSink::new(), CollectSink::new());
     let build = || word_totals(LogSource::new(&log), counts.clone(), totals.clone());
-    let plan: StagePlan = build().stage_plan().unwrap();
+    let plan = StagePlan::of(&build()).unwrap();
     let names: Vec<&str> = plan.stages.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["lines", "counted", "totalled"]);
     assert_eq!(plan.stages[0].log.as_deref(), Some("lines"));
@@ -256,9 +256,9 @@ fn a_job_run_stage_by_stage_gives_the_whole_jobs_results() {
     };
     for (index, stage) in plan.stages.iter().enumerate() {
         for partition in 0..stage.partitions.unwrap_or(input_partitions) {
-            let graph = build()
-                .into_stage(
-                    &plan,
+            let graph = plan
+                .stage_job(
+                    build(),
                     index,
                     partition,
                     stage.partitions.unwrap_or(input_partitions),
@@ -300,7 +300,7 @@ fn a_job_run_stage_by_stage_gives_the_whole_jobs_results() {
 }
 
 fn refusal(graph: JobGraph) -> String {
-    graph.stage_plan().unwrap_err().to_string()
+    StagePlan::of(&graph).unwrap_err().to_string()
 }
 
 #[test]
@@ -380,9 +380,8 @@ fn a_stage_that_merges_inputs_and_writes_an_exchange_is_planned() {
         operator again[2] = map(|s: String| s) <- both.key(|s: &String| s.clone());
         sink out = out.clone() <- again;
     }
-    .unwrap()
-    .stage_plan()
     .unwrap();
+    let merged = StagePlan::of(&merged).unwrap();
     let both = merged
         .stages
         .iter()
@@ -398,8 +397,81 @@ fn a_stage_that_merges_inputs_and_writes_an_exchange_is_planned() {
         operator again[2] = map(|s: String| s) <- both.key(|s: &String| s.clone());
         sink out = out.clone() <- again;
     }
-    .unwrap()
-    .stage_plan()
     .unwrap();
+    let rejoined = StagePlan::of(&rejoined).unwrap();
     assert_eq!(rejoined.stages.len(), 3, "{rejoined}");
+}
+
+/// The engine's cut, under the stages: a part whose boundary crosses an
+/// edge that is not keyed is refused by name, and a stage plan given
+/// another job than the one it was made from is refused, not run.
+#[test]
+fn a_part_cut_through_an_edge_that_cannot_leave_the_process_is_refused() {
+    use streamwork::core::NodeId;
+    use streamwork::runtime::cut::{CutError, GraphPart};
+
+    let log = Log::<String>::new("lines", 1);
+    let graph = || {
+        job! {
+            source a = LogSource::new(&log);
+            operator x = map(|s: String| s) <- a;
+            operator y[2] = map(|s: String| s) <- x.key(|s: &String| s.clone());
+            sink out = CollectSink::new() <- y;
+        }
+        .unwrap()
+    };
+    let g = graph();
+    let cut = (0..g.edges().len())
+        .filter(|&e| g.edges()[e].cut_ends().is_some())
+        .map(|e| g.edge_name(e))
+        .collect::<Vec<_>>();
+    assert_eq!(cut, ["y-in"]);
+    // `x` alone: its input from `a` is a forward edge, which cannot be cut.
+    let part = GraphPart {
+        name: "x",
+        nodes: &[NodeId(1)],
+        share: 0,
+        shares: 1,
+        link: None,
+    };
+    let refused = g
+        .into_part(
+            part,
+            |_| Ok::<_, CutError>(LogSource::<Envelope>::new(&Log::new("in", 1))),
+            |_| Ok::<_, CutError>(EnvelopeSink(Log::new("out", 1))),
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        refused
+            .contains("`x` reads `a` through an edge that leaves the part `x` but cannot be cut")
+            && refused.contains("key the edge"),
+        "{refused}"
+    );
+
+    // A plan of this job, given a job of another shape.
+    let plan = StagePlan::of(&graph()).unwrap();
+    let other = job! {
+        source a = LogSource::new(&log);
+        sink out = CollectSink::new() <- a;
+    }
+    .unwrap();
+    let refused = plan
+        .stage_job(
+            other,
+            0,
+            0,
+            1,
+            None,
+            |_| LogSource::<Envelope>::new(&Log::new("in", 1)),
+            |_| EnvelopeSink(Log::new("out", 1)),
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        refused.contains("is not the job the stage plan was made from"),
+        "{refused}"
+    );
 }

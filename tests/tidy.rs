@@ -222,6 +222,40 @@ fn core_names_no_engine_code() {
     );
 }
 
+#[test]
+fn the_engine_names_no_topic_and_plans_no_stages() {
+    // Where a job is cut to run across processes, and what carries the cut
+    // (topics), is scale-out's: the engine only makes a part of a graph.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("crates/streamwork-runtime/src"), &mut files);
+    assert!(files.len() > 10);
+    let forbidden = ["topic", "repartition", "stageplan", "stage_plan", "kafka"];
+    // Hints that name a connector a user can pick are words to the user,
+    // not the engine naming a topic.
+    let allowed = ["`kafkasource`", "`kafkasink::transactional"];
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap().to_lowercase();
+        for (n, line) in text.lines().enumerate() {
+            let mut line = line.to_string();
+            for ok in allowed {
+                line = line.replace(ok, "");
+            }
+            for word in forbidden {
+                if line.contains(word) {
+                    found.push(format!("{}:{}: {word}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the engine names scale-out's words:\n{}",
+        found.join("\n")
+    );
+}
+
 /// A crate's modules, by path from the crate root (`[]` is `lib.rs`), and
 /// the file of each.
 fn modules_of(src: &Path) -> Vec<(Vec<String>, PathBuf)> {

@@ -240,8 +240,8 @@ fn staged_page() -> streamwork::web::WebView {
         sink out = CollectSink::new() <- totalled;
     }
     .unwrap();
-    let stages = graph.stage_plan().unwrap();
-    streamwork::web::serve_plan("127.0.0.1:0", graph.plan().with_stages(&stages, "wc")).unwrap()
+    let stages = streamwork::scaleout::stages::StagePlan::of(&graph).unwrap();
+    streamwork::web::serve_plan("127.0.0.1:0", graph.plan().with_stages(stages.rows("wc"))).unwrap()
 }
 
 #[test]

@@ -53,7 +53,7 @@
 //!   restarting, stopping and watching it.
 //!
 //! What it is not: a scheduler of many jobs, a cluster manager (scale-out
-//! through Kafka is `streamwork-scaleout`), or a place for user-facing traits
+//! across processes is `streamwork-scaleout`), or a place for user-facing traits
 //! (those are in `streamwork-core`).
 
 #![warn(missing_docs)]
@@ -65,6 +65,7 @@ mod channel;
 pub mod checkpoint;
 pub mod combiner;
 mod ctrl_c;
+pub mod cut;
 pub mod dispatch;
 mod error;
 mod failure;
@@ -75,7 +76,6 @@ pub mod metrics;
 mod options;
 mod report;
 mod run;
-pub mod stages;
 mod start;
 mod task;
 mod wiring;
@@ -83,7 +83,7 @@ mod worker;
 
 pub use builder::{
     ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, InputPort, JobBuilder,
-    JobConfig, JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo,
+    JobConfig, JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo, StageRow,
 };
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery, RescaledFrom};
 pub use ctrl_c::raise_on_ctrl_c;

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
+use crate::stages::StageError;
 use rdkafka::error::KafkaError;
 use streamwork_core::ConnectorError;
-use streamwork_runtime::stages::StageError;
 use streamwork_runtime::{GraphError, JobError};
 use streamwork_state::StateError;
 

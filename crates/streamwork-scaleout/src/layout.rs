@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use streamwork_runtime::stages::StagePlan;
+use crate::stages::StagePlan;
 
 /// The name of the layout object at the root of the group's checkpoints.
 pub(crate) const LAYOUT: &str = "LAYOUT";

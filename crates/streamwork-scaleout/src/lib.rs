@@ -10,7 +10,10 @@
 //!   `run_job` it runs a whole `job!` as **stages**: cut at its keyed
 //!   exchanges, each exchange carried by a topic the runner creates, each
 //!   partition of a stage a job; records a restarted stage writes again
-//!   are dropped by the next (see `streamwork::runtime::stages`);
+//!   are dropped by the next (see `stages`);
+//! * [`stages`]: how a job is cut into stages at its keyed exchanges, and
+//!   the job of one partition of a stage (through the engine's
+//!   `JobGraph::into_part`); no Kafka needed;
 //! * `exchange`: the sink and source of an exchange's topic;
 //! * `purge`: deleting the exchange records every reader is past;
 //! * `lease`: the file in a partition's checkpoint directory that names the
@@ -25,11 +28,11 @@
 //!   the runner then aborts its job of the partition.
 //!
 //! What it is not: the Kafka source and sinks (those are connectors, in
-//! `streamwork-connectors`), how a job is cut into stages (the engine,
-//! `streamwork-runtime`), or a cluster manager (the consumer group is). It
-//! sits above the engine and the connectors. Without the `kafka` feature it
-//! holds nothing: the runner needs librdkafka, built from source with
-//! cmake.
+//! `streamwork-connectors`), how a part of a job graph is made into a job
+//! of its own (the engine, `streamwork-runtime`'s `cut`), or a cluster
+//! manager (the consumer group is). It sits above the engine and the
+//! connectors. Without the `kafka` feature it holds only `stages`: the
+//! runner needs librdkafka, built from source with cmake.
 //!
 //! ```no_run
 //! # #[cfg(feature = "kafka")]
@@ -79,6 +82,7 @@ mod leased;
 mod purge;
 #[cfg(feature = "kafka")]
 mod rescale;
+pub mod stages;
 #[cfg(feature = "kafka")]
 mod store_lease;
 

@@ -32,9 +32,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::stages::StagePlan;
 use streamwork_core::checkpoint::RestoredPart;
 use streamwork_core::{InstanceContext, InstanceIdx, Sink};
-use streamwork_runtime::stages::StagePlan;
 use streamwork_state::{
     Checkpoint, CheckpointStore, DirectoryStore, Mirror, StateError, load_latest, operator_id,
 };

@@ -112,8 +112,8 @@ pub fn serve(address: &str, plan: JobPlan, metrics: LiveMetrics) -> Result<WebVi
 ///
 /// ```no_run
 /// # fn page(graph: streamwork::runtime::JobGraph) -> Result<(), Box<dyn std::error::Error>> {
-/// let stages = graph.stage_plan()?;
-/// let page = streamwork::web::serve_plan("127.0.0.1:7000", graph.plan().with_stages(&stages, "wc"))?;
+/// let stages = streamwork::scaleout::stages::StagePlan::of(&graph)?;
+/// let page = streamwork::web::serve_plan("127.0.0.1:7000", graph.plan().with_stages(stages.rows("wc")))?;
 /// println!("job page at http://{}/", page.address());
 /// # Ok(())
 /// # }

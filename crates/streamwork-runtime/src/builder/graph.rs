@@ -13,7 +13,7 @@ use streamwork_core::grouping::{GroupingKind, KeyGroups};
 use streamwork_core::outputs::ChannelInfo;
 
 use super::factory::{DispatcherFactory, EdgeWiring, LineageFactory, NodeFactory};
-use crate::stages::ends::EnvelopeSource;
+use crate::cut::ends::EnvelopeSource;
 
 /// What kind of component a node is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -113,9 +113,9 @@ pub struct NodeDef {
     pub(crate) assigned: Option<std::sync::Arc<[i32]>>,
     /// What the runner gives a source it assigned partitions to.
     pub(crate) link: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
-    /// For a job that is one partition of a stage (`into_stage`): the
-    /// partition and the stage's partitions, which its instance is told as
-    /// its index and parallelism (its key groups, its part of checkpoints).
+    /// For a job that is one part of a graph (`into_part`): its share and
+    /// the shares, which its instance is told as its index and parallelism
+    /// (its key groups, its part of checkpoints).
     pub(crate) share: Option<(u32, u32)>,
     /// Where a sink keeps what it staged, if on one machine
     /// ([`Sink::stages_locally`](streamwork_core::Sink::stages_locally)).
@@ -334,7 +334,7 @@ type EncodeMaker = Box<dyn Fn(&str, u32) -> NodeDef + Send + Sync>;
 /// Makes the decoding source of an exchange: its name, what reads it.
 type DecodeMaker = Box<dyn Fn(&str, Box<dyn EnvelopeSource>) -> NodeDef + Send + Sync>;
 
-/// How to make the ends of one keyed edge cut between stages, for its
+/// How to make the ends of one keyed edge cut between parts, for its
 /// record type (made where `key_by` knew the type, by the builder's
 /// `exchange_ends`).
 pub(crate) struct ExchangeEnds {

@@ -72,9 +72,9 @@ use self::factory::{
 };
 use crate::acking::RootedLineage;
 use crate::combiner::Combiner;
+use crate::cut::ends::{EncodeExchange, ExchangeSource};
 use crate::dispatch::ChannelDispatcher;
 use crate::instance::{Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind};
-use crate::stages::ends::{EncodeExchange, ExchangeSource};
 
 /// An edge as added, before the graph is checked.
 pub(crate) struct PendingEdge {
@@ -537,7 +537,7 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
     }
 }
 
-/// The ends of a keyed edge cut between stages: the operator that encodes
+/// The ends of a keyed edge cut between parts of a graph: the operator that encodes
 /// its records and the source that decodes them.
 fn exchange_ends<T: Data>(exchange: streamwork_core::stream::Exchange<T>) -> ExchangeEnds {
     let watermarked = exchange.watermarked;

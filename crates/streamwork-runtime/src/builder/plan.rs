@@ -37,19 +37,20 @@ pub struct EdgePlan {
     pub grouping: GroupingKind,
 }
 
-/// One stage of a job run as stages (see [`JobPlan::with_stages`]).
+/// One stage of a job run as stages across processes, as a runner cut it
+/// (see [`JobPlan::with_stages`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StageRow {
     /// The stage's name.
     pub name: String,
     /// Its components.
     pub components: Vec<String>,
-    /// The topics it reads: its source's, or its exchanges'.
+    /// The logs it reads: its source's, or those of the exchanges into it.
     pub reads: Vec<String>,
-    /// The exchange topics it writes.
+    /// The logs of the exchanges it writes.
     pub writes: Vec<String>,
     /// Its partitions: one job each, given to one process of the group
-    /// (`None`: those of its source's topic).
+    /// (`None`: those of its source's log).
     pub partitions: Option<u32>,
 }
 
@@ -62,7 +63,7 @@ pub struct JobPlan {
     pub components: Vec<ComponentPlan>,
     /// Edges.
     pub edges: Vec<EdgePlan>,
-    /// Its stages and their topics, when it runs as stages.
+    /// Its stages and their logs, when it runs as stages.
     pub stages: Vec<StageRow>,
 }
 
@@ -110,33 +111,11 @@ impl JobPlan {
         }
     }
 
-    /// The same plan, with the stages of `stages` (the job's
-    /// [`stage_plan`](JobGraph::stage_plan)) and their topics, named under
-    /// `prefix` (the consumer group): what the job page shows of a job run
-    /// across processes.
-    pub fn with_stages(mut self, stages: &crate::stages::StagePlan, prefix: &str) -> Self {
-        self.stages = stages
-            .stages
-            .iter()
-            .map(|stage| StageRow {
-                name: stage.name.clone(),
-                components: stage.components.clone(),
-                reads: match &stage.log {
-                    Some(log) => vec![log.clone()],
-                    None => stage
-                        .inputs
-                        .iter()
-                        .map(|&x| stages.exchanges[x].log_name(prefix))
-                        .collect(),
-                },
-                writes: stage
-                    .outputs
-                    .iter()
-                    .map(|&x| stages.exchanges[x].log_name(prefix))
-                    .collect(),
-                partitions: stage.partitions,
-            })
-            .collect();
+    /// The same plan, with the stages a runner cut the job into, to be
+    /// shown beside it (the `rows` of scale-out's plan of stages):
+    /// what the job page shows of a job run across processes.
+    pub fn with_stages(mut self, stages: Vec<StageRow>) -> Self {
+        self.stages = stages;
         self
     }
 

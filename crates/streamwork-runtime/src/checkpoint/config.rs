@@ -48,7 +48,7 @@ pub struct RescaledFrom {
     /// by old partition.
     pub dirs: Vec<PathBuf>,
     /// Components offered no state (they start anew: the stage's exchange
-    /// ends, whose topics the runner moved).
+    /// ends, whose logs the runner moved).
     pub fresh: Vec<String>,
 }
 

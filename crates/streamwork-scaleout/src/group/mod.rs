@@ -7,7 +7,7 @@
 //! assigns it, runs a job: with [`run_job`](GroupRunner::run_job), one
 //! stage's partition of a whole job (the job is cut at its keyed
 //! exchanges, each carried by a topic the runner creates; see
-//! `streamwork::runtime::stages`), checkpointed in
+//! `streamwork::scaleout::stages`), checkpointed in
 //! `CHECKPOINT_DIR/STAGE/PARTITION`; with [`run`](GroupRunner::run), a job
 //! the user builds from a [`PartitionTask`], checkpointed in
 //! `CHECKPOINT_DIR/TOPIC/PARTITION`. With a
@@ -56,13 +56,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::stages::{ExchangePlan, StageError, StagePlan};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{
     BusySpan, EndProbe, RecordPurger, cluster_replication, create_replicated_topic, partition_count,
 };
-use streamwork_runtime::stages::{ExchangePlan, StageError};
 use streamwork_runtime::{GraphError, JobGraph};
 
 use crate::exchange::{ExchangeSink, ExchangeSource, mark_partitions};
@@ -121,7 +121,7 @@ impl GroupRunner {
 
     /// Runs `job` as stages across the processes of the group (see the
     /// [crate docs](crate)): the job is cut at its keyed exchanges
-    /// ([`JobGraph::stage_plan`]); each exchange is carried by a topic the
+    /// ([`StagePlan::of`]); each exchange is carried by a topic the
     /// runner names `GROUP-COMPONENT-PORT-repartition` and creates, with as
     /// many partitions as the parallelism of the component it enters; each
     /// partition of a stage's input is a job of its own, given to one
@@ -144,7 +144,7 @@ impl GroupRunner {
     ) -> Result<GroupReport, GroupError> {
         let planned = job().map_err(GroupError::Plan)?;
         GroupRunner::refuse_local_staging(self.store.is_some(), &planned)?;
-        let plan = planned.stage_plan()?;
+        let plan = StagePlan::of(&planned)?;
         tracing::info!("kafka group `{}`: {plan}", self.group);
         let mut source_partitions = Vec::with_capacity(plan.stages.len());
         for stage in &plan.stages {
@@ -242,8 +242,8 @@ impl GroupRunner {
                     .unwrap_or(0);
                 &layout.exchanges[index]
             };
-            Ok(graph.into_stage(
-                &plan,
+            Ok(plan.stage_job(
+                graph,
                 stage,
                 partition as u32,
                 this.partitions,

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use streamwork_runtime::stages::StagePlan;
+use crate::stages::StagePlan;
 
 /// What a runner did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

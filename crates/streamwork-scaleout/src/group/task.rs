@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::stages::StagePlan;
 use streamwork_connectors::kafka::{KafkaSource, SourceProgress};
 use streamwork_runtime::JobGraph;
-use streamwork_runtime::stages::StagePlan;
 
 use crate::error::GroupError;
 use crate::layout::Layout;

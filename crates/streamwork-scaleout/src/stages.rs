@@ -1,43 +1,64 @@
-//! A job as stages: the parts of its graph between keyed exchanges, for a
-//! runner that runs each part as its own job per partition, in several
-//! processes, with each keyed exchange carried by a partitioned log (see
-//! `streamwork::scaleout`, the model of Kafka Streams' sub-topologies).
+//! A job as stages: the parts of its graph between keyed exchanges, each
+//! run as its own job per partition, in several processes, with each keyed
+//! exchange carried by a partitioned log (the model of Kafka Streams'
+//! sub-topologies).
 //!
-//! [`JobGraph::stage_plan`] cuts the graph at every keyed edge
-//! (`.key_by(...)`); what stays connected is a stage. A stage reads either
-//! one source of a partitioned log (a Kafka topic) or the exchanges that
-//! enter it; each exchange has as many partitions as the parallelism of
-//! the component it enters. [`JobGraph::into_stage`] makes the job of one
-//! partition of one stage: the stage's components, each at parallelism 1,
-//! the source told its partition, each exchange leaving the stage ending
-//! in an operator that encodes its records and the runner's sink, each
-//! exchange entering it starting at the runner's source.
+//! [`StagePlan::of`] cuts the graph at every keyed edge (`.key_by(...)`);
+//! what stays connected is a stage. A stage reads either one source of a
+//! partitioned log (a Kafka topic) or the exchanges that enter it; each
+//! exchange has as many partitions as the parallelism of the component it
+//! enters. [`StagePlan::stage_job`] makes the job of one partition of one
+//! stage through the engine's [`JobGraph::into_part`]: the stage's
+//! components, each at parallelism 1, the source told its partition, each
+//! exchange leaving the stage ending in an operator that encodes its
+//! records and the runner's sink, each exchange entering it starting at the
+//! runner's source.
 //!
 //! The runner's sink must publish what a stage writes only once the
 //! checkpoint that covers it is complete, and the same records again after
 //! a restore from it (write-ahead): then what the next stage reads is what
 //! the restored stage had written, whatever a replay computes, and
-//! operators need not be deterministic. `streamwork::scaleout`'s does.
+//! operators need not be deterministic. The group runner's does.
 //!
 //! What cannot run as stages is refused by name, with the fix: a global,
 //! broadcast or custom grouping (across processes they would reach one
 //! partition's instance only), an event-time exchange (watermarks do not
 //! cross processes yet), and a stage that reads two sources.
-
-pub(crate) mod ends;
+//!
+//! ```
+//! use streamwork::prelude::*;
+//! use streamwork::connectors::CollectSink;
+//! use streamwork::scaleout::stages::StagePlan;
+//!
+//! #[derive(Clone)]
+//! struct Topic;
+//! impl Source for Topic {
+//!     type Out = Collector<String>;
+//!     fn partitioned_log(&self) -> Option<String> { Some("words".into()) }
+//!     fn poll(&mut self, _: &mut Collector<String>) -> Result<SourcePoll, ConnectorError> {
+//!         Ok(SourcePoll::Finished)
+//!     }
+//! }
+//!
+//! let graph = job! {
+//!     source words = Topic;
+//!     operator sizes[2] = map(|w: String| w.len() as u64) <- words.key(|w: &String| w.clone());
+//!     sink out = CollectSink::new() <- sizes;
+//! }?;
+//! let plan = StagePlan::of(&graph)?;
+//! assert_eq!(plan.stages.len(), 2);
+//! assert_eq!(plan.exchanges[0].log_name("wc"), "wc-sizes-in-repartition");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
 use streamwork_core::grouping::GroupingKind;
-use streamwork_core::stream::Stream;
-use streamwork_core::{Collector, Envelope, JobId, KeyGroups, NodeId, Sink, Source};
-
-pub use self::ends::EnvelopeSource;
-use crate::builder::{
-    ComponentKind, EdgeDef, Guarantee, JobGraph, NodeDef, edge_factories, sink_node,
-};
+use streamwork_core::{Collector, Envelope, KeyGroups, NodeId, Sink, Source};
+use streamwork_runtime::cut::{CutError, GraphPart};
+use streamwork_runtime::{ComponentKind, JobGraph, NodeDef, StageRow};
 
 /// Why a job cannot run as stages.
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
@@ -202,18 +223,18 @@ impl Components {
     }
 }
 
-impl JobGraph {
-    /// The job cut into stages at its keyed exchanges (see the [module
+impl StagePlan {
+    /// Job `graph` cut into stages at its keyed exchanges (see the [module
     /// docs](self)), or why it cannot be.
-    pub fn stage_plan(&self) -> Result<StagePlan, StageError> {
-        let nodes = self.nodes();
+    pub fn of(graph: &JobGraph) -> Result<StagePlan, StageError> {
+        let nodes = graph.nodes();
         let mut components = Components((0..nodes.len()).collect());
         let mut cut = Vec::new();
-        for (index, edge) in self.edges().iter().enumerate() {
+        for (index, edge) in graph.edges().iter().enumerate() {
             let to = nodes[edge.to().index()].name();
             match edge.grouping() {
                 GroupingKind::Key => {
-                    let Some(ends) = &edge.exchange else {
+                    let Some(ends) = edge.cut_ends() else {
                         return Err(refuse(
                             to,
                             "reads a keyed grouping chosen at run time (`grouped`), which cannot cross processes",
@@ -283,7 +304,7 @@ impl JobGraph {
         }
         let mut exchanges = Vec::new();
         for &index in &cut {
-            let edge = &self.edges()[index];
+            let edge = &graph.edges()[index];
             let (from, to) = (nodes[edge.from().index()].name(), &nodes[edge.to().index()]);
             let (from_stage, to_stage) =
                 (stage_of[edge.from().index()], stage_of[edge.to().index()]);
@@ -296,13 +317,12 @@ impl JobGraph {
                     "key every path between the two, or none",
                 ));
             }
-            let port = to.ports()[edge.port() as usize].name;
-            let ends = edge.exchange.as_ref().map(|e| e.type_name).unwrap_or("?");
+            let record_type = edge.cut_ends().map(|e| e.record_type).unwrap_or("?");
             exchanges.push(ExchangePlan {
-                name: format!("{}-{port}", to.name()),
+                name: graph.edge_name(index),
                 from: from.to_string(),
                 to: to.name().to_string(),
-                record_type: ends,
+                record_type,
                 partitions: to.parallelism(),
                 from_stage,
                 to_stage,
@@ -419,20 +439,21 @@ impl JobGraph {
         let mut slots: Vec<Option<Stage>> = stages.into_iter().map(Some).collect();
         let stages = order.iter().filter_map(|&s| slots[s].take()).collect();
         Ok(StagePlan {
-            job: self.name().to_string(),
+            job: graph.name().to_string(),
             stages,
             exchanges,
-            key_groups: self.config().key_groups,
+            key_groups: graph.config().key_groups,
         })
     }
 
-    /// The job of partition `partition` of the `partitions` of stage `stage`
-    /// of `plan` (made from this graph by [`stage_plan`](Self::stage_plan)):
-    /// the stage's components at parallelism 1, each instance told it is
-    /// instance `partition` of `partitions` (its key groups and its part of
-    /// checkpoints are that instance's of the whole job, so that a stage
-    /// restored at another partition count takes its keys' state by key
-    /// group), its source told to read partition `partition`, each exchange it writes numbered by writer `partition`
+    /// The job of partition `partition` of the `partitions` of stage
+    /// `stage` of this plan, made from `graph`, the job the plan was made
+    /// from ([`of`](Self::of)): the stage's components at parallelism 1,
+    /// each instance told it is instance `partition` of `partitions` (its
+    /// key groups and its part of checkpoints are that instance's of the
+    /// whole job, so that a stage restored at another partition count takes
+    /// its keys' state by key group), its source told to read partition
+    /// `partition`, each exchange it writes numbered by writer `partition`
     /// into the sink `output` makes for it, each exchange it reads from the
     /// source `input` makes for it. The source is given `link` (see
     /// [`InstanceContext::runner_link`](streamwork_core::InstanceContext::runner_link)).
@@ -440,11 +461,11 @@ impl JobGraph {
     /// The exchange sinks count as exactly-once: they must publish only
     /// what completed checkpoints cover, and publish it again after a
     /// restore, numbered so that the reading stage's source drops what it
-    /// already read ([`EnvelopeSource`]s must).
+    /// already read ([`EnvelopeSource`](streamwork_runtime::cut::EnvelopeSource)s must).
     #[allow(clippy::too_many_arguments)]
-    pub fn into_stage<I, O>(
-        self,
-        plan: &StagePlan,
+    pub fn stage_job<I, O>(
+        &self,
+        graph: JobGraph,
         stage: usize,
         partition: u32,
         partitions: u32,
@@ -456,116 +477,90 @@ impl JobGraph {
         I: Source<Out = Collector<Envelope>>,
         O: Sink<In = Envelope>,
     {
-        let Some(this) = plan.stages.get(stage) else {
+        let Some(this) = self.stages.get(stage) else {
             return Err(refuse(
-                &plan.job,
-                format!("has {} stages, not stage {stage}", plan.stages.len()),
+                &self.job,
+                format!("has {} stages, not stage {stage}", self.stages.len()),
                 "ask for a stage of the plan",
             ));
         };
-        let JobGraph {
-            name,
-            nodes,
-            edges,
-            config,
-        } = self;
-        if nodes.len() != plan.stages.iter().map(|s| s.nodes.len()).sum::<usize>() {
+        if graph.nodes().len() != self.stages.iter().map(|s| s.nodes.len()).sum::<usize>() {
             return Err(refuse(
-                &name,
+                graph.name(),
                 "is not the job the stage plan was made from",
                 "make the plan from the same job",
             ));
         }
-        let mut index = vec![None; nodes.len()];
-        let mut kept = Vec::new();
-        for (old, mut node) in nodes.into_iter().enumerate() {
-            if this.nodes.contains(&NodeId(old as u32)) {
-                node.parallelism = 1;
-                if node.kind == ComponentKind::Source {
-                    node.assigned = Some(Arc::from([partition as i32]));
-                    node.link = link.clone();
-                }
-                index[old] = Some(NodeId(kept.len() as u32));
-                kept.push(node);
-            }
+        let exchange_of = |edge: usize| {
+            self.exchanges
+                .iter()
+                .find(|x| x.edge == edge)
+                .ok_or_else(|| {
+                    CutError::from(refuse(
+                        &this.name,
+                        format!("is cut at edge {edge}, which is no exchange of the plan"),
+                        "make the plan from the same job",
+                    ))
+                })
+        };
+        let part = GraphPart {
+            name: &this.name,
+            nodes: &this.nodes,
+            share: partition,
+            shares: partitions,
+            link,
+        };
+        Ok(graph.into_part(
+            part,
+            |edge| exchange_of(edge).map(&mut input),
+            |edge| exchange_of(edge).map(&mut output),
+        )?)
+    }
+
+    /// The stages as the job page shows them, with the logs of their
+    /// exchanges named under `prefix` (the consumer group): for
+    /// [`JobPlan::with_stages`](streamwork_runtime::JobPlan::with_stages).
+    pub fn rows(&self, prefix: &str) -> Vec<StageRow> {
+        self.stages
+            .iter()
+            .map(|stage| StageRow {
+                name: stage.name.clone(),
+                components: stage.components.clone(),
+                reads: match &stage.log {
+                    Some(log) => vec![log.clone()],
+                    None => stage
+                        .inputs
+                        .iter()
+                        .map(|&x| self.exchanges[x].log_name(prefix))
+                        .collect(),
+                },
+                writes: stage
+                    .outputs
+                    .iter()
+                    .map(|&x| self.exchanges[x].log_name(prefix))
+                    .collect(),
+                partitions: stage.partitions,
+            })
+            .collect()
+    }
+}
+
+impl From<StageError> for CutError {
+    fn from(error: StageError) -> Self {
+        CutError {
+            component: error.component,
+            problem: error.problem,
+            fix: error.fix,
         }
-        let mut new_edges = Vec::new();
-        for (old, edge) in edges.into_iter().enumerate() {
-            let exchange = plan.exchanges.iter().find(|x| x.edge == old);
-            let (from, to) = (index[edge.from.index()], index[edge.to.index()]);
-            match (exchange, from, to) {
-                (None, Some(from), Some(to)) => new_edges.push(EdgeDef { from, to, ..edge }),
-                (Some(x), Some(from), None) => {
-                    let ends = edge.exchange.clone().ok_or_else(|| {
-                        refuse(
-                            &x.to,
-                            "lost its exchange",
-                            "make the plan from the same job",
-                        )
-                    })?;
-                    let encode = NodeId(kept.len() as u32);
-                    kept.push(ends.encode_node(&format!("{}:encode", x.name), partition));
-                    let write = NodeId(kept.len() as u32);
-                    let mut sink = sink_node(&format!("{}:write", x.name), 1, output(x));
-                    // Written ahead, deduplicated by the reader (see above).
-                    sink.guarantee = Guarantee::Sink { exactly_once: true };
-                    kept.push(sink);
-                    new_edges.push(EdgeDef {
-                        from,
-                        to: encode,
-                        port: 0,
-                        grouping: GroupingKind::Forward,
-                        ..edge
-                    });
-                    let route = Stream::<Envelope>::__new(JobId(0), encode, 0)
-                        .forward()
-                        .route()
-                        .clone();
-                    let (dispatcher, lineage) = edge_factories(route);
-                    new_edges.push(EdgeDef {
-                        from: encode,
-                        channel: 0,
-                        to: write,
-                        port: 0,
-                        grouping: GroupingKind::Forward,
-                        flow: Default::default(),
-                        dispatcher,
-                        lineage,
-                        exchange: None,
-                    });
-                }
-                (Some(x), None, Some(to)) => {
-                    let ends = edge.exchange.clone().ok_or_else(|| {
-                        refuse(
-                            &x.to,
-                            "lost its exchange",
-                            "make the plan from the same job",
-                        )
-                    })?;
-                    let read = NodeId(kept.len() as u32);
-                    let mut node =
-                        ends.decode_node(&format!("{}:read", x.name), Box::new(input(x)));
-                    node.assigned = Some(Arc::from([partition as i32]));
-                    kept.push(node);
-                    new_edges.push(EdgeDef {
-                        from: read,
-                        channel: 0,
-                        to,
-                        ..edge
-                    });
-                }
-                _ => {}
-            }
+    }
+}
+
+impl From<CutError> for StageError {
+    fn from(error: CutError) -> Self {
+        StageError {
+            component: error.component,
+            problem: error.problem,
+            fix: error.fix,
         }
-        let share = Some((partition, partitions.max(partition + 1)));
-        for node in &mut kept {
-            node.share = share;
-        }
-        Ok(JobGraph {
-            name: format!("{name}/{}", this.name),
-            nodes: kept,
-            edges: new_edges,
-            config,
-        })
     }
 }

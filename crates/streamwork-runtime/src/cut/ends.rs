@@ -1,6 +1,6 @@
-//! The two ends of a keyed exchange cut between stages, typed by the
-//! exchange's records: made where `key_by` knew the type, used by
-//! [`JobGraph::into_stage`](crate::JobGraph::into_stage) where only the
+//! The two ends of a keyed edge cut between parts of a graph, typed by the
+//! edge's records: made where `key_by` knew the type, used by
+//! [`JobGraph::into_part`](crate::JobGraph::into_part) where only the
 //! graph is known.
 //!
 //! * [`EncodeExchange`] encodes each record into an [`Envelope`] (its
