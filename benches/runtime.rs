@@ -20,7 +20,7 @@ use streamwork::core::hash::{FastHashMap, stable_hash};
 use streamwork::core::{Disconnected, Edge};
 use streamwork::prelude::*;
 use streamwork::runtime::dispatch::ChannelDispatcher;
-use streamwork::runtime::message::{ChannelSender, Envelope, Payload, SenderIdx};
+use streamwork::runtime::message::{ChannelSender, Message, Payload, SenderIdx};
 use streamwork_benches::{
     KEYS, key, keyed_window_job, w1_baseline, w1_job, w2_baseline, w2_job, w2_job_with_batch,
 };
@@ -114,7 +114,7 @@ fn channel_and_fusion(c: &mut Criterion) {
 struct CountingSender(u64);
 
 impl ChannelSender for CountingSender {
-    fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+    fn send(&mut self, envelope: Message) -> Result<(), Disconnected> {
         if let Payload::Batch(batch) = envelope.payload {
             self.0 += batch
                 .downcast::<Vec<Record<(u64, u64)>>>()

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use streamwork::core::Envelope;
 use streamwork::prelude::*;
+use streamwork::runtime::cut::Envelope;
 use streamwork::scaleout::stages::{ExchangePlan, StagePlan};
 
 /// An in-memory partitioned log.

@@ -81,7 +81,7 @@ pub use outputs::{
     AllChannelsHandled, Channel, ChannelHandled, ChannelInfo, Handled, Outputs, Unconnected,
     all_channels_handled,
 };
-pub use portable::{Envelope, Portable};
+pub use portable::Portable;
 pub use record::{Data, Record};
 pub use state::{CurrentKey, Key, KeyedState};
 pub use stream::{Input, IntoInputs, KeyedStream, Stream};

@@ -8,10 +8,6 @@
 //! Timely Dataflow asks `ExchangeData` of what it exchanges). In one
 //! process nothing is encoded: records move between threads as values.
 //!
-//! [`Envelope`] is a record on its way between stages: its key's stable
-//! hash (which partition it goes to), its writer and sequence number (for
-//! dropping what a replay writes again), and its bytes.
-//!
 //! [`Stream::key_by`]: crate::Stream::key_by
 
 use serde::Serialize;
@@ -59,23 +55,6 @@ impl<T: Data + Serialize + DeserializeOwned> Portable for T {
             )))
         }
     }
-}
-
-/// A record between two stages of a job: what the upstream stage writes to
-/// the exchange's partitioned log, and what the downstream stage reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Envelope {
-    /// The stable hash of the record's key: records of one key go to one
-    /// partition.
-    pub key_hash: u64,
-    /// The writing task (the upstream stage's partition).
-    pub writer: u32,
-    /// The writer's sequence number of this record: 1, 2, 3, ... across
-    /// the writer's checkpoints, so that a replay writes the same numbers
-    /// again and the reader drops them.
-    pub seq: u64,
-    /// The encoded record ([`Portable`]).
-    pub payload: Vec<u8>,
 }
 
 #[cfg(test)]

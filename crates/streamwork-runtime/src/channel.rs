@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySen
 use streamwork_core::control::Disconnected;
 use streamwork_core::flow::Overflow;
 
-use crate::message::{ChannelSender, Envelope, Payload};
+use crate::message::{ChannelSender, Message, Payload};
 use crate::metrics::TaskTimes;
 
 /// How often a blocked sender or receiver looks at the abort flag.
@@ -20,13 +20,13 @@ pub(crate) const ABORT_POLL: Duration = Duration::from_millis(50);
 /// policy, drops records (counted); a job abort unblocks it with
 /// [`Disconnected`].
 pub(crate) struct PortSender {
-    sender: Sender<Envelope>,
+    sender: Sender<Message>,
     abort: Arc<AtomicBool>,
     times: Arc<TaskTimes>,
     overflow: Overflow,
     dropped: Arc<AtomicU64>,
     /// The receiving end, for dropping the oldest queued batch.
-    oldest: Option<Receiver<Envelope>>,
+    oldest: Option<Receiver<Message>>,
     /// On workers: the channel is unbounded and this is its capacity, which
     /// the worker enforces by holding the sending task back between steps.
     soft_capacity: Option<usize>,
@@ -34,12 +34,12 @@ pub(crate) struct PortSender {
 
 impl PortSender {
     pub(crate) fn new(
-        sender: Sender<Envelope>,
+        sender: Sender<Message>,
         abort: Arc<AtomicBool>,
         times: Arc<TaskTimes>,
         overflow: Overflow,
         dropped: Arc<AtomicU64>,
-        oldest: Option<Receiver<Envelope>>,
+        oldest: Option<Receiver<Message>>,
     ) -> Self {
         PortSender {
             sender,
@@ -63,7 +63,7 @@ impl PortSender {
     }
 
     /// A send into the unbounded channel of a task run on a worker.
-    fn send_soft(&mut self, envelope: Envelope, capacity: usize) -> Result<(), Disconnected> {
+    fn send_soft(&mut self, envelope: Message, capacity: usize) -> Result<(), Disconnected> {
         let over = matches!(envelope.payload, Payload::Batch(_)) && self.sender.len() >= capacity;
         let mut controls = Vec::new();
         match self.overflow {
@@ -93,11 +93,11 @@ impl PortSender {
     /// control message set aside in `controls`. Returns whether there was one.
     fn take_oldest(
         &mut self,
-        oldest: &Receiver<Envelope>,
-        controls: &mut Vec<Envelope>,
+        oldest: &Receiver<Message>,
+        controls: &mut Vec<Message>,
     ) -> Result<bool, Disconnected> {
         match oldest.try_recv() {
-            Ok(Envelope {
+            Ok(Message {
                 payload: Payload::Batch(_),
                 records,
                 ..
@@ -115,7 +115,7 @@ impl PortSender {
     }
 
     /// Blocks until `envelope` is sent (or the job aborts).
-    fn block(&mut self, mut envelope: Envelope) -> Result<(), Disconnected> {
+    fn block(&mut self, mut envelope: Message) -> Result<(), Disconnected> {
         let started = Instant::now();
         let result = loop {
             if self.abort.load(Ordering::Relaxed) {
@@ -134,7 +134,7 @@ impl PortSender {
     /// Makes room by dropping queued batches, oldest first; control messages
     /// taken out on the way are sent again after `envelope` (a watermark that
     /// arrives later is still correct).
-    fn drop_oldest(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+    fn drop_oldest(&mut self, envelope: Message) -> Result<(), Disconnected> {
         let Some(oldest) = self.oldest.clone() else {
             return self.block(envelope);
         };
@@ -159,7 +159,7 @@ impl PortSender {
 }
 
 impl ChannelSender for PortSender {
-    fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+    fn send(&mut self, envelope: Message) -> Result<(), Disconnected> {
         if let Some(capacity) = self.soft_capacity {
             return self.send_soft(envelope, capacity);
         }

@@ -16,7 +16,7 @@ use streamwork_core::time::Timestamp;
 
 use crate::acking::{self, Anchor, AnchoredBatch};
 use crate::batch::Returns;
-use crate::message::{ChannelSender, Envelope, Payload, SenderIdx};
+use crate::message::{ChannelSender, Message, Payload, SenderIdx};
 
 /// The dispatcher of a channel edge: routes records into per-target batches and
 /// sends full batches through the engine's channels.
@@ -115,7 +115,7 @@ impl<T: Data> ChannelDispatcher<T> {
             None => self.returns.payload(batch),
         };
         if records > 0 {
-            sender.send(Envelope {
+            sender.send(Message {
                 from: self.from,
                 records,
                 payload: Payload::Batch(payload),
@@ -123,7 +123,7 @@ impl<T: Data> ChannelDispatcher<T> {
         }
         if let Some(watermark) = self.pending[target].take() {
             self.pending_age[target] = 0;
-            self.targets[target].send(Envelope {
+            self.targets[target].send(Message {
                 from: self.from,
                 records: 0,
                 payload: Payload::Control(Control::Watermark(watermark)),
@@ -239,7 +239,7 @@ impl<T: Data> Edge<T> for ChannelDispatcher<T> {
             // them, or at once to a target with nothing buffered.
             for target in 0..self.buffers.len() {
                 if self.buffers[target].is_empty() {
-                    self.targets[target].send(Envelope {
+                    self.targets[target].send(Message {
                         from: self.from,
                         records: 0,
                         payload: Payload::Control(control.clone()),
@@ -255,7 +255,7 @@ impl<T: Data> Edge<T> for ChannelDispatcher<T> {
         }
         self.flush()?;
         for target in &mut self.targets {
-            target.send(Envelope {
+            target.send(Message {
                 from: self.from,
                 records: 0,
                 payload: Payload::Control(control.clone()),
@@ -282,7 +282,7 @@ mod tests {
     }
 
     impl ChannelSender for Received {
-        fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected> {
+        fn send(&mut self, envelope: Message) -> Result<(), Disconnected> {
             let entry = match envelope.payload {
                 Payload::Batch(_) => format!("b{}", envelope.records),
                 Payload::Control(Control::Watermark(t)) => format!("w{}", t.millis()),

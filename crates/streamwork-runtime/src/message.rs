@@ -23,7 +23,7 @@ pub enum Payload {
 }
 
 /// A message addressed to one input port of one instance.
-pub struct Envelope {
+pub struct Message {
     /// Who sent it.
     pub from: SenderIdx,
     /// Records in the batch (0 for control messages): what an overflow policy
@@ -38,7 +38,7 @@ pub struct Envelope {
 pub trait ChannelSender: Send {
     /// Sends `envelope`; when the channel is full, applies the edge's overflow
     /// policy (by default, blocks: backpressure).
-    fn send(&mut self, envelope: Envelope) -> Result<(), Disconnected>;
+    fn send(&mut self, envelope: Message) -> Result<(), Disconnected>;
 
     /// The edge's overflow policy.
     fn overflow(&self) -> Overflow {

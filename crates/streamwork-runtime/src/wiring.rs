@@ -22,7 +22,7 @@ use crate::channel::PortSender;
 use crate::checkpoint::CheckpointLink;
 use crate::failure::Failure;
 use crate::instance::{Env, InstanceCounters};
-use crate::message::{ChannelSender, Envelope, SenderIdx};
+use crate::message::{ChannelSender, Message, SenderIdx};
 use crate::metrics::{ComponentInfo, PauseFlag, Registry, TaskTimes};
 use crate::task::{InputChannel, OutputChannel, SourceGates, SourceStarts, Task, TaskBody};
 
@@ -133,10 +133,10 @@ pub(crate) struct TaskBuilder<'g> {
     /// own queue into each receiver, drained round-robin, so that every
     /// upstream instance advances at the consumer's pace. Per channel: its
     /// sending end and its capacity in messages.
-    senders: HashMap<ChannelKey, (Sender<Envelope>, usize)>,
-    receivers: HashMap<ChannelKey, (Receiver<Envelope>, usize)>,
+    senders: HashMap<ChannelKey, (Sender<Message>, usize)>,
+    receivers: HashMap<ChannelKey, (Receiver<Message>, usize)>,
     /// Receiving ends kept by senders of drop-oldest edges.
-    oldest: HashMap<ChannelKey, Receiver<Envelope>>,
+    oldest: HashMap<ChannelKey, Receiver<Message>>,
     counters: Vec<Vec<Arc<InstanceCounters>>>,
     times: Vec<Vec<Option<Arc<TaskTimes>>>>,
     /// Records dropped on each edge.

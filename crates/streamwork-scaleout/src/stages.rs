@@ -56,7 +56,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use streamwork_core::grouping::GroupingKind;
-use streamwork_core::{Collector, Envelope, KeyGroups, NodeId, Sink, Source};
+use streamwork_core::{Collector, KeyGroups, NodeId, Sink, Source};
+use streamwork_runtime::cut::Envelope;
 use streamwork_runtime::cut::{CutError, GraphPart};
 use streamwork_runtime::{ComponentKind, JobGraph, NodeDef, StageRow};
 

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use streamwork_core::checkpoint::{Restore, SnapshotContext, StateBytes};
 use streamwork_core::component::{AnyTime, Context, NoKey, Operator, Source, SourcePoll};
 use streamwork_core::stream::Exchange;
+
+use super::envelope::Envelope;
 use streamwork_core::{
-    CheckpointId, Collector, ConnectorError, Data, Envelope, InstanceContext, Statefulness,
-    TaskError,
+    CheckpointId, Collector, ConnectorError, Data, InstanceContext, Statefulness, TaskError,
 };
 
 /// Encodes each record into an [`Envelope`]: its key's hash and its bytes.

@@ -38,15 +38,17 @@
 //! ```
 
 pub(crate) mod ends;
+mod envelope;
 
 use std::any::Any;
 use std::sync::Arc;
 
 use streamwork_core::grouping::GroupingKind;
 use streamwork_core::stream::Stream;
-use streamwork_core::{Collector, Envelope, JobId, NodeId, Sink, Source};
+use streamwork_core::{Collector, JobId, NodeId, Sink, Source};
 
 pub use self::ends::EnvelopeSource;
+pub use self::envelope::Envelope;
 use crate::builder::{EdgeDef, Guarantee, JobGraph, edge_factories, sink_node};
 
 /// Why a part of a graph cannot be made.

@@ -23,7 +23,7 @@ use super::pause::{PauseState, occupancy};
 use super::{Ended, FINAL_POLL, Flags, InputChannel, Step, TICK};
 use crate::failure::Failed;
 use crate::instance::InputTask;
-use crate::message::{Envelope, Payload};
+use crate::message::{Message, Payload};
 use crate::metrics::{PauseFlag, TaskTimes};
 
 /// Where an input task's loop stands.
@@ -283,7 +283,7 @@ fn apply(task: &mut dyn InputTask, change: Change, times: &TaskTimes) -> Result<
 /// The outcome of waiting for a message.
 enum Received {
     /// A message from `active[slot]`.
-    Message(usize, Envelope),
+    Message(usize, Message),
     /// Nothing arrived within a tick: time to tick processing time.
     Nothing,
     Aborted,

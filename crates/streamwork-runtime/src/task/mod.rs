@@ -34,7 +34,7 @@ pub(crate) use source_run::{SourceRun, run_source};
 
 use crate::failure::Failure;
 use crate::instance::{InputTask, SourceTask};
-use crate::message::Envelope;
+use crate::message::Message;
 use crate::metrics::{PauseFlag, TaskTimes};
 
 /// How often tasks tick processing time while running.
@@ -111,7 +111,7 @@ pub(crate) struct TaskCheckpoints {
 
 /// One input channel of a task: where it comes from and how full it may get.
 pub(crate) struct InputChannel {
-    pub(crate) receiver: Receiver<Envelope>,
+    pub(crate) receiver: Receiver<Message>,
     pub(crate) capacity: usize,
     /// The backpressure watermarks of its edge, if any.
     pub(crate) pause: Option<PauseWatermarks>,
@@ -119,7 +119,7 @@ pub(crate) struct InputChannel {
 
 /// A channel a task sends into, and its capacity in messages.
 pub(crate) struct OutputChannel {
-    pub(crate) sender: Sender<Envelope>,
+    pub(crate) sender: Sender<Message>,
     pub(crate) capacity: usize,
 }
 

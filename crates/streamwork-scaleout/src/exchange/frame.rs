@@ -2,7 +2,8 @@
 //! topic ([`FrameHead`]), and the records a writer stages between two
 //! barriers ([`Frames`]).
 
-use streamwork_core::{Envelope, Record, Timestamp};
+use streamwork_core::{Record, Timestamp};
+use streamwork_runtime::cut::Envelope;
 
 /// The first byte of every exchange frame.
 pub(super) const MAGIC: u8 = 0xE2;

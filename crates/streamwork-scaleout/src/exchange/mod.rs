@@ -1,6 +1,6 @@
 //! A keyed exchange between two stages, through a Kafka topic of the job's
 //! own (`GROUP-COMPONENT-PORT-repartition`): the writing stage's sink and
-//! the reading stage's source, both of [`Envelope`]s.
+//! the reading stage's source, both of [`Envelope`](streamwork_runtime::cut::Envelope)s.
 //!
 //! **Written ahead.** [`ExchangeSink`] sends nothing a checkpoint has not
 //! covered: what a stage writes between two barriers is staged in memory,

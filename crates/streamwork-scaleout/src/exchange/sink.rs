@@ -11,9 +11,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientConfig, ClientContext};
 use streamwork_core::checkpoint::{CheckpointView, Restore, RestoredPart, StateBytes};
-use streamwork_core::{
-    CheckpointId, ConnectorError, Envelope, InstanceContext, KeyGroups, Record, Sink,
-};
+use streamwork_core::{CheckpointId, ConnectorError, InstanceContext, KeyGroups, Record, Sink};
+use streamwork_runtime::cut::Envelope;
 
 use super::frame::{FrameHead, Frames, RECORD};
 use super::{CLOSE_WAIT, broker_error, exchange_refusal};

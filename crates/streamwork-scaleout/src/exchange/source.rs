@@ -14,9 +14,9 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use streamwork_connectors::kafka::{EndProbe, KafkaRecord, KafkaSource, SourceProgress};
 use streamwork_core::checkpoint::{Replayable, Restore, RestoredPart, StateBytes};
 use streamwork_core::{
-    CheckpointId, Collector, ConnectorError, Envelope, InstanceContext, Record, Source, SourcePoll,
-    Timestamp,
+    CheckpointId, Collector, ConnectorError, InstanceContext, Record, Source, SourcePoll, Timestamp,
 };
+use streamwork_runtime::cut::Envelope;
 
 use super::frame::{FrameHead, HEAD, MARKER};
 use super::{broker_error, exchange_refusal};
