@@ -108,6 +108,22 @@ impl Sink for EnvelopeSink {
     }
 }
 
+/// An [`EnvelopeSink`] that claims exactly-once, or not, as told.
+#[derive(Clone)]
+struct ClaimingSink(EnvelopeSink, bool);
+
+impl Sink for ClaimingSink {
+    type In = Envelope;
+
+    fn exactly_once(&self) -> bool {
+        self.1
+    }
+
+    fn write(&mut self, record: Record<Envelope>) -> Result<(), ConnectorError> {
+        self.0.write(record)
+    }
+}
+
 /// How often each word was seen so far.
 #[derive(Clone, Default, State)]
 struct WordCounts {
@@ -403,8 +419,9 @@ fn a_stage_that_merges_inputs_and_writes_an_exchange_is_planned() {
 }
 
 /// The engine's cut, under the stages: a part whose boundary crosses an
-/// edge that is not keyed is refused by name, and a stage plan given
-/// another job than the one it was made from is refused, not run.
+/// edge that is not keyed is refused by name; a cut edge's sink keeps what
+/// it claims of a delivery promise, no more; and a stage plan given another
+/// job than the one it was made from is refused, not run.
 #[test]
 fn a_part_cut_through_an_edge_that_cannot_leave_the_process_is_refused() {
     use streamwork::core::NodeId;
@@ -449,6 +466,36 @@ fn a_part_cut_through_an_edge_that_cannot_leave_the_process_is_refused() {
             && refused.contains("key the edge"),
         "{refused}"
     );
+
+    // A cut edge's sink keeps what it claims of a delivery promise, no
+    // more: one that is not exactly-once is refused by an exactly-once run.
+    let write_problem = |sink_claims: bool| {
+        let upstream = GraphPart {
+            name: "x",
+            nodes: &[NodeId(0), NodeId(1)],
+            share: 0,
+            shares: 1,
+            link: None,
+        };
+        let part = graph()
+            .into_part(
+                upstream,
+                |_| Ok::<_, CutError>(LogSource::<Envelope>::new(&Log::new("in", 1))),
+                |_| Ok::<_, CutError>(ClaimingSink(EnvelopeSink(Log::new("out", 1)), sink_claims)),
+            )
+            .unwrap();
+        let write = part
+            .nodes()
+            .iter()
+            .find(|n| n.name() == "y-in:write")
+            .expect("the cut edge ends in a sink")
+            .guarantee();
+        write.problem(Delivery::ExactlyOnce)
+    };
+    assert!(
+        write_problem(false).is_some_and(|p| p.contains("neither transactional nor idempotent"))
+    );
+    assert_eq!(write_problem(true), None);
 
     // A plan of this job, given a job of another shape.
     let plan = StagePlan::of(&graph()).unwrap();

@@ -459,10 +459,12 @@ impl StagePlan {
     /// source `input` makes for it. The source is given `link` (see
     /// [`InstanceContext::runner_link`](streamwork_core::InstanceContext::runner_link)).
     ///
-    /// The exchange sinks count as exactly-once: they must publish only
-    /// what completed checkpoints cover, and publish it again after a
-    /// restore, numbered so that the reading stage's source drops what it
-    /// already read ([`EnvelopeSource`](streamwork_runtime::cut::EnvelopeSource)s must).
+    /// The exchange sinks keep exactly-once when they publish only what
+    /// completed checkpoints cover, and publish it again after a restore,
+    /// numbered so that the reading stage's source drops what it already
+    /// read ([`EnvelopeSource`](streamwork_runtime::cut::EnvelopeSource)s
+    /// must); what they claim ([`Sink::exactly_once`]) is what the stage's
+    /// job is checked against.
     #[allow(clippy::too_many_arguments)]
     pub fn stage_job<I, O>(
         &self,

@@ -15,11 +15,13 @@
 //! * an edge entering the part starts at the source the runner gives for it
 //!   ([`EnvelopeSource`]), whose envelopes are decoded back into records.
 //!
-//! The runner's sinks count as exactly-once: they must publish only what
-//! completed checkpoints cover, and publish it again after a restore,
-//! numbered so that the reading part's source drops what it already read.
-//! Then what the next part reads is what the restored part had written,
-//! whatever a replay computes, and operators need not be deterministic.
+//! A runner's sinks keep exactly-once when they publish only what completed
+//! checkpoints cover, and publish it again after a restore, numbered so
+//! that the reading part's source drops what it already read: then what
+//! the next part reads is what the restored part had written, whatever a
+//! replay computes, and operators need not be deterministic. Such a sink
+//! says so ([`Sink::exactly_once`]); one that does not keeps the part's job
+//! from promising exactly-once, as any sink would.
 //!
 //! ```
 //! use streamwork::prelude::*;
@@ -49,7 +51,7 @@ use streamwork_core::{Collector, JobId, NodeId, Sink, Source};
 
 pub use self::ends::EnvelopeSource;
 pub use self::envelope::Envelope;
-use crate::builder::{EdgeDef, Guarantee, JobGraph, edge_factories, sink_node};
+use crate::builder::{EdgeDef, JobGraph, edge_factories, sink_node};
 
 /// Why a part of a graph cannot be made.
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,10 +168,10 @@ impl JobGraph {
                 let encode = NodeId(kept.len() as u32);
                 kept.push(ends.encode_node(&format!("{name}:encode"), part.share));
                 let write = NodeId(kept.len() as u32);
-                let mut sink = sink_node(&format!("{name}:write"), 1, output(old)?);
-                // Written ahead, deduplicated by the reader (see above).
-                sink.guarantee = Guarantee::Sink { exactly_once: true };
-                kept.push(sink);
+                // What it keeps of a delivery promise is what the sink
+                // says: a runner's writes ahead, deduplicated by the
+                // reader, and says so (see above).
+                kept.push(sink_node(&format!("{name}:write"), 1, output(old)?));
                 new_edges.push(EdgeDef {
                     from,
                     to: encode,
