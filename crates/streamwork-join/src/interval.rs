@@ -25,6 +25,7 @@ use crate::{JoinKind, JoinRow};
 type Flagged<T> = (T, bool);
 
 /// An interval join of `L` and `R` keyed by `K`; see the module docs.
+#[derive(Clone)]
 pub struct IntervalJoin<L, R, K> {
     kind: JoinKind,
     lower: i64,
@@ -37,22 +38,6 @@ pub struct IntervalJoin<L, R, K> {
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, Rows<Flagged<L>, Flagged<R>>>,
     _types: PhantomData<fn(L, R)>,
-}
-
-impl<L: Clone, R: Clone, K: Clone> Clone for IntervalJoin<L, R, K> {
-    fn clone(&self) -> Self {
-        IntervalJoin {
-            kind: self.kind,
-            lower: self.lower,
-            upper: self.upper,
-            late: self.late.clone(),
-            rows: self.rows.clone(),
-            cleanup: self.cleanup.clone(),
-            watermark: self.watermark,
-            checkpoint: self.checkpoint.clone(),
-            _types: PhantomData,
-        }
-    }
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> IntervalJoin<L, R, K> {

@@ -12,13 +12,8 @@ pub(crate) type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
 
 /// Every key's rows, in a [`CowMap`]: a snapshot freezes them, and the
 /// coordinator archives them off the task thread.
+#[derive(Clone)]
 pub(crate) struct RowMap<K, L, R>(CowMap<K, Rows<L, R>>);
-
-impl<K: Clone, L: Clone, R: Clone> Clone for RowMap<K, L, R> {
-    fn clone(&self) -> Self {
-        RowMap(self.0.clone())
-    }
-}
 
 impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
     pub(crate) fn new() -> Self {

@@ -161,6 +161,7 @@ type Waiting<K, S> = Vec<(K, S)>;
 type TemporalCheckpoint<K, S, V> = KeyedCheckpoint<i64, K, TemporalKeyState<S, V>>;
 
 /// A stream of `S` joined with a table of `V` as of each event's time.
+#[derive(Clone)]
 pub struct TemporalTableJoin<S, V, K> {
     kind: JoinKind,
     /// Per key, the table's row from each update time on (`None`: deleted);
@@ -173,19 +174,6 @@ pub struct TemporalTableJoin<S, V, K> {
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: TemporalCheckpoint<K, S, V>,
     _types: PhantomData<fn(S)>,
-}
-
-impl<S: Clone, V: Clone, K: Clone> Clone for TemporalTableJoin<S, V, K> {
-    fn clone(&self) -> Self {
-        TemporalTableJoin {
-            kind: self.kind,
-            versions: self.versions.clone(),
-            waiting: self.waiting.clone(),
-            watermark: self.watermark,
-            checkpoint: self.checkpoint.clone(),
-            _types: PhantomData,
-        }
-    }
 }
 
 impl<S: Data + Sync, V: Data + Sync, K: Key> TemporalTableJoin<S, V, K> {

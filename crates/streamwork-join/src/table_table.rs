@@ -19,22 +19,13 @@ use crate::{Change, Delta, JoinRow};
 type Sides<L, R> = (Option<L>, Option<R>);
 
 /// An inner join of a table of `L` and a table of `R`, keyed by `K`.
+#[derive(Clone)]
 pub struct TableTableJoin<L, R, K> {
     /// Both tables by key, frozen (copy-on-write) for a checkpoint.
     rows: CowMap<K, Sides<L, R>>,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<(), K, Sides<L, R>>,
     _types: PhantomData<fn(L, R)>,
-}
-
-impl<L: Clone, R: Clone, K: Clone> Clone for TableTableJoin<L, R, K> {
-    fn clone(&self) -> Self {
-        TableTableJoin {
-            rows: self.rows.clone(),
-            checkpoint: self.checkpoint.clone(),
-            _types: PhantomData,
-        }
-    }
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> Default for TableTableJoin<L, R, K> {

@@ -21,6 +21,7 @@ use crate::JoinRow;
 use crate::rows::{RowMap, Rows, restore_rows, snapshot_rows};
 
 /// An unwindowed join of `L` and `R` keyed by `K`; see the module docs.
+#[derive(Clone)]
 pub struct StreamStreamJoin<L, R, K> {
     retention: Option<i64>,
     late: LateCounter,
@@ -30,20 +31,6 @@ pub struct StreamStreamJoin<L, R, K> {
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, Rows<L, R>>,
     _types: PhantomData<fn(L, R)>,
-}
-
-impl<L: Clone, R: Clone, K: Clone> Clone for StreamStreamJoin<L, R, K> {
-    fn clone(&self) -> Self {
-        StreamStreamJoin {
-            retention: self.retention,
-            late: self.late.clone(),
-            rows: self.rows.clone(),
-            expiry: self.expiry.clone(),
-            watermark: self.watermark,
-            checkpoint: self.checkpoint.clone(),
-            _types: PhantomData,
-        }
-    }
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> Default for StreamStreamJoin<L, R, K> {
