@@ -180,14 +180,34 @@ fn the_crate_graph_is_exactly_the_documented_one() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The lines of crate `dir`'s code (unit tests aside: they may use what
+/// they like) that name one of `words`, as `FILE:LINE: WORD`; `read` makes
+/// of each line what is searched (`None`: skip it).
+fn lines_naming(dir: &str, words: &[&str], read: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join(dir), &mut files);
+    assert!(files.len() > 10, "{dir} holds the crate's code");
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let Some(line) = read(line) else { continue };
+            for word in words {
+                if line.contains(word) {
+                    found.push(format!("{}:{}: {word}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn core_names_no_engine_code() {
     // The vocabulary has no threads, sleeps, thread-locals, channels or I/O,
     // and never names the engine.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("crates/streamwork-core/src"), &mut files);
-    assert!(files.len() > 10);
     let forbidden = [
         "streamwork_runtime",
         "thread_local!",
@@ -200,23 +220,10 @@ fn core_names_no_engine_code() {
         // A record on a cut edge is the engine's (`runtime::cut`).
         "Envelope",
     ];
-    let mut found = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        // Unit tests may use what they like.
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (n, line) in code.lines().enumerate() {
-            let line = line.trim_start();
-            if line.starts_with("//") {
-                continue;
-            }
-            for word in forbidden {
-                if line.contains(word) {
-                    found.push(format!("{}:{}: {word}", file.display(), n + 1));
-                }
-            }
-        }
-    }
+    let found = lines_naming("crates/streamwork-core/src", &forbidden, |line| {
+        let line = line.trim_start();
+        (!line.starts_with("//")).then(|| line.to_string())
+    });
     assert!(
         found.is_empty(),
         "engine code in core:\n{}",
@@ -228,29 +235,17 @@ fn core_names_no_engine_code() {
 fn the_engine_names_no_topic_and_plans_no_stages() {
     // Where a job is cut to run across processes, and what carries the cut
     // (topics), is scale-out's: the engine only makes a part of a graph.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("crates/streamwork-runtime/src"), &mut files);
-    assert!(files.len() > 10);
     let forbidden = ["topic", "repartition", "stageplan", "stage_plan", "kafka"];
     // Hints that name a connector a user can pick are words to the user,
     // not the engine naming a topic.
     let allowed = ["`kafkasource`", "`kafkasink::transactional"];
-    let mut found = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap().to_lowercase();
-        for (n, line) in text.lines().enumerate() {
-            let mut line = line.to_string();
-            for ok in allowed {
-                line = line.replace(ok, "");
-            }
-            for word in forbidden {
-                if line.contains(word) {
-                    found.push(format!("{}:{}: {word}", file.display(), n + 1));
-                }
-            }
+    let found = lines_naming("crates/streamwork-runtime/src", &forbidden, |line| {
+        let mut line = line.to_lowercase();
+        for ok in allowed {
+            line = line.replace(ok, "");
         }
-    }
+        Some(line)
+    });
     assert!(
         found.is_empty(),
         "the engine names scale-out's words:\n{}",
