@@ -1,8 +1,8 @@
-//! A join's, count and sliding windows' and a `KeyedState`'s (a `fold`)
-//! checkpoints write what changed since the last complete one, not their
-//! whole state, and a run restored from a chain of such checkpoints, in the same run or
-//! in another at another parallelism, commits exactly what an uninterrupted
-//! run commits.
+//! A join's, count and sliding windows', a `KeyedState`'s (a `fold`) and
+//! windowed joins' checkpoints write what changed since the last complete
+//! one, not their whole state, and a run restored from a chain of such
+//! checkpoints, in the same run or in another at another parallelism,
+//! commits exactly what an uninterrupted run commits.
 //!
 //! The source emits its input in steps and asks for a checkpoint after each
 //! one, waiting until it is complete: so every run takes the same
@@ -182,7 +182,12 @@ fn options(checkpoints: &Path, restarts: u32) -> RunOptions {
 const OUTPUTS: [&str; 4] = ["pairs", "counts", "totals", "slides"];
 
 fn outputs(out: &Path) -> Vec<Vec<String>> {
-    OUTPUTS
+    committed(out, &OUTPUTS)
+}
+
+/// The lines each of the sinks `names` committed into `out`, sorted.
+fn committed(out: &Path, names: &[&str]) -> Vec<Vec<String>> {
+    names
         .iter()
         .map(|name| support::committed_lines(&out.join(name)))
         .collect()
@@ -207,10 +212,78 @@ fn expected() -> [Vec<String>; 3] {
 }
 
 /// What a run committed into `out` against what the clean run did.
-fn assert_outputs(out: &Path, clean: &[Vec<String>], when: &str) {
-    for ((name, got), want) in OUTPUTS.iter().zip(outputs(out)).zip(clean) {
+fn assert_outputs(out: &Path, names: &[&str], clean: &[Vec<String>], when: &str) {
+    for ((name, got), want) in names.iter().zip(committed(out, names)).zip(clean) {
         support::assert_same(&got, want, &format!("{name} {when}"));
     }
+}
+
+/// Whole snapshots would write at least the first checkpoint's state at
+/// every checkpoint after it (the state only grows). Incremental ones write
+/// the keys that changed, and a whole snapshot now and then (when the
+/// deltas add up to one, or a chain reaches its bound).
+fn assert_incremental(report: &JobReport) {
+    let taken: Vec<u64> = report
+        .checkpoints
+        .iter()
+        .filter(|c| !c.is_final)
+        .map(|c| c.bytes)
+        .collect();
+    assert!(taken.len() as u64 > STEPS, "{taken:?}");
+    let first = taken[0];
+    let after: u64 = taken[1..].iter().sum();
+    let whole_at_least = first * (taken.len() as u64 - 1);
+    eprintln!(
+        "checkpoints after the first wrote {after} bytes; whole ones at least {whole_at_least}: {taken:?}"
+    );
+    assert!(
+        after * 3 < whole_at_least,
+        "checkpoints after the first wrote {after} bytes; whole ones would write at least {whole_at_least}: {taken:?}"
+    );
+}
+
+/// A job of the steps (`graph` at a parallelism, with a fault), restored
+/// from chains of incremental checkpoints commits into its sinks `names`
+/// what the clean run did: within a run, instance 1 failing in the middle
+/// after several checkpoints and restarting; across runs, a run at
+/// parallelism 2 failing for good in the middle and the next, at
+/// parallelism 3, restoring the chains' key groups.
+fn assert_restores_exactly(
+    name: &str,
+    graph: fn(&Path, u32, InjectFault<(u64, bool)>) -> JobGraph,
+    names: &[&str],
+    clean: &[Vec<String>],
+) {
+    let root = dir(&format!("{name}-restart"));
+    let fault = InjectFault::new(1, Fault::BeforeRecord(24_000));
+    let report = graph(&root.join("out"), 2, fault.clone())
+        .run_with(options(&root.join("ckpt"), 2))
+        .unwrap();
+    assert!(fault.has_fired());
+    assert_eq!(report.restarts, 1);
+    assert_outputs(&root.join("out"), names, clean, "after a restart");
+    std::fs::remove_dir_all(&root).unwrap();
+
+    let root = dir(&format!("{name}-rescale"));
+    let fault = InjectFault::new(0, Fault::BeforeRecord(26_000));
+    let error = graph(&root.join("out"), 2, fault.clone())
+        .run_with(options(&root.join("ckpt"), 0))
+        .expect_err("the injected fault");
+    assert!(error.to_string().contains("injected fault"), "{error}");
+    let report = graph(
+        &root.join("out"),
+        3,
+        InjectFault::new(0, Fault::BeforeRecord(usize::MAX)),
+    )
+    .run_with(options(&root.join("ckpt"), 0))
+    .unwrap();
+    assert!(
+        report.recovery.restored_from.is_some(),
+        "{:?}",
+        report.recovery
+    );
+    assert_outputs(&root.join("out"), names, clean, "after rescaling");
+    std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
@@ -235,63 +308,63 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
         .sum();
     assert_eq!(in_windows, 10 * 2 * (BASE + STEPS * PER_STEP));
 
-    // Whole snapshots would write at least the first step's state at every
-    // checkpoint (the state only grows). Incremental ones write the keys
-    // that changed, and a whole snapshot now and then (when the deltas add
-    // up to one, or a chain reaches its bound).
-    let taken: Vec<u64> = report
-        .checkpoints
-        .iter()
-        .filter(|c| !c.is_final)
-        .map(|c| c.bytes)
-        .collect();
-    assert!(taken.len() as u64 > STEPS, "{taken:?}");
-    let first = taken[0];
-    let after: u64 = taken[1..].iter().sum();
-    let whole_at_least = first * (taken.len() as u64 - 1);
-    eprintln!(
-        "checkpoints after the first wrote {after} bytes; whole ones at least {whole_at_least}: {taken:?}"
-    );
-    assert!(
-        after * 3 < whole_at_least,
-        "checkpoints after the first wrote {after} bytes; whole ones would write at least {whole_at_least}: {taken:?}"
-    );
+    assert_incremental(&report);
     std::fs::remove_dir_all(&root).unwrap();
+    assert_restores_exactly("join-windows-fold", graph, &OUTPUTS, &clean);
+}
 
-    // Within a run: instance 1 fails in the middle, after several
-    // checkpoints (a chain of deltas); the restart restores from it.
-    let root = dir("restart");
-    let fault = InjectFault::new(1, Fault::BeforeRecord(24_000));
-    let report = graph(&root.join("out"), 2, fault.clone())
-        .run_with(options(&root.join("ckpt"), 2))
-        .unwrap();
-    assert!(fault.has_fired());
-    assert_eq!(report.restarts, 1);
-    assert_outputs(&root.join("out"), &clean, "after a restart");
-    std::fs::remove_dir_all(&root).unwrap();
+/// Windowed joins of the steps: a tumbling hour (every row in one window,
+/// which fires when the input ends), and tumbling seconds behind a
+/// watermark that lags three seconds (time is the key, so a few windows are
+/// open at a time and one fires every other step: the keys of a fired
+/// window are what changed, and a restore must not bring them back).
+fn windowed_graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGraph {
+    let line = |r: &JoinRow<u64, u64, u64>, line: &mut Vec<u8>| {
+        line.extend_from_slice(format!("{},{:?},{:?}", r.key, r.left, r.right).as_bytes())
+    };
+    let at_key = |r: &(u64, bool)| Timestamp::from_millis(r.0 as i64);
+    job! {
+        name "incremental-windowed";
+        batch_size 64;
+        delivery exactly_once;
+        source steps = Steps::new();
+        operator faulty[parallelism] = fault <- steps.shuffle();
+        operator timed[parallelism] = Watermarks::monotonic().timestamps(at_key) <- faulty;
+        operator lefts[parallelism] = filter_map(|(k, left): (u64, bool)| left.then_some(k)) <- timed;
+        operator rights[parallelism] = filter_map(|(k, left): (u64, bool)| (!left).then_some(k * 10)) <- timed;
+        operator hour[parallelism] = Join::inner().tumbling(Duration::from_secs(3600))
+            <- left(lefts.key(|k: &u64| *k)), right(rights.key(|v: &u64| *v / 10));
+        operator lagging[parallelism] = Watermarks::bounded(Duration::from_secs(3)).timestamps(at_key) <- faulty;
+        operator lefts_lag[parallelism] = filter_map(|(k, left): (u64, bool)| left.then_some(k)) <- lagging;
+        operator rights_lag[parallelism] = filter_map(|(k, left): (u64, bool)| (!left).then_some(k * 10)) <- lagging;
+        operator seconds[parallelism] = Join::inner().tumbling(Duration::from_secs(1))
+            <- left(lefts_lag.key(|k: &u64| *k)), right(rights_lag.key(|v: &u64| *v / 10));
+        sink by_hour = FileSink::new(out.join("hour"), line).transactional() <- hour;
+        sink by_seconds = FileSink::new(out.join("seconds"), line).transactional() <- seconds;
+    }
+    .unwrap()
+}
 
-    // Across runs: a run at parallelism 2 fails for good in the middle;
-    // the next, at parallelism 3, restores the chains' key groups.
-    let root = dir("rescale");
-    let fault = InjectFault::new(0, Fault::BeforeRecord(26_000));
-    let error = graph(&root.join("out"), 2, fault.clone())
-        .run_with(options(&root.join("ckpt"), 0))
-        .expect_err("the injected fault");
-    assert!(error.to_string().contains("injected fault"), "{error}");
-    let report = graph(
+const WINDOWED: [&str; 2] = ["hour", "seconds"];
+
+#[test]
+fn windowed_joins_checkpoint_what_changed_and_restore_exactly() {
+    let root = dir("windowed-clean");
+    let report = windowed_graph(
         &root.join("out"),
-        3,
+        2,
         InjectFault::new(0, Fault::BeforeRecord(usize::MAX)),
     )
     .run_with(options(&root.join("ckpt"), 0))
     .unwrap();
-    assert!(
-        report.recovery.restored_from.is_some(),
-        "{:?}",
-        report.recovery
-    );
-    assert_outputs(&root.join("out"), &clean, "after rescaling");
+    let clean = committed(&root.join("out"), &WINDOWED);
+    let [pairs, _, _] = expected();
+    for (name, got) in WINDOWED.iter().zip(&clean) {
+        support::assert_same(got, &pairs, name);
+    }
+    assert_incremental(&report);
     std::fs::remove_dir_all(&root).unwrap();
+    assert_restores_exactly("windowed", windowed_graph, &WINDOWED, &clean);
 }
 
 /// One framed record of a segment: (kind, checkpoint, operator or the

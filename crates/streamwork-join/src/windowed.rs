@@ -10,14 +10,16 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use streamwork_core::SnapshotContext;
+use streamwork_core::chain::{Epochs, FrozenEpochs};
 use streamwork_core::hash::FastHashMap;
 use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
     Timestamp,
 };
-use streamwork_state::{CowCell, KeyedCheckpoint, StateData};
+use streamwork_state::{CowCell, FrozenChanges, KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 use streamwork_window::ends::{ends, first_end_containing, last_end_containing, last_instant};
 
@@ -64,8 +66,18 @@ pub struct WindowJoin<L, R, K> {
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, KeyWindows<L, R>>,
+    /// The epochs of its freezes, and the keys of the windows fired in
+    /// each: a key whose window fired changed, for an incremental snapshot.
+    epochs: Epochs<K>,
+    /// The length of each side of each open window at the freeze of an
+    /// epoch: the rows after it were written since.
+    marks: Marks,
     _types: PhantomData<fn(L, R)>,
 }
+
+/// Per epoch frozen in, each open window's end and the lengths of its
+/// sides then.
+type Marks = BTreeMap<u32, Arc<[(i64, usize, usize)]>>;
 
 impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
     fn clone(&self) -> Self {
@@ -78,6 +90,8 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
             spare: None,
             watermark: self.watermark,
             checkpoint: self.checkpoint.clone(),
+            epochs: self.epochs.clone(),
+            marks: self.marks.clone(),
             _types: PhantomData,
         }
     }
@@ -107,6 +121,8 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
             spare: None,
             watermark: i64::MIN,
             checkpoint: KeyedCheckpoint::default(),
+            epochs: Epochs::default(),
+            marks: Marks::new(),
             _types: PhantomData,
         }
     }
@@ -244,6 +260,99 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
     }
 }
 
+/// An open window's end and its rows, frozen.
+type FrozenWindow<K, L, R> = (i64, Arc<WindowRows<K, L, R>>);
+
+/// The open windows as a checkpoint froze them, with the lengths of their
+/// sides at earlier freezes and the keys of the windows fired since: what
+/// an incremental snapshot reads.
+struct FrozenWindows<K, L, R> {
+    /// Each open window's end and its rows.
+    windows: Vec<FrozenWindow<K, L, R>>,
+    epochs: FrozenEpochs<K>,
+    marks: Marks,
+}
+
+impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenWindows<K, L, R> {
+    /// Each key's windows (those of the keys `only` admits), for a
+    /// snapshot.
+    fn per_key(&self, only: impl Fn(&K) -> bool) -> FastHashMap<K, KeyWindows<L, R>> {
+        let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
+        for (end, rows) in &self.windows {
+            let mut keys: FastHashMap<&K, (Vec<L>, Vec<R>)> = FastHashMap::default();
+            for (key, left) in rows.lefts.iter().filter(|(k, _)| only(k)) {
+                keys.entry(key).or_default().0.push(left.clone());
+            }
+            for (key, right) in rows.rights.iter().filter(|(k, _)| only(k)) {
+                keys.entry(key).or_default().1.push(right.clone());
+            }
+            for (key, (lefts, rights)) in keys {
+                per_key
+                    .entry(key.clone())
+                    .or_default()
+                    .push((*end, lefts, rights));
+            }
+        }
+        per_key
+    }
+}
+
+impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
+    for FrozenWindows<K, L, R>
+{
+    fn epoch(&self) -> u32 {
+        self.epochs.epoch()
+    }
+
+    fn whole_since(&self, epoch: u32) -> bool {
+        let rows = self
+            .windows
+            .iter()
+            .map(|(_, w)| w.lefts.len() + w.rights.len())
+            .sum();
+        self.epochs.whole_since(epoch, rows)
+    }
+
+    fn entries(&self) -> Vec<(K, KeyWindows<L, R>)> {
+        self.per_key(|_| true).into_iter().collect()
+    }
+
+    /// The keys with a row written since the freeze of `epoch`, or in a
+    /// window fired since, each with every window it has now (none:
+    /// removed). A window open then has its sides' lengths of then; one
+    /// without (opened since, or its lengths forgotten) counts whole.
+    fn changes_since(&self, epoch: u32) -> (Vec<(K, KeyWindows<L, R>)>, Vec<K>) {
+        let then = self.marks.get(&epoch);
+        let mut changed: FastHashMap<&K, ()> = FastHashMap::default();
+        for (end, rows) in &self.windows {
+            let (lefts, rights) = then
+                .and_then(|m| m.iter().find(|(e, _, _)| e == end))
+                .map_or((0, 0), |&(_, l, r)| (l, r));
+            let new_lefts = rows.lefts.get(lefts..).unwrap_or(&rows.lefts[..]);
+            let new_rights = rows.rights.get(rights..).unwrap_or(&rows.rights[..]);
+            for (key, _) in new_lefts {
+                changed.insert(key, ());
+            }
+            for (key, _) in new_rights {
+                changed.insert(key, ());
+            }
+        }
+        for key in self.epochs.removed_since(epoch) {
+            changed.insert(key, ());
+        }
+        let mut per_key = self.per_key(|k| changed.contains_key(k));
+        let mut removed = Vec::new();
+        let mut written = Vec::with_capacity(per_key.len());
+        for key in changed.into_keys() {
+            match per_key.remove(key) {
+                Some(windows) => written.push((key.clone(), windows)),
+                None => removed.push(key.clone()),
+            }
+        }
+        (written, removed)
+    }
+}
+
 impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> {
     type Left = L;
     type Right = R;
@@ -254,37 +363,42 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
     crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        if !self.checkpoint.is_enabled() {
+        let rows = self
+            .windows
+            .values()
+            .map(|w| w.get().lefts.len() + w.get().rights.len())
+            .sum();
+        let Some(planned) = self.checkpoint.plan_snapshot(ctx, rows) else {
             return Ok(None);
+        };
+        if let Some(epoch) = planned.forget_through() {
+            self.epochs.forget_through(epoch);
+            self.marks.retain(|at, _| *at >= epoch);
         }
-        // The pause: the open windows are frozen; their rows are gathered
-        // and archived off this thread, when the checkpoint is written.
-        let frozen: Vec<_> = self
+        // The pause: the open windows are frozen, with the lengths of their
+        // sides; their rows (or those of the keys that changed since a
+        // complete checkpoint of this run) are gathered and archived off
+        // this thread, when the checkpoint is written.
+        let windows: Vec<_> = self
             .windows
             .iter_mut()
             .map(|(&end, window)| (end, window.freeze()))
             .collect();
-        Ok(self
-            .checkpoint
-            .snapshot_beside(ctx, self.watermark, move || {
-                let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
-                for (end, rows) in &frozen {
-                    let mut keys: FastHashMap<&K, (Vec<L>, Vec<R>)> = FastHashMap::default();
-                    for (key, left) in &rows.lefts {
-                        keys.entry(key).or_default().0.push(left.clone());
-                    }
-                    for (key, right) in &rows.rights {
-                        keys.entry(key).or_default().1.push(right.clone());
-                    }
-                    for (key, (lefts, rights)) in keys {
-                        per_key
-                            .entry(key.clone())
-                            .or_default()
-                            .push((*end, lefts, rights));
-                    }
-                }
-                per_key.into_iter().collect()
-            }))
+        let epochs = self.epochs.freeze();
+        self.marks.insert(
+            epochs.epoch(),
+            windows
+                .iter()
+                .map(|(end, rows)| (*end, rows.lefts.len(), rows.rights.len()))
+                .collect(),
+        );
+        let frozen = FrozenWindows {
+            windows,
+            epochs,
+            marks: self.marks.clone(),
+        };
+        self.checkpoint
+            .snapshot_frozen(ctx, planned, self.watermark, frozen)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -327,6 +441,17 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
             }
             let time = Timestamp::from_millis(last_instant(end));
             let rows = entry.remove().into_inner();
+            if self.epochs.tracks() {
+                // Its keys changed: an incremental snapshot writes them
+                // with the windows they have left.
+                let mut seen: FastHashMap<&K, ()> = FastHashMap::default();
+                let keys = rows.lefts.iter().map(|(k, _)| k);
+                for key in keys.chain(rows.rights.iter().map(|(k, _)| k)) {
+                    if seen.insert(key, ()).is_none() {
+                        self.epochs.removed(key.clone());
+                    }
+                }
+            }
             self.fire(rows, time, out);
         }
     }
