@@ -317,7 +317,12 @@ fn checkpoints_after_the_first_write_what_changed_and_restore_exactly() {
 /// which fires when the input ends), and tumbling seconds behind a
 /// watermark that lags three seconds (time is the key, so a few windows are
 /// open at a time and one fires every other step: the keys of a fired
-/// window are what changed, and a restore must not bring them back).
+/// window are what changed, and a restore must not bring them back); and a
+/// left temporal join of the lefts with a table of the even keys' rights as
+/// of each left's time, behind the lagging watermark (the table grows by
+/// the step's even keys; a left waits for the watermark, an odd key's with
+/// no row to change but its own, and its key changes again when it is
+/// released).
 fn windowed_graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>) -> JobGraph {
     let line = |r: &JoinRow<u64, u64, u64>, line: &mut Vec<u8>| {
         line.extend_from_slice(format!("{},{:?},{:?}", r.key, r.left, r.right).as_bytes())
@@ -339,16 +344,21 @@ fn windowed_graph(out: &Path, parallelism: u32, fault: InjectFault<(u64, bool)>)
         operator rights_lag[parallelism] = filter_map(|(k, left): (u64, bool)| (!left).then_some(k * 10)) <- lagging;
         operator seconds[parallelism] = Join::inner().tumbling(Duration::from_secs(1))
             <- left(lefts_lag.key(|k: &u64| *k)), right(rights_lag.key(|v: &u64| *v / 10));
+        operator changes[parallelism] = filter_map(|v: u64| (v / 10).is_multiple_of(2).then_some(Change::Upsert { key: v / 10, value: v }))
+            <- rights_lag;
+        operator as_of[parallelism] = Join::left().stream_table().temporal()
+            <- left(lefts_lag.key(|k: &u64| *k)), right(changes.key(|c: &Change<u64, u64>| *c.key()));
         sink by_hour = FileSink::new(out.join("hour"), line).transactional() <- hour;
         sink by_seconds = FileSink::new(out.join("seconds"), line).transactional() <- seconds;
+        sink by_time = FileSink::new(out.join("as_of"), line).transactional() <- as_of;
     }
     .unwrap()
 }
 
-const WINDOWED: [&str; 2] = ["hour", "seconds"];
+const WINDOWED: [&str; 3] = ["hour", "seconds", "as_of"];
 
 #[test]
-fn windowed_joins_checkpoint_what_changed_and_restore_exactly() {
+fn windowed_and_temporal_joins_checkpoint_what_changed_and_restore_exactly() {
     let root = dir("windowed-clean");
     let report = windowed_graph(
         &root.join("out"),
@@ -359,9 +369,16 @@ fn windowed_joins_checkpoint_what_changed_and_restore_exactly() {
     .unwrap();
     let clean = committed(&root.join("out"), &WINDOWED);
     let [pairs, _, _] = expected();
-    for (name, got) in WINDOWED.iter().zip(&clean) {
-        support::assert_same(got, &pairs, name);
-    }
+    support::assert_same(&clean[0], &pairs, "hour");
+    support::assert_same(&clean[1], &pairs, "seconds");
+    let mut as_of: Vec<String> = (0..BASE + STEPS * PER_STEP)
+        .map(|k| match k % 2 {
+            0 => format!("{k},Some({k}),Some({})", k * 10),
+            _ => format!("{k},Some({k}),None"),
+        })
+        .collect();
+    as_of.sort();
+    support::assert_same(&clean[2], &as_of, "as_of");
     assert_incremental(&report);
     std::fs::remove_dir_all(&root).unwrap();
     assert_restores_exactly("windowed", windowed_graph, &WINDOWED, &clean);

@@ -14,12 +14,13 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use streamwork_core::SnapshotContext;
+use streamwork_core::chain::{Epochs, FrozenEpochs, whole_is_smaller};
 use streamwork_core::hash::{FastHashMap, stable_hash};
 use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes,
     TaskError, Timestamp,
 };
-use streamwork_state::{CowCell, CowMap, KeyedCheckpoint, StateData};
+use streamwork_state::{CowCell, CowMap, FrozenChanges, FrozenMap, KeyedCheckpoint, StateData};
 
 use crate::checkpointing::{restore_table, snapshot_table};
 use crate::{Change, JoinKind, JoinRow};
@@ -95,6 +96,8 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> StreamTableJoin<S, V, K> {
             waiting: BTreeMap::new(),
             watermark: i64::MIN,
             checkpoint: KeyedCheckpoint::default(),
+            released: Epochs::default(),
+            marks: BTreeMap::new(),
             _types: PhantomData,
         }
     }
@@ -173,6 +176,13 @@ pub struct TemporalTableJoin<S, V, K> {
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: TemporalCheckpoint<K, S, V>,
+    /// The keys of the waiting events released in each epoch (frozen with
+    /// `versions`, so its epochs are the map's): they changed, for an
+    /// incremental snapshot.
+    released: Epochs<K>,
+    /// How many events waited at each time at the freeze of an epoch: the
+    /// events after them came since.
+    marks: BTreeMap<u32, Arc<[(i64, usize)]>>,
     _types: PhantomData<fn(S)>,
 }
 
@@ -205,6 +215,100 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> TemporalTableJoin<S, V, K> {
     }
 }
 
+/// A temporal join as a checkpoint froze it: the versions, the waiting
+/// events with how many waited at each time at earlier freezes, and the
+/// keys of the events released since: what an incremental snapshot reads.
+struct FrozenTemporal<K, S, V> {
+    versions: FrozenMap<K, BTreeMap<i64, Option<V>>>,
+    waiting: Vec<(i64, Arc<Waiting<K, S>>)>,
+    released: FrozenEpochs<K>,
+    marks: BTreeMap<u32, Arc<[(i64, usize)]>>,
+}
+
+impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenTemporal<K, S, V> {
+    /// Each key's state (those of the keys `only` admits), for a snapshot.
+    fn per_key(&self, only: impl Fn(&K) -> bool) -> FastHashMap<K, TemporalKeyState<S, V>> {
+        let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
+        for (key, versions) in self.versions.iter().filter(|(k, _)| only(k)) {
+            per_key.entry(key.clone()).or_default().0 =
+                versions.iter().map(|(t, v)| (*t, v.clone())).collect();
+        }
+        for (t, events) in &self.waiting {
+            for (key, event) in events.iter().filter(|(k, _)| only(k)) {
+                per_key
+                    .entry(key.clone())
+                    .or_default()
+                    .1
+                    .push((*t, event.clone()));
+            }
+        }
+        per_key
+    }
+}
+
+impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenChanges<K, TemporalKeyState<S, V>>
+    for FrozenTemporal<K, S, V>
+{
+    fn epoch(&self) -> u32 {
+        self.versions.epochs().epoch()
+    }
+
+    /// Whole when the versions were cleared since, or more keys went or
+    /// had events released since than the join holds entries now; and when
+    /// the versions' epochs and the released events' are not the same
+    /// clock (they are frozen together, so they are).
+    fn whole_since(&self, epoch: u32) -> bool {
+        let versions = self.versions.epochs();
+        let waiting: usize = self.waiting.iter().map(|(_, w)| w.len()).sum();
+        self.released.epoch() != versions.epoch()
+            || versions.cleared_since(epoch)
+            || whole_is_smaller(
+                self.versions.len() + waiting,
+                versions.removed_count_since(epoch) + self.released.removed_count_since(epoch),
+            )
+    }
+
+    fn entries(&self) -> Vec<(K, TemporalKeyState<S, V>)> {
+        self.per_key(|_| true).into_iter().collect()
+    }
+
+    /// The keys whose versions changed, that have an event waiting since
+    /// the freeze of `epoch`, or whose events were released since, each
+    /// with all it holds now (nothing: removed). A time without a count of
+    /// then (new since, or forgotten) counts whole.
+    fn changes_since(&self, epoch: u32) -> (Vec<(K, TemporalKeyState<S, V>)>, Vec<K>) {
+        let then = self.marks.get(&epoch);
+        let mut changed: FastHashMap<&K, ()> = FastHashMap::default();
+        for (key, _) in self.versions.changed_since(epoch) {
+            changed.insert(key, ());
+        }
+        for key in self.versions.epochs().removed_since(epoch) {
+            changed.insert(key, ());
+        }
+        for key in self.released.removed_since(epoch) {
+            changed.insert(key, ());
+        }
+        for (t, events) in &self.waiting {
+            let waited = then
+                .and_then(|m| m.iter().find(|(at, _)| at == t))
+                .map_or(0, |&(_, n)| n);
+            for (key, _) in events.get(waited..).unwrap_or(&events[..]) {
+                changed.insert(key, ());
+            }
+        }
+        let mut per_key = self.per_key(|k| changed.contains_key(k));
+        let mut removed = Vec::new();
+        let mut written = Vec::with_capacity(per_key.len());
+        for key in changed.into_keys() {
+            match per_key.remove(key) {
+                Some(state) => written.push((key.clone(), state)),
+                None => removed.push(key.clone()),
+            }
+        }
+        (written, removed)
+    }
+}
+
 impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
     type Left = S;
     type Right = Change<K, V>;
@@ -215,36 +319,44 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
     crate::checkpointing::checkpointed_join!();
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        if !self.checkpoint.is_enabled() {
+        let waiting: usize = self.waiting.values().map(|w| w.get().len()).sum();
+        let Some(planned) = self
+            .checkpoint
+            .plan_snapshot(ctx, self.versions.len() + waiting)
+        else {
             return Ok(None);
+        };
+        if let Some(epoch) = planned.forget_through() {
+            self.versions.forget_removed_through(epoch);
+            self.released.forget_through(epoch);
+            self.marks.retain(|at, _| *at >= epoch);
         }
-        // The pause: the versions and the waiting events are frozen; they
-        // are gathered and archived off this thread.
+        // The pause: the versions and the waiting events are frozen, with
+        // how many wait at each time; they (or those of the keys that
+        // changed since a complete checkpoint of this run) are gathered and
+        // archived off this thread.
         let versions = self.versions.freeze();
+        let released = self.released.freeze();
         let waiting: Vec<(i64, Arc<Waiting<K, S>>)> = self
             .waiting
             .iter_mut()
             .map(|(&t, events)| (t, events.freeze()))
             .collect();
-        Ok(self
-            .checkpoint
-            .snapshot_beside(ctx, self.watermark, move || {
-                let mut per_key: FastHashMap<K, TemporalKeyState<S, V>> = FastHashMap::default();
-                for (key, versions) in versions.iter() {
-                    per_key.entry(key.clone()).or_default().0 =
-                        versions.iter().map(|(t, v)| (*t, v.clone())).collect();
-                }
-                for (t, events) in &waiting {
-                    for (key, event) in events.iter() {
-                        per_key
-                            .entry(key.clone())
-                            .or_default()
-                            .1
-                            .push((*t, event.clone()));
-                    }
-                }
-                per_key.into_iter().collect()
-            }))
+        self.marks.insert(
+            released.epoch(),
+            waiting
+                .iter()
+                .map(|(t, events)| (*t, events.len()))
+                .collect(),
+        );
+        let frozen = FrozenTemporal {
+            versions,
+            waiting,
+            released,
+            marks: self.marks.clone(),
+        };
+        self.checkpoint
+            .snapshot_frozen(ctx, planned, self.watermark, frozen)
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
@@ -304,7 +416,18 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
             if t >= self.watermark && watermark < Timestamp::MAX {
                 break;
             }
-            for (key, value) in entry.remove().into_inner() {
+            let events = entry.remove().into_inner();
+            if self.released.tracks() {
+                // Their keys changed: an incremental snapshot writes them
+                // with what they hold now.
+                let mut seen: FastHashMap<&K, ()> = FastHashMap::default();
+                for (key, _) in &events {
+                    if seen.insert(key, ()).is_none() {
+                        self.released.removed(key.clone());
+                    }
+                }
+            }
+            for (key, value) in events {
                 let row = self.row_at(&key, t);
                 if row.is_some() || self.kind.keeps_left() {
                     out.emit_at(
