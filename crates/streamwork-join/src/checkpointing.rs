@@ -1,9 +1,9 @@
 //! What every join does to checkpoint its state: `open` and
-//! `statefulness` over its `checkpoint` field, and a keyed table (the
+//! `statefulness` over its `checkpoint` field, a keyed table (the
 //! stream-table and table-table joins) frozen into a snapshot and
-//! restored from one.
+//! restored from one, and the changes of an incremental snapshot.
 
-use streamwork_core::hash::stable_hash;
+use streamwork_core::hash::{FastHashMap, stable_hash};
 use streamwork_core::state::Key;
 use streamwork_core::{Restore, SnapshotContext, StateBytes, TaskError};
 use streamwork_state::{CowMap, KeyedCheckpoint};
@@ -63,4 +63,22 @@ where
             .map(|(key, value)| (stable_hash(&key), key, value)),
     );
     Ok(())
+}
+
+/// What an incremental snapshot writes of the keys that `changed`: each
+/// with its state in `per_key` (gathered for those keys), and those
+/// without as removed.
+pub(crate) fn written_and_removed<K: Key, V>(
+    changed: FastHashMap<&K, ()>,
+    mut per_key: FastHashMap<K, V>,
+) -> (Vec<(K, V)>, Vec<K>) {
+    let mut removed = Vec::new();
+    let mut written = Vec::with_capacity(per_key.len());
+    for key in changed.into_keys() {
+        match per_key.remove(key) {
+            Some(state) => written.push((key.clone(), state)),
+            None => removed.push(key.clone()),
+        }
+    }
+    (written, removed)
 }

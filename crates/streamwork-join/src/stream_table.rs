@@ -296,16 +296,8 @@ impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenChanges<K, TemporalKeyState<S
                 changed.insert(key, ());
             }
         }
-        let mut per_key = self.per_key(|k| changed.contains_key(k));
-        let mut removed = Vec::new();
-        let mut written = Vec::with_capacity(per_key.len());
-        for key in changed.into_keys() {
-            match per_key.remove(key) {
-                Some(state) => written.push((key.clone(), state)),
-                None => removed.push(key.clone()),
-            }
-        }
-        (written, removed)
+        let per_key = self.per_key(|k| changed.contains_key(k));
+        crate::checkpointing::written_and_removed(changed, per_key)
     }
 }
 

@@ -340,16 +340,8 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
         for key in self.epochs.removed_since(epoch) {
             changed.insert(key, ());
         }
-        let mut per_key = self.per_key(|k| changed.contains_key(k));
-        let mut removed = Vec::new();
-        let mut written = Vec::with_capacity(per_key.len());
-        for key in changed.into_keys() {
-            match per_key.remove(key) {
-                Some(windows) => written.push((key.clone(), windows)),
-                None => removed.push(key.clone()),
-            }
-        }
-        (written, removed)
+        let per_key = self.per_key(|k| changed.contains_key(k));
+        crate::checkpointing::written_and_removed(changed, per_key)
     }
 }
 
