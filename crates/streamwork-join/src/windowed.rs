@@ -7,6 +7,11 @@
 //! allocation per key. When the window fires, it is joined as a batch (a
 //! hash join: the left rows chained by key in one table, the right rows
 //! probing it), and its vectors are kept, emptied, for the next window.
+//!
+//! A checkpoint seals what each side holds into a chunk it shares (an
+//! `Arc`), and the side goes on in a new chunk: nothing is copied, on the
+//! task thread or elsewhere, however large a window is. A window that fires
+//! takes its chunks back (copied only if a checkpoint still reads them).
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -19,30 +24,111 @@ use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
     Timestamp,
 };
-use streamwork_state::{CowCell, FrozenChanges, KeyedCheckpoint, StateData};
+use streamwork_state::{FrozenChanges, KeyedCheckpoint, StateData};
 use streamwork_window::LateCounter;
 use streamwork_window::ends::{ends, first_end_containing, last_end_containing, last_instant};
 
 use crate::{JoinKind, JoinRow};
 
-/// The rows of one window, each side in arrival order.
+/// Rows in arrival order: chunks sealed by checkpoints, which share them,
+/// and the chunk being written.
 #[derive(Clone)]
-struct WindowRows<K, L, R> {
-    lefts: Vec<(K, L)>,
-    rights: Vec<(K, R)>,
+struct Chunks<T> {
+    sealed: Vec<Arc<Vec<T>>>,
+    open: Vec<T>,
 }
 
-impl<K, L, R> Default for WindowRows<K, L, R> {
-    fn default() -> Self {
-        WindowRows {
-            lefts: Vec::new(),
-            rights: Vec::new(),
+impl<T> Chunks<T> {
+    /// No rows; the chunk being written starts in `open`'s space.
+    fn in_space(mut open: Vec<T>) -> Self {
+        open.clear();
+        Chunks {
+            sealed: Vec::new(),
+            open,
         }
+    }
+
+    #[inline]
+    fn push(&mut self, row: T) {
+        self.open.push(row);
+    }
+
+    fn len(&self) -> usize {
+        self.sealed.iter().map(|c| c.len()).sum::<usize>() + self.open.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.sealed.iter().flat_map(|c| c.iter()).chain(&self.open)
+    }
+
+    /// Seals what it holds for a checkpoint, which reads the chunks
+    /// returned however the rows go on.
+    fn seal(&mut self) -> FrozenChunks<T> {
+        if !self.open.is_empty() {
+            self.sealed.push(Arc::new(std::mem::take(&mut self.open)));
+        }
+        FrozenChunks(self.sealed.clone())
+    }
+
+    /// Every row, in order, in one vector: a chunk no checkpoint reads any
+    /// more is moved, not copied.
+    fn into_vec(self) -> Vec<T>
+    where
+        T: Clone,
+    {
+        if self.sealed.is_empty() {
+            return self.open;
+        }
+        let mut all = Vec::with_capacity(self.len());
+        for chunk in self.sealed {
+            match Arc::try_unwrap(chunk) {
+                Ok(rows) => all.extend(rows),
+                Err(shared) => all.extend(shared.iter().cloned()),
+            }
+        }
+        all.extend(self.open);
+        all
     }
 }
 
+/// A side's rows as a checkpoint sealed them.
+struct FrozenChunks<T>(Vec<Arc<Vec<T>>>);
+
+impl<T> FrozenChunks<T> {
+    fn len(&self) -> usize {
+        self.0.iter().map(|c| c.len()).sum()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().flat_map(|c| c.iter())
+    }
+
+    /// The rows after the first `skip` (whole chunks skipped at once).
+    fn after(&self, mut skip: usize) -> impl Iterator<Item = &T> {
+        let mut first = 0;
+        while first < self.0.len() && self.0[first].len() <= skip {
+            skip -= self.0[first].len();
+            first += 1;
+        }
+        self.0[first..]
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, c)| c[if i == 0 { skip } else { 0 }..].iter())
+    }
+}
+
+/// The rows of one window, each side in arrival order.
+#[derive(Clone)]
+struct WindowRows<K, L, R> {
+    lefts: Chunks<(K, L)>,
+    rights: Chunks<(K, R)>,
+}
+
 /// Which side of a window's rows a record goes to.
-type Side<K, L, R, V> = fn(&mut WindowRows<K, L, R>) -> &mut Vec<(K, V)>;
+type Side<K, L, R, V> = fn(&mut WindowRows<K, L, R>) -> &mut Chunks<(K, V)>;
+
+/// The emptied vectors of a fired window's sides.
+type Spare<K, L, R> = (Vec<(K, L)>, Vec<(K, R)>);
 
 /// No row in a chain of left rows.
 const END: u32 = u32::MAX;
@@ -59,10 +145,10 @@ pub struct WindowJoin<L, R, K> {
     late: LateCounter,
     /// Open windows by end, then by key; each frozen (copy-on-write) for
     /// a checkpoint.
-    windows: BTreeMap<i64, CowCell<WindowRows<K, L, R>>>,
+    windows: BTreeMap<i64, WindowRows<K, L, R>>,
     /// The vectors of the last window fired, emptied: the next window's,
     /// so that a window does not grow its vectors from nothing.
-    spare: Option<WindowRows<K, L, R>>,
+    spare: Option<Spare<K, L, R>>,
     watermark: i64,
     /// Its checkpointing: on, unless built `.transient()`.
     checkpoint: KeyedCheckpoint<i64, K, KeyWindows<L, R>>,
@@ -138,10 +224,13 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
     #[inline]
     fn window(&mut self, end: i64) -> &mut WindowRows<K, L, R> {
         let spare = &mut self.spare;
-        self.windows
-            .entry(end)
-            .or_insert_with(|| CowCell::new(spare.take().unwrap_or_default()))
-            .get_mut()
+        self.windows.entry(end).or_insert_with(|| {
+            let (lefts, rights) = spare.take().unwrap_or_default();
+            WindowRows {
+                lefts: Chunks::in_space(lefts),
+                rights: Chunks::in_space(rights),
+            }
+        })
     }
 
     /// Appends a row of one side at time `t` to every open window containing
@@ -180,12 +269,13 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
     /// keeps its emptied vectors.
     fn fire(
         &mut self,
-        mut rows: WindowRows<K, L, R>,
+        rows: WindowRows<K, L, R>,
         time: Timestamp,
         out: &mut Collector<JoinRow<K, L, R>>,
     ) {
         let kind = self.kind;
-        let WindowRows { lefts, rights } = &mut rows;
+        let (mut lefts, mut rights) = (rows.lefts.into_vec(), rows.rights.into_vec());
+        let (lefts, rights) = (&mut lefts, &mut rights);
         if kind == JoinKind::Semi {
             // Each left row once if its key has a right row.
             let keys: std::collections::HashSet<&K, streamwork_core::hash::BuildStableHasher> =
@@ -254,14 +344,14 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
                 }
             }
         }
-        rows.lefts.clear();
-        rows.rights.clear();
-        self.spare = Some(rows);
+        lefts.clear();
+        rights.clear();
+        self.spare = Some((std::mem::take(lefts), std::mem::take(rights)));
     }
 }
 
-/// An open window's end and its rows, frozen.
-type FrozenWindow<K, L, R> = (i64, Arc<WindowRows<K, L, R>>);
+/// An open window's end and its sides' rows, sealed.
+type FrozenWindow<K, L, R> = (i64, FrozenChunks<(K, L)>, FrozenChunks<(K, R)>);
 
 /// The open windows as a checkpoint froze them, with the lengths of their
 /// sides at earlier freezes and the keys of the windows fired since: what
@@ -278,12 +368,12 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenWindows<K, L, R> {
     /// snapshot.
     fn per_key(&self, only: impl Fn(&K) -> bool) -> FastHashMap<K, KeyWindows<L, R>> {
         let mut per_key: FastHashMap<K, KeyWindows<L, R>> = FastHashMap::default();
-        for (end, rows) in &self.windows {
+        for (end, lefts, rights) in &self.windows {
             let mut keys: FastHashMap<&K, (Vec<L>, Vec<R>)> = FastHashMap::default();
-            for (key, left) in rows.lefts.iter().filter(|(k, _)| only(k)) {
+            for (key, left) in lefts.iter().filter(|(k, _)| only(k)) {
                 keys.entry(key).or_default().0.push(left.clone());
             }
-            for (key, right) in rows.rights.iter().filter(|(k, _)| only(k)) {
+            for (key, right) in rights.iter().filter(|(k, _)| only(k)) {
                 keys.entry(key).or_default().1.push(right.clone());
             }
             for (key, (lefts, rights)) in keys {
@@ -308,7 +398,7 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
         let rows = self
             .windows
             .iter()
-            .map(|(_, w)| w.lefts.len() + w.rights.len())
+            .map(|(_, lefts, rights)| lefts.len() + rights.len())
             .sum();
         self.epochs.whole_since(epoch, rows)
     }
@@ -324,16 +414,26 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
     fn changes_since(&self, epoch: u32) -> (Vec<(K, KeyWindows<L, R>)>, Vec<K>) {
         let then = self.marks.get(&epoch);
         let mut changed: FastHashMap<&K, ()> = FastHashMap::default();
-        for (end, rows) in &self.windows {
-            let (lefts, rights) = then
+        for (end, lefts, rights) in &self.windows {
+            let (left_then, right_then) = then
                 .and_then(|m| m.iter().find(|(e, _, _)| e == end))
                 .map_or((0, 0), |&(_, l, r)| (l, r));
-            let new_lefts = rows.lefts.get(lefts..).unwrap_or(&rows.lefts[..]);
-            let new_rights = rows.rights.get(rights..).unwrap_or(&rows.rights[..]);
-            for (key, _) in new_lefts {
+            // A side shorter than it was (which an open window never is)
+            // counts whole.
+            let left_then = if left_then > lefts.len() {
+                0
+            } else {
+                left_then
+            };
+            let right_then = if right_then > rights.len() {
+                0
+            } else {
+                right_then
+            };
+            for (key, _) in lefts.after(left_then) {
                 changed.insert(key, ());
             }
-            for (key, _) in new_rights {
+            for (key, _) in rights.after(right_then) {
                 changed.insert(key, ());
             }
         }
@@ -358,7 +458,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
         let rows = self
             .windows
             .values()
-            .map(|w| w.get().lefts.len() + w.get().rights.len())
+            .map(|w| w.lefts.len() + w.rights.len())
             .sum();
         let Some(planned) = self.checkpoint.plan_snapshot(ctx, rows) else {
             return Ok(None);
@@ -367,21 +467,21 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
             self.epochs.forget_through(epoch);
             self.marks.retain(|at, _| *at >= epoch);
         }
-        // The pause: the open windows are frozen, with the lengths of their
-        // sides; their rows (or those of the keys that changed since a
-        // complete checkpoint of this run) are gathered and archived off
-        // this thread, when the checkpoint is written.
-        let windows: Vec<_> = self
+        // The pause: each side of each open window is sealed, and the
+        // lengths noted; their rows (or those of the keys that changed
+        // since a complete checkpoint of this run) are gathered and
+        // archived off this thread, when the checkpoint is written.
+        let windows: Vec<FrozenWindow<K, L, R>> = self
             .windows
             .iter_mut()
-            .map(|(&end, window)| (end, window.freeze()))
+            .map(|(&end, w)| (end, w.lefts.seal(), w.rights.seal()))
             .collect();
         let epochs = self.epochs.freeze();
         self.marks.insert(
             epochs.epoch(),
             windows
                 .iter()
-                .map(|(end, rows)| (*end, rows.lefts.len(), rows.rights.len()))
+                .map(|(end, lefts, rights)| (*end, lefts.len(), rights.len()))
                 .collect(),
         );
         let frozen = FrozenWindows {
@@ -402,11 +502,13 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
         }
         for (key, windows) in restored.entries {
             for (end, lefts, rights) in windows {
-                let rows = self.windows.entry(end).or_default().get_mut();
-                rows.lefts
-                    .extend(lefts.into_iter().map(|left| (key.clone(), left)));
-                rows.rights
-                    .extend(rights.into_iter().map(|right| (key.clone(), right)));
+                let rows = self.window(end);
+                for left in lefts {
+                    rows.lefts.push((key.clone(), left));
+                }
+                for right in rights {
+                    rows.rights.push((key.clone(), right));
+                }
             }
         }
         Ok(())
@@ -432,7 +534,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
                 break;
             }
             let time = Timestamp::from_millis(last_instant(end));
-            let rows = entry.remove().into_inner();
+            let rows = entry.remove();
             if self.epochs.tracks() {
                 // Its keys changed: an incremental snapshot writes them
                 // with the windows they have left.
@@ -446,5 +548,49 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
             }
             self.fire(rows, time, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunks of 0..n sealed at `cuts` (some empty, some repeated).
+    fn chunks(n: u32, cuts: &[u32]) -> (Chunks<u32>, Vec<FrozenChunks<u32>>) {
+        let mut chunks = Chunks::in_space(Vec::new());
+        let mut frozen = Vec::new();
+        for i in 0..n {
+            if cuts.contains(&i) {
+                frozen.push(chunks.seal());
+            }
+            chunks.push(i);
+        }
+        (chunks, frozen)
+    }
+
+    #[test]
+    fn the_rows_after_any_count_are_read_across_sealed_chunks() {
+        let (mut rows, _) = chunks(10, &[0, 3, 3, 4, 8]);
+        let sealed = rows.seal();
+        assert_eq!(sealed.len(), 10);
+        for skip in 0..=11 {
+            let after: Vec<u32> = sealed.after(skip).copied().collect();
+            let want: Vec<u32> = (skip.min(10) as u32..10).collect();
+            assert_eq!(after, want, "after {skip}");
+        }
+        assert_eq!(
+            rows.iter().copied().collect::<Vec<_>>(),
+            (0..10).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_fired_window_takes_its_rows_back_whether_a_checkpoint_reads_them_or_not() {
+        let (rows, frozen) = chunks(10, &[2, 6]);
+        // A checkpoint still reads the first two chunks: they are copied.
+        assert_eq!(rows.clone().into_vec(), (0..10).collect::<Vec<_>>());
+        drop(frozen);
+        // None does: they are moved.
+        assert_eq!(rows.into_vec(), (0..10).collect::<Vec<_>>());
     }
 }
