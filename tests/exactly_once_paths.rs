@@ -123,13 +123,7 @@ fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
     run().unwrap();
     let published = committed_sums(&paths.output);
     assert_same(&published.0, &expected_sums(n), "the first run");
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(&paths.checkpoints)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
-        .collect();
-    segments.sort();
+    let segments = support::log_segments(&paths.checkpoints);
     let newest = segments.last().unwrap();
     let length = std::fs::metadata(newest).unwrap().len();
     // The final commit record is the last 48 bytes: cut into it.

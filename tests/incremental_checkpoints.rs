@@ -417,13 +417,7 @@ fn a_damaged_record_that_a_chain_builds_on_is_refused() {
         .run_with(options(&checkpoints, 0))
         .expect_err("the injected fault");
     let published = outputs(&out);
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(&checkpoints)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
-        .collect();
-    segments.sort();
+    let segments = support::log_segments(&checkpoints);
     let records: Vec<(PathBuf, Framed)> = segments
         .iter()
         .flat_map(|s| records_of(s).into_iter().map(move |r| (s.clone(), r)))

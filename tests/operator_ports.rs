@@ -127,18 +127,23 @@ fn three_ports_of_three_types_meet_by_key() {
     );
     job.sink("out", 1, out.clone(), seen);
     let graph = job.build().unwrap();
-    let ports: Vec<&str> = graph
-        .nodes()
-        .iter()
-        .find(|n| n.name() == "seen")
-        .unwrap()
-        .ports()
-        .iter()
-        .map(|p| p.name)
-        .collect();
+    let ports = port_names(&graph, "seen");
     assert_eq!(ports, ["counts", "names", "pairs"]);
     graph.run().unwrap();
     check(out.values());
+}
+
+/// The names of the input ports of component `name`.
+fn port_names<'g>(graph: &'g JobGraph, name: &str) -> Vec<&'g str> {
+    graph
+        .nodes()
+        .iter()
+        .find(|n| n.name() == name)
+        .expect("the component")
+        .ports()
+        .iter()
+        .map(|p| p.name)
+        .collect()
 }
 
 #[test]
@@ -156,15 +161,7 @@ fn job_declares_typed_ports_with_port() {
         sink printed = out.clone() <- seen;
     }
     .unwrap();
-    let ports: Vec<&str> = graph
-        .nodes()
-        .iter()
-        .find(|n| n.name() == "seen")
-        .unwrap()
-        .ports()
-        .iter()
-        .map(|p| p.name)
-        .collect();
+    let ports = port_names(&graph, "seen");
     assert_eq!(ports, ["Reading::Count", "Reading::Name", "Reading::Pair"]);
     graph.run().unwrap();
     check(out.values());

@@ -499,3 +499,16 @@ pub fn sweep_scratch_of_ended_processes() {
         };
     }
 }
+
+/// The checkpoint log's segment files in `dir`, in order.
+#[allow(dead_code)]
+pub fn log_segments(dir: &Path) -> Vec<PathBuf> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "swlog"))
+        .collect();
+    segments.sort();
+    segments
+}
