@@ -33,14 +33,28 @@ use crate::collector::Collector;
 use crate::component::{AnyTime, Context, NoKey, Operator, Statefulness};
 use crate::record::Data;
 
-/// Declares a stateless closure operator's struct, with `Clone` and
-/// `Debug`.
+/// Declares a stateless closure operator: its struct (with `Clone` and
+/// `Debug`) and its [`Operator`] impl, whose `on_record` is `$body` with the
+/// closure as `$f`, the record as `$value` and the context as `$ctx`.
 macro_rules! closure_operator {
-    ($(#[$doc:meta])* $name:ident, $ctor:ident) => {
+    (
+        $(#[$doc:meta])* $name:ident, $ctor:ident,
+        impl<$($generic:ident),*> where { $($bound:tt)* } emits $out:ty,
+        |$f:ident, $value:ident, $ctx:ident| $body:block
+    ) => {
         $(#[$doc])*
         pub struct $name<F, In> {
             f: F,
             _in: PhantomData<fn(In)>,
+        }
+
+        impl<F, In> $name<F, In> {
+            fn new(f: F) -> Self {
+                $name {
+                    f,
+                    _in: PhantomData,
+                }
+            }
         }
 
         impl<F: Clone, In> Clone for $name<F, In> {
@@ -57,28 +71,74 @@ macro_rules! closure_operator {
                 f.write_str(stringify!($ctor))
             }
         }
+
+        impl<In: Data, F, $($generic),*> Operator for $name<F, In>
+        where
+            $($bound)*
+        {
+            type In = In;
+            type Key = NoKey;
+            type Out = Collector<$out>;
+            type Time = AnyTime;
+
+            fn statefulness(&self) -> Statefulness {
+                Statefulness::Stateless
+            }
+
+            #[inline]
+            fn on_record(&mut self, $value: In, $ctx: &mut Context<'_, NoKey, Collector<$out>>) {
+                let $f = &self.f;
+                $body
+            }
+        }
     };
 }
 
 closure_operator!(
     /// Each record `r` becomes `f(r)`: see [`map`].
-    Map, map
+    Map, map,
+    impl<Out> where { F: Fn(In) -> Out + Clone + Send + 'static, Out: Data } emits Out,
+    |f, value, ctx| { ctx.emit(f(value)); }
 );
 closure_operator!(
     /// Keeps the records for which `f` is true: see [`filter`].
-    Filter, filter
+    Filter, filter,
+    impl<> where { F: Fn(&In) -> bool + Clone + Send + 'static } emits In,
+    |f, value, ctx| {
+        if f(&value) {
+            ctx.emit(value);
+        }
+    }
 );
 closure_operator!(
     /// Each record `r` becomes `f(r)`'s value, if it has one: see [`filter_map`].
-    FilterMap, filter_map
+    FilterMap, filter_map,
+    impl<Out> where { F: Fn(In) -> Option<Out> + Clone + Send + 'static, Out: Data } emits Out,
+    |f, value, ctx| {
+        if let Some(out) = f(value) {
+            ctx.emit(out);
+        }
+    }
 );
 closure_operator!(
     /// Each record `r` becomes every item of `f(r)`: see [`flat_map`].
-    FlatMap, flat_map
+    FlatMap, flat_map,
+    impl<I> where { F: Fn(In) -> I + Clone + Send + 'static, I: IntoIterator, I::Item: Data }
+    emits I::Item,
+    |f, value, ctx| {
+        for out in f(value) {
+            ctx.emit(out);
+        }
+    }
 );
 closure_operator!(
     /// Passes each record on after calling `f` on it: see [`inspect`].
-    Inspect, inspect
+    Inspect, inspect,
+    impl<> where { F: Fn(&In) + Clone + Send + 'static } emits In,
+    |f, value, ctx| {
+        f(&value);
+        ctx.emit(value);
+    }
 );
 
 /// Each record `r` becomes `f(r)`.
@@ -86,10 +146,7 @@ pub fn map<In, Out, F>(f: F) -> Map<F, In>
 where
     F: Fn(In) -> Out + Clone + Send + 'static,
 {
-    Map {
-        f,
-        _in: PhantomData,
-    }
+    Map::new(f)
 }
 
 /// Keeps the records for which `f` is true.
@@ -97,10 +154,7 @@ pub fn filter<In, F>(f: F) -> Filter<F, In>
 where
     F: Fn(&In) -> bool + Clone + Send + 'static,
 {
-    Filter {
-        f,
-        _in: PhantomData,
-    }
+    Filter::new(f)
 }
 
 /// Each record `r` becomes `f(r)`'s value, if it has one (parsing that may
@@ -109,10 +163,7 @@ pub fn filter_map<In, Out, F>(f: F) -> FilterMap<F, In>
 where
     F: Fn(In) -> Option<Out> + Clone + Send + 'static,
 {
-    FilterMap {
-        f,
-        _in: PhantomData,
-    }
+    FilterMap::new(f)
 }
 
 /// Each record `r` becomes every item of `f(r)` (a line into its words).
@@ -121,10 +172,7 @@ where
     F: Fn(In) -> I + Clone + Send + 'static,
     I: IntoIterator,
 {
-    FlatMap {
-        f,
-        _in: PhantomData,
-    }
+    FlatMap::new(f)
 }
 
 /// Calls `f` on each record and passes it on unchanged (to log or count).
@@ -132,112 +180,5 @@ pub fn inspect<In, F>(f: F) -> Inspect<F, In>
 where
     F: Fn(&In) + Clone + Send + 'static,
 {
-    Inspect {
-        f,
-        _in: PhantomData,
-    }
-}
-
-impl<In: Data, Out: Data, F> Operator for Map<F, In>
-where
-    F: Fn(In) -> Out + Clone + Send + 'static,
-{
-    type In = In;
-    type Key = NoKey;
-    type Out = Collector<Out>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Stateless
-    }
-
-    #[inline]
-    fn on_record(&mut self, value: In, ctx: &mut Context<'_, NoKey, Collector<Out>>) {
-        ctx.emit((self.f)(value));
-    }
-}
-
-impl<In: Data, F> Operator for Filter<F, In>
-where
-    F: Fn(&In) -> bool + Clone + Send + 'static,
-{
-    type In = In;
-    type Key = NoKey;
-    type Out = Collector<In>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Stateless
-    }
-
-    #[inline]
-    fn on_record(&mut self, value: In, ctx: &mut Context<'_, NoKey, Collector<In>>) {
-        if (self.f)(&value) {
-            ctx.emit(value);
-        }
-    }
-}
-
-impl<In: Data, Out: Data, F> Operator for FilterMap<F, In>
-where
-    F: Fn(In) -> Option<Out> + Clone + Send + 'static,
-{
-    type In = In;
-    type Key = NoKey;
-    type Out = Collector<Out>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Stateless
-    }
-
-    #[inline]
-    fn on_record(&mut self, value: In, ctx: &mut Context<'_, NoKey, Collector<Out>>) {
-        if let Some(out) = (self.f)(value) {
-            ctx.emit(out);
-        }
-    }
-}
-
-impl<In: Data, I, F> Operator for FlatMap<F, In>
-where
-    F: Fn(In) -> I + Clone + Send + 'static,
-    I: IntoIterator,
-    I::Item: Data,
-{
-    type In = In;
-    type Key = NoKey;
-    type Out = Collector<I::Item>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Stateless
-    }
-
-    #[inline]
-    fn on_record(&mut self, value: In, ctx: &mut Context<'_, NoKey, Collector<I::Item>>) {
-        for out in (self.f)(value) {
-            ctx.emit(out);
-        }
-    }
-}
-
-impl<In: Data, F> Operator for Inspect<F, In>
-where
-    F: Fn(&In) + Clone + Send + 'static,
-{
-    type In = In;
-    type Key = NoKey;
-    type Out = Collector<In>;
-    type Time = AnyTime;
-
-    fn statefulness(&self) -> Statefulness {
-        Statefulness::Stateless
-    }
-
-    #[inline]
-    fn on_record(&mut self, value: In, ctx: &mut Context<'_, NoKey, Collector<In>>) {
-        (self.f)(&value);
-        ctx.emit(value);
-    }
+    Inspect::new(f)
 }
