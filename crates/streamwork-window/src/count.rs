@@ -13,6 +13,7 @@ use streamwork_core::{
 use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
+use crate::TRANSIENT_FIX;
 use crate::aggregate::Aggregate;
 use crate::outputs::WindowOutputs;
 use crate::window::{CountWindow, Firing, WindowResult};
@@ -130,7 +131,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     }
 
     fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness("its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)")
+        self.checkpoint.statefulness(TRANSIENT_FIX)
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {

@@ -13,6 +13,7 @@ use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
+use crate::TRANSIENT_FIX;
 use crate::aggregate::Aggregate;
 use crate::domain::Domain;
 use crate::ends::last_instant;
@@ -125,8 +126,11 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
         );
     }
 
-    /// Fires the sessions that ended by `now` and forgets those past the lateness.
-    fn advance(&mut self, now: i64, out: &mut Out<KK, A, T>) {
+    /// Fires the sessions that ended by `now` and forgets those past the
+    /// lateness (with `None`, a domain in which this hook tells no time:
+    /// nothing).
+    fn advance(&mut self, now: Option<i64>, out: &mut Out<KK, A, T>) {
+        let Some(now) = now else { return };
         self.now = self.now.max(now);
         let due: Vec<(u64, KK::Value)> = self
             .timers
@@ -230,25 +234,19 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        if let Some(t) = D::watermark_time(watermark) {
-            self.advance(t, out);
-        }
+        self.advance(D::watermark_time(watermark), out);
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
-        if let Some(t) = D::tick_time(now) {
-            self.advance(t, out);
-        }
+        self.advance(D::tick_time(now), out);
     }
 
     fn on_batch_end(&mut self, out: &mut Self::Out) {
-        if let Some(t) = D::batch_end_time() {
-            self.advance(t, out);
-        }
+        self.advance(D::batch_end_time(), out);
     }
 
     fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness("its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)")
+        self.checkpoint.statefulness(TRANSIENT_FIX)
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {

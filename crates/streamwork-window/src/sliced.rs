@@ -29,6 +29,7 @@ use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{FrozenChanges, KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
+use crate::TRANSIENT_FIX;
 use crate::aggregate::Aggregate;
 use crate::domain::Domain;
 use crate::ends::{
@@ -536,11 +537,16 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
     }
 
     /// Fires every window ending at or before `now`, then drops the slices no
-    /// window needs any more.
-    fn advance(&mut self, now: i64, out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>)
-    where
+    /// window needs any more (with `None`, a domain in which this hook tells
+    /// no time: nothing).
+    fn advance(
+        &mut self,
+        now: Option<i64>,
+        out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>,
+    ) where
         T: Data,
     {
+        let Some(now) = now else { return };
         self.settle_hot();
         self.now = self.now.max(now);
         while let Some(end) = self.next_end {
@@ -702,15 +708,11 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        if let Some(t) = D::watermark_time(watermark) {
-            self.advance(t, out);
-        }
+        self.advance(D::watermark_time(watermark), out);
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
-        if let Some(t) = D::tick_time(now) {
-            self.advance(t, out);
-        }
+        self.advance(D::tick_time(now), out);
         if let Some(interval) = self.early.interval
             && now.millis().saturating_sub(self.last_early) >= interval
         {
@@ -720,13 +722,11 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn on_batch_end(&mut self, out: &mut Self::Out) {
-        if let Some(t) = D::batch_end_time() {
-            self.advance(t, out);
-        }
+        self.advance(D::batch_end_time(), out);
     }
 
     fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness("its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)")
+        self.checkpoint.statefulness(TRANSIENT_FIX)
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
