@@ -121,22 +121,31 @@ fn emission(kind: &str, celsius: Option<f64>) -> f64 {
 #[derive(Clone, Copy, Default)]
 struct Mean;
 
+/// The readings of one zone and window so far: a type of the job's own,
+/// kept in checkpoints through `#[state_data]`.
+#[streamwork::state_data]
+#[derive(Clone, Debug, Default)]
+struct Readings {
+    celsius: f64,
+    count: u32,
+}
+
 impl Aggregate<Temperature> for Mean {
-    type Acc = (f64, u32);
+    type Acc = Readings;
     type Out = f64;
-    fn create(&self) -> (f64, u32) {
-        (0.0, 0)
+    fn create(&self) -> Readings {
+        Readings::default()
     }
-    fn add(&self, acc: &mut (f64, u32), t: &Temperature) {
-        acc.0 += t.celsius;
-        acc.1 += 1;
+    fn add(&self, acc: &mut Readings, t: &Temperature) {
+        acc.celsius += t.celsius;
+        acc.count += 1;
     }
-    fn merge(&self, into: &mut (f64, u32), other: &(f64, u32)) {
-        into.0 += other.0;
-        into.1 += other.1;
+    fn merge(&self, into: &mut Readings, other: &Readings) {
+        into.celsius += other.celsius;
+        into.count += other.count;
     }
-    fn result(&self, acc: &(f64, u32)) -> f64 {
-        acc.0 / f64::from(acc.1.max(1))
+    fn result(&self, acc: &Readings) -> f64 {
+        acc.celsius / f64::from(acc.count.max(1))
     }
 }
 

@@ -39,7 +39,7 @@
 //! * [`web`]: the job page;
 //! * [`scaleout`]: a job across processes through a Kafka consumer group
 //!   (feature `kafka`);
-//! * `streamwork-macros`: `#[operator]`, `#[derive(Outputs)]` and `job!`.
+//! * `streamwork-macros`: `#[operator]`, `#[derive(Outputs)]`, `#[derive(State)]`, `#[state_data]` and `job!`.
 
 #![warn(missing_docs)]
 
@@ -49,7 +49,7 @@ pub use streamwork_connectors as connectors;
 pub use streamwork_core as core;
 #[doc(inline)]
 pub use streamwork_join as join;
-pub use streamwork_macros::{Outputs, State, job, operator};
+pub use streamwork_macros::{Outputs, State, job, operator, state_data};
 #[cfg(feature = "logging")]
 pub mod logging;
 #[cfg(feature = "progress")]
@@ -146,7 +146,7 @@ pub mod ops {
 /// Everything a job needs, in one import.
 pub mod prelude {
     pub use crate::ops::{filter, filter_map, flat_map, fold, inspect, map, reduce};
-    pub use crate::{Outputs, State, job, operator};
+    pub use crate::{Outputs, State, job, operator, state_data};
     pub use crate::{Run, UiError};
     pub use streamwork_connectors::{
         BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
@@ -193,6 +193,7 @@ pub mod __private {
     };
     pub use streamwork_core::{Restore, SnapshotContext, StateBytes, Statefulness, TaskError};
     pub use streamwork_runtime::{GraphError, InputPort, JobBuilder, JobGraph};
+    pub use streamwork_state::rkyv;
     pub use streamwork_state::{FieldsReader, FieldsWriter, OperatorState, StateError, StateField};
 }
 

@@ -1,5 +1,5 @@
-//! Streamwork's macros: `#[operator]`, `#[derive(Outputs)]`, `#[derive(State)]`
-//! and `job!`.
+//! Streamwork's macros: `#[operator]`, `#[derive(Outputs)]`, `#[derive(State)]`,
+//! `#[state_data]` and `job!`.
 //!
 //! The entry points here are thin: each macro's logic lives in its own
 //! module, over `proc_macro2` tokens so it can be unit-tested:
@@ -8,6 +8,7 @@
 //!   that makes an unconnected channel a compile error;
 //! * `state`: an operator struct's state, checkpointed by the
 //!   framework field by field;
+//! * `state_data`: a type the framework can keep in checkpoints;
 //! * `job`: parse → graph IR → structural checks → codegen to the
 //!   typed builder, every problem reported with a span on the user's tokens.
 //!
@@ -22,6 +23,7 @@ mod job;
 mod operator;
 mod outputs;
 mod state;
+mod state_data;
 
 /// Turns a function or an impl block into an `Operator`.
 ///
@@ -74,6 +76,26 @@ pub fn derive_outputs(item: TokenStream) -> TokenStream {
 #[proc_macro_derive(State, attributes(state))]
 pub fn derive_state(item: TokenStream) -> TokenStream {
     state::expand(item.into()).into()
+}
+
+/// Makes a struct or enum `StateData`: something the framework can keep
+/// in checkpoints (a window's accumulator, a join's rows, a value of
+/// `KeyedState`). It derives rkyv's `Archive`, `Serialize` and
+/// `Deserialize` through `streamwork::state::rkyv`, the version the
+/// framework archives with, so the crate needs no rkyv dependency of its own.
+/// Every field must be archivable too.
+///
+/// ```text
+/// #[streamwork::state_data]
+/// #[derive(Clone, Debug, Default)]
+/// struct Spend {
+///     total: u64,
+///     last_seen: i64,
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn state_data(args: TokenStream, item: TokenStream) -> TokenStream {
+    state_data::expand(args.into(), item.into()).into()
 }
 
 /// Describes a job graph; evaluates to `Result<JobGraph, GraphError>`.

@@ -7,18 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::text::Text;
 
 /// A person registering.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Person {
     /// Person id.
@@ -41,18 +31,8 @@ pub struct Person {
 }
 
 /// An auction opening.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Auction {
     /// Auction id.
@@ -80,18 +60,8 @@ pub struct Auction {
 }
 
 /// A bid on an auction.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Bid {
     /// Auction id.

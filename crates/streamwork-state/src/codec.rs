@@ -64,11 +64,12 @@ use crate::version::operator_id;
 
 /// A type rkyv can archive into a checkpoint, validate and read back: the
 /// primitives, `String`, `Vec`, `Option`, tuples, and types deriving rkyv's
-/// `Archive`, `Serialize` and `Deserialize` (through [`rkyv`](crate::rkyv)).
+/// `Archive`, `Serialize` and `Deserialize` (through [`rkyv`](crate::rkyv);
+/// `#[streamwork::state_data]` on a struct or enum derives the three).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be archived into a checkpoint",
     label = "state the framework checkpoints must be archivable",
-    note = "derive `Archive`, `Serialize` and `Deserialize` from `streamwork::state::rkyv` with `#[rkyv(crate = streamwork::state::rkyv)]`, or leave the state out of checkpoints on purpose (`.transient()` on a window or join)"
+    note = "mark the type `#[streamwork::state_data]` (it derives rkyv's `Archive`, `Serialize` and `Deserialize` through `streamwork::state::rkyv`), or leave the state out of checkpoints on purpose (`.transient()` on a window or join)"
 )]
 pub trait StateData:
     Archive<

@@ -117,6 +117,52 @@ fn count_windows_recover_from_every_fault() {
     assert_window_recovers(windows, &scripted(50, 3, 0, 4));
 }
 
+/// A user's accumulator, archivable through `#[state_data]` alone.
+#[streamwork::state_data]
+#[derive(Clone, Debug, Default)]
+struct Spread {
+    low: Option<u64>,
+    high: u64,
+    seen: u32,
+}
+
+/// The spread (highest minus lowest) and count of a window's values.
+#[derive(Clone, Copy)]
+struct SpreadOf;
+
+impl streamwork_window::Aggregate<u64> for SpreadOf {
+    type Acc = Spread;
+    type Out = (u64, u32);
+    fn create(&self) -> Spread {
+        Spread::default()
+    }
+    fn add(&self, acc: &mut Spread, value: &u64) {
+        acc.low = Some(acc.low.map_or(*value, |low| low.min(*value)));
+        acc.high = acc.high.max(*value);
+        acc.seen += 1;
+    }
+    fn merge(&self, into: &mut Spread, other: &Spread) {
+        if let Some(low) = other.low {
+            self.add(into, &low);
+            into.seen -= 1;
+        }
+        into.high = into.high.max(other.high);
+        into.seen += other.seen;
+    }
+    fn result(&self, acc: &Spread) -> (u64, u32) {
+        (acc.high - acc.low.unwrap_or(acc.high), acc.seen)
+    }
+}
+
+#[test]
+fn a_user_accumulator_marked_state_data_recovers_from_every_fault() {
+    let sliding = Windows::sliding(Duration::from_millis(100), Duration::from_millis(30))
+        .aggregate::<u64, u32, _>(SpreadOf);
+    assert_window_recovers(sliding, &scripted(60, 4, 10, 5));
+    let sessions = Windows::session(Duration::from_millis(30)).aggregate::<u64, u32, _>(SpreadOf);
+    assert_window_recovers(sessions, &scripted(60, 5, 0, 6));
+}
+
 #[test]
 fn a_transient_window_loses_its_state_in_a_recovery() {
     // The oracle is not vacuous: a window that leaves its state out of the

@@ -87,15 +87,8 @@ pub struct Partial {
 /// One value's bids in one group: how many at each rank (their total, and
 /// the ranks the value was seen at, follow), the latest minute. An
 /// instance's [`Partial`] of a group is the sum of its values'.
-#[derive(
-    Clone,
-    Debug,
-    Default,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, Default)]
 struct ValueCounts {
     day: i64,
     /// The channel (q16), or empty.
@@ -108,15 +101,8 @@ struct ValueCounts {
 /// A value's groups: the first in place (a value is seen on a day or two,
 /// on few channels: most have one), the others beside it. Kept compact, as
 /// there is one per distinct value.
-#[derive(
-    Clone,
-    Debug,
-    Default,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, Default)]
 struct ValueGroups {
     first: ValueCounts,
     #[expect(
@@ -258,15 +244,8 @@ impl DailyStats {
 }
 
 /// A q15 or q16 row: a group and its twelve counts.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StatsRow {
     group: Group,
     /// The latest minute of the day (q16).

@@ -212,19 +212,8 @@ pub fn only_auctions(event: Event, out: &mut Collector<Auction>) {
 /// The fields of a bid that the aggregating queries read: what crosses
 /// their exchanges instead of the whole bid with its strings (a projection,
 /// as a SQL planner pushes it down).
-#[derive(
-    Copy,
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BidFacts {
     /// Auction id.
     pub auction: u64,

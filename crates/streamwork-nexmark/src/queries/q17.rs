@@ -13,14 +13,8 @@ use crate::sink::{Change, Row};
 use crate::time::{day_number, format_day};
 
 /// One auction's bids on one day.
-#[derive(
-    Clone,
-    Debug,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug)]
 pub struct Q17Row {
     auction: u64,
     day: i64,

@@ -16,16 +16,8 @@ use crate::sink::{Row, serde_row};
 use crate::text::Text;
 
 /// What q9 reads of a bid: its facts and its `extra`.
-#[derive(
-    Clone,
-    Debug,
-    serde::Serialize,
-    serde::Deserialize,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct WinnerBid {
     facts: BidFacts,
     extra: Text,

@@ -62,13 +62,8 @@ impl RankedBid for BidFacts {
 }
 
 /// What is known of one auction.
-#[derive(
-    Clone,
-    streamwork::state::rkyv::Archive,
-    streamwork::state::rkyv::Serialize,
-    streamwork::state::rkyv::Deserialize,
-)]
-#[rkyv(crate = streamwork::state::rkyv)]
+#[streamwork::state_data]
+#[derive(Clone)]
 pub struct AuctionState<B> {
     auction: Option<Auction>,
     best: Option<B>,
