@@ -60,6 +60,7 @@ mod log;
 mod managed;
 mod memory;
 mod mirror;
+mod reclaim;
 mod record;
 #[cfg(feature = "s3")]
 mod s3;

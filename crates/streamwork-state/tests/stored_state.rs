@@ -7,17 +7,18 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use streamwork_core::checkpoint::{
-    Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext,
+    CheckpointView, Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext,
 };
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::CurrentKey;
 use streamwork_core::time::Timestamp;
-use streamwork_core::{CheckpointId, InstanceIdx};
+use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx};
 use streamwork_state::{
     Checkpoint, CheckpointLog, ExpiringState, FieldsReader, FieldsWriter, LogOptions, StateError,
     StateField, StoreOptions, StoredState, Ttl, load_latest, operator_id, side_operator_id,
@@ -105,6 +106,8 @@ struct Job<S> {
     dir: Dir,
     log: CheckpointLog,
     completed: CheckpointId,
+    /// What the instances see of the job's checkpoints: the last complete one.
+    view: Arc<AtomicU64>,
     instances: Vec<S>,
     fresh: fn() -> S,
     /// Bytes each checkpoint wrote.
@@ -134,13 +137,28 @@ impl<S: StateField> Job<S> {
             },
         )
         .unwrap();
-        Job {
+        let mut job = Job {
             dir,
             log,
             completed: CheckpointId::NONE,
+            view: Arc::new(AtomicU64::new(0)),
             instances: (0..parallelism).map(|_| fresh()).collect(),
             fresh,
             written: Vec::new(),
+        };
+        job.open();
+        job
+    }
+
+    /// Opens every instance as its operator does, in a job whose last
+    /// complete checkpoint it reads from `view`.
+    fn open(&mut self) {
+        let parallelism = self.parallelism();
+        for (i, state) in self.instances.iter_mut().enumerate() {
+            let view = CheckpointView::new(self.view.clone(), None);
+            let ctx = InstanceContext::new(COMPONENT, InstanceIdx(i as u32), parallelism, GROUPS)
+                .with_checkpoints(view);
+            state.open_field(&ctx);
         }
     }
 
@@ -214,6 +232,7 @@ impl<S: StateField> Job<S> {
             slot.set(self.log.map_written(&at).unwrap()).unwrap();
         }
         self.completed = id;
+        self.view.store(id.get(), Ordering::Release);
         self.written.push(bytes);
     }
 
@@ -223,6 +242,7 @@ impl<S: StateField> Job<S> {
         let fresh = self.fresh;
         if self.completed == CheckpointId::NONE {
             self.instances = (0..parallelism).map(|_| fresh()).collect();
+            self.open();
             return;
         }
         let source = Source {
@@ -233,6 +253,7 @@ impl<S: StateField> Job<S> {
         self.instances = (0..parallelism)
             .map(|i| restored(&source, InstanceIdx(i), parallelism, fresh()))
             .collect();
+        self.open();
     }
 }
 
@@ -330,6 +351,39 @@ proptest! {
             }
         }
         prop_assert_eq!(all, model);
+    }
+}
+
+/// A layer of writes frozen by a checkpoint is let go as soon as a newer
+/// one is durable, at the writes that follow, not at the next snapshot:
+/// memory holds the newest durable layer (a cache) and what is written
+/// since, never two checkpoints' worth.
+#[test]
+fn a_durable_layer_is_let_go_before_the_next_snapshot() {
+    let mut job = Job::new(1, stored);
+    let write = |job: &mut Job<StoredState<u64, i64>>, keys: std::ops::Range<u64>| {
+        for k in keys {
+            job.owner(k).insert(CurrentKey::for_testing(&k), k as i64);
+        }
+    };
+    write(&mut job, 0..10_000);
+    job.checkpoint();
+    write(&mut job, 10_000..20_000);
+    job.checkpoint();
+    // The first layer is the newest durable one; the second is frozen,
+    // and its checkpoint has just completed.
+    assert!(job.instances[0].in_memory() >= 20_000);
+    write(&mut job, 20_000..20_010);
+    let held = job.instances[0].in_memory();
+    assert!(
+        held <= 10_000 + 10 + 4,
+        "{held} entries in memory: the first layer is held past the second's completion"
+    );
+    for k in [0, 15_000, 20_005] {
+        assert_eq!(
+            job.owner(k).get(CurrentKey::for_testing(&k)),
+            Some(&(k as i64))
+        );
     }
 }
 

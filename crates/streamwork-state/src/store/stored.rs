@@ -100,6 +100,11 @@ impl Drop for Counted {
     }
 }
 
+/// While a frozen layer waits for its checkpoint to complete, a state looks
+/// again at least every this many writes: one look is a load of the job's
+/// last complete checkpoint.
+const SETTLE_EVERY: usize = 4096;
+
 /// The least part of the budget (one in this many) a state's table of
 /// writes must hold for the state to hold the job's input back: one with
 /// less has little to gain from it, and the total may be past the budget
@@ -224,10 +229,6 @@ struct Lower<K, V> {
     /// Which values the next run keeps (a time-to-live leaves out what
     /// expired), with the bound it is given.
     retain: Option<Retain<V>>,
-    /// Frozen layers whose runs became durable: freed by the coordinator
-    /// with the next run it writes, not on the task thread (freeing a
-    /// large table takes milliseconds).
-    retired: Vec<Arc<Layer<K, V>>>,
     key_groups: KeyGroups,
     /// The job's checkpoints: asked for one early when what is not yet
     /// durable is about to pass [`StoreOptions::unsettled_bytes`].
@@ -285,7 +286,6 @@ impl<K: Key, V> StoredState<K, V> {
                 clean: HashTable::new(),
                 frozen: Vec::new(),
                 runs: Vec::new(),
-                retired: Vec::new(),
                 recent: None,
                 retain: None,
                 key_groups: KeyGroups::DEFAULT,
@@ -418,8 +418,10 @@ where
         }
     }
 
-    /// Counts this state's tables not yet durable into the process's
-    /// total, and asks for the job's next checkpoint (once until it comes)
+    /// Settles the frozen layers whose checkpoints completed since the
+    /// last look (their runs are read from the log from now on), counts
+    /// this state's tables not yet durable into the process's total, and
+    /// asks for the job's next checkpoint (once until it comes)
     /// unless the total leaves room for two more growths of the table of
     /// writes: a growth doubles it, and the old table lives on while its
     /// entries are copied, so room for `4 × table` lets the checkpoint come
@@ -440,11 +442,23 @@ where
             self.lower.next_check = usize::MAX;
             return;
         }
+        // Layers whose checkpoints completed since the last look are read
+        // from their runs from now on: let go of them now, not at the next
+        // snapshot.
+        if let Some(completed) = self
+            .lower
+            .checkpoints
+            .as_ref()
+            .map(CheckpointView::completed)
+            && let Err(bad) = self.settle(completed)
+        {
+            self.lower.broken.get_or_insert(bad);
+        }
         let budget = self.lower.options.unsettled_bytes;
         if crate::memory::unsettled_bytes() > budget {
             // The newest durable table is read from its run.
             if let Some(recent) = self.lower.recent.take() {
-                self.lower.retired.push(recent);
+                crate::reclaim::release(recent);
             }
         }
         let bytes = |capacity: usize| table_bytes::<K, V>(capacity);
@@ -473,7 +487,14 @@ where
         {
             self.lower.hold.0 = Some(checkpoints.hold_input());
         }
-        self.lower.next_check = self.dirty.capacity().max(self.dirty.len() + 1);
+        // The next look: at the table's next growth, or sooner while a
+        // frozen layer waits for its checkpoint to complete.
+        let next_growth = self.dirty.capacity().max(self.dirty.len() + 1);
+        self.lower.next_check = if self.lower.frozen.is_empty() {
+            next_growth
+        } else {
+            next_growth.min(self.dirty.len() + SETTLE_EVERY)
+        };
     }
 
     /// After a checkpoint took the table of writes: a new interval, and
@@ -538,7 +559,7 @@ where
 
     /// The frozen layer of the newest complete checkpoint becomes a run read
     /// from the log, replacing the runs it merged and every older layer.
-    fn settle(&mut self, completed: CheckpointId) -> Result<(), StateError> {
+    fn settle(&mut self, completed: CheckpointId) -> Result<(), BadRun> {
         let Some(at) = self.lower.frozen.iter().rposition(|f| {
             !f.checkpoint.is_final() && f.checkpoint <= completed && f.written.get().is_some()
         }) else {
@@ -549,7 +570,7 @@ where
             unreachable!("checked above")
         };
         // Written by this instance's own serialiser: not validated again.
-        let run = Run::open_own(bytes, self.lower.key_groups).map_err(StateError::from)?;
+        let run = Run::open_own(bytes, self.lower.key_groups)?;
         let entries = run.entries();
         self.lower
             .runs
@@ -564,10 +585,12 @@ where
         });
         let mut settled: Vec<_> = self.lower.frozen.drain(..=at).map(|f| f.layer).collect();
         let newest = settled.pop();
-        self.lower.retired.extend(settled);
-        self.lower
-            .retired
-            .extend(std::mem::replace(&mut self.lower.recent, newest));
+        if let Some(older) = std::mem::replace(&mut self.lower.recent, newest) {
+            settled.push(older);
+        }
+        if !settled.is_empty() {
+            crate::reclaim::release(settled);
+        }
         Ok(())
     }
 
@@ -634,7 +657,6 @@ where
                 key_groups: self.lower.key_groups,
                 keep: (self.lower.instance.0, self.lower.parallelism),
                 drop_removed: from == 0,
-                _retired: std::mem::take(&mut self.lower.retired),
                 retain: self.lower.retain,
             });
             let written = Arc::new(OnceLock::new());
@@ -847,8 +869,6 @@ struct RunPayload<K, V> {
     keep: (u32, u32),
     /// A merge down to the first run: removed keys need no tombstone.
     drop_removed: bool,
-    /// Layers the instance no longer reads, freed with the payload.
-    _retired: Vec<Arc<Layer<K, V>>>,
     /// Values the run keeps (the others are left out, without a trace).
     retain: Option<Retain<V>>,
 }
