@@ -56,6 +56,7 @@ pub mod record;
 pub mod state;
 pub mod stream;
 pub mod stream_time;
+pub mod table;
 pub mod testkit;
 pub mod time;
 pub mod timer;

@@ -7,12 +7,9 @@
 
 use std::hash::Hash;
 use std::ops::Deref;
-use std::sync::Arc;
 
-use hashbrown::hash_table::{Entry, HashTable};
-
-use crate::chain::{Epochs, FrozenEpochs, stamp};
 use crate::hash::stable_hash;
+use crate::table::{FrozenTable, KeyedTable, StableHash};
 
 /// Bound on key types: hashable with the stable hash, comparable, clonable,
 /// sendable, and printable for diagnostics.
@@ -72,17 +69,18 @@ impl<K> Deref for CurrentKey<'_, K> {
 
 /// A value per key, scoped by the current key of a keyed operator.
 ///
-/// Backed by SwissTables (`hashbrown::HashTable`) probed with the hash the
-/// current key carries: one hash computation per record, one probe per access.
-/// The keys are spread over 128 tables by bits of that hash, so that a
-/// checkpoint can [freeze](KeyedState::freeze) the state by sharing the
-/// tables, not copying them: the first write to a table afterwards copies
-/// that table alone (none if the checkpoint already let go of it).
+/// Kept in the framework's one keyed table ([`KeyedTable`]): SwissTables
+/// (`hashbrown::HashTable`) probed with the hash the current key carries,
+/// one hash computation per record, one probe per access. The keys are
+/// spread over 128 tables by bits of that hash, so that a checkpoint can
+/// [freeze](KeyedState::freeze) the state by sharing the tables, not
+/// copying them: the first write to a table afterwards copies that table
+/// alone (none if the checkpoint already let go of it).
 ///
 /// Every entry carries the epoch (freezes so far) it was last written in,
 /// and once frozen the state notes the keys it removes, so that a frozen
 /// view tells what changed since an earlier one: what an incremental
-/// checkpoint writes ([`FrozenKeyed::changed_since`]).
+/// checkpoint writes ([`FrozenTable::changed_since`]).
 ///
 /// ```
 /// use streamwork::core::state::KeyedState;
@@ -91,103 +89,16 @@ impl<K> Deref for CurrentKey<'_, K> {
 /// ```
 #[derive(Clone)]
 pub struct KeyedState<K, V> {
-    /// No tables until the first write; then [`SHARDS`] of them.
-    shards: Vec<Shard<K, V>>,
-    /// How a table a checkpoint still reads is copied (set by `freeze`,
-    /// which alone requires clonable keys and values).
-    copy: Option<CopyTable<K, V>>,
-    /// The epoch entries are stamped with, and the keys removed.
-    epochs: Epochs<K>,
+    /// Entries hashed again from their keys when a table grows: a current
+    /// key always carries its key's stable hash.
+    table: KeyedTable<K, V, StableHash>,
     /// The snapshots of this run an incremental one may build on.
     chain: crate::chain::SnapshotChain,
 }
 
-/// One key's entry: its value and the epoch it was last written in.
-#[derive(Clone)]
-struct Slot<K, V> {
-    key: K,
-    value: V,
-    version: u32,
-}
-
-type Table<K, V> = HashTable<Slot<K, V>>;
-
-/// Copies a table (a monomorphised `Clone`, kept where keys and values are
-/// not known to be clonable).
-type CopyTable<K, V> = fn(&Table<K, V>) -> Table<K, V>;
-
-/// Tables a state's keys are spread over.
-pub const SHARDS: usize = 128;
-
-/// The table of a key's hash: bits 40 to 46 (the low bits choose the
-/// bucket within it, the high seven its control byte).
-#[inline]
-fn shard_of(hash: u64) -> usize {
-    ((hash >> 40) as usize) & (SHARDS - 1)
-}
-
-/// One table: its own, or shared with a checkpoint (then `owned` is empty).
-#[derive(Clone)]
-struct Shard<K, V> {
-    owned: Table<K, V>,
-    frozen: Option<Arc<Table<K, V>>>,
-}
-
-impl<K, V> Shard<K, V> {
-    #[inline]
-    fn table(&self) -> &Table<K, V> {
-        self.frozen.as_deref().unwrap_or(&self.owned)
-    }
-}
-
 /// A state's tables as a checkpoint froze them: read while the state goes
 /// on changing (see [`KeyedState::freeze`]).
-pub struct FrozenKeyed<K, V> {
-    shards: Vec<Arc<Table<K, V>>>,
-    epochs: FrozenEpochs<K>,
-}
-
-impl<K, V> FrozenKeyed<K, V> {
-    /// Every key and value as frozen, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.shards
-            .iter()
-            .flat_map(|table| table.iter().map(|s| (&s.key, &s.value)))
-    }
-
-    /// Its epoch and the removals since earlier ones.
-    pub fn epochs(&self) -> &FrozenEpochs<K> {
-        &self.epochs
-    }
-
-    /// The entries written after the freeze of `epoch` (a value handed out
-    /// to be changed counts as written).
-    pub fn changed_since(&self, epoch: u32) -> impl Iterator<Item = (&K, &V)> {
-        self.shards.iter().flat_map(move |t| {
-            t.iter()
-                .filter(move |s| s.version > epoch)
-                .map(|s| (&s.key, &s.value))
-        })
-    }
-
-    /// Keys frozen.
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(|t| t.len()).sum()
-    }
-
-    /// Whether no key was frozen.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl<K, V> std::fmt::Debug for FrozenKeyed<K, V> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FrozenKeyed")
-            .field("keys", &self.len())
-            .finish()
-    }
-}
+pub type FrozenKeyed<K, V> = FrozenTable<K, V, StableHash>;
 
 impl<K: Key, V: std::fmt::Debug> std::fmt::Debug for KeyedState<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -201,73 +112,25 @@ impl<K: Key, V> Default for KeyedState<K, V> {
     }
 }
 
-fn rehash<K: Key, V>(slot: &Slot<K, V>) -> u64 {
-    stable_hash(&slot.key)
-}
-
 impl<K: Key, V> KeyedState<K, V> {
     /// Empty state.
     pub fn new() -> Self {
         KeyedState {
-            shards: Vec::new(),
-            copy: None,
-            epochs: Epochs::default(),
+            table: KeyedTable::new(),
             chain: crate::chain::SnapshotChain::default(),
         }
-    }
-
-    /// The table holding `hash`, for reading.
-    #[inline]
-    fn table(&self, hash: u64) -> Option<&Table<K, V>> {
-        self.shards.get(shard_of(hash)).map(Shard::table)
-    }
-
-    /// The table holding `hash`, for writing: made on the first write,
-    /// taken back from a checkpoint that froze it (copied if it still
-    /// reads it).
-    #[inline]
-    fn table_mut(&mut self, hash: u64) -> &mut Table<K, V> {
-        if self.shards.is_empty() {
-            self.make_tables();
-        }
-        let copy = self.copy;
-        let shard = &mut self.shards[shard_of(hash)];
-        if let Some(frozen) = shard.frozen.take() {
-            shard.owned = thaw(frozen, copy);
-        }
-        &mut shard.owned
-    }
-
-    #[cold]
-    fn make_tables(&mut self) {
-        self.shards = (0..SHARDS)
-            .map(|_| Shard {
-                owned: HashTable::new(),
-                frozen: None,
-            })
-            .collect();
     }
 
     /// The value of the current key.
     #[inline]
     pub fn get(&self, key: CurrentKey<'_, K>) -> Option<&V> {
-        self.table(key.hash)?
-            .find(key.hash, |s| s.key == *key.key)
-            .map(|s| &s.value)
+        self.table.get(key.hash, key.key)
     }
 
     /// The value of the current key, mutably.
     #[inline]
     pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
-        self.table(key.hash)?
-            .find(key.hash, |s| s.key == *key.key)?;
-        let epoch = self.epochs.now();
-        self.table_mut(key.hash)
-            .find_mut(key.hash, |s| s.key == *key.key)
-            .map(|s| {
-                stamp(&mut s.version, epoch);
-                &mut s.value
-            })
+        self.table.get_mut(key.hash, key.key)
     }
 
     /// The value of the current key, inserting `V::default()` first if absent.
@@ -277,65 +140,17 @@ impl<K: Key, V> KeyedState<K, V> {
     where
         V: Default,
     {
-        let version = self.epochs.now();
-        match self
-            .table_mut(key.hash)
-            .entry(key.hash, |s| s.key == *key.key, rehash)
-        {
-            Entry::Occupied(entry) => {
-                let slot = entry.into_mut();
-                stamp(&mut slot.version, version);
-                &mut slot.value
-            }
-            Entry::Vacant(entry) => {
-                let slot = Slot {
-                    key: key.key.clone(),
-                    value: V::default(),
-                    version,
-                };
-                &mut entry.insert(slot).into_mut().value
-            }
-        }
+        self.table.get_or_insert_with(key.hash, key.key, V::default)
     }
 
     /// Sets the value of the current key, returning the previous one.
     pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V> {
-        self.put(key.hash, key.key, value)
-    }
-
-    /// Sets the value of `key`, whose hash is `hash`.
-    fn put(&mut self, hash: u64, key: &K, value: V) -> Option<V> {
-        let version = self.epochs.now();
-        match self.table_mut(hash).entry(hash, |s| s.key == *key, rehash) {
-            Entry::Occupied(mut entry) => {
-                let slot = entry.get_mut();
-                stamp(&mut slot.version, version);
-                Some(std::mem::replace(&mut slot.value, value))
-            }
-            Entry::Vacant(entry) => {
-                entry.insert(Slot {
-                    key: key.clone(),
-                    value,
-                    version,
-                });
-                None
-            }
-        }
+        self.table.insert(key.hash, key.key.clone(), value)
     }
 
     /// Removes the value of the current key.
     pub fn remove(&mut self, key: CurrentKey<'_, K>) -> Option<V> {
-        self.table(key.hash)?
-            .find(key.hash, |s| s.key == *key.key)?;
-        let slot = match self
-            .table_mut(key.hash)
-            .find_entry(key.hash, |s| s.key == *key.key)
-        {
-            Ok(entry) => entry.remove().0,
-            Err(_) => return None,
-        };
-        self.epochs.removed(slot.key);
-        Some(slot.value)
+        self.table.remove(key.hash, key.key)
     }
 
     /// The value of `key`, a key this instance holds already (one a timer
@@ -362,7 +177,7 @@ impl<K: Key, V> KeyedState<K, V> {
     /// Forgets the keys removed up to the freeze of `epoch`: no view will
     /// be asked what changed since an epoch before it.
     pub fn forget_removed_through(&mut self, epoch: u32) {
-        self.epochs.forget_through(epoch);
+        self.table.forget_removed_through(epoch);
     }
 
     /// The snapshots of this run that an incremental snapshot of this
@@ -374,31 +189,22 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Number of keys with a value.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.table().len()).sum()
+        self.table.len()
     }
 
     /// Whether no key has a value.
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(|s| s.table().is_empty())
+        self.table.is_empty()
     }
 
     /// Every key and value, in no particular order (for end-of-stream output).
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.table().iter().map(|s| (&s.key, &s.value)))
+        self.table.iter()
     }
 
     /// Takes every key and value out, leaving the state empty.
     pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
-        let copy = self.copy;
-        self.epochs.cleared();
-        self.shards.iter_mut().flat_map(move |shard| {
-            if let Some(frozen) = shard.frozen.take() {
-                shard.owned = thaw(frozen, copy);
-            }
-            shard.owned.drain().map(|s| (s.key, s.value))
-        })
+        self.table.drain()
     }
 
     /// Shares every table with a checkpoint, for it to read while the
@@ -420,30 +226,7 @@ impl<K: Key, V> KeyedState<K, V> {
     where
         V: Clone,
     {
-        self.copy = Some(HashTable::clone);
-        let shards = self
-            .shards
-            .iter_mut()
-            .map(|shard| {
-                let owned = std::mem::take(&mut shard.owned);
-                shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
-            })
-            .collect();
-        FrozenKeyed {
-            shards,
-            epochs: self.epochs.freeze(),
-        }
-    }
-}
-
-/// A table back from a checkpoint: itself if the checkpoint let go of it,
-/// else a copy.
-#[cold]
-fn thaw<K, V>(frozen: Arc<Table<K, V>>, copy: Option<CopyTable<K, V>>) -> Table<K, V> {
-    match Arc::try_unwrap(frozen) {
-        Ok(table) => table,
-        // Only `freeze` shares a table, and it sets `copy` first.
-        Err(shared) => copy.map_or_else(HashTable::new, |copy| copy(&shared)),
+        self.table.freeze()
     }
 }
 
@@ -452,24 +235,8 @@ fn thaw<K, V>(frozen: Arc<Table<K, V>>, copy: Option<CopyTable<K, V>>) -> Table<
 /// does not reach any key's value: that still takes a [`CurrentKey`].
 impl<K: Key, V> Extend<(K, V)> for KeyedState<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
-        for (k, v) in entries {
-            let hash = stable_hash(&k);
-            let version = self.epochs.now();
-            match self.table_mut(hash).entry(hash, |s| s.key == k, rehash) {
-                Entry::Occupied(mut entry) => {
-                    let slot = entry.get_mut();
-                    slot.value = v;
-                    stamp(&mut slot.version, version);
-                }
-                Entry::Vacant(entry) => {
-                    entry.insert(Slot {
-                        key: k,
-                        value: v,
-                        version,
-                    });
-                }
-            }
-        }
+        self.table
+            .extend(entries.into_iter().map(|(k, v)| (stable_hash(&k), k, v)));
     }
 }
 

@@ -958,7 +958,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         M: Clone + Send + Sync + 'static,
         K: Clone + Eq + Send + Sync + 'static,
         V: 'static,
-        MV: Send + Sync + 'static,
+        MV: Clone + Send + Sync + 'static,
         F: Fn(&MV) -> V + Send + Sync + 'static,
     {
         let Some(planned) = self.plan_snapshot(ctx, map.len()) else {

@@ -78,7 +78,7 @@ pub use codec::{
     FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, Planned,
     RestoredEntries, StateData, TimerCodec,
 };
-pub use cow::{CowCell, CowMap, FrozenMap, SHARDS};
+pub use cow::{CowCell, CowMap, FrozenMap};
 pub use error::StateError;
 pub use fold::{Fold, Reduce, fold, reduce};
 pub use guarded::{GuardedStore, WriteGuard};
@@ -97,4 +97,5 @@ pub use mirror::{CheckpointStore, DirectoryStore, Mirror};
 pub use s3::ObjectStoreCheckpoints;
 pub use snapshot::{Checkpoint, Snapshot, archive};
 pub use store::{Expiring, ExpiringState, StoreOptions, StoredState, Ttl, TtlTime};
+pub use streamwork_core::table::SHARDS;
 pub use version::{Migration, VersionedState, operator_id, side_operator_id};

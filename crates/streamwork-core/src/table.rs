@@ -1,0 +1,580 @@
+//! The one keyed table under the framework's state: [`KeyedTable`].
+//!
+//! `KeyedState` (and the keyed kinds over it), windows and joins keep their
+//! per-key state in it. The table is cut into [`SHARDS`] hash tables by a
+//! few bits of each key's hash. [`freeze`](KeyedTable::freeze) shares every
+//! shard with a checkpoint (a pointer copy per shard: the task thread's
+//! whole pause) and the checkpoint archives them off the task thread. The
+//! first write to a shard after a freeze copies that shard alone (or takes
+//! it back without a copy once the checkpoint let go of it), so copying is
+//! spread over the records that follow, one shard at a time, and a shard
+//! nobody writes is never copied. This is the copy-on-write of Flink's heap
+//! state backend (`CopyOnWriteStateMap`), at the granularity of a shard
+//! instead of an entry, so that a record's path needs no version check per
+//! entry, no atomic operation and no lock: a branch on whether its shard is
+//! owned.
+//!
+//! A frozen view also tells what changed since an earlier freeze
+//! ([`FrozenTable::changed_since`], [`FrozenTable::epochs`]): each entry
+//! carries the epoch (the number of freezes before it) in which it was last
+//! written, and once a table has been frozen it notes the keys it removes.
+//! That is what an incremental checkpoint writes instead of the whole table.
+//!
+//! Entries are found by a hash the caller gives (the stable hash the runtime
+//! computed for the record, so that nothing is hashed twice). How the table
+//! finds it again when it grows is its [`EntryHash`]: kept in the entry
+//! (`u64`, any hash), or computed again from the key ([`StableHash`], 8
+//! bytes an entry less, for callers that always give the key's stable hash).
+//!
+//! ```
+//! use streamwork::core::hash::stable_hash;
+//! use streamwork::core::table::KeyedTable;
+//!
+//! let mut counts: KeyedTable<String, u64> = KeyedTable::new();
+//! let key = "a".to_string();
+//! *counts.get_or_insert_with(stable_hash(&key), &key, || 0) += 1;
+//! let frozen = counts.freeze();
+//! *counts.get_or_insert_with(stable_hash(&key), &key, || 0) += 1;
+//! // The checkpoint still reads the table as it was when frozen.
+//! assert_eq!(frozen.iter().map(|(_, v)| *v).collect::<Vec<_>>(), vec![1]);
+//! assert_eq!(counts.get(stable_hash(&key), &key), Some(&2));
+//! ```
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use hashbrown::hash_table::{Entry, HashTable};
+
+use crate::chain::{Epochs, FrozenEpochs, stamp};
+use crate::hash::stable_hash;
+
+/// How many shards a table has: the first write after a freeze copies one
+/// of them, about `1 / SHARDS` of the state.
+pub const SHARDS: usize = 128;
+
+/// Which shard a hash falls in: bits that hashbrown uses neither for the
+/// bucket (the low bits) nor for the control byte (the top seven), so that
+/// the keys of one shard spread over its table as well as over a whole one.
+#[inline]
+fn shard_of(hash: u64) -> usize {
+    ((hash >> 40) as usize) & (SHARDS - 1)
+}
+
+/// How a table finds an entry's hash again when it grows.
+pub trait EntryHash<K>: Copy + Send + Sync + 'static {
+    /// What an entry keeps of the hash it was given.
+    fn keep(hash: u64) -> Self;
+    /// The entry's hash again.
+    fn hash(&self, key: &K) -> u64;
+}
+
+/// Any hash the caller gives, kept in the entry.
+impl<K> EntryHash<K> for u64 {
+    #[inline]
+    fn keep(hash: u64) -> Self {
+        hash
+    }
+
+    #[inline]
+    fn hash(&self, _: &K) -> u64 {
+        *self
+    }
+}
+
+/// The key's [stable hash](crate::hash::stable_hash), computed again: for a
+/// table whose callers always give it (`KeyedState`, through `CurrentKey`).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct StableHash;
+
+impl<K: Hash> EntryHash<K> for StableHash {
+    #[inline]
+    fn keep(_: u64) -> Self {
+        StableHash
+    }
+
+    #[inline]
+    fn hash(&self, key: &K) -> u64 {
+        stable_hash(key)
+    }
+}
+
+#[derive(Clone)]
+struct Slot<K, V, H> {
+    hash: H,
+    key: K,
+    value: V,
+    /// The epoch in which the entry was last written (or handed out to be).
+    version: u32,
+}
+
+type Table<K, V, H> = HashTable<Slot<K, V, H>>;
+
+/// Copies a table (a monomorphised `Clone`, kept where keys and values are
+/// not known to be clonable).
+type CopyTable<K, V, H> = fn(&Table<K, V, H>) -> Table<K, V, H>;
+
+/// One shard: its own table, or one shared with a checkpoint (then `owned`
+/// is empty).
+#[derive(Clone)]
+struct Shard<K, V, H> {
+    owned: Table<K, V, H>,
+    frozen: Option<Arc<Table<K, V, H>>>,
+}
+
+impl<K, V, H> Shard<K, V, H> {
+    #[inline]
+    fn table(&self) -> &Table<K, V, H> {
+        self.frozen.as_deref().unwrap_or(&self.owned)
+    }
+}
+
+/// A map from keys to values, cut into shards that a checkpoint freezes
+/// and shares instead of copying. `H`: how an entry's hash is found again
+/// ([`EntryHash`]).
+pub struct KeyedTable<K, V, H = u64> {
+    /// No tables until the first write; then [`SHARDS`] of them.
+    shards: Vec<Shard<K, V, H>>,
+    len: usize,
+    /// How a table a checkpoint still reads is copied (set by `freeze`,
+    /// which alone requires clonable keys and values).
+    copy: Option<CopyTable<K, V, H>>,
+    /// The epoch entries are stamped with, and the keys removed.
+    epochs: Epochs<K>,
+}
+
+impl<K, V, H> Default for KeyedTable<K, V, H> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Clone, V: Clone, H: Clone> Clone for KeyedTable<K, V, H> {
+    fn clone(&self) -> Self {
+        KeyedTable {
+            shards: self.shards.clone(),
+            len: self.len,
+            copy: self.copy,
+            epochs: self.epochs.clone(),
+        }
+    }
+}
+
+impl<K, V, H> fmt::Debug for KeyedTable<K, V, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = self.shards.iter().filter(|s| s.frozen.is_some()).count();
+        f.debug_struct("KeyedTable")
+            .field("len", &self.len)
+            .field("epoch", &self.epochs.now())
+            .field("shared_shards", &shared)
+            .finish()
+    }
+}
+
+impl<K, V, H> KeyedTable<K, V, H> {
+    /// An empty table (it allocates nothing until a key is inserted).
+    pub fn new() -> Self {
+        KeyedTable {
+            shards: Vec::new(),
+            len: 0,
+            copy: None,
+            epochs: Epochs::default(),
+        }
+    }
+
+    /// Keys in the table.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The shard holding `hash`, for reading.
+    #[inline]
+    fn table(&self, hash: u64) -> Option<&Table<K, V, H>> {
+        self.shards.get(shard_of(hash)).map(Shard::table)
+    }
+
+    /// The value of `key`, whose hash is `hash`.
+    #[inline]
+    pub fn get(&self, hash: u64, key: &K) -> Option<&V>
+    where
+        K: Eq,
+    {
+        self.table(hash)?
+            .find(hash, |s| s.key == *key)
+            .map(|s| &s.value)
+    }
+
+    /// Every key and value, shard by shard.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.shards
+            .iter()
+            .flat_map(|s| s.table().iter().map(|s| (&s.key, &s.value)))
+    }
+
+    /// The epoch entries written now are stamped with: the number of
+    /// freezes so far.
+    pub fn epoch(&self) -> u32 {
+        self.epochs.now()
+    }
+
+    /// Freezes the table for a checkpoint: every shard is shared with the
+    /// returned view, which reads the table as it is now for as long as it
+    /// lives, from any thread, and can tell what changed since an earlier
+    /// freeze whose removals are not forgotten. Costs a reference per
+    /// shard; writes after it are of the next epoch.
+    pub fn freeze(&mut self) -> FrozenTable<K, V, H>
+    where
+        K: Clone,
+        V: Clone,
+        H: Clone,
+    {
+        self.copy = Some(HashTable::clone);
+        let shards = self
+            .shards
+            .iter_mut()
+            .map(|shard| {
+                let owned = std::mem::take(&mut shard.owned);
+                shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
+            })
+            .collect();
+        FrozenTable {
+            shards,
+            len: self.len,
+            epochs: self.epochs.freeze(),
+        }
+    }
+
+    /// Forgets the keys removed up to the freeze of `epoch`: no view will
+    /// be asked what changed since an epoch before it.
+    pub fn forget_removed_through(&mut self, epoch: u32) {
+        self.epochs.forget_through(epoch);
+    }
+}
+
+impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
+    /// The shard of `hash`, for writing: made on the first write, taken
+    /// back from a checkpoint that froze it (copied if it still reads it).
+    #[inline]
+    fn table_mut(&mut self, hash: u64) -> &mut Table<K, V, H> {
+        self.table_and_len(hash).0
+    }
+
+    /// [`table_mut`](Self::table_mut), with the count of keys beside it.
+    #[inline]
+    fn table_and_len(&mut self, hash: u64) -> (&mut Table<K, V, H>, &mut usize) {
+        if self.shards.is_empty() {
+            self.make_tables();
+        }
+        let copy = self.copy;
+        let shard = &mut self.shards[shard_of(hash)];
+        if let Some(frozen) = shard.frozen.take() {
+            shard.owned = thaw(frozen, copy);
+        }
+        (&mut shard.owned, &mut self.len)
+    }
+
+    #[cold]
+    fn make_tables(&mut self) {
+        self.shards = (0..SHARDS)
+            .map(|_| Shard {
+                owned: HashTable::new(),
+                frozen: None,
+            })
+            .collect();
+    }
+
+    /// The value of `key`, to change it (which stamps it written).
+    #[inline]
+    pub fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut V> {
+        // Only a shard that holds the key is taken back from a checkpoint.
+        self.get(hash, key)?;
+        let epoch = self.epochs.now();
+        self.table_mut(hash)
+            .find_mut(hash, |s| s.key == *key)
+            .map(|s| {
+                stamp(&mut s.version, epoch);
+                &mut s.value
+            })
+    }
+
+    /// The value of `key`, inserting `make()` first if it has none. The key
+    /// is cloned only on insertion.
+    #[inline]
+    pub fn get_or_insert_with(&mut self, hash: u64, key: &K, make: impl FnOnce() -> V) -> &mut V {
+        let epoch = self.epochs.now();
+        let (table, len) = self.table_and_len(hash);
+        match table.entry(hash, |s| s.key == *key, |s| s.hash.hash(&s.key)) {
+            Entry::Occupied(e) => {
+                let slot = e.into_mut();
+                stamp(&mut slot.version, epoch);
+                &mut slot.value
+            }
+            Entry::Vacant(e) => {
+                *len += 1;
+                let slot = Slot {
+                    hash: H::keep(hash),
+                    key: key.clone(),
+                    value: make(),
+                    version: epoch,
+                };
+                &mut e.insert(slot).into_mut().value
+            }
+        }
+    }
+
+    /// Sets the value of `key`, returning the one it replaces.
+    pub fn insert(&mut self, hash: u64, key: K, value: V) -> Option<V> {
+        let version = self.epochs.now();
+        let table = self.table_mut(hash);
+        let replaced = match table.entry(hash, |s| s.key == key, |s| s.hash.hash(&s.key)) {
+            Entry::Occupied(mut e) => {
+                let slot = e.get_mut();
+                stamp(&mut slot.version, version);
+                Some(std::mem::replace(&mut slot.value, value))
+            }
+            Entry::Vacant(e) => {
+                e.insert(Slot {
+                    hash: H::keep(hash),
+                    key,
+                    value,
+                    version,
+                });
+                None
+            }
+        };
+        self.len += usize::from(replaced.is_none());
+        replaced
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, hash: u64, key: &K) -> Option<V> {
+        self.get(hash, key)?;
+        let table = self.table_mut(hash);
+        let Ok(entry) = table.find_entry(hash, |s| s.key == *key) else {
+            return None;
+        };
+        let slot = entry.remove().0;
+        self.len -= 1;
+        self.epochs.removed(slot.key);
+        Some(slot.value)
+    }
+
+    /// Keeps the entries for which `keep` is true; a shard is copied only
+    /// if something is removed from it.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
+        for i in 0..self.shards.len() {
+            let shard = &mut self.shards[i];
+            match &shard.frozen {
+                None => {
+                    let table = &mut shard.owned;
+                    let before = table.len();
+                    let epochs = &mut self.epochs;
+                    table.retain(|s| {
+                        let kept = keep(&s.key, &s.value);
+                        if !kept && epochs.tracks() {
+                            epochs.removed(s.key.clone());
+                        }
+                        kept
+                    });
+                    self.len -= before - table.len();
+                }
+                Some(table) => {
+                    let gone: Vec<(u64, K)> = table
+                        .iter()
+                        .filter(|s| !keep(&s.key, &s.value))
+                        .map(|s| (s.hash.hash(&s.key), s.key.clone()))
+                        .collect();
+                    for (hash, key) in gone {
+                        self.remove(hash, &key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Changes the entries `select` picks (read-only, so that a shard
+    /// nothing is picked from is not copied): `update` changes each, and
+    /// the entry is removed if it returns false.
+    pub fn update_where(
+        &mut self,
+        mut select: impl FnMut(&K, &V) -> bool,
+        mut update: impl FnMut(&K, &mut V) -> bool,
+    ) {
+        for i in 0..self.shards.len() {
+            let picked: Vec<(u64, K)> = self.shards[i]
+                .table()
+                .iter()
+                .filter(|s| select(&s.key, &s.value))
+                .map(|s| (s.hash.hash(&s.key), s.key.clone()))
+                .collect();
+            for (hash, key) in picked {
+                let keep = self.get_mut(hash, &key).is_some_and(|v| update(&key, v));
+                if !keep {
+                    self.remove(hash, &key);
+                }
+            }
+        }
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        for shard in self.shards.iter_mut() {
+            shard.frozen = None;
+            shard.owned.clear();
+        }
+        self.len = 0;
+        self.epochs.cleared();
+    }
+
+    /// Takes every entry out, leaving the table empty.
+    pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + use<K, V, H> {
+        let copy = self.copy;
+        let shards = std::mem::take(&mut self.shards);
+        self.len = 0;
+        self.epochs.cleared();
+        shards.into_iter().flat_map(move |shard| {
+            let table = match shard.frozen {
+                Some(frozen) => thaw(frozen, copy),
+                None => shard.owned,
+            };
+            table.into_iter().map(|s| (s.key, s.value))
+        })
+    }
+}
+
+/// A table back from a checkpoint: itself if the checkpoint let go of it,
+/// else a copy.
+#[cold]
+fn thaw<K, V, H>(frozen: Arc<Table<K, V, H>>, copy: Option<CopyTable<K, V, H>>) -> Table<K, V, H> {
+    match Arc::try_unwrap(frozen) {
+        Ok(table) => table,
+        // Only `freeze` shares a table, and it sets `copy` first.
+        Err(shared) => copy.map_or_else(HashTable::new, |copy| copy(&shared)),
+    }
+}
+
+impl<K: Clone + Eq, V, H: EntryHash<K>> Extend<(u64, K, V)> for KeyedTable<K, V, H> {
+    fn extend<I: IntoIterator<Item = (u64, K, V)>>(&mut self, entries: I) {
+        for (hash, key, value) in entries {
+            self.insert(hash, key, value);
+        }
+    }
+}
+
+/// A [`KeyedTable`] as it was when frozen: what a checkpoint reads, from
+/// any thread, while the table goes on.
+pub struct FrozenTable<K, V, H = u64> {
+    shards: Vec<Arc<Table<K, V, H>>>,
+    len: usize,
+    epochs: FrozenEpochs<K>,
+}
+
+impl<K, V, H> FrozenTable<K, V, H> {
+    /// Keys in it.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every key and value, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.shards
+            .iter()
+            .flat_map(|t| t.iter().map(|s| (&s.key, &s.value)))
+    }
+
+    /// Its epoch and the removals since earlier ones.
+    pub fn epochs(&self) -> &FrozenEpochs<K> {
+        &self.epochs
+    }
+
+    /// The entries written after the freeze of `epoch` (a value handed out
+    /// to be changed counts as written).
+    pub fn changed_since(&self, epoch: u32) -> impl Iterator<Item = (&K, &V)> {
+        self.shards.iter().flat_map(move |t| {
+            t.iter()
+                .filter(move |s| s.version > epoch)
+                .map(|s| (&s.key, &s.value))
+        })
+    }
+}
+
+impl<K, V, H> fmt::Debug for FrozenTable<K, V, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrozenTable")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_bits_of_a_shard_are_not_the_bucket_or_control_bits() {
+        for shard in 0..SHARDS as u64 {
+            assert_eq!(shard_of(shard << 40), shard as usize);
+        }
+        // Low bits pick the bucket, the top seven the control byte.
+        assert_eq!(shard_of(0xFE00_0000_0000_0000 | 0xFF_FFFF_FFFF), 0);
+    }
+
+    #[test]
+    fn a_shard_nobody_writes_is_never_copied() {
+        let mut table: KeyedTable<u64, u64> = KeyedTable::new();
+        for k in 0..10_000u64 {
+            table.insert(k.wrapping_mul(0x9E37_79B9_7F4A_7C15), k, k);
+        }
+        let frozen = table.freeze();
+        let hash = 7u64.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        *table.get_mut(hash, &7).unwrap() += 1;
+        let owned = table.shards.iter().filter(|s| s.frozen.is_none()).count();
+        assert_eq!(owned, 1, "only the written shard is copied");
+        assert_eq!(frozen.iter().find(|(k, _)| **k == 7).unwrap().1, &7);
+        assert_eq!(table.get(hash, &7), Some(&8));
+    }
+
+    #[test]
+    fn values_need_no_clone_until_a_freeze() {
+        struct Unclonable(u32);
+        let mut table: KeyedTable<u64, Unclonable, StableHash> = KeyedTable::new();
+        for k in 0..1_000u64 {
+            table
+                .get_or_insert_with(stable_hash(&k), &k, || Unclonable(0))
+                .0 += 1;
+        }
+        assert_eq!(table.len(), 1_000);
+        assert_eq!(table.remove(stable_hash(&3), &3).map(|v| v.0), Some(1));
+        assert_eq!(table.drain().count(), 999);
+    }
+
+    #[test]
+    fn a_table_that_hashes_its_keys_again_grows_and_finds_them() {
+        let mut table: KeyedTable<String, usize, StableHash> = KeyedTable::new();
+        let keys: Vec<String> = (0..5_000).map(|i| format!("k{i}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            table.insert(stable_hash(k), k.clone(), i);
+        }
+        let frozen = table.freeze();
+        table.retain(|_, v| v % 2 == 0);
+        assert_eq!(table.len(), 2_500);
+        assert_eq!(frozen.len(), 5_000);
+        assert_eq!(table.get(stable_hash(&keys[10]), &keys[10]), Some(&10));
+        assert_eq!(table.get(stable_hash(&keys[11]), &keys[11]), None);
+        // The next freeze tells what the first did not see: the removals.
+        let again = table.freeze();
+        let since = frozen.epochs().epoch();
+        assert_eq!(again.epochs().removed_since(since).count(), 2_500);
+        assert_eq!(again.changed_since(since).count(), 0);
+    }
+}
