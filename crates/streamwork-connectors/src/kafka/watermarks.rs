@@ -42,7 +42,6 @@ struct PartitionTime {
 /// ```no_run
 /// use std::time::Duration;
 /// use streamwork::connectors::kafka::{KafkaSource, PartitionWatermarks};
-/// use streamwork::core::job;
 /// let events = KafkaSource::new("127.0.0.1:9092", "events", "g");
 /// let watermarks = PartitionWatermarks::bounded(Duration::from_secs(2))
 ///     .idle_after(Duration::from_secs(5));
