@@ -59,12 +59,12 @@ impl<T: Clone> LogSource<T> {
 impl<T: Data + Sync> Source for LogSource<T> {
     type Out = Collector<T>;
 
-    fn partitioned_log(&self) -> Option<String> {
+    fn split_input(&self) -> Option<String> {
         Some(self.log.name.clone())
     }
 
     fn open(&mut self, ctx: &InstanceContext) -> Result<(), ConnectorError> {
-        self.read = match ctx.assigned_partitions() {
+        self.read = match ctx.assigned_splits() {
             Some(assigned) => assigned.iter().map(|&p| (p as usize, 0)).collect(),
             None => (0..self.log.len())
                 .filter(|p| p % ctx.parallelism() as usize == ctx.instance().0 as usize)

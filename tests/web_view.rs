@@ -221,7 +221,7 @@ struct Lines;
 
 impl Source for Lines {
     type Out = Collector<String>;
-    fn partitioned_log(&self) -> Option<String> {
+    fn split_input(&self) -> Option<String> {
         Some("lines".to_string())
     }
     fn poll(&mut self, _: &mut Collector<String>) -> Result<SourcePoll, ConnectorError> {

@@ -79,13 +79,15 @@ pub trait Source: Clone + Send + 'static {
         false
     }
 
-    /// The partitioned log this source reads (a Kafka topic), for a runner
-    /// that splits a job by input partition and assigns each part its
-    /// partitions ([`InstanceContext::assigned_partitions`]); `None` (the
-    /// default) for a source that cannot be split that way.
+    /// The name of the input this source reads, when that input is divided
+    /// into numbered *splits* a runner may share out among instances and
+    /// processes (a Kafka topic, whose splits are its partitions; the word
+    /// is Flink's, from its source API), each instance then reading the
+    /// splits it is assigned ([`InstanceContext::assigned_splits`]); `None`
+    /// (the default) for a source that cannot be split that way.
     ///
-    /// [`InstanceContext::assigned_partitions`]: crate::InstanceContext::assigned_partitions
-    fn partitioned_log(&self) -> Option<String> {
+    /// [`InstanceContext::assigned_splits`]: crate::InstanceContext::assigned_splits
+    fn split_input(&self) -> Option<String> {
         None
     }
 

@@ -67,30 +67,29 @@ impl InstanceContext {
     }
 
     /// The same context, with what the runner that assigned the source its
-    /// partitions gives it to report to (see [`runner_link`](Self::runner_link)).
+    /// splits gives it to report to (see [`runner_link`](Self::runner_link)).
     pub fn with_runner_link(mut self, link: Arc<dyn std::any::Any + Send + Sync>) -> Self {
         self.link = Some(link);
         self
     }
 
-    /// What a runner that splits the job by partition gives the sources it
-    /// assigns partitions to, if it is a `T` (a scale-out runner's record
-    /// of each partition's progress, say).
+    /// What a runner that shares out a source's splits gives the sources it
+    /// assigns splits to, if it is a `T` (a scale-out runner's record
+    /// of each split's progress, say).
     pub fn runner_link<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
         self.link.clone()?.downcast::<T>().ok()
     }
 
-    /// The same context, for a source told which partitions of its log to
-    /// read (by a runner that splits the job by partition).
-    pub fn with_assigned_partitions(mut self, partitions: Arc<[i32]>) -> Self {
-        self.assigned = Some(partitions);
+    /// The same context, for a source told which splits of its input to
+    /// read (by a runner that shares the splits out).
+    pub fn with_assigned_splits(mut self, splits: Arc<[i32]>) -> Self {
+        self.assigned = Some(splits);
         self
     }
 
-    /// The partitions of its log a source is told to read, if a runner
-    /// splits the job by partition (see
-    /// [`Source::partitioned_log`](crate::Source::partitioned_log)).
-    pub fn assigned_partitions(&self) -> Option<&[i32]> {
+    /// The splits of its input a source is told to read, if a runner shares
+    /// them out (see [`Source::split_input`](crate::Source::split_input)).
+    pub fn assigned_splits(&self) -> Option<&[i32]> {
         self.assigned.as_deref()
     }
 

@@ -261,7 +261,7 @@ impl<'g> TaskBuilder<'g> {
             ctx = ctx.with_poll_gates(gates.registry());
         }
         if let Some(assigned) = &def.assigned {
-            ctx = ctx.with_assigned_partitions(assigned.clone());
+            ctx = ctx.with_assigned_splits(assigned.clone());
         }
         if let Some(link) = &def.link {
             ctx = ctx.with_runner_link(link.clone());

@@ -34,7 +34,7 @@
 //! struct Topic;
 //! impl Source for Topic {
 //!     type Out = Collector<String>;
-//!     fn partitioned_log(&self) -> Option<String> { Some("words".into()) }
+//!     fn split_input(&self) -> Option<String> { Some("words".into()) }
 //!     fn poll(&mut self, _: &mut Collector<String>) -> Result<SourcePoll, ConnectorError> {
 //!         Ok(SourcePoll::Finished)
 //!     }
@@ -367,7 +367,7 @@ impl StagePlan {
                 }
                 [source] => {
                     stage.name = source.name().to_string();
-                    let Some(log) = source.partitioned_log() else {
+                    let Some(log) = source.split_input() else {
                         return Err(refuse(
                             source.name(),
                             "is not a partitioned log, so the job cannot be split by its partitions",

@@ -616,7 +616,7 @@ impl Source for KafkaSource {
         true
     }
 
-    fn partitioned_log(&self) -> Option<String> {
+    fn split_input(&self) -> Option<String> {
         Some(self.topic.clone())
     }
 
@@ -645,7 +645,7 @@ impl Source for KafkaSource {
             (ctx.instance().0 as usize, ctx.parallelism().max(1) as usize);
         // A runner that splits the job by partition assigns this instance
         // its own.
-        let owned: Vec<i32> = match (ctx.assigned_partitions(), &self.assigned) {
+        let owned: Vec<i32> = match (ctx.assigned_splits(), &self.assigned) {
             (Some(own), _) => own.to_vec(),
             (None, Some(list)) => list
                 .iter()

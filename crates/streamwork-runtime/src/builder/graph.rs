@@ -107,8 +107,9 @@ pub struct NodeDef {
     pub(crate) channels: Vec<ChannelInfo>,
     pub(crate) guarantee: Guarantee,
     pub(crate) factory: NodeFactory,
-    /// A source's partitioned log ([`Source::partitioned_log`](streamwork_core::Source::partitioned_log)).
-    pub(crate) partitioned_log: Option<String>,
+    /// The input a source reads in splits a runner may share out
+    /// ([`Source::split_input`](streamwork_core::Source::split_input)).
+    pub(crate) split_input: Option<String>,
     /// The partitions of its log a source's instances are told to read.
     pub(crate) assigned: Option<std::sync::Arc<[i32]>>,
     /// What the runner gives a source it assigned partitions to.
@@ -148,7 +149,7 @@ impl NodeDef {
             channels,
             guarantee,
             factory,
-            partitioned_log: None,
+            split_input: None,
             assigned: None,
             link: None,
             share: None,
@@ -191,9 +192,9 @@ impl NodeDef {
     pub fn guarantee(&self) -> Guarantee {
         self.guarantee
     }
-    /// The partitioned log a source reads, if it can be split by partition.
-    pub fn partitioned_log(&self) -> Option<&str> {
-        self.partitioned_log.as_deref()
+    /// The input a source reads in splits a runner may share out, if any.
+    pub fn split_input(&self) -> Option<&str> {
+        self.split_input.as_deref()
     }
     /// How to instantiate it.
     pub(crate) fn factory(&self) -> &NodeFactory {

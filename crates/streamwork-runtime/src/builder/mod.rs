@@ -516,14 +516,14 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
     let guarantee = Guarantee::Source {
         replayable: source.replayable(),
     };
-    let partitioned_log = source.partitioned_log();
+    let split_input = source.split_input();
     let may_block = source.may_block();
     let factory: SourceFactory = Box::new(move |env, mut parts| {
         let out = S::Out::assemble(&mut parts);
         Box::new(Instance::new(SourceKind::new(source.clone()), out, env))
     });
     NodeDef {
-        partitioned_log,
+        split_input,
         may_block,
         ..NodeDef::new(
             name,

@@ -401,7 +401,7 @@ impl Source for ExchangeSource {
         true
     }
 
-    fn partitioned_log(&self) -> Option<String> {
+    fn split_input(&self) -> Option<String> {
         Some(self.topic.clone())
     }
 
