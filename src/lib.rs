@@ -166,8 +166,8 @@ pub mod prelude {
         JobReport, RestartStrategy, RunOptions,
     };
     pub use streamwork_state::{
-        AggregatingState, ExpiringState, InstanceState, ListState, MapState, ReducingState,
-        StoredState, Ttl, ValueState,
+        AggregatingState, ExpiringState, InstanceState, KeyedValues, ListState, MapState,
+        ReducingState, StoredState, Ttl, ValueState,
     };
     pub use streamwork_window::{
         Firing, LateCounter, Watermarks, Window, WindowContents, WindowResult, Windows,

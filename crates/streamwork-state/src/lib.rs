@@ -67,6 +67,7 @@ mod s3;
 mod snapshot;
 mod store;
 pub mod testkit;
+mod values;
 mod version;
 
 /// The rkyv this crate archives with, for deriving `Archive`, `Serialize`
@@ -98,4 +99,5 @@ pub use s3::ObjectStoreCheckpoints;
 pub use snapshot::{Checkpoint, Snapshot, archive};
 pub use store::{Expiring, ExpiringState, StoreOptions, StoredState, Ttl, TtlTime};
 pub use streamwork_core::table::SHARDS;
+pub use values::KeyedValues;
 pub use version::{Migration, VersionedState, operator_id, side_operator_id};
