@@ -145,7 +145,7 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Sets the value of the current key, returning the previous one.
     pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V> {
-        self.table.insert(key.hash, key.key.clone(), value)
+        self.table.set(key.hash, key.key, value)
     }
 
     /// Removes the value of the current key.

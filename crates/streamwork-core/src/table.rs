@@ -40,6 +40,7 @@
 //! assert_eq!(counts.get(stable_hash(&key), &key), Some(&2));
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -65,8 +66,9 @@ fn shard_of(hash: u64) -> usize {
 pub trait EntryHash<K>: Copy + Send + Sync + 'static {
     /// What an entry keeps of the hash it was given.
     fn keep(hash: u64) -> Self;
-    /// The entry's hash again.
-    fn hash(&self, key: &K) -> u64;
+    /// The entry's hash again (named apart from `Hash::hash`, which `u64`
+    /// has too).
+    fn entry_hash(&self, key: &K) -> u64;
 }
 
 /// Any hash the caller gives, kept in the entry.
@@ -77,7 +79,7 @@ impl<K> EntryHash<K> for u64 {
     }
 
     #[inline]
-    fn hash(&self, _: &K) -> u64 {
+    fn entry_hash(&self, _: &K) -> u64 {
         *self
     }
 }
@@ -94,7 +96,7 @@ impl<K: Hash> EntryHash<K> for StableHash {
     }
 
     #[inline]
-    fn hash(&self, key: &K) -> u64 {
+    fn entry_hash(&self, key: &K) -> u64 {
         stable_hash(key)
     }
 }
@@ -216,12 +218,6 @@ impl<K, V, H> KeyedTable<K, V, H> {
             .flat_map(|s| s.table().iter().map(|s| (&s.key, &s.value)))
     }
 
-    /// The epoch entries written now are stamped with: the number of
-    /// freezes so far.
-    pub fn epoch(&self) -> u32 {
-        self.epochs.now()
-    }
-
     /// Freezes the table for a checkpoint: every shard is shared with the
     /// returned view, which reads the table as it is now for as long as it
     /// lives, from any thread, and can tell what changed since an earlier
@@ -308,7 +304,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
     pub fn get_or_insert_with(&mut self, hash: u64, key: &K, make: impl FnOnce() -> V) -> &mut V {
         let epoch = self.epochs.now();
         let (table, len) = self.table_and_len(hash);
-        match table.entry(hash, |s| s.key == *key, |s| s.hash.hash(&s.key)) {
+        match table.entry(hash, |s| s.key == *key, |s| s.hash.entry_hash(&s.key)) {
             Entry::Occupied(e) => {
                 let slot = e.into_mut();
                 stamp(&mut slot.version, epoch);
@@ -329,26 +325,39 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
 
     /// Sets the value of `key`, returning the one it replaces.
     pub fn insert(&mut self, hash: u64, key: K, value: V) -> Option<V> {
+        self.put(hash, Cow::Owned(key), value)
+    }
+
+    /// Sets the value of `key`, returning the one it replaces; the key is
+    /// cloned only if it is new (a write to a key already there costs one
+    /// probe and no copy).
+    pub fn set(&mut self, hash: u64, key: &K, value: V) -> Option<V> {
+        self.put(hash, Cow::Borrowed(key), value)
+    }
+
+    /// [`insert`](Self::insert) and [`set`](Self::set): one probe, the key
+    /// owned only when it is stored.
+    #[inline]
+    fn put(&mut self, hash: u64, key: Cow<'_, K>, value: V) -> Option<V> {
         let version = self.epochs.now();
-        let table = self.table_mut(hash);
-        let replaced = match table.entry(hash, |s| s.key == key, |s| s.hash.hash(&s.key)) {
+        let (table, len) = self.table_and_len(hash);
+        match table.entry(hash, |s| s.key == *key, |s| s.hash.entry_hash(&s.key)) {
             Entry::Occupied(mut e) => {
                 let slot = e.get_mut();
                 stamp(&mut slot.version, version);
                 Some(std::mem::replace(&mut slot.value, value))
             }
             Entry::Vacant(e) => {
+                *len += 1;
                 e.insert(Slot {
                     hash: H::keep(hash),
-                    key,
+                    key: key.into_owned(),
                     value,
                     version,
                 });
                 None
             }
-        };
-        self.len += usize::from(replaced.is_none());
-        replaced
+        }
     }
 
     /// Removes `key`, returning its value.
@@ -387,7 +396,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
                     let gone: Vec<(u64, K)> = table
                         .iter()
                         .filter(|s| !keep(&s.key, &s.value))
-                        .map(|s| (s.hash.hash(&s.key), s.key.clone()))
+                        .map(|s| (s.hash.entry_hash(&s.key), s.key.clone()))
                         .collect();
                     for (hash, key) in gone {
                         self.remove(hash, &key);
@@ -410,7 +419,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
                 .table()
                 .iter()
                 .filter(|s| select(&s.key, &s.value))
-                .map(|s| (s.hash.hash(&s.key), s.key.clone()))
+                .map(|s| (s.hash.entry_hash(&s.key), s.key.clone()))
                 .collect();
             for (hash, key) in picked {
                 let keep = self.get_mut(hash, &key).is_some_and(|v| update(&key, v));
@@ -556,6 +565,43 @@ mod tests {
         assert_eq!(table.len(), 1_000);
         assert_eq!(table.remove(stable_hash(&3), &3).map(|v| v.0), Some(1));
         assert_eq!(table.drain().count(), 999);
+    }
+
+    /// A key that counts its clones (compared and hashed by its number).
+    #[derive(Debug)]
+    struct Counted(u64, std::rc::Rc<std::cell::Cell<u32>>);
+
+    impl PartialEq for Counted {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
+    impl Eq for Counted {}
+
+    impl Hash for Counted {
+        fn hash<S: std::hash::Hasher>(&self, state: &mut S) {
+            self.0.hash(state);
+        }
+    }
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.1.set(self.1.get() + 1);
+            Counted(self.0, self.1.clone())
+        }
+    }
+
+    #[test]
+    fn setting_a_key_already_there_does_not_clone_it() {
+        let clones = std::rc::Rc::new(std::cell::Cell::new(0));
+        let key = Counted(7, clones.clone());
+        let mut table: KeyedTable<Counted, u32, StableHash> = KeyedTable::new();
+        assert_eq!(table.set(stable_hash(&key), &key, 1), None);
+        assert_eq!(clones.get(), 1, "a new key is stored");
+        assert_eq!(table.set(stable_hash(&key), &key, 2), Some(1));
+        assert_eq!(clones.get(), 1, "an existing key is not cloned again");
+        assert_eq!(table.len(), 1);
     }
 
     #[test]

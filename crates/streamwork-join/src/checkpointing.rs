@@ -9,7 +9,7 @@ use streamwork_core::{Restore, SnapshotContext, StateBytes, TaskError};
 use streamwork_state::{CowMap, KeyedCheckpoint};
 
 /// What a join built with `.transient()` says of its state.
-pub(crate) const TRANSIENT: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable with rkyv)";
+pub(crate) const TRANSIENT: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable: primitives, `String`, `Vec`, tuples, or types marked `#[streamwork::state_data]`)";
 
 /// The `open` and `statefulness` of a join's `CoOperator` impl, over the
 /// join's `checkpoint` field.

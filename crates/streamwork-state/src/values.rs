@@ -53,57 +53,46 @@ pub trait KeyedValues<K, V> {
     fn delete(&mut self, key: CurrentKey<'_, K>);
 }
 
-impl<K: Key, V> KeyedValues<K, V> for KeyedState<K, V> {
-    fn get(&mut self, key: CurrentKey<'_, K>) -> Option<&V> {
-        KeyedState::get(self, key)
-    }
+/// Implements [`KeyedValues`] for `$state` by its own methods of the same
+/// meaning (`set` is its `insert`, `delete` its `remove`).
+macro_rules! keyed_values_by_inherent_methods {
+    ($state:ident, impl<$($g:ident),*> where { $($bound:tt)* }) => {
+        impl<$($g),*> KeyedValues<K, V> for $state<K, V>
+        where
+            $($bound)*
+        {
+            fn get(&mut self, key: CurrentKey<'_, K>) -> Option<&V> {
+                $state::get(self, key)
+            }
 
-    fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
-        KeyedState::get_mut(self, key)
-    }
+            fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
+                $state::get_mut(self, key)
+            }
 
-    fn get_or_default(&mut self, key: CurrentKey<'_, K>) -> &mut V
-    where
-        V: Default,
-    {
-        KeyedState::get_or_default(self, key)
-    }
+            fn get_or_default(&mut self, key: CurrentKey<'_, K>) -> &mut V
+            where
+                V: Default,
+            {
+                $state::get_or_default(self, key)
+            }
 
-    fn set(&mut self, key: CurrentKey<'_, K>, value: V) {
-        KeyedState::insert(self, key, value);
-    }
+            fn set(&mut self, key: CurrentKey<'_, K>, value: V) {
+                $state::insert(self, key, value);
+            }
 
-    fn delete(&mut self, key: CurrentKey<'_, K>) {
-        KeyedState::remove(self, key);
-    }
+            fn delete(&mut self, key: CurrentKey<'_, K>) {
+                $state::remove(self, key);
+            }
+        }
+    };
 }
 
-impl<K, V> KeyedValues<K, V> for StoredState<K, V>
-where
-    K: Key + StateData,
-    V: StateData + Clone + Send + Sync + 'static,
-    Vec<(u64, K, Option<V>)>: StateData,
-{
-    fn get(&mut self, key: CurrentKey<'_, K>) -> Option<&V> {
-        StoredState::get(self, key)
+keyed_values_by_inherent_methods!(KeyedState, impl<K, V> where { K: Key });
+keyed_values_by_inherent_methods!(
+    StoredState,
+    impl<K, V> where {
+        K: Key + StateData,
+        V: StateData + Clone + Send + Sync + 'static,
+        Vec<(u64, K, Option<V>)>: StateData,
     }
-
-    fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
-        StoredState::get_mut(self, key)
-    }
-
-    fn get_or_default(&mut self, key: CurrentKey<'_, K>) -> &mut V
-    where
-        V: Default,
-    {
-        StoredState::get_or_default(self, key)
-    }
-
-    fn set(&mut self, key: CurrentKey<'_, K>, value: V) {
-        StoredState::insert(self, key, value);
-    }
-
-    fn delete(&mut self, key: CurrentKey<'_, K>) {
-        StoredState::remove(self, key);
-    }
-}
+);

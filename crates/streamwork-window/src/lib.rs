@@ -50,7 +50,7 @@ pub use window::{CountWindow, Firing, Window, WindowContents, WindowResult};
 
 /// What a window operator left out of checkpoints says when a job needs its
 /// state checkpointed: the fix.
-pub(crate) const TRANSIENT_FIX: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable with rkyv)";
+pub(crate) const TRANSIENT_FIX: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable: primitives, `String`, `Vec`, tuples, or types marked `#[streamwork::state_data]`)";
 
 /// A shared count of late events (beyond the allowed lateness, or dropped by a
 /// watermark strategy), readable while and after the job runs.
