@@ -116,3 +116,25 @@ fn dropped_channels_discard_their_records() {
     graph.run().unwrap();
     assert_eq!(evens.values(), vec![0, 2, 4, 6, 8]);
 }
+
+/// A job built by a generic helper: its name computed, its operator given.
+fn doubling_job<O>(name: String, op: O, out: CollectSink<u64>) -> Result<JobGraph, GraphError>
+where
+    O: Operator<In = u64, Key = NoKey, Out = Collector<u64>, Time = AnyTime>,
+{
+    job! {
+        name name;
+        source numbers = VecSource::new(vec![1u64, 2, 3]);
+        operator doubled = op <- numbers;
+        sink out = out <- doubled;
+    }
+}
+
+#[test]
+fn a_job_name_may_be_computed() {
+    let out = CollectSink::new();
+    let graph = doubling_job(format!("doubling-{}", 7), Double, out.clone()).unwrap();
+    assert_eq!(graph.name(), "doubling-7");
+    graph.run().unwrap();
+    assert_eq!(out.values(), vec![2, 4, 6]);
+}

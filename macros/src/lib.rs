@@ -112,6 +112,9 @@ pub fn state_data(args: TokenStream, item: TokenStream) -> TokenStream {
 /// }
 /// ```
 ///
+/// `name`, settings and `[parallelism]` take any expression (a generic
+/// function may build jobs of one shape, `name format!("q{n}");`).
+///
 /// Inputs of several types: `<- left(a), right(b)` for a `CoOperator` (a
 /// join), or `<- port(a => Reading::Count), port(b => Reading::Name), ...`
 /// for an operator whose input is one of them (an enum `Reading`).

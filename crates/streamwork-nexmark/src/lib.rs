@@ -226,6 +226,7 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             source,
             sp: source_parallelism,
             p: parallelism,
+            sink_p: output.parallelism(parallelism),
             late: &late,
             output: &output,
             side_input: std::sync::Arc::new(side_input),

@@ -67,6 +67,20 @@ impl<R> Change<R> {
             row,
         }
     }
+
+    /// At the end of the input, a query's `rows` as final rows; or, when
+    /// every change was emitted as it came (`updates`), nothing. The rows
+    /// are consumed either way.
+    pub fn finals(updates: bool, rows: impl Iterator<Item = R>, out: &mut Collector<Change<R>>)
+    where
+        Change<R>: Data,
+    {
+        if updates {
+            rows.for_each(drop);
+        } else {
+            out.extend(rows.map(Change::insert));
+        }
+    }
 }
 
 impl<R: Row> Row for Change<R> {

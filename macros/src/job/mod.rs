@@ -11,7 +11,7 @@ mod codegen;
 mod parse;
 
 use proc_macro2::{Span, TokenStream};
-use syn::{Ident, LitStr};
+use syn::Ident;
 
 /// The kind of a component, as written.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -203,7 +203,8 @@ pub(crate) struct DropSpec {
 /// A whole `job!` body.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct JobSpec {
-    pub(crate) name: Option<LitStr>,
+    /// `name EXPR;`: the job's name, a literal or any expression making one.
+    pub(crate) name: Option<syn::Expr>,
     /// `delivery at_most_once | at_least_once | exactly_once;`
     pub(crate) delivery: Option<Ident>,
     pub(crate) settings: Vec<(Ident, TokenStream)>,

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! job       := item*
-//! item      := "name" STRING ";"
+//! item      := "name" EXPR ";"                      (a `&str` or `String`)
 //!            | "delivery" ("at_most_once" | "at_least_once" | "exactly_once") ";"
 //!            | ("parallelism" | "batch_size" | "channel_capacity" | "key_groups" | "workers" | "combiners") EXPR ";"
 //!            | "source" NAME par? channels? "=" EXPR ";"
@@ -25,7 +25,7 @@
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Ident, LitStr, Token, braced, bracketed, parenthesized};
+use syn::{Ident, Token, braced, bracketed, parenthesized};
 
 use super::{
     Component, DropSpec, FLOW_SETTINGS, Grouping, GroupingName, InputSpec, JobSpec, Kind, Ports,
@@ -54,7 +54,7 @@ impl Parse for JobSpec {
             })?;
             match keyword.to_string().as_str() {
                 "name" => {
-                    spec.name = Some(input.parse::<LitStr>()?);
+                    spec.name = Some(input.parse::<syn::Expr>()?);
                     input.parse::<Token![;]>()?;
                 }
                 "delivery" => {

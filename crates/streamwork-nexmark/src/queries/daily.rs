@@ -1,5 +1,7 @@
-//! The bidding statistics of q15 (per day) and q16 (per channel and day):
-//! bids, distinct bidders and distinct auctions, in total and per price rank.
+//! The bidding statistics of q15 (per day) and q16 (per channel, the string
+//! exactly, and day, with the latest minute `HH:MM` among the group's bids):
+//! bids, distinct bidders and distinct auctions, in total and per price rank;
+//! final rows, one per group, or their updates.
 //!
 //! Distinct counts do not add up across instances unless each instance sees
 //! all of a value's bids: so the bids are partitioned twice, by bidder (for
@@ -12,7 +14,9 @@ use std::io::Write;
 use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 
-use super::BidFacts;
+use streamwork::runtime::GraphError;
+
+use super::{BidFacts, JobParts, timestamps};
 use crate::model::Event;
 use crate::sink::{Change, Row, serde_row};
 use crate::text::Text;
@@ -38,26 +42,50 @@ pub struct StatBid {
     pub channel: Text,
 }
 
-/// The bids' [`StatBid`]s without their channel (q15).
-#[operator]
-pub fn stat_bids(event: Event, out: &mut Collector<StatBid>) {
-    if let Event::Bid(bid) = &event {
-        out.emit(StatBid {
-            facts: BidFacts::from(bid),
-            channel: Text::default(),
-        });
+/// The bids' [`StatBid`]s, with their channel for q16.
+#[derive(Copy, Clone, Debug)]
+pub struct StatBids {
+    /// Whether each bid keeps its channel (q16) or leaves it empty (q15).
+    pub per_channel: bool,
+}
+
+#[operator(stateless)]
+impl StatBids {
+    fn on_record(&self, event: Event, out: &mut Collector<StatBid>) {
+        if let Event::Bid(bid) = event {
+            out.emit(StatBid {
+                facts: BidFacts::from(&bid),
+                channel: if self.per_channel {
+                    bid.channel
+                } else {
+                    Text::default()
+                },
+            });
+        }
     }
 }
 
-/// The bids' [`StatBid`]s with their channel (q16).
-#[operator]
-pub fn stat_bids_with_channel(event: Event, out: &mut Collector<StatBid>) {
-    if let Event::Bid(bid) = event {
-        let facts = BidFacts::from(&bid);
-        out.emit(StatBid {
-            facts,
-            channel: bid.channel,
-        });
+/// The job of q15 (`per_channel` false) and q16 (true): each bid counted
+/// twice, partitioned by bidder and by auction, the partial counts merged
+/// per group.
+pub(super) fn job(
+    name: String,
+    per_channel: bool,
+    parts: JobParts<'_>,
+) -> Result<JobGraph, GraphError> {
+    let updates = parts.output.updates();
+    job! {
+        name name;
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator bids[parts.p] = StatBids { per_channel } <- timed;
+        operator by_bidder[parts.p] = DailyStats::new(Distinct::Bidders, per_channel, updates)
+            <- bids.key(|bid: &StatBid| bid.facts.bidder);
+        operator by_auction[parts.p] = DailyStats::new(Distinct::Auctions, per_channel, updates)
+            <- bids.key(|bid: &StatBid| bid.facts.auction);
+        operator merged[parts.p] = MergeStats::new(updates)
+            <- (by_bidder, by_auction).key(group_partition);
+        sink out[parts.sink_p] = parts.output.sink::<Change<StatsRow>>() <- merged;
     }
 }
 
@@ -362,11 +390,7 @@ impl MergeStats {
 
     fn on_end(&mut self, out: &mut Collector<Change<StatsRow>>) {
         let rows = self.groups.drain().flat_map(|(_, rows)| rows);
-        if self.updates {
-            rows.for_each(drop);
-        } else {
-            out.extend(rows.map(Change::insert));
-        }
+        Change::finals(self.updates, rows, out);
     }
 }
 

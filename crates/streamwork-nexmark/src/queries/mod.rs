@@ -8,11 +8,8 @@ mod q0;
 mod q1;
 mod q10;
 mod q11;
-mod q12;
 mod q13;
 mod q14;
-mod q15;
-mod q16;
 mod q17;
 mod q18;
 mod q19;
@@ -279,6 +276,8 @@ pub struct JobParts<'a> {
     pub sp: u32,
     /// Instances of the query's operators.
     pub p: u32,
+    /// Instances of the sink (see [`RowOutput::parallelism`]).
+    pub sink_p: u32,
     /// Where late events are counted.
     pub late: &'a LateCounter,
     /// Where rows go.
@@ -287,19 +286,29 @@ pub struct JobParts<'a> {
     pub side_input: Arc<SideInput>,
 }
 
-impl JobParts<'_> {
-    /// The sink's parallelism (see [`RowOutput::parallelism`]).
-    pub fn sink_parallelism(&self) -> u32 {
-        self.output.parallelism(self.p)
+/// The job of a query that turns each event into rows alone, with no state
+/// and no exchange: `events → timestamps → rows → sink`.
+fn per_event<O, R>(name: String, rows: O, parts: JobParts<'_>) -> Result<JobGraph, GraphError>
+where
+    O: Operator<In = Event, Key = NoKey, Out = Collector<R>, Time = AnyTime>,
+    R: Row,
+{
+    job! {
+        name name;
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator rows[parts.p] = rows <- timed;
+        sink out[parts.sink_p] = parts.output.sink::<R>() <- rows;
     }
 }
 
 /// A query's job.
 pub fn job(query: Query, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let name = format!("nexmark-{query}");
     match query {
-        Query::Q0 => q0::job(parts),
-        Query::Q1 => q1::job(parts),
-        Query::Q2 => q2::job(parts),
+        Query::Q0 => per_event(name, q0::Q0Rows, parts),
+        Query::Q1 => per_event(name, q1::Q1Rows, parts),
+        Query::Q2 => per_event(name, q2::Q2Rows, parts),
         Query::Q3 => q3::job(parts),
         Query::Q4 => q4::job(parts),
         Query::Q5 => q5::job(parts),
@@ -307,34 +316,36 @@ pub fn job(query: Query, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         Query::Q7 => q7::job(parts),
         Query::Q8 => q8::job(parts),
         Query::Q9 => q9::job(parts),
-        Query::Q10 => q10::job(parts),
-        Query::Q11 => q11::job(parts),
-        Query::Q12 => q12::job(parts),
-        Query::Q13 => q13::job(parts),
-        Query::Q14 => q14::job(parts),
-        Query::Q15 => q15::job(parts),
-        Query::Q16 => q16::job(parts),
+        Query::Q10 => per_event(name, q10::Q10Rows, parts),
+        Query::Q11 => q11::job(
+            name,
+            Windows::session(Duration::from_secs(10)).count(),
+            parts,
+        ),
+        Query::Q12 => q11::job(
+            name,
+            Windows::tumbling(Duration::from_secs(10)).count(),
+            parts,
+        ),
+        Query::Q13 => {
+            let side = parts.side_input.clone();
+            per_event(name, q13::JoinSideInput { side }, parts)
+        }
+        Query::Q14 => per_event(name, q14::Q14Rows, parts),
+        Query::Q15 => daily::job(name, false, parts),
+        Query::Q16 => daily::job(name, true, parts),
         Query::Q17 => q17::job(parts),
         Query::Q18 => q18::job(parts),
         Query::Q19 => q19::job(parts),
         Query::Q20 => q20::job(parts),
-        Query::Q21 => q21::job(parts),
-        Query::Q22 => q22::job(parts),
-        Query::Events => {
-            let JobParts {
-                source,
-                sp,
-                late,
-                output,
-                ..
-            } = parts;
-            job! {
-                name "nexmark-events";
-                source events[sp] = source;
-                operator timed[sp] = timestamps(late) <- events;
-                sink out = output.sink::<Event>() <- timed.global();
-            }
-        }
+        Query::Q21 => per_event(name, q21::Q21Rows, parts),
+        Query::Q22 => per_event(name, q22::Q22Rows, parts),
+        Query::Events => job! {
+            name name;
+            source events[parts.sp] = parts.source;
+            operator timed[parts.sp] = timestamps(parts.late) <- events;
+            sink out = parts.output.sink::<Event>() <- timed.global();
+        },
     }
 }
 

@@ -2,9 +2,7 @@
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::{Bid, Event, timestamp};
 use crate::sink::{Row, serde_row};
 
@@ -41,29 +39,8 @@ impl Row for BidRow {
 }
 
 #[operator]
-fn q0_rows(event: Event, out: &mut Collector<BidRow>) {
+pub(super) fn q0_rows(event: Event, out: &mut Collector<BidRow>) {
     if let Event::Bid(bid) = event {
         out.emit(BidRow(bid));
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q0";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q0Rows <- timed;
-        sink out[op] = output.sink::<BidRow>() <- rows;
     }
 }

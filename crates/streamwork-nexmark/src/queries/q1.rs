@@ -2,9 +2,7 @@
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::{Event, timestamp};
 use crate::sink::serde_rows;
 use crate::text::Text;
@@ -29,7 +27,7 @@ pub fn euro(price: u64) -> f64 {
 }
 
 #[operator]
-fn q1_rows(event: Event, out: &mut Collector<EuroRow>) {
+pub(super) fn q1_rows(event: Event, out: &mut Collector<EuroRow>) {
     if let Event::Bid(bid) = event {
         out.emit(EuroRow {
             auction: bid.auction,
@@ -38,26 +36,5 @@ fn q1_rows(event: Event, out: &mut Collector<EuroRow>) {
             date_time: bid.date_time,
             extra: bid.extra,
         });
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q1";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q1Rows <- timed;
-        sink out[op] = output.sink::<EuroRow>() <- rows;
     }
 }

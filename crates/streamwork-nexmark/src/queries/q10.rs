@@ -3,9 +3,7 @@
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::{Bid, Event, timestamp};
 use crate::sink::{Row, serde_row};
 use crate::time::{day_number, format_day, format_minute, minute_of_day};
@@ -50,30 +48,9 @@ impl Row for Q10Row {
 }
 
 #[operator]
-fn q10_rows(event: Event, out: &mut Collector<Q10Row>) {
+pub(super) fn q10_rows(event: Event, out: &mut Collector<Q10Row>) {
     if let Event::Bid(bid) = event {
         let (day, minute) = (day_number(bid.date_time), minute_of_day(bid.date_time));
         out.emit(Q10Row { bid, day, minute });
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q10";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q10Rows <- timed;
-        sink out[op] = output.sink::<Q10Row>() <- rows;
     }
 }

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, SideInput, timestamps};
+use super::SideInput;
 use crate::model::{Bid, Event, timestamp};
 use crate::sink::{Row, serde_row};
 
@@ -49,8 +48,8 @@ impl Row for Q13Row {
 
 /// Joins bids with the side input.
 #[derive(Clone)]
-struct JoinSideInput {
-    side: Arc<SideInput>,
+pub(super) struct JoinSideInput {
+    pub(super) side: Arc<SideInput>,
 }
 
 #[operator(stateless)]
@@ -74,24 +73,5 @@ impl JoinSideInput {
                 }
             }
         }
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let op = parts.sink_parallelism();
-    let JobParts {
-        source,
-        sp,
-        p,
-        late,
-        output,
-        side_input,
-    } = parts;
-    job! {
-        name "nexmark-q13";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = JoinSideInput { side: side_input } <- timed;
-        sink out[op] = output.sink::<Q13Row>() <- rows;
     }
 }

@@ -4,9 +4,7 @@
 //! (`bidTimeType`) and the number of `c` in `extra` (Flink's `count_char`).
 
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::{Bid, Event};
 use crate::sink::Row;
 use crate::time::{format, hour_of_day};
@@ -76,7 +74,7 @@ pub fn count_c(text: &str) -> u64 {
 }
 
 #[operator]
-fn q14_rows(event: Event, out: &mut Collector<Q14Row>) {
+pub(super) fn q14_rows(event: Event, out: &mut Collector<Q14Row>) {
     if let Event::Bid(bid) = event {
         let milli_euro = 908 * u128::from(bid.price);
         if 1_000_000_000 < milli_euro && milli_euro < 50_000_000_000 {
@@ -89,26 +87,5 @@ fn q14_rows(event: Event, out: &mut Collector<Q14Row>) {
                 c_counts,
             });
         }
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q14";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q14Rows <- timed;
-        sink out[op] = output.sink::<Q14Row>() <- rows;
     }
 }

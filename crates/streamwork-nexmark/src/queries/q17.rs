@@ -95,33 +95,18 @@ impl AuctionDays {
 
     fn on_end(&mut self, out: &mut Collector<Change<Q17Row>>) {
         let rows = self.groups.drain().flat_map(|(_, days)| days);
-        if self.updates {
-            rows.for_each(drop);
-        } else {
-            out.extend(rows.map(Change::insert));
-        }
+        Change::finals(self.updates, rows, out);
     }
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q17";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = ToBidFacts <- timed;
-        operator days[p] = AuctionDays { updates: output.updates(), ..AuctionDays::default() }
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator bids[parts.p] = ToBidFacts <- timed;
+        operator days[parts.p] = AuctionDays { updates: parts.output.updates(), ..AuctionDays::default() }
             <- bids.key(|bid: &BidFacts| bid.auction);
-        sink out[op] = output.sink::<Change<Q17Row>>() <- days;
+        sink out[parts.sink_p] = parts.output.sink::<Change<Q17Row>>() <- days;
     }
 }

@@ -100,33 +100,18 @@ impl LastBids {
             .drain()
             .flat_map(|(_, bids)| bids.into_values())
             .map(|bid| FullBidRow { bid, rank: None });
-        if self.updates {
-            rows.for_each(drop);
-        } else {
-            out.extend(rows.map(Change::insert));
-        }
+        Change::finals(self.updates, rows, out);
     }
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q18";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
-        operator last[p] = LastBids { updates: output.updates(), ..LastBids::default() }
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator bids[parts.p] = OnlyBids <- timed;
+        operator last[parts.p] = LastBids { updates: parts.output.updates(), ..LastBids::default() }
             <- bids.key(|bid: &Bid| bid.bidder);
-        sink out[op] = output.sink::<Change<FullBidRow>>() <- last;
+        sink out[parts.sink_p] = parts.output.sink::<Change<FullBidRow>>() <- last;
     }
 }

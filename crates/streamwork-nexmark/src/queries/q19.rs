@@ -76,24 +76,13 @@ impl TopBids {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q19";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
-        operator top[p] = TopBids { updates: output.updates(), ..TopBids::default() }
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator bids[parts.p] = OnlyBids <- timed;
+        operator top[parts.p] = TopBids { updates: parts.output.updates(), ..TopBids::default() }
             <- bids.key(|bid: &Bid| bid.auction);
-        sink out[op] = output.sink::<Change<FullBidRow>>() <- top;
+        sink out[parts.sink_p] = parts.output.sink::<Change<FullBidRow>>() <- top;
     }
 }

@@ -2,9 +2,7 @@
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::Event;
 use crate::sink::serde_rows;
 
@@ -18,7 +16,7 @@ pub struct Q2Row {
 serde_rows!(Q2Row);
 
 #[operator]
-fn q2_rows(event: Event, out: &mut Collector<Q2Row>) {
+pub(super) fn q2_rows(event: Event, out: &mut Collector<Q2Row>) {
     if let Event::Bid(bid) = event
         && bid.auction.is_multiple_of(123)
     {
@@ -26,26 +24,5 @@ fn q2_rows(event: Event, out: &mut Collector<Q2Row>) {
             auction: bid.auction,
             price: bid.price,
         });
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q2";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q2Rows <- timed;
-        sink out[op] = output.sink::<Q2Row>() <- rows;
     }
 }

@@ -85,27 +85,16 @@ fn q20_rows(row: JoinRow<u64, Bid, Auction>, out: &mut Collector<Q20Row>) {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q20";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = OnlyBids <- timed;
-        operator auctions[p] = OnlyAuctions <- timed;
-        operator tens[p] = CategoryTen <- auctions;
-        operator joined[p] = Join::inner().unwindowed()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator bids[parts.p] = OnlyBids <- timed;
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator tens[parts.p] = CategoryTen <- auctions;
+        operator joined[parts.p] = Join::inner().unwindowed()
             <- left(bids.key(|b: &Bid| b.auction)), right(tens.key(|a: &Auction| a.id));
-        operator rows[p] = Q20Rows <- joined;
-        sink out[op] = output.sink::<Q20Row>() <- rows;
+        operator rows[parts.p] = Q20Rows <- joined;
+        sink out[parts.sink_p] = parts.output.sink::<Q20Row>() <- rows;
     }
 }

@@ -7,9 +7,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::{Bid, Event};
 use crate::sink::{Row, serde_row};
 
@@ -98,32 +96,11 @@ impl Row for Q21Row {
 }
 
 #[operator]
-fn q21_rows(event: Event, out: &mut Collector<Q21Row>) {
+pub(super) fn q21_rows(event: Event, out: &mut Collector<Q21Row>) {
     if let Event::Bid(bid) = event
         && let Some(channel_id) = channel_id(&bid)
     {
         out.emit(Q21Row { bid, channel_id });
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q21";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q21Rows <- timed;
-        sink out[op] = output.sink::<Q21Row>() <- rows;
     }
 }
 

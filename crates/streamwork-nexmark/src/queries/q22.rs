@@ -6,9 +6,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 use streamwork::prelude::*;
-use streamwork::runtime::GraphError;
 
-use super::{JobParts, timestamps};
 use crate::model::{Bid, Event};
 use crate::sink::{Row, serde_row};
 
@@ -66,31 +64,10 @@ impl Row for Q22Row {
 }
 
 #[operator]
-fn q22_rows(event: Event, out: &mut Collector<Q22Row>) {
+pub(super) fn q22_rows(event: Event, out: &mut Collector<Q22Row>) {
     if let Event::Bid(bid) = event {
         let dirs = directories(&bid.url);
         out.emit(Q22Row { bid, dirs });
-    }
-}
-
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
-    job! {
-        name "nexmark-q22";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator rows[p] = Q22Rows <- timed;
-        sink out[op] = output.sink::<Q22Row>() <- rows;
     }
 }
 

@@ -50,28 +50,17 @@ fn q3_rows(row: JoinRow<u64, Auction, Person>, out: &mut Collector<Q3Row>) {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q3";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator auctions[p] = OnlyAuctions <- timed;
-        operator people[p] = OnlyPeople <- timed;
-        operator tens[p] = CategoryTen <- auctions;
-        operator sellers[p] = WestCoast <- people;
-        operator joined[p] = Join::inner().unwindowed()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator people[parts.p] = OnlyPeople <- timed;
+        operator tens[parts.p] = CategoryTen <- auctions;
+        operator sellers[parts.p] = WestCoast <- people;
+        operator joined[parts.p] = Join::inner().unwindowed()
             <- left(tens.key(|a: &Auction| a.seller)), right(sellers.key(|p: &Person| p.id));
-        operator rows[p] = Q3Rows <- joined;
-        sink out[op] = output.sink::<Q3Row>() <- rows;
+        operator rows[parts.p] = Q3Rows <- joined;
+        sink out[parts.sink_p] = parts.output.sink::<Q3Row>() <- rows;
     }
 }

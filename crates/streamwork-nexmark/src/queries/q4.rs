@@ -75,28 +75,17 @@ impl CategoryAverages {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q4";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator auctions[p] = OnlyAuctions <- timed;
-        operator bids[p] = ToBidFacts <- timed;
-        operator winners[p] = WinningBids::<BidFacts>::default()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator bids[parts.p] = ToBidFacts <- timed;
+        operator winners[parts.p] = WinningBids::<BidFacts>::default()
             <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
-        operator closing[p] = ClosingPrice <- winners;
-        operator averages[p] = CategoryAverages { updates: output.updates(), ..CategoryAverages::default() }
+        operator closing[parts.p] = ClosingPrice <- winners;
+        operator averages[parts.p] = CategoryAverages { updates: parts.output.updates(), ..CategoryAverages::default() }
             <- closing.key(|c: &(u64, u64)| c.0);
-        sink out[op] = output.sink::<Change<Q4Row>>() <- averages;
+        sink out[parts.sink_p] = parts.output.sink::<Change<Q4Row>>() <- averages;
     }
 }

@@ -81,27 +81,16 @@ impl HotItems {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q5";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator bids[p] = BidAuctions <- timed;
-        operator counts[p] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(2)).count()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator bids[parts.p] = BidAuctions <- timed;
+        operator counts[parts.p] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(2)).count()
             <- bids.key(|auction: &u64| *auction);
-        operator hot[p] = HotItems::default()
+        operator hot[parts.p] = HotItems::default()
             <- counts.results.key(|count: &WindowResult<u64, u64>| count.window.start.millis());
-        sink out[op] = output.sink::<Q5Row>() <- hot;
+        sink out[parts.sink_p] = parts.output.sink::<Q5Row>() <- hot;
         drop counts.late;
     }
 }

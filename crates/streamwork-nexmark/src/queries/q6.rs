@@ -99,28 +99,17 @@ impl SellerAverages {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q6";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator auctions[p] = OnlyAuctions <- timed;
-        operator bids[p] = ToBidFacts <- timed;
-        operator winners[p] = WinningBids::<BidFacts>::default()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator bids[parts.p] = ToBidFacts <- timed;
+        operator winners[parts.p] = WinningBids::<BidFacts>::default()
             <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
-        operator sales[p] = ToSale <- winners;
-        operator averages[p] = SellerAverages { updates: output.updates(), ..SellerAverages::default() }
+        operator sales[parts.p] = ToSale <- winners;
+        operator averages[parts.p] = SellerAverages { updates: parts.output.updates(), ..SellerAverages::default() }
             <- sales.key(|s: &(u64, Sale)| s.0);
-        sink out[op] = output.sink::<Change<Q6Row>>() <- averages;
+        sink out[parts.sink_p] = parts.output.sink::<Change<Q6Row>>() <- averages;
     }
 }

@@ -110,24 +110,13 @@ impl HighestBids {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q7";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator local[p] = LocalHighest::default() <- timed;
-        operator highest[p] = HighestBids::default()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator local[parts.p] = LocalHighest::default() <- timed;
+        operator highest[parts.p] = HighestBids::default()
             <- local.key(|candidates: &Candidates| candidates.0);
-        sink out[op] = output.sink::<BidRow>() <- highest;
+        sink out[parts.sink_p] = parts.output.sink::<BidRow>() <- highest;
     }
 }

@@ -44,26 +44,15 @@ impl Q8Rows {
 struct Q8Rows;
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q8";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator people[p] = OnlyPeople <- timed;
-        operator auctions[p] = OnlyAuctions <- timed;
-        operator sellers[p] = Join::semi().tumbling(Duration::from_millis(WINDOW as u64))
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator people[parts.p] = OnlyPeople <- timed;
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator sellers[parts.p] = Join::semi().tumbling(Duration::from_millis(WINDOW as u64))
             <- left(people.key(|p: &Person| p.id)), right(auctions.key(|a: &Auction| a.seller));
-        operator rows[p] = Q8Rows <- sellers;
-        sink out[op] = output.sink::<Q8Row>() <- rows;
+        operator rows[parts.p] = Q8Rows <- sellers;
+        sink out[parts.sink_p] = parts.output.sink::<Q8Row>() <- rows;
     }
 }

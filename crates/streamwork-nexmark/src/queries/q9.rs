@@ -108,26 +108,15 @@ fn q9_rows(winner: (Auction, WinnerBid), out: &mut Collector<Q9Row>) {
 }
 
 pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    let (
-        op,
-        JobParts {
-            source,
-            sp,
-            p,
-            late,
-            output,
-            ..
-        },
-    ) = (parts.sink_parallelism(), parts);
     job! {
         name "nexmark-q9";
-        source events[sp] = source;
-        operator timed[sp] = timestamps(late) <- events;
-        operator auctions[p] = OnlyAuctions <- timed;
-        operator bids[p] = WinnerBids <- timed;
-        operator winners[p] = WinningBids::<WinnerBid>::default()
+        source events[parts.sp] = parts.source;
+        operator timed[parts.sp] = timestamps(parts.late) <- events;
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator bids[parts.p] = WinnerBids <- timed;
+        operator winners[parts.p] = WinningBids::<WinnerBid>::default()
             <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &WinnerBid| b.facts.auction));
-        operator rows[p] = Q9Rows <- winners;
-        sink out[op] = output.sink::<Q9Row>() <- rows;
+        operator rows[parts.p] = Q9Rows <- winners;
+        sink out[parts.sink_p] = parts.output.sink::<Q9Row>() <- rows;
     }
 }

@@ -31,35 +31,27 @@ pub trait RankedBid: Data + Sync {
     fn seq(&self) -> u64;
 }
 
-impl RankedBid for Bid {
-    fn auction(&self) -> u64 {
-        self.auction
-    }
-    fn price(&self) -> u64 {
-        self.price
-    }
-    fn date_time(&self) -> i64 {
-        self.date_time
-    }
-    fn seq(&self) -> u64 {
-        self.seq
-    }
+/// `RankedBid` for types with the fields of its name.
+macro_rules! ranked_bid_fields {
+    ($($bid:ty),*) => {$(
+        impl RankedBid for $bid {
+            fn auction(&self) -> u64 {
+                self.auction
+            }
+            fn price(&self) -> u64 {
+                self.price
+            }
+            fn date_time(&self) -> i64 {
+                self.date_time
+            }
+            fn seq(&self) -> u64 {
+                self.seq
+            }
+        }
+    )*};
 }
 
-impl RankedBid for BidFacts {
-    fn auction(&self) -> u64 {
-        self.auction
-    }
-    fn price(&self) -> u64 {
-        self.price
-    }
-    fn date_time(&self) -> i64 {
-        self.date_time
-    }
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
+ranked_bid_fields!(Bid, BidFacts);
 
 /// What is known of one auction.
 #[streamwork::state_data]
