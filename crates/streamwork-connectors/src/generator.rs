@@ -170,21 +170,7 @@ impl<T: Data, F: Fn(u64) -> T + Clone + Send + 'static> GeneratorSource<T, F, No
     where
         G: Fn(u64, &T) -> Timestamp + Clone + Send + 'static,
     {
-        GeneratorSource {
-            make: self.make,
-            stamp: StampWith(stamp),
-            count: self.count,
-            rate: self.rate,
-            next: self.next,
-            step: self.step,
-            started: self.started,
-            emitted: self.emitted,
-            resume: self.resume,
-            inherited: self.inherited,
-            inherited_high: self.inherited_high,
-            per_poll: self.per_poll,
-            _type: std::marker::PhantomData,
-        }
+        self.with_functions(|make, _| (make, StampWith(stamp)))
     }
 }
 
@@ -213,11 +199,24 @@ impl<T: Data, F: Generate<T>, S: Stamp<T>> GeneratorSource<T, F, S> {
         F: Sync,
         S: Sync,
     {
-        let stamp = self.stamp;
-        let make = self.make;
+        self.with_functions(|make, stamp| {
+            (
+                DynMake(Arc::new(move |seq| make.generate(seq))),
+                DynStamp(Arc::new(move |seq, value: &T| stamp.stamp(seq, value))),
+            )
+        })
+    }
+
+    /// The same generator, where it is, with its functions replaced by
+    /// `replace(make, stamp)`.
+    fn with_functions<F2, S2>(
+        self,
+        replace: impl FnOnce(F, S) -> (F2, S2),
+    ) -> GeneratorSource<T, F2, S2> {
+        let (make, stamp) = replace(self.make, self.stamp);
         GeneratorSource {
-            make: DynMake(Arc::new(move |seq| make.generate(seq))),
-            stamp: DynStamp(Arc::new(move |seq, value: &T| stamp.stamp(seq, value))),
+            make,
+            stamp,
             count: self.count,
             rate: self.rate,
             next: self.next,

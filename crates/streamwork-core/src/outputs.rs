@@ -119,25 +119,33 @@ pub trait Channel {
     fn check(&self) -> Result<(), Disconnected>;
 }
 
+/// The [`Channel`] methods of a [`Collector`], its own: in its `Channel`
+/// impl and, as straight calls with no visit, in its `Outputs` impl.
+macro_rules! collector_channel_methods {
+    () => {
+        fn open(&mut self) -> Result<(), Disconnected> {
+            Collector::open(self)
+        }
+        fn flush(&mut self) -> Result<(), Disconnected> {
+            Collector::flush(self)
+        }
+        fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
+            Collector::control(self, control)
+        }
+        fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
+            Collector::tick(self, now)
+        }
+        fn emitted(&self) -> u64 {
+            Collector::emitted(self)
+        }
+        fn check(&self) -> Result<(), Disconnected> {
+            Collector::check(self)
+        }
+    };
+}
+
 impl<T: Data> Channel for Collector<T> {
-    fn open(&mut self) -> Result<(), Disconnected> {
-        Collector::open(self)
-    }
-    fn flush(&mut self) -> Result<(), Disconnected> {
-        Collector::flush(self)
-    }
-    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
-        Collector::control(self, control)
-    }
-    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
-        Collector::tick(self, now)
-    }
-    fn emitted(&self) -> u64 {
-        Collector::emitted(self)
-    }
-    fn check(&self) -> Result<(), Disconnected> {
-        Collector::check(self)
-    }
+    collector_channel_methods!();
 }
 
 /// A set of output channels. Implemented by [`Collector<T>`] (one channel
@@ -259,29 +267,7 @@ impl<T: Data> Outputs for Collector<T> {
     }
 
     // One channel: straight calls, no visit.
-    fn open(&mut self) -> Result<(), Disconnected> {
-        Collector::open(self)
-    }
-
-    fn flush(&mut self) -> Result<(), Disconnected> {
-        Collector::flush(self)
-    }
-
-    fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
-        Collector::control(self, control)
-    }
-
-    fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
-        Collector::tick(self, now)
-    }
-
-    fn emitted(&self) -> u64 {
-        Collector::emitted(self)
-    }
-
-    fn check(&self) -> Result<(), Disconnected> {
-        Collector::check(self)
-    }
+    collector_channel_methods!();
 }
 
 /// Typestate of a channel of a derived output set that has been connected or

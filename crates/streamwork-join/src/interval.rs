@@ -15,7 +15,7 @@ use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
     Timestamp,
 };
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::KeyedCheckpoint;
 use streamwork_window::LateCounter;
 
 use crate::rows::{RowMap, Rows, restore_rows, snapshot_rows};
@@ -41,20 +41,7 @@ pub struct IntervalJoin<L, R, K> {
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> IntervalJoin<L, R, K> {
-    /// Puts the buffered rows and the watermark (their cleanup timers are registered again on restore) in the job's checkpoints, by key group, so that a
-    /// restored job (at any parallelism) joins as if it had not failed.
-    /// Needed in a job that promises at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        K: StateData,
-        L: StateData,
-        R: StateData,
-    {
-        // Layout 2: every buffered row carries whether it has matched (for
-        // outer and semi joins).
-        self.checkpoint = KeyedCheckpoint::enabled_at_layout(2);
-        self
-    }
+    crate::checkpointing::checkpointed_builder!("the buffered rows and the watermark (their cleanup timers are registered again on restore)", [K, L, R], layout 2);
 
     pub(crate) fn new(kind: JoinKind, lower: i64, upper: i64) -> Self {
         IntervalJoin {

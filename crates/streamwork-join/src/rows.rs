@@ -73,9 +73,7 @@ pub(crate) fn restore_rows<K: Key, L: Clone, R: Clone>(
     let Some(restored) = checkpoint.restore(restore)? else {
         return Ok(());
     };
-    if let Some(restored) = restored.metas.iter().copied().max() {
-        *watermark = (*watermark).max(restored);
-    }
+    restored.raise(watermark);
     for (key, key_rows) in restored.entries {
         for &(t, _) in &key_rows.0 {
             timer(&key, true, t);

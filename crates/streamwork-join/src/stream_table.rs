@@ -47,17 +47,7 @@ impl<S, V: Clone, K: Clone> Clone for StreamTableJoin<S, V, K> {
 }
 
 impl<S: Data + Sync, V: Data + Sync, K: Key> StreamTableJoin<S, V, K> {
-    /// Puts the table in the job's checkpoints, by key group, so that a
-    /// restored job (at any parallelism) joins as if it had not failed.
-    /// Needed in a job that promises at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        K: StateData,
-        V: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
-    }
+    crate::checkpointing::checkpointed_builder!("the table", [K, V]);
 
     pub(crate) fn new(kind: JoinKind) -> Self {
         StreamTableJoin {
@@ -187,18 +177,10 @@ pub struct TemporalTableJoin<S, V, K> {
 }
 
 impl<S: Data + Sync, V: Data + Sync, K: Key> TemporalTableJoin<S, V, K> {
-    /// Puts the table versions and the events waiting for event time in the job's checkpoints, by key group, so that a
-    /// restored job (at any parallelism) joins as if it had not failed.
-    /// Needed in a job that promises at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        K: StateData,
-        S: StateData,
-        V: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
-    }
+    crate::checkpointing::checkpointed_builder!(
+        "the table versions and the events waiting for event time",
+        [K, S, V]
+    );
 
     /// Table versions kept, all keys (for tests of state release).
     pub fn versions(&self) -> usize {
@@ -355,9 +337,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
         let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        if let Some(watermark) = restored.metas.iter().copied().max() {
-            self.watermark = self.watermark.max(watermark);
-        }
+        restored.raise(&mut self.watermark);
         for (key, (versions, waiting)) in restored.entries {
             for (t, event) in waiting {
                 self.waiting

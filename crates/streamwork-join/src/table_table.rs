@@ -10,7 +10,7 @@ use streamwork_core::hash::stable_hash;
 use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Restore, StateBytes, TaskError,
 };
-use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
+use streamwork_state::{CowMap, KeyedCheckpoint};
 
 use crate::checkpointing::{restore_table, snapshot_table};
 use crate::{Change, Delta, JoinRow};
@@ -35,18 +35,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Default for TableTableJoin<L, R, K>
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> TableTableJoin<L, R, K> {
-    /// Puts both tables in the job's checkpoints, by key group, so that a
-    /// restored job (at any parallelism) joins as if it had not failed.
-    /// Needed in a job that promises at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        K: StateData,
-        L: StateData,
-        R: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
-    }
+    crate::checkpointing::checkpointed_builder!("both tables", [K, L, R]);
 
     /// Empty tables.
     pub fn new() -> Self {

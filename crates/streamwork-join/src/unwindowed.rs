@@ -14,7 +14,7 @@ use streamwork_core::{
     AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Restore, StateBytes, TaskError,
     Timestamp,
 };
-use streamwork_state::{KeyedCheckpoint, StateData};
+use streamwork_state::KeyedCheckpoint;
 use streamwork_window::LateCounter;
 
 use crate::JoinRow;
@@ -40,18 +40,10 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Default for StreamStreamJoin<L, R, 
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> StreamStreamJoin<L, R, K> {
-    /// Puts the rows kept and the watermark (their expiry timers are registered again on restore) in the job's checkpoints, by key group, so that a
-    /// restored job (at any parallelism) joins as if it had not failed.
-    /// Needed in a job that promises at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        K: StateData,
-        L: StateData,
-        R: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
-    }
+    crate::checkpointing::checkpointed_builder!(
+        "the rows kept and the watermark (their expiry timers are registered again on restore)",
+        [K, L, R]
+    );
 
     /// Keeps every row (no retention).
     pub fn new() -> Self {

@@ -24,7 +24,7 @@ use streamwork_core::{
     ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
     Timestamp,
 };
-use streamwork_state::{FrozenChanges, KeyedCheckpoint, StateData};
+use streamwork_state::{FrozenChanges, KeyedCheckpoint};
 use streamwork_window::LateCounter;
 use streamwork_window::ends::{ends, first_end_containing, last_end_containing, last_instant};
 
@@ -184,18 +184,10 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
-    /// Puts the rows buffered in open windows and the watermark in the job's checkpoints, by key group, so that a
-    /// restored job (at any parallelism) joins as if it had not failed.
-    /// Needed in a job that promises at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        K: StateData,
-        L: StateData,
-        R: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
-    }
+    crate::checkpointing::checkpointed_builder!(
+        "the rows buffered in open windows and the watermark",
+        [K, L, R]
+    );
 
     pub(crate) fn new(kind: JoinKind, size: i64, slide: i64) -> Self {
         WindowJoin {
@@ -497,9 +489,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
         let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        if let Some(watermark) = restored.metas.iter().copied().max() {
-            self.watermark = self.watermark.max(watermark);
-        }
+        restored.raise(&mut self.watermark);
         for (key, windows) in restored.entries {
             for (end, lefts, rights) in windows {
                 let rows = self.window(end);

@@ -110,6 +110,17 @@ pub struct RestoredEntries<M, K, V> {
     pub entries: Vec<(K, V)>,
 }
 
+impl<M: Copy + Ord, K, V> RestoredEntries<M, K, V> {
+    /// Raises `time` (an operator's watermark or clock, the metadata of its
+    /// snapshots) to the furthest any old instance had reached: with aligned
+    /// barriers, they had all reached the same.
+    pub fn raise(&self, time: &mut M) {
+        if let Some(&furthest) = self.metas.iter().max() {
+            *time = (*time).max(furthest);
+        }
+    }
+}
+
 type SaveFn<M, K, V> = fn(M, Vec<(K, V)>, KeyGroups) -> Result<AlignedVec, StateError>;
 type SaveDeltaFn<K, V> = fn(Vec<(K, V)>, Vec<K>, KeyGroups) -> Result<AlignedVec, StateError>;
 type SaveManifestFn<M> = fn(M, Vec<u64>, KeyGroups) -> Result<AlignedVec, StateError>;

@@ -7,13 +7,10 @@
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 
-use streamwork_core::{
-    AnyTime, Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError,
-};
-use streamwork_core::{SnapshotContext, Statefulness};
+use streamwork_core::SnapshotContext;
+use streamwork_core::{AnyTime, Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError};
 use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
-use crate::TRANSIENT_FIX;
 use crate::aggregate::Aggregate;
 use crate::outputs::WindowOutputs;
 use crate::window::{CountWindow, Firing, WindowResult};
@@ -86,9 +83,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out, CountWindow>, T>;
     type Time = AnyTime;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
+    crate::checkpointed_window!();
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let key = ctx.key_ref();
@@ -128,10 +123,6 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
             };
             ctx.out().results.emit(result);
         }
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(TRANSIENT_FIX)
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {

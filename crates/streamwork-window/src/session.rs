@@ -5,15 +5,14 @@
 
 use std::marker::PhantomData;
 
+use streamwork_core::SnapshotContext;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
+    Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
-use crate::TRANSIENT_FIX;
 use crate::aggregate::Aggregate;
 use crate::domain::Domain;
 use crate::ends::last_instant;
@@ -164,9 +163,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
     type Time = D::Time;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
+    crate::checkpointed_window!();
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);
@@ -233,20 +230,10 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         sessions.insert(position, session);
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        self.advance(D::watermark_time(watermark), out);
-    }
+    crate::window_time_hooks!();
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
         self.advance(D::tick_time(now), out);
-    }
-
-    fn on_batch_end(&mut self, out: &mut Self::Out) {
-        self.advance(D::batch_end_time(), out);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(TRANSIENT_FIX)
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
@@ -269,9 +256,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
         let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        if let Some(now) = restored.metas.iter().copied().max() {
-            self.now = self.now.max(now);
-        }
+        restored.raise(&mut self.now);
         for (key, sessions) in restored.entries {
             let hash = KK::hash_value(&key);
             for &(_, end, _, fired) in &sessions {

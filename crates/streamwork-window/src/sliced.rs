@@ -21,15 +21,14 @@ use std::sync::Arc;
 use streamwork_state::CowCell;
 
 use hashbrown::hash_table::{Entry, HashTable};
+use streamwork_core::SnapshotContext;
 use streamwork_core::chain::{Epochs, FrozenEpochs, stamp};
 use streamwork_core::{
-    Context, Data, InstanceContext, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
+    Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
-use streamwork_core::{SnapshotContext, Statefulness};
 use streamwork_state::{FrozenChanges, KeyedCheckpoint, StateData};
 
 use crate::LateCounter;
-use crate::TRANSIENT_FIX;
 use crate::aggregate::Aggregate;
 use crate::domain::Domain;
 use crate::ends::{
@@ -437,6 +436,16 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             in_map.chain(hot.map(|(i, s)| (*i, s))).collect();
         parts.sort_by_key(|(i, _)| *i);
         let time = Timestamp::from_millis(last_instant(end));
+        let results = &mut out.results;
+        let mut emit = |key: &KK::Value, value| {
+            let result = WindowResult {
+                key: key.clone(),
+                window,
+                value,
+                firing,
+            };
+            results.emit_at(result, time);
+        };
         match (parts.as_slice(), only) {
             ([], _) => {}
             (_, Some((hash, key))) => {
@@ -446,29 +455,13 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
                     .collect();
                 if !accs.is_empty() {
                     let value = self.aggregate.result_of_parts(&accs);
-                    out.results.emit_at(
-                        WindowResult {
-                            key: key.clone(),
-                            window,
-                            value,
-                            firing,
-                        },
-                        time,
-                    );
+                    emit(key, value);
                 }
             }
             ([(_, one)], None) => {
                 for partial in one.partials.iter() {
                     let value = self.aggregate.result(&partial.acc);
-                    out.results.emit_at(
-                        WindowResult {
-                            key: partial.key.clone(),
-                            window,
-                            value,
-                            firing,
-                        },
-                        time,
-                    );
+                    emit(&partial.key, value);
                 }
             }
             (many, None) if A::BY_PARTS => {
@@ -489,15 +482,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
                 }
                 for (_, key, accs) in by_key.iter() {
                     let value = self.aggregate.result_of_parts(accs);
-                    out.results.emit_at(
-                        WindowResult {
-                            key: (*key).clone(),
-                            window,
-                            value,
-                            firing,
-                        },
-                        time,
-                    );
+                    emit(key, value);
                 }
             }
             (many, None) => {
@@ -522,15 +507,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
                 }
                 for (_, key, acc) in merged.iter() {
                     let value = self.aggregate.result(acc);
-                    out.results.emit_at(
-                        WindowResult {
-                            key: (*key).clone(),
-                            window,
-                            value,
-                            firing,
-                        },
-                        time,
-                    );
+                    emit(key, value);
                 }
             }
         }
@@ -635,9 +612,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
     type Time = D::Time;
 
-    fn open(&mut self, ctx: &InstanceContext) {
-        self.checkpoint.open(ctx);
-    }
+    crate::checkpointed_window!();
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);
@@ -707,9 +682,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         }
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        self.advance(D::watermark_time(watermark), out);
-    }
+    crate::window_time_hooks!();
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
         self.advance(D::tick_time(now), out);
@@ -719,14 +692,6 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
             self.last_early = now.millis();
             self.early_by_interval(out);
         }
-    }
-
-    fn on_batch_end(&mut self, out: &mut Self::Out) {
-        self.advance(D::batch_end_time(), out);
-    }
-
-    fn statefulness(&self) -> Statefulness {
-        self.checkpoint.statefulness(TRANSIENT_FIX)
     }
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
@@ -761,10 +726,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         let Some(restored) = self.checkpoint.restore(restore)? else {
             return Ok(());
         };
-        // Aligned barriers: every old instance had reached the same time.
-        if let Some(now) = restored.metas.iter().copied().max() {
-            self.now = self.now.max(now);
-        }
+        restored.raise(&mut self.now);
         for (key, parts) in restored.entries {
             let hash = KK::hash_value(&key);
             for (index, acc, count) in parts {

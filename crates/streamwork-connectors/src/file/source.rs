@@ -137,12 +137,31 @@ struct Resume {
 /// Cloning gives an unopened source with the same settings.
 impl<T> Clone for FileSource<T> {
     fn clone(&self) -> Self {
+        FileSource::unopened(
+            self.path.clone(),
+            self.input.clone(),
+            self.lines.clone(),
+            self.split_bytes,
+            self.compression,
+        )
+    }
+}
+
+impl<T> FileSource<T> {
+    /// A source of these settings that has read nothing.
+    fn unopened(
+        path: PathBuf,
+        input: Input,
+        lines: Lines<T>,
+        split_bytes: u64,
+        compression: Option<Compression>,
+    ) -> Self {
         FileSource {
-            path: self.path.clone(),
-            input: self.input.clone(),
-            lines: self.lines.clone(),
-            split_bytes: self.split_bytes,
-            compression: self.compression,
+            path,
+            input,
+            lines,
+            split_bytes,
+            compression,
             plan: Vec::new(),
             kinds: Vec::new(),
             header_of: None,
@@ -221,25 +240,13 @@ impl<T: Data> FileSource<T> {
 
     /// Lines of `path` decoded as `lines` says.
     pub fn with_lines(path: impl AsRef<Path>, lines: Lines<T>) -> Self {
-        FileSource {
-            path: path.as_ref().to_path_buf(),
-            input: Input::Local,
+        FileSource::unopened(
+            path.as_ref().to_path_buf(),
+            Input::Local,
             lines,
-            split_bytes: DEFAULT_SPLIT_BYTES,
-            compression: None,
-            plan: Vec::new(),
-            kinds: Vec::new(),
-            header_of: None,
-            splits: Vec::new(),
-            todo: Default::default(),
-            progress: BTreeMap::new(),
-            reading: None,
-            line_counts: BTreeMap::new(),
-            last_end: None,
-            resume: None,
-            lines_per_poll: streamwork_core::collector::DEFAULT_BATCH_SIZE,
-            buf: Vec::new(),
-        }
+            DEFAULT_SPLIT_BYTES,
+            None,
+        )
     }
 
     /// Changes how lines are decoded (blank lines, bad input policy, counter).
