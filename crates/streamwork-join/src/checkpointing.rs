@@ -11,47 +11,6 @@ use streamwork_state::{CowMap, KeyedCheckpoint};
 /// What a join built with `.transient()` says of its state.
 pub(crate) const TRANSIENT: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and row types must then be archivable: primitives, `String`, `Vec`, tuples, or types marked `#[streamwork::state_data]`)";
 
-/// The `open` and `statefulness` of a join's `CoOperator` impl, over the
-/// join's `checkpoint` field.
-macro_rules! checkpointed_join {
-    () => {
-        fn open(&mut self, ctx: &streamwork_core::InstanceContext) {
-            self.checkpoint.open(ctx);
-        }
-
-        fn statefulness(&self) -> streamwork_core::Statefulness {
-            self.checkpoint
-                .statefulness(crate::checkpointing::TRANSIENT)
-        }
-    };
-}
-pub(crate) use checkpointed_join;
-
-/// A join's `checkpointed()` builder: what it puts in the checkpoints
-/// (`$what`), the types that must then be archivable, and the layout of its
-/// entries (bumped whenever the join changes what it keeps).
-macro_rules! checkpointed_builder {
-    ($what:literal, [$($data:ident),+] $(, layout $layout:literal)?) => {
-        #[doc = concat!(
-            "Puts ", $what, " in the job's checkpoints, by key group, so that a restored job (at ",
-            "any parallelism) joins as if it had not failed. Needed in a job that promises ",
-            "at-least-once or exactly-once delivery."
-        )]
-        pub fn checkpointed(mut self) -> Self
-        where
-            $($data: streamwork_state::StateData,)+
-        {
-            self.checkpoint = streamwork_state::KeyedCheckpoint::enabled_at_layout(
-                crate::checkpointing::checkpointed_builder!(@layout $($layout)?),
-            );
-            self
-        }
-    };
-    (@layout) => { 1 };
-    (@layout $layout:literal) => { $layout };
-}
-pub(crate) use checkpointed_builder;
-
 /// The snapshot of a keyed `table`: frozen on the task thread (the pause),
 /// its entries (or, once a checkpoint of this run is complete, those that
 /// changed since) gathered and archived off it, when the checkpoint is

@@ -41,7 +41,15 @@ pub struct IntervalJoin<L, R, K> {
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> IntervalJoin<L, R, K> {
-    crate::checkpointing::checkpointed_builder!("the buffered rows and the watermark (their cleanup timers are registered again on restore)", [K, L, R], layout 2);
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the buffered rows and the watermark (their cleanup timers are registered again
+        /// on restore) in the job's checkpoints, by key group, so that a restored job (at any
+        /// parallelism) joins as if it had not failed. Needed in a job that promises
+        /// at-least-once or exactly-once delivery.
+        // Layout 2: every buffered row carries whether it has matched (for
+        // outer and semi joins).
+        where [K, L, R], layout 2
+    }
 
     pub(crate) fn new(kind: JoinKind, lower: i64, upper: i64) -> Self {
         IntervalJoin {
@@ -80,7 +88,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for IntervalJoin<L, R, K
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
 
-    crate::checkpointing::checkpointed_join!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::checkpointing::TRANSIENT);
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         snapshot_rows(ctx, &mut self.checkpoint, self.watermark, &mut self.rows)

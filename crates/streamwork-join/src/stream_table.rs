@@ -47,7 +47,12 @@ impl<S, V: Clone, K: Clone> Clone for StreamTableJoin<S, V, K> {
 }
 
 impl<S: Data + Sync, V: Data + Sync, K: Key> StreamTableJoin<S, V, K> {
-    crate::checkpointing::checkpointed_builder!("the table", [K, V]);
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the table in the job's checkpoints, by key group, so that a restored job (at
+        /// any parallelism) joins as if it had not failed. Needed in a job that promises
+        /// at-least-once or exactly-once delivery.
+        where [K, V]
+    }
 
     pub(crate) fn new(kind: JoinKind) -> Self {
         StreamTableJoin {
@@ -116,7 +121,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = AnyTime;
 
-    crate::checkpointing::checkpointed_join!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::checkpointing::TRANSIENT);
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         snapshot_table(&mut self.checkpoint, ctx, &mut self.table)
@@ -177,10 +182,13 @@ pub struct TemporalTableJoin<S, V, K> {
 }
 
 impl<S: Data + Sync, V: Data + Sync, K: Key> TemporalTableJoin<S, V, K> {
-    crate::checkpointing::checkpointed_builder!(
-        "the table versions and the events waiting for event time",
-        [K, S, V]
-    );
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the table versions and the events waiting for event time in the job's
+        /// checkpoints, by key group, so that a restored job (at any parallelism) joins as if
+        /// it had not failed. Needed in a job that promises at-least-once or exactly-once
+        /// delivery.
+        where [K, S, V]
+    }
 
     /// Table versions kept, all keys (for tests of state release).
     pub fn versions(&self) -> usize {
@@ -290,7 +298,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = EventTime;
 
-    crate::checkpointing::checkpointed_join!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::checkpointing::TRANSIENT);
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let waiting: usize = self.waiting.values().map(|w| w.get().len()).sum();

@@ -35,7 +35,12 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Default for TableTableJoin<L, R, K>
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> TableTableJoin<L, R, K> {
-    crate::checkpointing::checkpointed_builder!("both tables", [K, L, R]);
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts both tables in the job's checkpoints, by key group, so that a restored job (at
+        /// any parallelism) joins as if it had not failed. Needed in a job that promises
+        /// at-least-once or exactly-once delivery.
+        where [K, L, R]
+    }
 
     /// Empty tables.
     pub fn new() -> Self {
@@ -69,7 +74,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for TableTableJoin<L, R,
     type Out = Out<K, L, R>;
     type Time = AnyTime;
 
-    crate::checkpointing::checkpointed_join!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::checkpointing::TRANSIENT);
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         snapshot_table(&mut self.checkpoint, ctx, &mut self.rows)

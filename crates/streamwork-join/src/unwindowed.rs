@@ -40,10 +40,13 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Default for StreamStreamJoin<L, R, 
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> StreamStreamJoin<L, R, K> {
-    crate::checkpointing::checkpointed_builder!(
-        "the rows kept and the watermark (their expiry timers are registered again on restore)",
-        [K, L, R]
-    );
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the rows kept and the watermark (their expiry timers are registered again on
+        /// restore) in the job's checkpoints, by key group, so that a restored job (at any
+        /// parallelism) joins as if it had not failed. Needed in a job that promises
+        /// at-least-once or exactly-once delivery.
+        where [K, L, R]
+    }
 
     /// Keeps every row (no retention).
     pub fn new() -> Self {
@@ -96,7 +99,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for StreamStreamJoin<L, 
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = AnyTime;
 
-    crate::checkpointing::checkpointed_join!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::checkpointing::TRANSIENT);
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         snapshot_rows(ctx, &mut self.checkpoint, self.watermark, &mut self.rows)

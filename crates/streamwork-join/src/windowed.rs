@@ -184,10 +184,12 @@ impl<L: Clone, R: Clone, K: Clone> Clone for WindowJoin<L, R, K> {
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> WindowJoin<L, R, K> {
-    crate::checkpointing::checkpointed_builder!(
-        "the rows buffered in open windows and the watermark",
-        [K, L, R]
-    );
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the rows buffered in open windows and the watermark in the job's checkpoints,
+        /// by key group, so that a restored job (at any parallelism) joins as if it had not
+        /// failed. Needed in a job that promises at-least-once or exactly-once delivery.
+        where [K, L, R]
+    }
 
     pub(crate) fn new(kind: JoinKind, size: i64, slide: i64) -> Self {
         WindowJoin {
@@ -444,7 +446,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
 
-    crate::checkpointing::checkpointed_join!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::checkpointing::TRANSIENT);
 
     fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
         let rows = self

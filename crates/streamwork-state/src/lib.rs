@@ -60,6 +60,7 @@ mod log;
 mod managed;
 mod memory;
 mod mirror;
+mod operator_macros;
 mod reclaim;
 mod record;
 #[cfg(feature = "s3")]

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 
 use streamwork_core::SnapshotContext;
 use streamwork_core::{AnyTime, Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError};
-use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
+use streamwork_state::{CowMap, KeyedCheckpoint};
 
 use crate::aggregate::Aggregate;
 use crate::outputs::WindowOutputs;
@@ -64,16 +64,11 @@ impl<T, KK: KeyKind, A: Aggregate<T>> CountWindows<T, KK, A> {
         }
     }
 
-    /// Puts each key's partial chunks in the job's checkpoints, by key
-    /// group. Needed in a job that promises at-least-once or exactly-once
-    /// delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        KK::Value: StateData,
-        A::Acc: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts each key's partial chunks in the job's checkpoints, by key
+        /// group. Needed in a job that promises at-least-once or exactly-once
+        /// delivery.
+        where [KK::Value, A::Acc]
     }
 }
 
@@ -83,7 +78,7 @@ impl<T: Data, KK: KeyKind, A: Aggregate<T>> Operator for CountWindows<T, KK, A> 
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out, CountWindow>, T>;
     type Time = AnyTime;
 
-    crate::checkpointed_window!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::TRANSIENT_FIX);
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let key = ctx.key_ref();

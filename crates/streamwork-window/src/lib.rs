@@ -52,21 +52,6 @@ pub use window::{CountWindow, Firing, Window, WindowContents, WindowResult};
 /// state checkpointed: the fix.
 pub(crate) const TRANSIENT_FIX: &str = "its state is left out of checkpoints: build it without `.transient()` (its key and accumulator types must then be archivable: primitives, `String`, `Vec`, tuples, or types marked `#[streamwork::state_data]`)";
 
-/// The `open` and `statefulness` of a window operator, over its
-/// `checkpoint` field.
-macro_rules! checkpointed_window {
-    () => {
-        fn open(&mut self, ctx: &streamwork_core::InstanceContext) {
-            self.checkpoint.open(ctx);
-        }
-
-        fn statefulness(&self) -> streamwork_core::Statefulness {
-            self.checkpoint.statefulness(crate::TRANSIENT_FIX)
-        }
-    };
-}
-pub(crate) use checkpointed_window;
-
 /// The time hooks of a window operator of domain `D` that closes windows as
 /// its `advance` is told the time: at a watermark and at each batch's end.
 macro_rules! window_time_hooks {

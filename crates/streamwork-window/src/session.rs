@@ -10,7 +10,7 @@ use streamwork_core::timer::Timers;
 use streamwork_core::{
     Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{CowMap, KeyedCheckpoint, StateData};
+use streamwork_state::{CowMap, KeyedCheckpoint};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -81,17 +81,12 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
         }
     }
 
-    /// Puts the open sessions (and those kept for lateness) and the time
-    /// reached in the job's checkpoints, by key group; their timers are
-    /// registered again on restore. Needed in a job that promises
-    /// at-least-once or exactly-once delivery.
-    pub fn checkpointed(mut self) -> Self
-    where
-        KK::Value: StateData,
-        A::Acc: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the open sessions (and those kept for lateness) and the time
+        /// reached in the job's checkpoints, by key group; their timers are
+        /// registered again on restore. Needed in a job that promises
+        /// at-least-once or exactly-once delivery.
+        where [KK::Value, A::Acc]
     }
 
     /// Registers the timer that next concerns `session` of key `hash`/`key`.
@@ -163,7 +158,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
     type Time = D::Time;
 
-    crate::checkpointed_window!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::TRANSIENT_FIX);
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);

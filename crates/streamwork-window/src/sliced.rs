@@ -26,7 +26,7 @@ use streamwork_core::chain::{Epochs, FrozenEpochs, stamp};
 use streamwork_core::{
     Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
 };
-use streamwork_state::{FrozenChanges, KeyedCheckpoint, StateData};
+use streamwork_state::{FrozenChanges, KeyedCheckpoint};
 
 use crate::LateCounter;
 use crate::aggregate::Aggregate;
@@ -291,29 +291,25 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
-    /// Puts the windows' partial aggregates and the time they have reached
-    /// in the job's checkpoints, by key group, so that a restored job (at
-    /// any parallelism) fires the same windows with the same contents; the
-    /// key and the accumulator must be archivable ([`StateData`]). Windows
-    /// built by [`Windows`](crate::Windows) are checkpointed already,
-    /// unless built [`transient`](crate::WindowSpec::transient).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use streamwork::core::{Operator, Statefulness};
-    /// use streamwork::window::Windows;
-    /// let counts = Windows::tumbling(Duration::from_secs(1)).count::<u64, u32>();
-    /// assert_eq!(counts.statefulness(), Statefulness::Checkpointed);
-    /// let forgetful = Windows::tumbling(Duration::from_secs(1)).transient().count::<u64, u32>();
-    /// assert!(matches!(forgetful.statefulness(), Statefulness::Unchecked(_)));
-    /// ```
-    pub fn checkpointed(mut self) -> Self
-    where
-        KK::Value: StateData,
-        A::Acc: StateData,
-    {
-        self.checkpoint = KeyedCheckpoint::enabled();
-        self
+    streamwork_state::keyed_checkpointed_builder! {
+        /// Puts the windows' partial aggregates and the time they have reached
+        /// in the job's checkpoints, by key group, so that a restored job (at
+        /// any parallelism) fires the same windows with the same contents; the
+        /// key and the accumulator must be archivable
+        /// ([`StateData`](streamwork_state::StateData)). Windows built by
+        /// [`Windows`](crate::Windows) are checkpointed already, unless built
+        /// [`transient`](crate::WindowSpec::transient).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use streamwork::core::{Operator, Statefulness};
+        /// use streamwork::window::Windows;
+        /// let counts = Windows::tumbling(Duration::from_secs(1)).count::<u64, u32>();
+        /// assert_eq!(counts.statefulness(), Statefulness::Checkpointed);
+        /// let forgetful = Windows::tumbling(Duration::from_secs(1)).transient().count::<u64, u32>();
+        /// assert!(matches!(forgetful.statefulness(), Statefulness::Unchecked(_)));
+        /// ```
+        where [KK::Value, A::Acc]
     }
 
     /// The earliest window end after `now` of a window holding data.
@@ -612,7 +608,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
     type Time = D::Time;
 
-    crate::checkpointed_window!();
+    streamwork_state::keyed_checkpoint_hooks!(crate::TRANSIENT_FIX);
 
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);
