@@ -152,10 +152,11 @@ pub mod prelude {
         BadInput, CollectSink, FileSink, FileSource, GeneratorSource, InputErrors, StdoutSink,
         TcpLineSource, UpsertFileSink, VecSource,
     };
+    pub use streamwork_core::ports::Either;
     pub use streamwork_core::stream::GroupingChoice;
     pub use streamwork_core::{
-        AnyTime, ByKey, CheckpointId, CoOperator, Collector, ConnectorError, Context, CurrentKey,
-        Data, ErrorDomain, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups,
+        AnyTime, ByKey, CheckpointId, Collector, ConnectorError, Context, CurrentKey, Data,
+        ErrorDomain, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups,
         KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, SnapshotContext,
         Source, SourcePoll, StateBytes, Statefulness, Stream, TaskError, Timestamp, Unwatermarked,
         Watermarked,

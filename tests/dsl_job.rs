@@ -43,21 +43,24 @@ impl Counter {
 
 #[derive(Clone)]
 struct Tag;
-impl CoOperator for Tag {
+impl Operator for Tag {
     type Key = NoKey;
-    type Left = u64;
-    type Right = String;
+    type In = Either<u64, String>;
     type Out = Collector<String>;
     type Time = AnyTime;
 
     fn statefulness(&self) -> Statefulness {
         Statefulness::Stateless
     }
-    fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
-        ctx.emit(format!("L{value}"));
-    }
-    fn on_right(&mut self, value: String, ctx: &mut Context<'_, NoKey, Collector<String>>) {
-        ctx.emit(format!("R{value}"));
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, NoKey, Collector<String>>) {
+        match record {
+            Either::Left(value) => {
+                ctx.emit(format!("L{value}"));
+            }
+            Either::Right(value) => {
+                ctx.emit(format!("R{value}"));
+            }
+        }
     }
 }
 

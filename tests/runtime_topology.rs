@@ -93,10 +93,9 @@ struct NameNumbers {
     pending: Vec<u64>,
 }
 
-impl CoOperator for NameNumbers {
+impl Operator for NameNumbers {
+    type In = Either<u64, (u64, String)>;
     type Key = NoKey;
-    type Left = u64;
-    type Right = (u64, String);
     type Out = Collector<String>;
     type Time = AnyTime;
 
@@ -104,23 +103,20 @@ impl CoOperator for NameNumbers {
         Statefulness::Unchecked("this test runs at most once")
     }
 
-    fn on_left(&mut self, value: u64, ctx: &mut Context<'_, NoKey, Collector<String>>) {
-        match self.names.get(&value) {
-            Some(name) => ctx.emit(format!("{value}={name}")),
-            None => self.pending.push(value),
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, NoKey, Collector<String>>) {
+        match record {
+            Either::Left(value) => match self.names.get(&value) {
+                Some(name) => ctx.emit(format!("{value}={name}")),
+                None => self.pending.push(value),
+            },
+            Either::Right((n, name)) => {
+                for value in self.pending.iter().filter(|v| **v == n) {
+                    ctx.emit(format!("{value}={name}"));
+                }
+                self.pending.retain(|v| *v != n);
+                self.names.insert(n, name);
+            }
         }
-    }
-
-    fn on_right(
-        &mut self,
-        (n, name): (u64, String),
-        ctx: &mut Context<'_, NoKey, Collector<String>>,
-    ) {
-        for value in self.pending.iter().filter(|v| **v == n) {
-            ctx.emit(format!("{value}={name}"));
-        }
-        self.pending.retain(|v| *v != n);
-        self.names.insert(n, name);
     }
 
     fn on_end(&mut self, out: &mut Collector<String>) {

@@ -115,9 +115,10 @@ pub fn state_data(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `name`, settings and `[parallelism]` take any expression (a generic
 /// function may build jobs of one shape, `name format!("q{n}");`).
 ///
-/// Inputs of several types: `<- left(a), right(b)` for a `CoOperator` (a
-/// join), or `<- port(a => Reading::Count), port(b => Reading::Name), ...`
-/// for an operator whose input is one of them (an enum `Reading`).
+/// Inputs of several types: `<- left(a), right(b)` for an operator whose
+/// input is an `Either` of the two (a join), or
+/// `<- port(a => Reading::Count), port(b => Reading::Name), ...` for an
+/// operator whose input is one of them (an enum `Reading`).
 #[proc_macro]
 pub fn job(input: TokenStream) -> TokenStream {
     job::expand(input.into()).into()

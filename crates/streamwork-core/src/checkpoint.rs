@@ -4,8 +4,8 @@
 //! checkpoints, and the delivery a job promises.
 //!
 //! A component opts in by overriding `snapshot` and `restore` on
-//! [`Source`](crate::Source), [`Operator`](crate::Operator),
-//! [`CoOperator`](crate::CoOperator) or [`Sink`](crate::Sink); a
+//! [`Source`](crate::Source), [`Operator`](crate::Operator) or
+//! [`Sink`](crate::Sink); a
 //! transactional sink also overrides `pre_commit` and `commit`. Taking,
 //! storing and completing checkpoints is the engine's business.
 

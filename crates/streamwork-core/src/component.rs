@@ -1,5 +1,5 @@
-//! The user-facing traits: [`Source`], [`Operator`], [`CoOperator`], [`Sink`],
-//! and the context they run in.
+//! The user-facing traits: [`Source`], [`Operator`], [`Sink`], and the
+//! context they run in.
 
 use crate::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use crate::collector::Collector;
@@ -206,7 +206,16 @@ impl<'a, K: Key, O> Context<'a, ByKey<K>, O> {
     }
 }
 
-/// A component that transforms records: one input, one or more output channels.
+/// A component that transforms records: one or more input ports, one or more
+/// output channels.
+///
+/// An operator with inputs of several types reads one type that holds any of
+/// them: [`Either`](crate::ports::Either) of two ports' records (a join, and
+/// `<- left(a), right(b)` in `job!`), or an enum of the user's into which each
+/// port's records are turned (`<- port(a => Reading::Count), ...`). The end
+/// of each such port is [`on_input_end`](Self::on_input_end). With
+/// `type Key = ByKey<K>`, every input must be keyed by `K`, so that the
+/// records of a key from any port meet in the same instance.
 ///
 /// Write it with `#[operator]` on a function or an impl block, or implement it
 /// directly:
@@ -359,79 +368,6 @@ pub trait Operator: Clone + Send + 'static {
     /// (`JobBuilder::combiners(false)`).
     fn combine(&self, earlier: &mut Self::In, later: Self::In) {
         let _ = (earlier, later);
-    }
-}
-
-/// A component with two inputs of distinct types (the base joins build on),
-/// written as a method per side: the engine runs it as the [`Operator`] it
-/// is, [`TwoPorts`](crate::ports::TwoPorts), whose input is either side's
-/// record.
-///
-/// With `type Key = ByKey<K>`, both inputs must be streams keyed by `K`: both
-/// are partitioned alike, so the records of a key from either side meet in
-/// the same instance, and the context carries the key.
-pub trait CoOperator: Clone + Send + 'static {
-    /// Left input type.
-    type Left: Data;
-    /// Right input type.
-    type Right: Data;
-    /// [`NoKey`], or [`ByKey<K>`] to require both inputs keyed by `K`.
-    type Key: KeyKind;
-    /// Output channel(s).
-    type Out: Outputs;
-    /// [`AnyTime`], or [`EventTime`] to require watermarked inputs.
-    type Time: TimeRequirement;
-
-    /// Prepares this instance.
-    fn open(&mut self, ctx: &InstanceContext) {
-        let _ = ctx;
-    }
-
-    /// Processes one record of the left input.
-    fn on_left(&mut self, value: Self::Left, ctx: &mut Context<'_, Self::Key, Self::Out>);
-
-    /// Processes one record of the right input.
-    fn on_right(&mut self, value: Self::Right, ctx: &mut Context<'_, Self::Key, Self::Out>);
-
-    /// Called once when the left input has ended.
-    fn on_left_end(&mut self, out: &mut Self::Out) {
-        let _ = out;
-    }
-
-    /// Called once when the right input has ended.
-    fn on_right_end(&mut self, out: &mut Self::Out) {
-        let _ = out;
-    }
-
-    /// Event time (the minimum over both inputs) has advanced to `watermark`.
-    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
-        let _ = (watermark, out);
-    }
-
-    /// What this instance keeps across records, declared, never assumed:
-    /// as [`Operator::statefulness`].
-    fn statefulness(&self) -> Statefulness;
-
-    /// This instance's state for a checkpoint, as [`Operator::snapshot`].
-    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
-        let _ = ctx;
-        Ok(None)
-    }
-
-    /// Restores checkpointed state before `open`, as [`Operator::restore`].
-    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let _ = restore;
-        Ok(())
-    }
-
-    /// The wall clock reads `now`: fire processing-time timers here.
-    fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
-        let _ = (now, out);
-    }
-
-    /// Called once when both inputs have ended.
-    fn on_end(&mut self, out: &mut Self::Out) {
-        let _ = out;
     }
 }
 

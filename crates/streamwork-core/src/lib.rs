@@ -1,5 +1,5 @@
-//! Streamwork's vocabulary: records and time, the [`Source`], [`Operator`],
-//! [`CoOperator`] and [`Sink`] traits users implement, [`Collector`]s and the
+//! Streamwork's vocabulary: records and time, the [`Source`], [`Operator`]
+//! and [`Sink`] traits users implement, [`Collector`]s and the
 //! [`Edge`] trait they push into, output channel sets, typed stream handles
 //! and groupings, keys and key groups, keyed state, timers, checkpoints as
 //! components see them, errors, and a test kit.
@@ -67,9 +67,8 @@ pub use checkpoint::{
 };
 pub use collector::Collector;
 pub use component::{
-    Admits, AnyTime, AssignsWatermarks, ByKey, CoOperator, Context, EventTime, KeyKind, NoKey,
-    Operator, Sink, Source, SourcePoll, Statefulness, StreamTime, TimeRequirement, Unwatermarked,
-    Watermarked,
+    Admits, AnyTime, AssignsWatermarks, ByKey, Context, EventTime, KeyKind, NoKey, Operator, Sink,
+    Source, SourcePoll, Statefulness, StreamTime, TimeRequirement, Unwatermarked, Watermarked,
 };
 pub use control::{Control, Disconnected};
 pub use edge::Edge;

@@ -44,13 +44,13 @@ use crate::checkpoint::{
     Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext, StateBytes,
 };
 use crate::collector::Collector;
-use crate::component::{AnyTime, CoOperator, Context, KeyKind, NoKey, Operator, Statefulness};
+use crate::component::{AnyTime, Context, KeyKind, NoKey, Operator, Statefulness};
 use crate::error::TaskError;
 use crate::grouping::KeyGroups;
 use crate::id::{CheckpointId, InstanceIdx};
 use crate::instance::InstanceContext;
 use crate::outputs::{OutputParts, Outputs};
-use crate::ports::{Either, TwoPorts};
+use crate::ports::Either;
 use crate::record::Data;
 use crate::time::Timestamp;
 
@@ -262,24 +262,27 @@ impl<O: Operator> Harness<O> {
     }
 }
 
-/// One two-input operator instance, driven by hand: a [`Harness`] of the
-/// operator it is ([`TwoPorts`]), each side's records sent to its port.
-pub struct CoHarness<C: CoOperator>(Harness<TwoPorts<C>>);
+/// One two-input operator instance (its input an [`Either`] of its ports'
+/// records), driven by hand: a [`Harness`] with a method per port.
+pub struct CoHarness<O: Operator>(Harness<O>);
 
-impl<C: CoOperator> CoHarness<C> {
+impl<O, L, R> CoHarness<O>
+where
+    O: Operator<In = Either<L, R>>,
+{
     /// Opens `operator` as instance 0 of 1.
-    pub fn new(operator: C) -> Self {
-        CoHarness(Harness::new(TwoPorts(operator)))
+    pub fn new(operator: O) -> Self {
+        CoHarness(Harness::new(operator))
     }
 
     /// Opens `operator` after restoring it from the snapshot `state` taken
     /// at checkpoint `checkpoint`, as the runtime does after a failure.
     pub fn restored(
-        operator: C,
+        operator: O,
         checkpoint: CheckpointId,
         state: Option<&StateBytes>,
     ) -> Result<Self, TaskError> {
-        Harness::restored(TwoPorts(operator), checkpoint, state).map(CoHarness)
+        Harness::restored(operator, checkpoint, state).map(CoHarness)
     }
 
     /// Ticks processing time to `millis`.
@@ -288,12 +291,12 @@ impl<C: CoOperator> CoHarness<C> {
     }
 
     /// Processes a left record.
-    pub fn left(&mut self, key: <C::Key as KeyKind>::Value, value: C::Left, time: Option<i64>) {
+    pub fn left(&mut self, key: <O::Key as KeyKind>::Value, value: L, time: Option<i64>) {
         self.0.record(key, Either::Left(value), time);
     }
 
     /// Processes a right record.
-    pub fn right(&mut self, key: <C::Key as KeyKind>::Value, value: C::Right, time: Option<i64>) {
+    pub fn right(&mut self, key: <O::Key as KeyKind>::Value, value: R, time: Option<i64>) {
         self.0.record(key, Either::Right(value), time);
     }
 
@@ -308,12 +311,12 @@ impl<C: CoOperator> CoHarness<C> {
     }
 
     /// The operator, to inspect its state.
-    pub fn operator(&self) -> &C {
-        &self.0.operator().0
+    pub fn operator(&self) -> &O {
+        self.0.operator()
     }
 
     /// Reads (and usually drains) the outputs.
-    pub fn take<R>(&mut self, read: impl FnOnce(&mut C::Out) -> R) -> R {
+    pub fn take<T>(&mut self, read: impl FnOnce(&mut O::Out) -> T) -> T {
         self.0.take(read)
     }
 }
@@ -635,25 +638,18 @@ pub enum CoStep<K, L, R> {
 /// Steps for a two-input operator.
 pub type CoScript<K, L, R> = Vec<CoStep<K, L, R>>;
 
-/// A step of two-input operator `C`.
-pub type CoStepOf<C> = CoStep<
-    <<C as CoOperator>::Key as KeyKind>::Value,
-    <C as CoOperator>::Left,
-    <C as CoOperator>::Right,
->;
-
 /// [`run_script`] for a two-input operator: records on either input count
 /// toward [`Fault::BeforeRecord`].
-pub fn run_co_script<C, R>(
-    operator: C,
-    script: &[CoStepOf<C>],
+pub fn run_co_script<O, L, R, T>(
+    operator: O,
+    script: &[CoStep<<O::Key as KeyKind>::Value, L, R>],
     fault: Option<Fault>,
-    drain: impl FnMut(&mut C::Out) -> Vec<R>,
-) -> Result<Scripted<R>, TaskError>
+    drain: impl FnMut(&mut O::Out) -> Vec<T>,
+) -> Result<Scripted<T>, TaskError>
 where
-    C: CoOperator,
-    C::Left: Clone,
-    C::Right: Clone,
+    O: Operator<In = Either<L, R>>,
+    L: Clone,
+    R: Clone,
 {
     run_instance(
         |from| match from {
@@ -667,16 +663,16 @@ where
 }
 
 /// [`assert_recovers`] for a two-input operator.
-pub fn assert_co_recovers<C, R>(
-    operator: C,
-    script: &[CoStepOf<C>],
+pub fn assert_co_recovers<O, L, R, T>(
+    operator: O,
+    script: &[CoStep<<O::Key as KeyKind>::Value, L, R>],
     faults: impl IntoIterator<Item = Fault>,
-    mut drain: impl FnMut(&mut C::Out) -> Vec<R>,
+    mut drain: impl FnMut(&mut O::Out) -> Vec<T>,
 ) where
-    C: CoOperator,
-    C::Left: Clone,
-    C::Right: Clone,
-    R: PartialEq + std::fmt::Debug,
+    O: Operator<In = Either<L, R>>,
+    L: Clone,
+    R: Clone,
+    T: PartialEq + std::fmt::Debug,
 {
     compare_runs(
         |fault| run_co_script(operator.clone(), script, fault, &mut drain),
@@ -729,13 +725,14 @@ where
     }
 }
 
-impl<C: CoOperator> Scriptable for CoHarness<C>
+impl<O, L, R> Scriptable for CoHarness<O>
 where
-    C::Left: Clone,
-    C::Right: Clone,
+    O: Operator<In = Either<L, R>>,
+    L: Clone,
+    R: Clone,
 {
-    type Step = CoStepOf<C>;
-    type Out = C::Out;
+    type Step = CoStep<<O::Key as KeyKind>::Value, L, R>;
+    type Out = O::Out;
     fn is_record(step: &Self::Step) -> bool {
         matches!(step, CoStep::Left { .. } | CoStep::Right { .. })
     }
@@ -757,7 +754,7 @@ where
     fn end(&mut self) {
         CoHarness::end(self);
     }
-    fn out(&mut self) -> &mut C::Out {
+    fn out(&mut self) -> &mut O::Out {
         &mut self.0.out
     }
 }

@@ -10,9 +10,10 @@
 use std::marker::PhantomData;
 
 use streamwork_core::SnapshotContext;
+use streamwork_core::ports::Either;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
+    ByKey, Collector, Context, Data, EventTime, Key, Operator, Restore, StateBytes, TaskError,
     Timestamp,
 };
 use streamwork_state::KeyedCheckpoint;
@@ -81,9 +82,8 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> IntervalJoin<L, R, K> {
     }
 }
 
-impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for IntervalJoin<L, R, K> {
-    type Left = L;
-    type Right = R;
+impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for IntervalJoin<L, R, K> {
+    type In = Either<L, R>;
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
@@ -113,85 +113,88 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for IntervalJoin<L, R, K
         )
     }
 
-    fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let ta = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-        if ta < self.watermark {
-            self.late.add(1);
-            return;
-        }
-        let key = ctx.key().get().clone();
-        let (kind, lower, upper) = (self.kind, self.lower, self.upper);
-        let (_, rights) = self.entry(&key);
-        let mut matches: Vec<(i64, R)> = Vec::new();
-        for (tb, (r, matched)) in rights.iter_mut() {
-            if ta.saturating_add(lower) <= *tb && *tb <= ta.saturating_add(upper) {
-                *matched = true;
-                matches.push((*tb, r.clone()));
-            }
-        }
-        let matched = !matches.is_empty();
-        if kind == JoinKind::Semi {
-            if let Some(tb) = matches.iter().map(|(tb, _)| *tb).min() {
-                let row = JoinRow {
-                    key: key.clone(),
-                    left: Some(value.clone()),
-                    right: None,
-                };
-                ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
-            }
-        } else {
-            for (tb, r) in matches {
-                let row = JoinRow {
-                    key: key.clone(),
-                    left: Some(value.clone()),
-                    right: Some(r),
-                };
-                ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
-            }
-        }
-        self.entry(&key).0.push((ta, (value, matched)));
-        self.cleanup.register_event(
-            Timestamp::from_millis(ta.saturating_add(upper).saturating_add(1)),
-            key,
-        );
-    }
-
-    fn on_right(&mut self, value: R, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let tb = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-        if tb < self.watermark {
-            self.late.add(1);
-            return;
-        }
-        let key = ctx.key().get().clone();
-        let (kind, lower, upper) = (self.kind, self.lower, self.upper);
-        let (lefts, _) = self.entry(&key);
-        let mut matched = false;
-        let mut rows = Vec::new();
-        for (ta, (l, left_matched)) in lefts.iter_mut() {
-            if ta.saturating_add(lower) <= tb && tb <= ta.saturating_add(upper) {
-                matched = true;
-                // A semi join emits a left row once, at its first match.
-                let first = !*left_matched;
-                *left_matched = true;
-                let right = (kind != JoinKind::Semi).then(|| value.clone());
-                if kind != JoinKind::Semi || first {
-                    rows.push((*ta, l.clone(), right));
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        match record {
+            Either::Left(value) => {
+                let ta = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+                if ta < self.watermark {
+                    self.late.add(1);
+                    return;
                 }
+                let key = ctx.key().get().clone();
+                let (kind, lower, upper) = (self.kind, self.lower, self.upper);
+                let (_, rights) = self.entry(&key);
+                let mut matches: Vec<(i64, R)> = Vec::new();
+                for (tb, (r, matched)) in rights.iter_mut() {
+                    if ta.saturating_add(lower) <= *tb && *tb <= ta.saturating_add(upper) {
+                        *matched = true;
+                        matches.push((*tb, r.clone()));
+                    }
+                }
+                let matched = !matches.is_empty();
+                if kind == JoinKind::Semi {
+                    if let Some(tb) = matches.iter().map(|(tb, _)| *tb).min() {
+                        let row = JoinRow {
+                            key: key.clone(),
+                            left: Some(value.clone()),
+                            right: None,
+                        };
+                        ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+                    }
+                } else {
+                    for (tb, r) in matches {
+                        let row = JoinRow {
+                            key: key.clone(),
+                            left: Some(value.clone()),
+                            right: Some(r),
+                        };
+                        ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+                    }
+                }
+                self.entry(&key).0.push((ta, (value, matched)));
+                self.cleanup.register_event(
+                    Timestamp::from_millis(ta.saturating_add(upper).saturating_add(1)),
+                    key,
+                );
+            }
+            Either::Right(value) => {
+                let tb = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+                if tb < self.watermark {
+                    self.late.add(1);
+                    return;
+                }
+                let key = ctx.key().get().clone();
+                let (kind, lower, upper) = (self.kind, self.lower, self.upper);
+                let (lefts, _) = self.entry(&key);
+                let mut matched = false;
+                let mut rows = Vec::new();
+                for (ta, (l, left_matched)) in lefts.iter_mut() {
+                    if ta.saturating_add(lower) <= tb && tb <= ta.saturating_add(upper) {
+                        matched = true;
+                        // A semi join emits a left row once, at its first match.
+                        let first = !*left_matched;
+                        *left_matched = true;
+                        let right = (kind != JoinKind::Semi).then(|| value.clone());
+                        if kind != JoinKind::Semi || first {
+                            rows.push((*ta, l.clone(), right));
+                        }
+                    }
+                }
+                for (ta, l, right) in rows {
+                    let row = JoinRow {
+                        key: key.clone(),
+                        left: Some(l),
+                        right,
+                    };
+                    ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
+                }
+                self.entry(&key).1.push((tb, (value, matched)));
+                self.cleanup.register_event(
+                    Timestamp::from_millis(tb.saturating_sub(lower).saturating_add(1)),
+                    key,
+                );
             }
         }
-        for (ta, l, right) in rows {
-            let row = JoinRow {
-                key: key.clone(),
-                left: Some(l),
-                right,
-            };
-            ctx.emit_at(row, Timestamp::from_millis(ta.max(tb)));
-        }
-        self.entry(&key).1.push((tb, (value, matched)));
-        self.cleanup.register_event(
-            Timestamp::from_millis(tb.saturating_sub(lower).saturating_add(1)),
-            key,
-        );
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {

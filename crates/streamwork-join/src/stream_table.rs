@@ -16,8 +16,9 @@ use std::sync::Arc;
 use streamwork_core::SnapshotContext;
 use streamwork_core::chain::{Epochs, FrozenEpochs, whole_is_smaller};
 use streamwork_core::hash::{FastHashMap, stable_hash};
+use streamwork_core::ports::Either;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes,
+    AnyTime, ByKey, Collector, Context, Data, EventTime, Key, Operator, Restore, StateBytes,
     TaskError, Timestamp,
 };
 use streamwork_state::{CowCell, CowMap, FrozenChanges, FrozenMap, KeyedCheckpoint, StateData};
@@ -114,9 +115,8 @@ fn apply<K: Key, V: Clone>(table: &mut CowMap<K, V>, change: Change<K, V>) {
     }
 }
 
-impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V, K> {
-    type Left = S;
-    type Right = Change<K, V>;
+impl<S: Data + Sync, V: Data + Sync, K: Key> Operator for StreamTableJoin<S, V, K> {
+    type In = Either<S, Change<K, V>>;
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = AnyTime;
@@ -131,20 +131,23 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for StreamTableJoin<S, V
         restore_table(&mut self.checkpoint, restore, &mut self.table)
     }
 
-    fn on_left(&mut self, value: S, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let key = ctx.key();
-        let row = self.table.get(key.hash(), key.get()).cloned();
-        if row.is_some() || self.kind.keeps_left() {
-            ctx.emit(JoinRow {
-                key: key.get().clone(),
-                left: Some(value),
-                right: row,
-            });
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        match record {
+            Either::Left(value) => {
+                let key = ctx.key();
+                let row = self.table.get(key.hash(), key.get()).cloned();
+                if row.is_some() || self.kind.keeps_left() {
+                    ctx.emit(JoinRow {
+                        key: key.get().clone(),
+                        left: Some(value),
+                        right: row,
+                    });
+                }
+            }
+            Either::Right(change) => {
+                apply(&mut self.table, change);
+            }
         }
-    }
-
-    fn on_right(&mut self, change: Change<K, V>, _ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        apply(&mut self.table, change);
     }
 }
 
@@ -291,9 +294,8 @@ impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenChanges<K, TemporalKeyState<S
     }
 }
 
-impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S, V, K> {
-    type Left = S;
-    type Right = Change<K, V>;
+impl<S: Data + Sync, V: Data + Sync, K: Key> Operator for TemporalTableJoin<S, V, K> {
+    type In = Either<S, Change<K, V>>;
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, S, V>>;
     type Time = EventTime;
@@ -362,25 +364,28 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> CoOperator for TemporalTableJoin<S,
         Ok(())
     }
 
-    fn on_left(&mut self, value: S, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-        self.waiting
-            .entry(t)
-            .or_default()
-            .get_mut()
-            .push((ctx.key().get().clone(), value));
-    }
-
-    fn on_right(&mut self, change: Change<K, V>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-        let (key, row) = match change {
-            Change::Upsert { key, value } => (key, Some(value)),
-            Change::Delete { key } => (key, None),
-        };
-        let hash = ctx.key().hash();
-        self.versions
-            .get_or_insert_with(hash, &key, BTreeMap::new)
-            .insert(t, row);
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        match record {
+            Either::Left(value) => {
+                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+                self.waiting
+                    .entry(t)
+                    .or_default()
+                    .get_mut()
+                    .push((ctx.key().get().clone(), value));
+            }
+            Either::Right(change) => {
+                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+                let (key, row) = match change {
+                    Change::Upsert { key, value } => (key, Some(value)),
+                    Change::Delete { key } => (key, None),
+                };
+                let hash = ctx.key().hash();
+                self.versions
+                    .get_or_insert_with(hash, &key, BTreeMap::new)
+                    .insert(t, row);
+            }
+        }
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {

@@ -7,8 +7,9 @@ use std::marker::PhantomData;
 
 use streamwork_core::SnapshotContext;
 use streamwork_core::hash::stable_hash;
+use streamwork_core::ports::Either;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Restore, StateBytes, TaskError,
+    AnyTime, ByKey, Collector, Context, Data, Key, Operator, Restore, StateBytes, TaskError,
 };
 use streamwork_state::{CowMap, KeyedCheckpoint};
 
@@ -67,9 +68,8 @@ fn row<K: Clone, L, R>(key: &K, left: L, right: R) -> JoinRow<K, L, R> {
     }
 }
 
-impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for TableTableJoin<L, R, K> {
-    type Left = Change<K, L>;
-    type Right = Change<K, R>;
+impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for TableTableJoin<L, R, K> {
+    type In = Either<Change<K, L>, Change<K, R>>;
     type Key = ByKey<K>;
     type Out = Out<K, L, R>;
     type Time = AnyTime;
@@ -84,51 +84,54 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for TableTableJoin<L, R,
         restore_table(&mut self.checkpoint, restore, &mut self.rows)
     }
 
-    fn on_left(&mut self, change: Change<K, L>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let (key, new) = match change {
-            Change::Upsert { key, value } => (key, Some(value)),
-            Change::Delete { key } => (key, None),
-        };
-        let (left, right) = self.sides(&key).clone();
-        if let Some(right) = &right {
-            if let Some(old) = left {
-                ctx.emit(Delta::Retract(row(&key, old, right.clone())));
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        match record {
+            Either::Left(change) => {
+                let (key, new) = match change {
+                    Change::Upsert { key, value } => (key, Some(value)),
+                    Change::Delete { key } => (key, None),
+                };
+                let (left, right) = self.sides(&key).clone();
+                if let Some(right) = &right {
+                    if let Some(old) = left {
+                        ctx.emit(Delta::Retract(row(&key, old, right.clone())));
+                    }
+                    if let Some(new) = &new {
+                        ctx.emit(Delta::Insert(row(&key, new.clone(), right.clone())));
+                    }
+                }
+                self.sides(&key).0 = new;
+                if self
+                    .rows
+                    .get(stable_hash(&key), &key)
+                    .is_some_and(|(l, r)| l.is_none() && r.is_none())
+                {
+                    self.rows.remove(stable_hash(&key), &key);
+                }
             }
-            if let Some(new) = &new {
-                ctx.emit(Delta::Insert(row(&key, new.clone(), right.clone())));
+            Either::Right(change) => {
+                let (key, new) = match change {
+                    Change::Upsert { key, value } => (key, Some(value)),
+                    Change::Delete { key } => (key, None),
+                };
+                let (left, right) = self.sides(&key).clone();
+                if let Some(left) = &left {
+                    if let Some(old) = right {
+                        ctx.emit(Delta::Retract(row(&key, left.clone(), old)));
+                    }
+                    if let Some(new) = &new {
+                        ctx.emit(Delta::Insert(row(&key, left.clone(), new.clone())));
+                    }
+                }
+                self.sides(&key).1 = new;
+                if self
+                    .rows
+                    .get(stable_hash(&key), &key)
+                    .is_some_and(|(l, r)| l.is_none() && r.is_none())
+                {
+                    self.rows.remove(stable_hash(&key), &key);
+                }
             }
-        }
-        self.sides(&key).0 = new;
-        if self
-            .rows
-            .get(stable_hash(&key), &key)
-            .is_some_and(|(l, r)| l.is_none() && r.is_none())
-        {
-            self.rows.remove(stable_hash(&key), &key);
-        }
-    }
-
-    fn on_right(&mut self, change: Change<K, R>, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let (key, new) = match change {
-            Change::Upsert { key, value } => (key, Some(value)),
-            Change::Delete { key } => (key, None),
-        };
-        let (left, right) = self.sides(&key).clone();
-        if let Some(left) = &left {
-            if let Some(old) = right {
-                ctx.emit(Delta::Retract(row(&key, left.clone(), old)));
-            }
-            if let Some(new) = &new {
-                ctx.emit(Delta::Insert(row(&key, left.clone(), new.clone())));
-            }
-        }
-        self.sides(&key).1 = new;
-        if self
-            .rows
-            .get(stable_hash(&key), &key)
-            .is_some_and(|(l, r)| l.is_none() && r.is_none())
-        {
-            self.rows.remove(stable_hash(&key), &key);
         }
     }
 }

@@ -9,9 +9,10 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use streamwork_core::SnapshotContext;
+use streamwork_core::ports::Either;
 use streamwork_core::timer::Timers;
 use streamwork_core::{
-    AnyTime, ByKey, CoOperator, Collector, Context, Data, Key, Restore, StateBytes, TaskError,
+    AnyTime, ByKey, Collector, Context, Data, Key, Operator, Restore, StateBytes, TaskError,
     Timestamp,
 };
 use streamwork_state::KeyedCheckpoint;
@@ -92,9 +93,8 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> StreamStreamJoin<L, R, K> {
     }
 }
 
-impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for StreamStreamJoin<L, R, K> {
-    type Left = L;
-    type Right = R;
+impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for StreamStreamJoin<L, R, K> {
+    type In = Either<L, R>;
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = AnyTime;
@@ -124,42 +124,45 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for StreamStreamJoin<L, 
         )
     }
 
-    fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
-        if self.expired(t) {
-            self.late.add(1);
-            return;
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        match record {
+            Either::Left(value) => {
+                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
+                if self.expired(t) {
+                    self.late.add(1);
+                    return;
+                }
+                let key = ctx.key().get().clone();
+                let rights = self.rows_of(&key).1.clone();
+                for (_, r) in rights {
+                    ctx.emit(JoinRow {
+                        key: key.clone(),
+                        left: Some(value.clone()),
+                        right: Some(r),
+                    });
+                }
+                self.rows_of(&key).0.push((t, value));
+                self.keep(key, t);
+            }
+            Either::Right(value) => {
+                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
+                if self.expired(t) {
+                    self.late.add(1);
+                    return;
+                }
+                let key = ctx.key().get().clone();
+                let lefts = self.rows_of(&key).0.clone();
+                for (_, l) in lefts {
+                    ctx.emit(JoinRow {
+                        key: key.clone(),
+                        left: Some(l),
+                        right: Some(value.clone()),
+                    });
+                }
+                self.rows_of(&key).1.push((t, value));
+                self.keep(key, t);
+            }
         }
-        let key = ctx.key().get().clone();
-        let rights = self.rows_of(&key).1.clone();
-        for (_, r) in rights {
-            ctx.emit(JoinRow {
-                key: key.clone(),
-                left: Some(value.clone()),
-                right: Some(r),
-            });
-        }
-        self.rows_of(&key).0.push((t, value));
-        self.keep(key, t);
-    }
-
-    fn on_right(&mut self, value: R, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
-        if self.expired(t) {
-            self.late.add(1);
-            return;
-        }
-        let key = ctx.key().get().clone();
-        let lefts = self.rows_of(&key).0.clone();
-        for (_, l) in lefts {
-            ctx.emit(JoinRow {
-                key: key.clone(),
-                left: Some(l),
-                right: Some(value.clone()),
-            });
-        }
-        self.rows_of(&key).1.push((t, value));
-        self.keep(key, t);
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Self::Out) {

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use streamwork_core::SnapshotContext;
 use streamwork_core::chain::{Epochs, FrozenEpochs};
 use streamwork_core::hash::FastHashMap;
+use streamwork_core::ports::Either;
 use streamwork_core::{
-    ByKey, CoOperator, Collector, Context, Data, EventTime, Key, Restore, StateBytes, TaskError,
+    ByKey, Collector, Context, Data, EventTime, Key, Operator, Restore, StateBytes, TaskError,
     Timestamp,
 };
 use streamwork_state::{FrozenChanges, KeyedCheckpoint};
@@ -439,9 +440,8 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
     }
 }
 
-impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> {
-    type Left = L;
-    type Right = R;
+impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for WindowJoin<L, R, K> {
+    type In = Either<L, R>;
     type Key = ByKey<K>;
     type Out = Collector<JoinRow<K, L, R>>;
     type Time = EventTime;
@@ -507,15 +507,17 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> CoOperator for WindowJoin<L, R, K> 
     }
 
     #[inline]
-    fn on_left(&mut self, value: L, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-        self.insert(ctx.key().get(), t, value, |rows| &mut rows.lefts);
-    }
-
-    #[inline]
-    fn on_right(&mut self, value: R, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
-        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-        self.insert(ctx.key().get(), t, value, |rows| &mut rows.rights);
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        match record {
+            Either::Left(value) => {
+                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+                self.insert(ctx.key().get(), t, value, |rows| &mut rows.lefts);
+            }
+            Either::Right(value) => {
+                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+                self.insert(ctx.key().get(), t, value, |rows| &mut rows.rights);
+            }
+        }
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {

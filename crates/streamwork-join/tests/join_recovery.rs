@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use streamwork_core::testkit::{CoScript, CoStep, Fault, assert_co_recovers, run_co_script};
-use streamwork_core::{ByKey, CoOperator, Collector, Data};
+use streamwork_core::ports::Either;
+use streamwork_core::{ByKey, Collector, Data, Operator};
 use streamwork_join::{Change, Join};
 
 /// Records on both sides for keys `0..4`, times up to 100 ms behind the
@@ -69,11 +70,11 @@ fn sorted<T: Data + Debug>(out: &mut Collector<T>) -> Vec<String> {
     rows
 }
 
-fn check<C, T>(join: C, script: &CoScript<u32, C::Left, C::Right>, fault_at: usize)
+fn check<C, L, R, T>(join: C, script: &CoScript<u32, L, R>, fault_at: usize)
 where
-    C: CoOperator<Key = ByKey<u32>, Out = Collector<T>>,
-    C::Left: Clone,
-    C::Right: Clone,
+    C: Operator<In = Either<L, R>, Key = ByKey<u32>, Out = Collector<T>>,
+    L: Clone,
+    R: Clone,
     T: Data + Debug,
 {
     let faults = every_fault(script);

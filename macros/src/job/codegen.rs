@@ -216,7 +216,7 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
             }
             (Kind::Operator, Some(Ports::Two { left, right })) => {
                 let (left, right) = (port_inputs(left), port_inputs(right));
-                let call = quote_spanned!(span=> co_operator(#name_str, #parallelism, #expr, #left, #right));
+                let call = quote_spanned!(span=> two_input_operator(#name_str, #parallelism, #expr, #left, #right));
                 quote!(__sw_job.#call)
             }
             (Kind::Operator, Some(Ports::Typed(ports))) => {

@@ -122,9 +122,8 @@ fn timer_of<B: RankedBid>(state: &AuctionState<B>) -> Option<Timestamp> {
     Some(Timestamp::from_millis(at.saturating_add(1)))
 }
 
-impl<B: RankedBid + StateData> CoOperator for WinningBids<B> {
-    type Left = Auction;
-    type Right = B;
+impl<B: RankedBid + StateData> Operator for WinningBids<B> {
+    type In = Either<Auction, B>;
     type Key = ByKey<u64>;
     type Out = Collector<(Auction, B)>;
     type Time = EventTime;
@@ -151,35 +150,38 @@ impl<B: RankedBid + StateData> CoOperator for WinningBids<B> {
         Ok(())
     }
 
-    fn on_left(&mut self, auction: Auction, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let state = self.auctions.get_or_default(ctx.key());
-        for bid in std::mem::take(&mut state.waiting) {
-            if in_range(&auction, &bid) {
-                state.offer(bid);
-            }
-        }
-        self.timers.register_event(
-            Timestamp::from_millis(auction.expires.saturating_add(1)),
-            auction.id,
-        );
-        state.auction = Some(auction);
-    }
-
-    fn on_right(&mut self, bid: B, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
-        let state = self.auctions.get_or_default(ctx.key());
-        match &state.auction {
-            Some(auction) => {
-                if in_range(auction, &bid) {
-                    state.offer(bid);
+    fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        match record {
+            Either::Left(auction) => {
+                let state = self.auctions.get_or_default(ctx.key());
+                for bid in std::mem::take(&mut state.waiting) {
+                    if in_range(&auction, &bid) {
+                        state.offer(bid);
+                    }
                 }
-            }
-            None => {
-                // Waits for its auction until event time passes it.
                 self.timers.register_event(
-                    Timestamp::from_millis(bid.date_time().saturating_add(1)),
-                    bid.auction(),
+                    Timestamp::from_millis(auction.expires.saturating_add(1)),
+                    auction.id,
                 );
-                state.waiting.push(bid);
+                state.auction = Some(auction);
+            }
+            Either::Right(bid) => {
+                let state = self.auctions.get_or_default(ctx.key());
+                match &state.auction {
+                    Some(auction) => {
+                        if in_range(auction, &bid) {
+                            state.offer(bid);
+                        }
+                    }
+                    None => {
+                        // Waits for its auction until event time passes it.
+                        self.timers.register_event(
+                            Timestamp::from_millis(bid.date_time().saturating_add(1)),
+                            bid.auction(),
+                        );
+                        state.waiting.push(bid);
+                    }
+                }
             }
         }
     }

@@ -362,17 +362,18 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
     ///     .sink("pairs", CollectSink::new());
     /// assert_eq!(job.build().unwrap().nodes().len(), 6);
     /// ```
-    pub fn join<C, U>(
+    pub fn join<C, R, U>(
         self,
-        right: impl IntoInputs<C::Right, streamwork_core::ByKey<K>, Tm>,
+        right: impl IntoInputs<R, streamwork_core::ByKey<K>, Tm>,
         join: C,
     ) -> Flow<'j, U, <C::Time as TimeRequirement>::Out<Tm>, D>
     where
-        C: streamwork_core::CoOperator<
-                Left = T,
+        C: Operator<
+                In = streamwork_core::ports::Either<T, R>,
                 Key = streamwork_core::ByKey<K>,
                 Out = Collector<U>,
             >,
+        R: Data,
         C::Time: Admits<Tm>,
         U: Data,
         <C::Time as TimeRequirement>::Out<Tm>: StreamTime,
@@ -387,7 +388,7 @@ impl<'j, T: Data, K: Key, Tm: StreamTime, D> KeyedFlow<'j, T, K, Tm, D> {
         let parallelism = self.parallelism;
         let stream = self
             .job
-            .co_operator(&name, parallelism, join, self.stream, right);
+            .two_input_operator(&name, parallelism, join, self.stream, right);
         continue_with(self.job, stream, parallelism)
     }
 

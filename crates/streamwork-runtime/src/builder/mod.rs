@@ -1,6 +1,6 @@
 //! The typed job builder: components are added with [`JobBuilder::source`],
 //! [`JobBuilder::operator`] (or, for inputs of several types,
-//! [`JobBuilder::operator_with_ports`] and [`JobBuilder::co_operator`]) and
+//! [`JobBuilder::operator_with_ports`] and [`JobBuilder::two_input_operator`]) and
 //! [`JobBuilder::sink`]; each returns typed [`Stream`] handles for its output
 //! channels, and each input takes streams of the exact input type, so a type
 //! mismatch on an edge is a compile error. [`JobBuilder::build`] checks the
@@ -55,13 +55,13 @@ pub use plan::{ComponentPlan, EdgePlan, JobPlan, StageRow};
 pub use ports::InputPort;
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::component::{
-    Admits, CoOperator, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,
+    Admits, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,
 };
 use streamwork_core::edge::Edge;
 use streamwork_core::grouping::{GroupingKind, KeyGroups, RouteContext};
 use streamwork_core::lineage::Lineage;
 use streamwork_core::outputs::Outputs;
-use streamwork_core::ports::{Either, TwoPorts};
+use streamwork_core::ports::Either;
 use streamwork_core::record::Data;
 use streamwork_core::stream::{GroupingSpec, Inputs, IntoInputs, Stream};
 use streamwork_core::{JobId, NodeId};
@@ -427,25 +427,29 @@ impl<D> JobBuilder<D> {
         O::Out::streams::<<O::Time as TimeRequirement>::Out<Tm>>(self.id, node)
     }
 
-    /// Adds a two-input operator reading `left` and `right`: the
-    /// [`Operator`] it is, [`TwoPorts`], with ports `left` and `right`
-    /// (see [`operator_with_ports`](Self::operator_with_ports)).
-    pub fn co_operator<C: CoOperator, Tm: StreamTime>(
+    /// Adds a two-input operator (its input an [`Either`] of its ports'
+    /// records) reading `left` and `right`: ports `left` and `right` of
+    /// [`operator_with_ports`](Self::operator_with_ports).
+    pub fn two_input_operator<O, L, R, Tm>(
         &mut self,
         name: &str,
         parallelism: u32,
-        operator: C,
-        left: impl IntoInputs<C::Left, C::Key, Tm>,
-        right: impl IntoInputs<C::Right, C::Key, Tm>,
-    ) -> <C::Out as Outputs>::Streams<<C::Time as TimeRequirement>::Out<Tm>>
+        operator: O,
+        left: impl IntoInputs<L, O::Key, Tm>,
+        right: impl IntoInputs<R, O::Key, Tm>,
+    ) -> <O::Out as Outputs>::Streams<<O::Time as TimeRequirement>::Out<Tm>>
     where
-        C::Time: Admits<Tm>,
+        O: Operator<In = Either<L, R>>,
+        O::Time: Admits<Tm>,
+        L: Data,
+        R: Data,
+        Tm: StreamTime,
     {
         let ports = vec![
             InputPort::new("left", left, Either::Left),
             InputPort::new("right", right, Either::Right),
         ];
-        self.operator_with_ports(name, parallelism, TwoPorts(operator), ports)
+        self.operator_with_ports(name, parallelism, operator, ports)
     }
 
     /// Adds a sink with `parallelism` instances reading `inputs`.

@@ -2,10 +2,10 @@
 //! [`JobBuilder::operator_with_ports`], each port an [`InputPort`] of its own
 //! record type, turned into the operator's input as it arrives.
 //!
-//! A join is such an operator with two ports ([`JobBuilder::co_operator`]
-//! adds a [`CoOperator`](streamwork_core::CoOperator) as
-//! [`TwoPorts`](streamwork_core::ports::TwoPorts)); a union of streams of one
-//! type is an operator with one port and several edges into it.
+//! A join is such an operator with two ports, its input an
+//! [`Either`](streamwork_core::ports::Either) of theirs
+//! ([`JobBuilder::two_input_operator`]); a union of streams of one type is an
+//! operator with one port and several edges into it.
 
 use streamwork_core::component::{Admits, KeyKind, Operator, TimeRequirement};
 use streamwork_core::outputs::Outputs;

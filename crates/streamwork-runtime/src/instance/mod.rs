@@ -5,8 +5,9 @@
 //! [`Source`](streamwork::core::Source), [`Operator`](streamwork::core::Operator)
 //! or [`Sink`](streamwork::core::Sink) to the [`Kind`] trait), its outputs
 //! and its [`Env`]. An operator with two inputs (a join) is an `Operator`
-//! with two input ports ([`TwoPorts`](streamwork::core::ports::TwoPorts)),
-//! not a kind of its own. Its steps, in order:
+//! with two input ports (its input an
+//! [`Either`](streamwork::core::ports::Either) of theirs), not a kind of its
+//! own. Its steps, in order:
 //!
 //! 1. **start**: restore from the checkpoint the job restores from (if any)
 //!    and open, in the kind's order (a sink opens first, to find what a

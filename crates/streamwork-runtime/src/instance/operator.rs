@@ -1,9 +1,7 @@
 //! An [`Operator`] instance: at the root of its task, reading channels, or
 //! fused into its upstream's task as an [`Edge`]. Every operator is one:
-//! one with several input ports (a join, as [`TwoPorts`]) reads each port's
-//! batches through a [`ReadPort`] of the port's type.
-//!
-//! [`TwoPorts`]: streamwork_core::ports::TwoPorts
+//! one with several input ports (a join) reads each port's batches through
+//! a [`ReadPort`] of the port's type.
 
 use std::any::Any;
 
