@@ -141,3 +141,66 @@ fn a_job_name_may_be_computed() {
     graph.run().unwrap();
     assert_eq!(out.values(), vec![2, 4, 6]);
 }
+
+/// A keyed two-input operator written with `#[operator]`: its input is an
+/// `Either` of its ports' records, its state checkpointed by key.
+#[derive(Clone, Default, State)]
+struct LatestName {
+    names: KeyedState<u64, String>,
+}
+
+#[operator]
+impl LatestName {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        record: Either<u64, (u64, String)>,
+        out: &mut Collector<String>,
+    ) {
+        match record {
+            Either::Left(id) => {
+                let name = self.names.get(key).map_or("?", String::as_str);
+                out.emit(format!("{id}={name}"));
+            }
+            Either::Right((_, name)) => {
+                self.names.insert(key, name);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_two_input_operator_written_with_the_operator_attribute() {
+    let out = CollectSink::new();
+    assert_eq!(
+        LatestName::default().statefulness(),
+        Statefulness::Checkpointed
+    );
+    let graph = job! {
+        source ids = VecSource::new(vec![1u64, 2]);
+        source names = VecSource::new(vec![(1u64, "one".to_string()), (2, "two".to_string())]);
+        operator named[2] = LatestName::default()
+            <- left(ids.key(|id: &u64| *id)), right(names.key(|n: &(u64, String)| n.0));
+        sink out = out.clone() <- named;
+    }
+    .unwrap();
+    assert_eq!(
+        graph
+            .plan()
+            .components
+            .iter()
+            .find(|c| c.name == "named")
+            .map(|c| c.parallelism),
+        Some(2)
+    );
+    graph.run().unwrap();
+    let mut lines = out.values();
+    lines.sort();
+    // Each id is read once, before or after its name: either way, one line.
+    assert_eq!(lines.len(), 2);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("1=") || l.starts_with("2="))
+    );
+}

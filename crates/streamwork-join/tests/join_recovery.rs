@@ -6,8 +6,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use streamwork_core::testkit::{CoScript, CoStep, Fault, assert_co_recovers, run_co_script};
 use streamwork_core::ports::Either;
+use streamwork_core::testkit::{CoScript, CoStep, Fault, assert_co_recovers, run_co_script};
 use streamwork_core::{ByKey, Collector, Data, Operator};
 use streamwork_join::{Change, Join};
 
