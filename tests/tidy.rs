@@ -257,6 +257,42 @@ fn the_engine_names_no_topic_and_plans_no_stages() {
     );
 }
 
+#[test]
+fn there_is_one_operator_trait() {
+    // A join, a union and a three-way operator are the same kind of thing:
+    // an `Operator` whose input is one of its ports' records. No second
+    // hierarchy (a two-input trait and its adapter) comes back.
+    let mut declared = Vec::new();
+    for dir in ["crates", "src", "macros"] {
+        let mut files = Vec::new();
+        rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for line in text.lines() {
+                let code = line.trim_start();
+                if code.starts_with("//") {
+                    continue;
+                }
+                let Some(at) = code.find("trait ") else {
+                    continue;
+                };
+                let name: String = code[at + 6..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.ends_with("Operator") {
+                    declared.push(format!("{}: {name}", file.display()));
+                }
+            }
+        }
+    }
+    assert_eq!(declared.len(), 1, "operator traits: {declared:?}");
+    assert!(
+        declared[0].ends_with("streamwork-core/src/component.rs: Operator"),
+        "{declared:?}"
+    );
+}
+
 /// A crate's modules, by path from the crate root (`[]` is `lib.rs`), and
 /// the file of each.
 fn modules_of(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
