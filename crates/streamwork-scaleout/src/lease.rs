@@ -104,21 +104,15 @@ impl Lease {
         Ok(Some(Lease { path, kept }))
     }
 
-    /// Registers what to do when the lease is lost (done at once if it
-    /// already is).
-    pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
-        self.kept.holding().on_lost(on_lost);
-    }
-
-    /// Whether the lease was lost.
-    pub(crate) fn is_lost(&self) -> bool {
-        self.kept.holding().is_lost()
+    /// The lease as held: whether it was lost, and what to do when it is.
+    pub(crate) fn holding(&self) -> &Holding {
+        self.kept.holding()
     }
 
     /// Gives the lease up (if it is still this member's).
     pub(crate) fn release(mut self) {
         self.kept.stop();
-        if self.is_lost() {
+        if self.holding().is_lost() {
             return;
         }
         let member = self.kept.holding().member();
@@ -250,7 +244,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let lost = Arc::new(AtomicBool::new(false));
-        lease.on_lost({
+        lease.holding().on_lost({
             let lost = lost.clone();
             move || lost.store(true, Ordering::Relaxed)
         });
@@ -263,7 +257,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the lease was never found lost");
             std::thread::sleep(LOOK);
         }
-        assert!(lease.is_lost());
+        assert!(lease.holding().is_lost());
         // Releasing a lost lease leaves the successor's.
         lease.release();
         assert_eq!(fs::read_to_string(dir.join("OWNER")).unwrap(), "second");

@@ -12,6 +12,7 @@ use streamwork_state::CheckpointStore;
 
 use crate::error::GroupError;
 use crate::lease::Lease;
+use crate::lease_clock::Holding;
 use crate::store_lease::StoreLease;
 
 /// Where a partition's lease is.
@@ -33,17 +34,11 @@ pub(crate) enum Taken {
 }
 
 impl Taken {
-    pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
+    /// The lease as held: whether it was lost, and what to do when it is.
+    pub(crate) fn holding(&self) -> &Holding {
         match self {
-            Taken::Store(lease) => lease.on_lost(on_lost),
-            Taken::Directory(lease) => lease.on_lost(on_lost),
-        }
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        match self {
-            Taken::Store(lease) => lease.is_lost(),
-            Taken::Directory(lease) => lease.is_lost(),
+            Taken::Store(lease) => lease.holding(),
+            Taken::Directory(lease) => lease.holding(),
         }
     }
 

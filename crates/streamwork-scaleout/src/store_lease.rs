@@ -126,21 +126,15 @@ impl StoreLease {
         ))
     }
 
-    /// Registers what to do when the lease is lost (done at once if it
-    /// already is).
-    pub(crate) fn on_lost(&self, on_lost: impl FnOnce() + Send + 'static) {
-        self.kept.holding().on_lost(on_lost);
-    }
-
-    /// Whether the lease was lost.
-    pub(crate) fn is_lost(&self) -> bool {
-        self.kept.holding().is_lost()
+    /// The lease as held: whether it was lost, and what to do when it is.
+    pub(crate) fn holding(&self) -> &Holding {
+        self.kept.holding()
     }
 
     /// Gives the lease up (after the job's final checkpoint).
     pub(crate) fn release(mut self) {
         self.kept.stop();
-        if self.is_lost() {
+        if self.holding().is_lost() {
             return;
         }
         // Removed only if still this process's.
@@ -201,7 +195,7 @@ mod tests {
     /// A flag raised by the lease's loss, as the runner stops the job.
     fn flag_on_loss(lease: &StoreLease) -> Arc<AtomicBool> {
         let lost = Arc::new(AtomicBool::new(false));
-        lease.on_lost({
+        lease.holding().on_lost({
             let lost = lost.clone();
             move || lost.store(true, Ordering::Relaxed)
         });
@@ -279,7 +273,7 @@ mod tests {
             "{refused}"
         );
         assert!(fenced.delete("COMPLETE").is_err());
-        assert!(lease.is_lost());
+        assert!(lease.holding().is_lost());
         assert!(
             stopped_job.load(Ordering::Relaxed),
             "what was registered for the loss was not called"
@@ -346,7 +340,7 @@ mod tests {
         while !stopped_job.load(Ordering::Relaxed) && Instant::now() < deadline {
             std::thread::sleep(LOOK);
         }
-        let found_lost = lease.is_lost();
+        let found_lost = lease.holding().is_lost();
         let refused = fenced.upload("COMPLETE", b"late".to_vec());
         // Unhung before asserting, so that the keeper can end.
         store.set(WriteFault::None);

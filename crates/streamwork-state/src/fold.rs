@@ -21,8 +21,8 @@ use streamwork_core::{
     Statefulness, TaskError,
 };
 
-use crate::codec::StateData;
 use crate::managed::{FieldsReader, FieldsWriter, StateField};
+use crate::state_data::StateData;
 
 /// The name of the one field these operators checkpoint.
 const FIELD: &str = "values";

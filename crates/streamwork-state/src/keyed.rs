@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
-use rkyv::bytecheck::CheckBytes;
+use rkyv::api::high::HighSerializer;
 use rkyv::rancor;
 use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
@@ -18,6 +17,7 @@ use streamwork_core::{CheckpointId, InstanceIdx, OperatorId, Restore};
 
 use crate::error::StateError;
 use crate::snapshot::Checkpoint;
+use crate::state_data::StateData;
 use crate::version::operator_id;
 
 /// A value per key: core's [`KeyedState`].
@@ -294,10 +294,8 @@ pub fn snapshot_keyed<K, V>(
     key_groups: KeyGroups,
 ) -> Result<AlignedVec, StateError>
 where
-    K: Key,
-    V: Clone,
-    KeyedSnapshot<K, V>:
-        for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+    K: Key + StateData,
+    V: Clone + StateData,
 {
     archive_entries(state.iter(), key_groups)
 }
@@ -332,12 +330,8 @@ pub fn restore_keyed<K, V>(
     parallelism: u32,
 ) -> Result<KeyedState<K, V>, StateError>
 where
-    K: Key + Archive,
-    V: Archive,
-    ArchivedKeyedSnapshot<K, V>:
-        rkyv::Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
-    rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
-    KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
+    K: Key + StateData,
+    V: StateData,
 {
     let parts = checkpoint
         .snapshots()
@@ -368,12 +362,8 @@ where
 /// ```
 pub fn restore_keyed_from<K, V>(restore: &Restore<'_>) -> Result<KeyedState<K, V>, StateError>
 where
-    K: Key + Archive,
-    V: Archive,
-    ArchivedKeyedSnapshot<K, V>:
-        rkyv::Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
-    rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
-    KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
+    K: Key + StateData,
+    V: StateData,
 {
     let target = Target {
         checkpoint: restore.checkpoint,
@@ -399,12 +389,8 @@ fn restore_parts<'a, K, V>(
     target: &Target,
 ) -> Result<KeyedState<K, V>, StateError>
 where
-    K: Key + Archive,
-    V: Archive,
-    ArchivedKeyedSnapshot<K, V>:
-        rkyv::Portable + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
-    rkyv::Archived<Vec<(K, V)>>: Deserialize<Vec<(K, V)>, HighDeserializer<rancor::Error>>,
-    KeyedSnapshot<K, V>: Archive<Archived = ArchivedKeyedSnapshot<K, V>>,
+    K: Key + StateData,
+    V: StateData,
 {
     let invalid =
         |part: InstanceIdx, type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {

@@ -66,6 +66,7 @@ mod record;
 #[cfg(feature = "s3")]
 mod s3;
 mod snapshot;
+mod state_data;
 mod store;
 pub mod testkit;
 mod values;
@@ -78,7 +79,7 @@ pub use rkyv;
 pub use chain::{ChainManifest, DeltaGroup, KeyedDelta};
 pub use codec::{
     FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, Planned,
-    RestoredEntries, StateData, TimerCodec,
+    RestoredEntries, TimerCodec,
 };
 pub use cow::{CowCell, CowMap, FrozenMap};
 pub use error::StateError;
@@ -98,6 +99,7 @@ pub use mirror::{CheckpointStore, DirectoryStore, Mirror};
 #[cfg(feature = "s3")]
 pub use s3::ObjectStoreCheckpoints;
 pub use snapshot::{Checkpoint, Snapshot, archive};
+pub use state_data::StateData;
 pub use store::{Expiring, ExpiringState, StoreOptions, StoredState, Ttl, TtlTime};
 pub use streamwork_core::table::SHARDS;
 pub use values::KeyedValues;

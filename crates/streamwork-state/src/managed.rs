@@ -29,12 +29,12 @@ use streamwork_core::state::{FrozenKeyed, Key, KeyedState};
 use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
 
 use crate::codec::PartBytes;
-use crate::codec::StateData;
 use crate::error::StateError;
 use crate::keyed::{
     Aggregate, AggregatingState, ListState, MapState, ReducingState, archive_entries,
     restore_keyed_from,
 };
+use crate::state_data::StateData;
 
 /// The schema version of the container `#[derive(State)]` writes: every
 /// field by name, with its kind and version.

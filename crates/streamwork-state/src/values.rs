@@ -5,7 +5,7 @@
 
 use streamwork_core::state::{CurrentKey, Key, KeyedState};
 
-use crate::codec::StateData;
+use crate::state_data::StateData;
 use crate::store::StoredState;
 
 /// One value per key, read and written through the current key.

@@ -41,21 +41,8 @@ fn owner<K: std::hash::Hash>(key: &K, parallelism: u32) -> u32 {
 /// instance holds exactly its keys and that together they hold everything.
 fn round_trip<K, V>(name: &str, states: Vec<KeyedState<K, V>>)
 where
-    K: streamwork_core::state::Key + Ord + rkyv::Archive,
-    V: Clone + PartialEq + std::fmt::Debug + rkyv::Archive,
-    streamwork_state::KeyedSnapshot<K, V>: for<'a> rkyv::Serialize<
-            rkyv::api::high::HighSerializer<
-                rkyv::util::AlignedVec,
-                rkyv::ser::allocator::ArenaHandle<'a>,
-                rkyv::rancor::Error,
-            >,
-        >,
-    streamwork_state::ArchivedKeyedSnapshot<K, V>: rkyv::Portable
-        + for<'v> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'v, rkyv::rancor::Error>>,
-    rkyv::Archived<Vec<(K, V)>>:
-        rkyv::Deserialize<Vec<(K, V)>, rkyv::api::high::HighDeserializer<rkyv::rancor::Error>>,
-    streamwork_state::KeyedSnapshot<K, V>:
-        rkyv::Archive<Archived = streamwork_state::ArchivedKeyedSnapshot<K, V>>,
+    K: streamwork_core::state::Key + Ord + streamwork_state::StateData,
+    V: Clone + PartialEq + std::fmt::Debug + streamwork_state::StateData,
 {
     let dir = Dir::new(name);
     let operator = operator_id(name);

@@ -55,16 +55,7 @@ impl Pending {
     }
 
     fn next_id(&mut self) -> u64 {
-        loop {
-            self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.random;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            if z != 0 {
-                return z;
-            }
-        }
+        super::tracker::random_id(&mut self.random)
     }
 }
 

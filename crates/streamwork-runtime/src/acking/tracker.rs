@@ -77,17 +77,7 @@ impl<P> AckTracker<P> {
 
     /// A fresh, non-zero, random event id.
     pub fn new_id(&mut self) -> u64 {
-        loop {
-            // splitmix64: a full-period generator with well-mixed outputs.
-            self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.random;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            if z != 0 {
-                return z;
-            }
-        }
+        random_id(&mut self.random)
     }
 
     /// Starts tracking the source event at `position`: returns its tree and
@@ -181,6 +171,21 @@ impl<P> AckTracker<P> {
     /// Trees still in flight.
     pub fn pending(&self) -> usize {
         self.live
+    }
+}
+
+/// The next non-zero id of the generator whose state is `random`:
+/// splitmix64, a full-period generator with well-mixed outputs.
+pub(crate) fn random_id(random: &mut u64) -> u64 {
+    loop {
+        *random = random.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *random;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        if z != 0 {
+            return z;
+        }
     }
 }
 

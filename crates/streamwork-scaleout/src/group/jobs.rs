@@ -378,7 +378,7 @@ impl Leased {
             };
             taken_before = true;
             let lost = Arc::new(AtomicBool::new(false));
-            lease.on_lost({
+            lease.holding().on_lost({
                 let (lost, stop) = (lost.clone(), stop.clone());
                 move || {
                     lost.store(true, Ordering::Relaxed);
@@ -390,7 +390,7 @@ impl Leased {
             let mut options = options.clone();
             options.checkpoints = options.checkpoints.map(|config| lease.checkpoints(config));
             let outcome = run_partition(task, build, options, restart, stopped, &lost, stop);
-            let lost = lease.is_lost();
+            let lost = lease.holding().is_lost();
             lease.release();
             if !lost {
                 return outcome;

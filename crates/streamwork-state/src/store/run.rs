@@ -35,7 +35,7 @@ use rkyv::vec::ArchivedVec;
 use streamwork_core::KeyGroups;
 use streamwork_core::checkpoint::SharedBytes;
 
-use crate::codec::StateData;
+use crate::state_data::StateData;
 
 /// One entry of a run: the key's stable hash, the key, and its value
 /// (`None`: removed).

@@ -13,9 +13,9 @@ use streamwork_core::state::{CurrentKey, Key};
 use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, KeyGroups, TaskError};
 
 use super::run::{BadRun, Run, RunEntry, RunWriter, find};
-use crate::codec::StateData;
 use crate::error::StateError;
 use crate::managed::{FieldKind, FieldRestore, FieldSnapshot, StateField};
+use crate::state_data::StateData;
 
 /// The layout version of a stored field's manifest.
 const MANIFEST_SCHEMA: u32 = 1;

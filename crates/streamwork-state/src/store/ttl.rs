@@ -11,9 +11,9 @@ use streamwork_core::time::Timestamp;
 
 use super::run::RunEntry;
 use super::stored::{StoreOptions, StoredState};
-use crate::codec::StateData;
 use crate::error::StateError;
 use crate::managed::{FieldRestore, FieldSnapshot, StateField};
+use crate::state_data::StateData;
 
 /// The clock a time-to-live is measured by.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,35 @@
+//! What can go into a checkpoint: [`StateData`], the types rkyv can
+//! archive, validate and read back.
+
+use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// A type rkyv can archive into a checkpoint, validate and read back: the
+/// primitives, `String`, `Vec`, `Option`, tuples, and types deriving rkyv's
+/// `Archive`, `Serialize` and `Deserialize` (through [`rkyv`](crate::rkyv);
+/// `#[streamwork::state_data]` on a struct or enum derives the three).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be archived into a checkpoint",
+    label = "state the framework checkpoints must be archivable",
+    note = "mark the type `#[streamwork::state_data]` (it derives rkyv's `Archive`, `Serialize` and `Deserialize` through `streamwork::state::rkyv`), or leave the state out of checkpoints on purpose (`.transient()` on a window or join)"
+)]
+pub trait StateData:
+    Archive<
+        Archived: Deserialize<Self, HighDeserializer<rancor::Error>>
+                      + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+    > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
+    + Sized
+{
+}
+
+impl<T> StateData for T where
+    T: Archive<
+            Archived: Deserialize<T, HighDeserializer<rancor::Error>>
+                          + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
+        > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
+{
+}
