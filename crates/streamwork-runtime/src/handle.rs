@@ -16,37 +16,16 @@ use crate::task::{Ended, Flags};
 
 /// A running job.
 pub struct JobHandle {
-    job: String,
-    registry: Arc<Registry>,
-    monitor: Option<JoinHandle<()>>,
-    coordinator: Option<JoinHandle<()>>,
-    threads: Vec<JoinHandle<Ended>>,
-    flags: Flags,
-    started: Instant,
+    pub(crate) job: String,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) monitor: Option<JoinHandle<()>>,
+    pub(crate) coordinator: Option<JoinHandle<()>>,
+    pub(crate) threads: Vec<JoinHandle<Ended>>,
+    pub(crate) flags: Flags,
+    pub(crate) started: Instant,
 }
 
 impl JobHandle {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        job: &str,
-        registry: Arc<Registry>,
-        monitor: Option<JoinHandle<()>>,
-        coordinator: Option<JoinHandle<()>>,
-        threads: Vec<JoinHandle<Ended>>,
-        flags: Flags,
-        started: Instant,
-    ) -> Self {
-        JobHandle {
-            job: job.to_string(),
-            registry,
-            monitor,
-            coordinator,
-            threads,
-            flags,
-            started,
-        }
-    }
-
     /// The flag a graceful stop raises (for Ctrl-C).
     pub(crate) fn stop_flag(&self) -> &Arc<AtomicBool> {
         &self.flags.stop

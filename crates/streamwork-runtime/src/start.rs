@@ -93,15 +93,15 @@ pub(crate) fn start_graph(graph: &JobGraph, options: RunOptions) -> Result<JobHa
         None => None,
     };
     let monitor = spawn_monitor(&registry);
-    Ok(JobHandle::new(
-        graph.name(),
+    Ok(JobHandle {
+        job: graph.name().to_string(),
         registry,
         monitor,
         coordinator,
         threads,
         flags,
         started,
-    ))
+    })
 }
 
 /// The run's checkpoints, if it takes any, after checking that the run
