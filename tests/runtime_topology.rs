@@ -141,6 +141,29 @@ fn two_input_operator_with_distinct_types() {
     assert_eq!(sorted(out.values()), vec!["1=one", "1=one", "2=two", "3=?"]);
 }
 
+/// The same two-input operator through the builder: the same promise.
+#[test]
+fn two_input_operator_through_the_builder() {
+    let out = CollectSink::new();
+    let mut job = JobBuilder::new("builder");
+    let numbers = job.source("numbers", 1, VecSource::new(vec![1u64, 2, 3, 1]));
+    let names = job.source(
+        "names",
+        1,
+        VecSource::new(vec![(1u64, "one".to_string()), (2, "two".to_string())]),
+    );
+    let named = job.two_input_operator(
+        "named",
+        2,
+        NameNumbers::default(),
+        numbers.key_by(|v: &u64| *v),
+        names.key_by(|(n, _): &(u64, String)| *n),
+    );
+    job.sink("all", 1, out.clone(), named);
+    job.build().unwrap().run().unwrap();
+    assert_eq!(sorted(out.values()), vec!["1=one", "1=one", "2=two", "3=?"]);
+}
+
 #[test]
 fn plan_lists_components_edges_and_renders() {
     let graph = job! {

@@ -114,15 +114,16 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for IntervalJoin<L, R, K> 
     }
 
     fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
+        if t < self.watermark {
+            self.late.add(1);
+            return;
+        }
+        let key = ctx.key().get().clone();
+        let (kind, lower, upper) = (self.kind, self.lower, self.upper);
         match record {
             Either::Left(value) => {
-                let ta = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-                if ta < self.watermark {
-                    self.late.add(1);
-                    return;
-                }
-                let key = ctx.key().get().clone();
-                let (kind, lower, upper) = (self.kind, self.lower, self.upper);
+                let ta = t;
                 let (_, rights) = self.entry(&key);
                 let mut matches: Vec<(i64, R)> = Vec::new();
                 for (tb, (r, matched)) in rights.iter_mut() {
@@ -158,13 +159,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for IntervalJoin<L, R, K> 
                 );
             }
             Either::Right(value) => {
-                let tb = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-                if tb < self.watermark {
-                    self.late.add(1);
-                    return;
-                }
-                let key = ctx.key().get().clone();
-                let (kind, lower, upper) = (self.kind, self.lower, self.upper);
+                let tb = t;
                 let (lefts, _) = self.entry(&key);
                 let mut matched = false;
                 let mut rows = Vec::new();

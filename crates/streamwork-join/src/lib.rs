@@ -82,6 +82,14 @@ impl<K, V> Change<K, V> {
             Change::Upsert { key, .. } | Change::Delete { key } => key,
         }
     }
+
+    /// The key and the row it now has (`None`: deleted).
+    pub fn into_parts(self) -> (K, Option<V>) {
+        match self {
+            Change::Upsert { key, value } => (key, Some(value)),
+            Change::Delete { key } => (key, None),
+        }
+    }
 }
 
 /// One entry of a changelog produced by a join of tables: a row appears

@@ -376,10 +376,7 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> Operator for TemporalTableJoin<S, V
             }
             Either::Right(change) => {
                 let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(i64::MIN);
-                let (key, row) = match change {
-                    Change::Upsert { key, value } => (key, Some(value)),
-                    Change::Delete { key } => (key, None),
-                };
+                let (key, row) = change.into_parts();
                 let hash = ctx.key().hash();
                 self.versions
                     .get_or_insert_with(hash, &key, BTreeMap::new)

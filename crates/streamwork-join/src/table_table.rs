@@ -52,6 +52,18 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> TableTableJoin<L, R, K> {
         }
     }
 
+    /// Drops `key`'s entry once neither table has a row for it.
+    fn forget_if_empty(&mut self, key: &K) {
+        let hash = stable_hash(key);
+        if self
+            .rows
+            .get(hash, key)
+            .is_some_and(|(l, r)| l.is_none() && r.is_none())
+        {
+            self.rows.remove(hash, key);
+        }
+    }
+
     fn sides(&mut self, key: &K) -> &mut Sides<L, R> {
         self.rows
             .get_or_insert_with(stable_hash(key), key, || (None, None))
@@ -87,10 +99,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for TableTableJoin<L, R, K
     fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
         match record {
             Either::Left(change) => {
-                let (key, new) = match change {
-                    Change::Upsert { key, value } => (key, Some(value)),
-                    Change::Delete { key } => (key, None),
-                };
+                let (key, new) = change.into_parts();
                 let (left, right) = self.sides(&key).clone();
                 if let Some(right) = &right {
                     if let Some(old) = left {
@@ -101,19 +110,10 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for TableTableJoin<L, R, K
                     }
                 }
                 self.sides(&key).0 = new;
-                if self
-                    .rows
-                    .get(stable_hash(&key), &key)
-                    .is_some_and(|(l, r)| l.is_none() && r.is_none())
-                {
-                    self.rows.remove(stable_hash(&key), &key);
-                }
+                self.forget_if_empty(&key);
             }
             Either::Right(change) => {
-                let (key, new) = match change {
-                    Change::Upsert { key, value } => (key, Some(value)),
-                    Change::Delete { key } => (key, None),
-                };
+                let (key, new) = change.into_parts();
                 let (left, right) = self.sides(&key).clone();
                 if let Some(left) = &left {
                     if let Some(old) = right {
@@ -124,13 +124,7 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for TableTableJoin<L, R, K
                     }
                 }
                 self.sides(&key).1 = new;
-                if self
-                    .rows
-                    .get(stable_hash(&key), &key)
-                    .is_some_and(|(l, r)| l.is_none() && r.is_none())
-                {
-                    self.rows.remove(stable_hash(&key), &key);
-                }
+                self.forget_if_empty(&key);
             }
         }
     }

@@ -125,16 +125,15 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for StreamStreamJoin<L, R,
     }
 
     fn on_record(&mut self, record: Self::In, ctx: &mut Context<'_, ByKey<K>, Self::Out>) {
+        let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
+        if self.expired(t) {
+            self.late.add(1);
+            return;
+        }
+        let key = ctx.key().get().clone();
         match record {
             Either::Left(value) => {
-                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
-                if self.expired(t) {
-                    self.late.add(1);
-                    return;
-                }
-                let key = ctx.key().get().clone();
-                let rights = self.rows_of(&key).1.clone();
-                for (_, r) in rights {
+                for (_, r) in self.rows_of(&key).1.clone() {
                     ctx.emit(JoinRow {
                         key: key.clone(),
                         left: Some(value.clone()),
@@ -142,17 +141,9 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for StreamStreamJoin<L, R,
                     });
                 }
                 self.rows_of(&key).0.push((t, value));
-                self.keep(key, t);
             }
             Either::Right(value) => {
-                let t = ctx.timestamp().map(Timestamp::millis).unwrap_or(0);
-                if self.expired(t) {
-                    self.late.add(1);
-                    return;
-                }
-                let key = ctx.key().get().clone();
-                let lefts = self.rows_of(&key).0.clone();
-                for (_, l) in lefts {
+                for (_, l) in self.rows_of(&key).0.clone() {
                     ctx.emit(JoinRow {
                         key: key.clone(),
                         left: Some(l),
@@ -160,9 +151,9 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for StreamStreamJoin<L, R,
                     });
                 }
                 self.rows_of(&key).1.push((t, value));
-                self.keep(key, t);
             }
         }
+        self.keep(key, t);
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Self::Out) {

@@ -13,7 +13,6 @@ use std::io::Write;
 
 use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
-
 use streamwork::runtime::GraphError;
 
 use super::{BidFacts, JobParts, timestamps};
