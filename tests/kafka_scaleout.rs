@@ -864,9 +864,12 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
             .checkpoint_interval(Duration::from_millis(100))
             .delivery(Delivery::AtLeastOnce)
             .session_timeout(Duration::from_secs(6))
-            // The first stays long enough for the second to join and be
-            // given partitions (a join takes tansu three seconds).
-            .idle_exit(Duration::from_secs(if runner == 0 { 10 } else { 2 }));
+            // Longer than a rebalance takes: the first stays until the
+            // second has joined (a join takes tansu three seconds), and the
+            // second, first given nothing, until the rebalance that follows
+            // gives it its share (it came three seconds later in a CI run
+            // where the second, idle for two, left without it).
+            .idle_exit(Duration::from_secs(10));
         std::thread::spawn(move || {
             runner_of.run(move |task| {
                 let sink = Owner {

@@ -467,6 +467,7 @@ impl GroupRunner {
         let mut last_commit = Instant::now();
         let mut records = u64::MAX;
         let mut quiet_since = Instant::now();
+        let mut rebalances = 0;
         let (joined_at, mut warned_unassigned) = (Instant::now(), false);
         loop {
             // The coordinator reads nothing itself (its partitions are
@@ -512,7 +513,16 @@ impl GroupRunner {
             // timeout; tansu 0.6, when the group's leader leaves during a
             // rebalance, answers every rejoin with the departed leader's
             // generation and never assigns anything.
-            let unassigned = shared.rebalances.load(Ordering::Relaxed) == 0;
+            // A rebalance starts the idle period again: with cooperative
+            // rebalancing a joining process is first given nothing, and its
+            // share only in the rebalance that follows once the others have
+            // let go of it.
+            let now_rebalances = shared.rebalances.load(Ordering::Relaxed);
+            if now_rebalances != rebalances {
+                rebalances = now_rebalances;
+                quiet_since = Instant::now();
+            }
+            let unassigned = rebalances == 0;
             let given_up = unassigned && joined_at.elapsed() >= self.rebalance_timeout();
             if given_up && !warned_unassigned {
                 tracing::warn!(
