@@ -142,6 +142,43 @@ fn a_job_name_may_be_computed() {
     assert_eq!(out.values(), vec![2, 4, 6]);
 }
 
+/// A declarative macro that writes the head of a job (a source split into
+/// channels, named by the caller) and leaves the rest to its caller, as a
+/// suite of jobs of one shape would.
+macro_rules! parity_job {
+    ($numbers:ident, $parity:ident; $($rest:tt)*) => {
+        job! {
+            source $numbers = VecSource::new((0..10u64).collect());
+            operator $parity { even, odd } = SplitParity <- $numbers;
+            $($rest)*
+        }
+    };
+}
+
+#[test]
+fn a_job_may_be_written_through_a_declarative_macro() {
+    // The macro's lines and its caller's meet in one `job!`: a fan-in
+    // keyed by one function, and channels, on both sides.
+    let (counted, evens) = (CollectSink::new(), CollectSink::new());
+    let graph = parity_job! {
+        numbers, parity;
+        operator counts = Counter::default() <- (parity.even, doubled).key(|v: &u64| v % 2);
+        operator doubled = Double <- numbers;
+        drop parity.odd;
+        operator halves { even, odd } = SplitParity <- doubled;
+        sink counted_out = counted.clone() <- counts;
+        sink evens_out = evens.clone() <- halves.even;
+        drop halves.odd;
+    }
+    .unwrap();
+    graph.run().unwrap();
+    let mut finals = counted.values();
+    finals.sort_unstable();
+    // Five even numbers and ten doubled ones, all of key 0.
+    assert_eq!(finals.last(), Some(&(0, 15)));
+    assert_eq!(evens.values(), (0..10).map(|v| v * 2).collect::<Vec<u64>>());
+}
+
 /// A keyed two-input operator written with `#[operator]`: its input is an
 /// `Either` of its ports' records, its state checkpointed by key.
 #[derive(Clone, Default, State)]

@@ -23,6 +23,13 @@ pub(crate) fn failed(errors: TokenStream) -> TokenStream {
     }}
 }
 
+/// One of the macro's own variables, resolved where `job!` is called
+/// (not where the user's token beside it was written), so that a job
+/// written through a declarative macro finds it too.
+fn internal(name: &str) -> syn::Ident {
+    syn::Ident::new(name, proc_macro2::Span::call_site())
+}
+
 fn stream_var(stream: &StreamRef) -> syn::Ident {
     match &stream.channel {
         Some(channel) => format_ident!(
@@ -67,13 +74,14 @@ fn grouped_only(input: &InputSpec) -> Vec<TokenStream> {
     };
     match &grouping.arg {
         Some(arg) if !arg.is_empty() => {
+            let group_fn = internal("__sw_group_fn");
             if vars.len() == 1 {
                 let v = &vars[0];
                 vec![quote_spanned!(span=> #v.#method(#arg))]
             } else {
                 vars.iter()
                     .map(|v| {
-                        quote_spanned!(span=> #v.#method(::std::clone::Clone::clone(&__sw_group_fn)))
+                        quote_spanned!(span=> #v.#method(::std::clone::Clone::clone(&#group_fn)))
                     })
                     .collect()
             }
@@ -120,7 +128,8 @@ fn port_inputs(inputs: &[InputSpec]) -> TokenStream {
         .unwrap_or_else(|| quote!(::std::vec::Vec::new()));
     let more = items.zip(spans.into_iter().skip(1)).map(|(item, span)| {
         let fan_in = quote_spanned!(span=> ::streamwork::__private::fan_in);
-        quote_spanned!(span=> let __sw_inputs = #fan_in(__sw_inputs, #item);)
+        let inputs = internal("__sw_inputs");
+        quote_spanned!(span=> let #inputs = #fan_in(#inputs, #item);)
     });
     quote!({
         let __sw_inputs = #first;
@@ -273,7 +282,10 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
                     }
                 }
                 let span = component.name.span();
-                body.extend(quote_spanned!(span=> #p::all_channels_handled(__sw_outs);));
+                // Resolved with the macro's own `let`s, reported at the component.
+                let outs =
+                    syn::Ident::new("__sw_outs", proc_macro2::Span::call_site().located_at(span));
+                body.extend(quote_spanned!(span=> #p::all_channels_handled(#outs);));
             }
         }
     }
