@@ -113,7 +113,10 @@ pub fn state_data(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 /// `name`, settings and `[parallelism]` take any expression (a generic
-/// function may build jobs of one shape, `name format!("q{n}");`).
+/// function may build jobs of one shape, `name format!("q{n}");`). A
+/// declarative macro may write part of a job and leave the rest to its
+/// caller; a stream the caller reads is named by the caller, as any
+/// variable a `macro_rules!` shares with its caller is.
 ///
 /// Inputs of several types: `<- left(a), right(b)` for an operator whose
 /// input is an `Either` of the two (a join), or

@@ -15,7 +15,7 @@ use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{BidFacts, JobParts, timestamps};
+use super::{BidFacts, JobParts};
 use crate::model::Event;
 use crate::sink::{Change, Row, serde_row};
 use crate::text::Text;
@@ -73,10 +73,7 @@ pub(super) fn job(
     parts: JobParts<'_>,
 ) -> Result<JobGraph, GraphError> {
     let updates = parts.output.updates();
-    job! {
-        name name;
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = StatBids { per_channel } <- timed;
         operator by_bidder[parts.p] = DailyStats::new(Distinct::Bidders, per_channel, updates)
             <- bids.key(|bid: &StatBid| bid.facts.bidder);
@@ -84,8 +81,7 @@ pub(super) fn job(
             <- bids.key(|bid: &StatBid| bid.facts.auction);
         operator merged[parts.p] = MergeStats::new(updates)
             <- (by_bidder, by_auction).key(group_partition);
-        sink out[parts.sink_p] = parts.output.sink::<Change<StatsRow>>() <- merged;
-    }
+    } => merged: Change<StatsRow>)
 }
 
 /// Which distinct values an instance counts.

@@ -3,6 +3,27 @@
 //! 4 s`, late events dropped and counted where the input is read), and writes
 //! JSON rows to a [`RowSink`](crate::sink::RowSink).
 
+/// A query's job: the events stamped by [`timestamps`] (the stream named
+/// between the bars), the query's own streams, and the last of them
+/// (`$rows`, of `$row`s) written to the output:
+///
+/// ```ignore
+/// query_job!(name, parts, |timed| {
+///     operator rows[parts.p] = Q3Rows <- timed;
+/// } => rows: Q3Row)
+/// ```
+macro_rules! query_job {
+    ($name:expr, $parts:ident, |$timed:ident| { $($streams:tt)* } => $rows:ident: $row:ty) => {
+        streamwork::job! {
+            name $name;
+            source events[$parts.sp] = $parts.source;
+            operator $timed[$parts.sp] = $crate::queries::timestamps($parts.late) <- events;
+            $($streams)*
+            sink out[$parts.sink_p] = $parts.output.sink::<$row>() <- $rows;
+        }
+    };
+}
+
 mod daily;
 mod q0;
 mod q1;
@@ -293,13 +314,9 @@ where
     O: Operator<In = Event, Key = NoKey, Out = Collector<R>, Time = AnyTime>,
     R: Row,
 {
-    job! {
-        name name;
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+    query_job!(name, parts, |timed| {
         operator rows[parts.p] = rows <- timed;
-        sink out[parts.sink_p] = parts.output.sink::<R>() <- rows;
-    }
+    } => rows: R)
 }
 
 /// A query's job.
@@ -309,13 +326,13 @@ pub fn job(query: Query, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         Query::Q0 => per_event(name, q0::Q0Rows, parts),
         Query::Q1 => per_event(name, q1::Q1Rows, parts),
         Query::Q2 => per_event(name, q2::Q2Rows, parts),
-        Query::Q3 => q3::job(parts),
-        Query::Q4 => q4::job(parts),
-        Query::Q5 => q5::job(parts),
-        Query::Q6 => q6::job(parts),
-        Query::Q7 => q7::job(parts),
-        Query::Q8 => q8::job(parts),
-        Query::Q9 => q9::job(parts),
+        Query::Q3 => q3::job(name, parts),
+        Query::Q4 => q4::job(name, parts),
+        Query::Q5 => q5::job(name, parts),
+        Query::Q6 => q6::job(name, parts),
+        Query::Q7 => q7::job(name, parts),
+        Query::Q8 => q8::job(name, parts),
+        Query::Q9 => q9::job(name, parts),
         Query::Q10 => per_event(name, q10::Q10Rows, parts),
         Query::Q11 => q11::job(
             name,
@@ -334,10 +351,10 @@ pub fn job(query: Query, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         Query::Q14 => per_event(name, q14::Q14Rows, parts),
         Query::Q15 => daily::job(name, false, parts),
         Query::Q16 => daily::job(name, true, parts),
-        Query::Q17 => q17::job(parts),
-        Query::Q18 => q18::job(parts),
-        Query::Q19 => q19::job(parts),
-        Query::Q20 => q20::job(parts),
+        Query::Q17 => q17::job(name, parts),
+        Query::Q18 => q18::job(name, parts),
+        Query::Q19 => q19::job(name, parts),
+        Query::Q20 => q20::job(name, parts),
         Query::Q21 => per_event(name, q21::Q21Rows, parts),
         Query::Q22 => per_event(name, q22::Q22Rows, parts),
         Query::Events => job! {

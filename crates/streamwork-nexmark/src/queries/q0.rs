@@ -11,9 +11,10 @@ use crate::sink::{Row, serde_row};
 #[derive(Clone, Debug)]
 pub struct BidRow(pub Bid);
 
+/// A bid's fields in a row.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct BidFields<'a> {
+pub(super) struct BidFields<'a> {
     auction: u64,
     bidder: u64,
     price: u64,
@@ -22,19 +23,21 @@ struct BidFields<'a> {
     extra: &'a str,
 }
 
+impl<'a> From<&'a Bid> for BidFields<'a> {
+    fn from(bid: &'a Bid) -> Self {
+        BidFields {
+            auction: bid.auction,
+            bidder: bid.bidder,
+            price: bid.price,
+            date_time: bid.date_time,
+            extra: &bid.extra,
+        }
+    }
+}
+
 impl Row for BidRow {
     fn write_json(&self, out: &mut Vec<u8>) {
-        let bid = &self.0;
-        serde_row(
-            &BidFields {
-                auction: bid.auction,
-                bidder: bid.bidder,
-                price: bid.price,
-                date_time: bid.date_time,
-                extra: &bid.extra,
-            },
-            out,
-        );
+        serde_row(&BidFields::from(&self.0), out);
     }
 }
 

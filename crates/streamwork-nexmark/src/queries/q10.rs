@@ -4,7 +4,8 @@
 use serde::Serialize;
 use streamwork::prelude::*;
 
-use crate::model::{Bid, Event, timestamp};
+use super::q0::BidFields;
+use crate::model::{Bid, Event};
 use crate::sink::{Row, serde_row};
 use crate::time::{day_number, format_day, format_minute, minute_of_day};
 
@@ -17,28 +18,18 @@ pub struct Q10Row {
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct Q10Fields<'a> {
-    auction: u64,
-    bidder: u64,
-    price: u64,
-    #[serde(with = "timestamp")]
-    date_time: i64,
-    extra: &'a str,
+    #[serde(flatten)]
+    bid: BidFields<'a>,
     dt: String,
     hm: String,
 }
 
 impl Row for Q10Row {
     fn write_json(&self, out: &mut Vec<u8>) {
-        let bid = &self.bid;
         serde_row(
             &Q10Fields {
-                auction: bid.auction,
-                bidder: bid.bidder,
-                price: bid.price,
-                date_time: bid.date_time,
-                extra: &bid.extra,
+                bid: BidFields::from(&self.bid),
                 dt: format_day(self.day),
                 hm: format_minute(self.minute),
             },

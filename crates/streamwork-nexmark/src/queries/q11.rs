@@ -13,7 +13,7 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 use streamwork::window::WindowOutputs;
 
-use super::{BidBidders, JobParts, timestamps};
+use super::{BidBidders, JobParts};
 use crate::model::timestamp;
 use crate::sink::serde_rows;
 
@@ -50,14 +50,10 @@ where
             Time = EventTime,
         >,
 {
-    job! {
-        name name;
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = BidBidders <- timed;
         operator windows[parts.p] { results, late } = windows <- bids.key(|bidder: &u64| *bidder);
         operator rows[parts.p] = BidderRows <- windows.results;
-        sink out[parts.sink_p] = parts.output.sink::<BidderCount>() <- rows;
         drop windows.late;
-    }
+    } => rows: BidderCount)
 }

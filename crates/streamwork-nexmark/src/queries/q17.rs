@@ -8,7 +8,7 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
 use super::daily::price_rank;
-use super::{BidFacts, JobParts, ToBidFacts, timestamps};
+use super::{BidFacts, JobParts, ToBidFacts};
 use crate::sink::{Change, Row};
 use crate::time::{day_number, format_day};
 
@@ -99,14 +99,10 @@ impl AuctionDays {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q17";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = ToBidFacts <- timed;
         operator days[parts.p] = AuctionDays { updates: parts.output.updates(), ..AuctionDays::default() }
             <- bids.key(|bid: &BidFacts| bid.auction);
-        sink out[parts.sink_p] = parts.output.sink::<Change<Q17Row>>() <- days;
-    }
+    } => days: Change<Q17Row>)
 }

@@ -7,7 +7,7 @@ use streamwork::core::hash::FastHashMap;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{JobParts, OnlyBids, timestamps};
+use super::{JobParts, OnlyBids};
 use crate::model::{Bid, timestamp};
 use crate::sink::{Change, Row, serde_row};
 
@@ -104,14 +104,10 @@ impl LastBids {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q18";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = OnlyBids <- timed;
         operator last[parts.p] = LastBids { updates: parts.output.updates(), ..LastBids::default() }
             <- bids.key(|bid: &Bid| bid.bidder);
-        sink out[parts.sink_p] = parts.output.sink::<Change<FullBidRow>>() <- last;
-    }
+    } => last: Change<FullBidRow>)
 }

@@ -6,7 +6,7 @@ use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
 use super::q18::FullBidRow;
-use super::{JobParts, OnlyBids, timestamps};
+use super::{JobParts, OnlyBids};
 use crate::model::Bid;
 use crate::sink::Change;
 
@@ -75,14 +75,10 @@ impl TopBids {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q19";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = OnlyBids <- timed;
         operator top[parts.p] = TopBids { updates: parts.output.updates(), ..TopBids::default() }
             <- bids.key(|bid: &Bid| bid.auction);
-        sink out[parts.sink_p] = parts.output.sink::<Change<FullBidRow>>() <- top;
-    }
+    } => top: Change<FullBidRow>)
 }

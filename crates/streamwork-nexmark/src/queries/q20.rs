@@ -9,7 +9,7 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{JobParts, OnlyAuctions, OnlyBids, timestamps};
+use super::{JobParts, OnlyAuctions, OnlyBids};
 use crate::model::{Auction, Bid, timestamp};
 use crate::sink::{Row, serde_row};
 
@@ -84,17 +84,13 @@ fn q20_rows(row: JoinRow<u64, Bid, Auction>, out: &mut Collector<Q20Row>) {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q20";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = OnlyBids <- timed;
         operator auctions[parts.p] = OnlyAuctions <- timed;
         operator tens[parts.p] = CategoryTen <- auctions;
         operator joined[parts.p] = Join::inner().unwindowed()
             <- left(bids.key(|b: &Bid| b.auction)), right(tens.key(|a: &Auction| a.id));
         operator rows[parts.p] = Q20Rows <- joined;
-        sink out[parts.sink_p] = parts.output.sink::<Q20Row>() <- rows;
-    }
+    } => rows: Q20Row)
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{JobParts, OnlyAuctions, OnlyPeople, timestamps};
+use super::{JobParts, OnlyAuctions, OnlyPeople};
 use crate::model::{Auction, Person};
 use crate::sink::serde_rows;
 use crate::text::Text;
@@ -49,11 +49,8 @@ fn q3_rows(row: JoinRow<u64, Auction, Person>, out: &mut Collector<Q3Row>) {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q3";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator auctions[parts.p] = OnlyAuctions <- timed;
         operator people[parts.p] = OnlyPeople <- timed;
         operator tens[parts.p] = CategoryTen <- auctions;
@@ -61,6 +58,5 @@ pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
         operator joined[parts.p] = Join::inner().unwindowed()
             <- left(tens.key(|a: &Auction| a.seller)), right(sellers.key(|p: &Person| p.id));
         operator rows[parts.p] = Q3Rows <- joined;
-        sink out[parts.sink_p] = parts.output.sink::<Q3Row>() <- rows;
-    }
+    } => rows: Q3Row)
 }

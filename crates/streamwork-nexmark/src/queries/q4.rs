@@ -10,8 +10,8 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::winning::WinningBids;
-use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts, timestamps};
+use super::winning::winner_averages;
+use super::{BidFacts, JobParts};
 use crate::model::Auction;
 use crate::sink::{Change, serde_rows};
 
@@ -74,18 +74,10 @@ impl CategoryAverages {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q4";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
-        operator auctions[parts.p] = OnlyAuctions <- timed;
-        operator bids[parts.p] = ToBidFacts <- timed;
-        operator winners[parts.p] = WinningBids::<BidFacts>::default()
-            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
-        operator closing[parts.p] = ClosingPrice <- winners;
-        operator averages[parts.p] = CategoryAverages { updates: parts.output.updates(), ..CategoryAverages::default() }
-            <- closing.key(|c: &(u64, u64)| c.0);
-        sink out[parts.sink_p] = parts.output.sink::<Change<Q4Row>>() <- averages;
-    }
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let averages = CategoryAverages {
+        updates: parts.output.updates(),
+        ..CategoryAverages::default()
+    };
+    winner_averages(name, parts, ClosingPrice, averages)
 }

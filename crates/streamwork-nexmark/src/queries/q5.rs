@@ -13,7 +13,7 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{BidAuctions, JobParts, timestamps};
+use super::{BidAuctions, JobParts};
 use crate::model::timestamp;
 use crate::sink::serde_rows;
 
@@ -80,17 +80,13 @@ impl HotItems {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q5";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator bids[parts.p] = BidAuctions <- timed;
         operator counts[parts.p] { results, late } = Windows::sliding(Duration::from_secs(10), Duration::from_secs(2)).count()
             <- bids.key(|auction: &u64| *auction);
         operator hot[parts.p] = HotItems::default()
             <- counts.results.key(|count: &WindowResult<u64, u64>| count.window.start.millis());
-        sink out[parts.sink_p] = parts.output.sink::<Q5Row>() <- hot;
         drop counts.late;
-    }
+    } => hot: Q5Row)
 }

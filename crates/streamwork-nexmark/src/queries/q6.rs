@@ -12,8 +12,8 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::winning::WinningBids;
-use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts, timestamps};
+use super::winning::winner_averages;
+use super::{BidFacts, JobParts};
 use crate::model::Auction;
 use crate::sink::{Change, serde_rows};
 
@@ -98,18 +98,10 @@ impl SellerAverages {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q6";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
-        operator auctions[parts.p] = OnlyAuctions <- timed;
-        operator bids[parts.p] = ToBidFacts <- timed;
-        operator winners[parts.p] = WinningBids::<BidFacts>::default()
-            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
-        operator sales[parts.p] = ToSale <- winners;
-        operator averages[parts.p] = SellerAverages { updates: parts.output.updates(), ..SellerAverages::default() }
-            <- sales.key(|s: &(u64, Sale)| s.0);
-        sink out[parts.sink_p] = parts.output.sink::<Change<Q6Row>>() <- averages;
-    }
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    let averages = SellerAverages {
+        updates: parts.output.updates(),
+        ..SellerAverages::default()
+    };
+    winner_averages(name, parts, ToSale, averages)
 }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
+use super::JobParts;
 use super::q0::BidRow;
-use super::{JobParts, timestamps};
 use crate::model::{Bid, Event};
 
 /// Window size.
@@ -109,14 +109,10 @@ impl HighestBids {
     }
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q7";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator local[parts.p] = LocalHighest::default() <- timed;
         operator highest[parts.p] = HighestBids::default()
             <- local.key(|candidates: &Candidates| candidates.0);
-        sink out[parts.sink_p] = parts.output.sink::<BidRow>() <- highest;
-    }
+    } => highest: BidRow)
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use streamwork::prelude::*;
 use streamwork::runtime::GraphError;
 
-use super::{JobParts, OnlyAuctions, OnlyPeople, timestamps};
+use super::{JobParts, OnlyAuctions, OnlyPeople};
 use crate::model::{Auction, Person, timestamp};
 use crate::sink::serde_rows;
 use crate::text::Text;
@@ -43,16 +43,12 @@ impl Q8Rows {
 #[derive(Clone, Copy, Default)]
 struct Q8Rows;
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q8";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator people[parts.p] = OnlyPeople <- timed;
         operator auctions[parts.p] = OnlyAuctions <- timed;
         operator sellers[parts.p] = Join::semi().tumbling(Duration::from_millis(WINDOW as u64))
             <- left(people.key(|p: &Person| p.id)), right(auctions.key(|a: &Auction| a.seller));
         operator rows[parts.p] = Q8Rows <- sellers;
-        sink out[parts.sink_p] = parts.output.sink::<Q8Row>() <- rows;
-    }
+    } => rows: Q8Row)
 }

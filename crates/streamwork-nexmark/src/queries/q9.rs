@@ -10,7 +10,7 @@ use streamwork::runtime::GraphError;
 use super::BidFacts;
 use super::winning::RankedBid;
 use super::winning::WinningBids;
-use super::{JobParts, OnlyAuctions, timestamps};
+use super::{JobParts, OnlyAuctions};
 use crate::model::{Auction, Event, timestamp};
 use crate::sink::{Row, serde_row};
 use crate::text::Text;
@@ -107,16 +107,12 @@ fn q9_rows(winner: (Auction, WinnerBid), out: &mut Collector<Q9Row>) {
     out.emit(Q9Row(winner.0, winner.1));
 }
 
-pub(super) fn job(parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
-    job! {
-        name "nexmark-q9";
-        source events[parts.sp] = parts.source;
-        operator timed[parts.sp] = timestamps(parts.late) <- events;
+pub(super) fn job(name: String, parts: JobParts<'_>) -> Result<JobGraph, GraphError> {
+    query_job!(name, parts, |timed| {
         operator auctions[parts.p] = OnlyAuctions <- timed;
         operator bids[parts.p] = WinnerBids <- timed;
         operator winners[parts.p] = WinningBids::<WinnerBid>::default()
             <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &WinnerBid| b.facts.auction));
         operator rows[parts.p] = Q9Rows <- winners;
-        sink out[parts.sink_p] = parts.output.sink::<Q9Row>() <- rows;
-    }
+    } => rows: Q9Row)
 }

@@ -15,8 +15,11 @@ use streamwork::core::timer::Timers;
 use streamwork::prelude::*;
 use streamwork::state::{OperatorState, StateData};
 
-use super::BidFacts;
+use streamwork::runtime::GraphError;
+
+use super::{BidFacts, JobParts, OnlyAuctions, ToBidFacts};
 use crate::model::{Auction, Bid};
+use crate::sink::{Change, Row};
 
 /// What the winning-bid rule reads of a bid: a whole [`Bid`] (q9 emits
 /// it) or its [`BidFacts`] (q4 and q6 need no more).
@@ -223,4 +226,29 @@ impl<B: RankedBid + StateData> Operator for WinningBids<B> {
             }
         }
     }
+}
+
+/// The job of q4 and q6: each auction's winning bid, made a `(key, value)`
+/// pair by `pair`, and `averages` by that key (q4's by category, q6's by
+/// seller).
+pub(super) fn winner_averages<M, V, A, R>(
+    name: String,
+    parts: JobParts<'_>,
+    pair: M,
+    averages: A,
+) -> Result<JobGraph, GraphError>
+where
+    M: Operator<In = (Auction, BidFacts), Key = NoKey, Out = Collector<(u64, V)>, Time = AnyTime>,
+    V: Data + serde::Serialize + serde::de::DeserializeOwned,
+    A: Operator<In = (u64, V), Key = ByKey<u64>, Out = Collector<Change<R>>, Time = AnyTime>,
+    Change<R>: Row,
+{
+    query_job!(name, parts, |timed| {
+        operator auctions[parts.p] = OnlyAuctions <- timed;
+        operator bids[parts.p] = ToBidFacts <- timed;
+        operator winners[parts.p] = WinningBids::<BidFacts>::default()
+            <- left(auctions.key(|a: &Auction| a.id)), right(bids.key(|b: &BidFacts| b.auction));
+        operator pairs[parts.p] = pair <- winners;
+        operator averages[parts.p] = averages <- pairs.key(|p: &(u64, V)| p.0);
+    } => averages: Change<R>)
 }
