@@ -384,9 +384,27 @@ impl<'a> Restore<'a> {
         stream: u32,
         part: InstanceIdx,
     ) -> Option<SharedBytes> {
-        self.records?
-            .side_record(checkpoint, self.component, stream, part)
+        self.records?.side_record(SideRecordKey {
+            checkpoint,
+            component: self.component,
+            stream,
+            part,
+        })
     }
+}
+
+/// Which side record [`RestoreSource::side_record`] reads: stream `stream`
+/// of instance `part` of `component`, in `checkpoint`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SideRecordKey<'a> {
+    /// The checkpoint restored, or one it builds on.
+    pub checkpoint: CheckpointId,
+    /// The component that wrote it.
+    pub component: &'a str,
+    /// Its stream among the component's side records.
+    pub stream: u32,
+    /// The instance that wrote it.
+    pub part: InstanceIdx,
 }
 
 /// Where restored state comes from: the engine implements it over a loaded
@@ -401,15 +419,9 @@ pub trait RestoreSource: Send + Sync {
     /// The instances of `component` that had ended their input when the
     /// checkpoint was taken.
     fn ended(&self, component: &str) -> Vec<InstanceIdx>;
-    /// Side record `stream` of `component`'s instance `part` in
-    /// `checkpoint` (this checkpoint, or one it builds on), shared in place.
-    fn side_record(
-        &self,
-        checkpoint: CheckpointId,
-        component: &str,
-        stream: u32,
-        part: InstanceIdx,
-    ) -> Option<SharedBytes>;
+    /// The side record `key` names (of this checkpoint, or one it builds
+    /// on), shared in place.
+    fn side_record(&self, key: SideRecordKey<'_>) -> Option<SharedBytes>;
 }
 
 /// The holds on one job's input ([`CheckpointView::hold_input`]): how many

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::checkpoint::{
-    Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext, StateBytes,
+    Restore, RestoreSource, RestoredPart, SharedBytes, SideRecordKey, SnapshotContext, StateBytes,
 };
 use crate::collector::Collector;
 use crate::component::{AnyTime, Context, KeyKind, NoKey, Operator, Statefulness};
@@ -137,13 +137,13 @@ impl RestoreSource for HarnessCheckpoint {
 
     /// The snapshot's own side records; a harness keeps no earlier
     /// checkpoint.
-    fn side_record(
-        &self,
-        checkpoint: CheckpointId,
-        _: &str,
-        stream: u32,
-        part: InstanceIdx,
-    ) -> Option<SharedBytes> {
+    fn side_record(&self, key: SideRecordKey<'_>) -> Option<SharedBytes> {
+        let SideRecordKey {
+            checkpoint,
+            stream,
+            part,
+            ..
+        } = key;
         if checkpoint != self.checkpoint || part != InstanceIdx(0) {
             return None;
         }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use streamwork_core::checkpoint::{RestoreSource, RestoredPart};
+use streamwork_core::checkpoint::{RestoreSource, RestoredPart, SideRecordKey};
 use streamwork_core::hash::stable_hash;
 use streamwork_core::state::Key;
 use streamwork_core::state::{CurrentKey, KeyedState};
@@ -91,17 +91,12 @@ impl RestoreSource for Log {
     fn ended(&self, _: &str) -> Vec<InstanceIdx> {
         Vec::new()
     }
-    fn side_record(
-        &self,
-        checkpoint: CheckpointId,
-        _: &str,
-        stream: u32,
-        part: InstanceIdx,
-    ) -> Option<SharedBytes> {
-        if part != InstanceIdx(0) {
+    fn side_record(&self, key: SideRecordKey<'_>) -> Option<SharedBytes> {
+        if key.part != InstanceIdx(0) {
             return None;
         }
-        self.parts.get(&checkpoint.get())?.1.get(&stream).cloned()
+        let (_, records) = self.parts.get(&key.checkpoint.get())?;
+        records.get(&key.stream).cloned()
     }
 }
 

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use streamwork_core::checkpoint::{
-    CheckpointView, Restore, RestoreSource, RestoredPart, SharedBytes, SnapshotContext,
+    CheckpointView, Restore, RestoreSource, RestoredPart, SharedBytes, SideRecordKey,
+    SnapshotContext,
 };
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
@@ -78,17 +79,11 @@ impl RestoreSource for Source {
     fn ended(&self, _: &str) -> Vec<InstanceIdx> {
         Vec::new()
     }
-    fn side_record(
-        &self,
-        checkpoint: CheckpointId,
-        component: &str,
-        stream: u32,
-        part: InstanceIdx,
-    ) -> Option<SharedBytes> {
+    fn side_record(&self, key: SideRecordKey<'_>) -> Option<SharedBytes> {
         let shared = self.checkpoint.shared(
-            checkpoint,
-            side_operator_id(component, stream),
-            InstanceIdx(part.0),
+            key.checkpoint,
+            side_operator_id(key.component, key.stream),
+            key.part,
         )?;
         let Some(at) = self.flip else {
             return Some(shared);

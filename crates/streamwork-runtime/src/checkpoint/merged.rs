@@ -5,7 +5,9 @@
 //! group as it does at a restore at another parallelism in one process.
 
 use streamwork_core::InstanceIdx;
-use streamwork_core::checkpoint::{CheckpointId, RestoreSource, RestoredPart, SharedBytes};
+use streamwork_core::checkpoint::{
+    CheckpointId, RestoreSource, RestoredPart, SharedBytes, SideRecordKey,
+};
 use streamwork_state::{Checkpoint, operator_id, side_operator_id};
 
 use super::restore::{FINAL_MARKER, finished_marker};
@@ -96,22 +98,17 @@ impl RestoreSource for Merged {
 
     /// Part `b`'s side records are in old partition `b`'s log; a record of
     /// "this checkpoint" is of the checkpoint restored from that log.
-    fn side_record(
-        &self,
-        checkpoint: CheckpointId,
-        component: &str,
-        stream: u32,
-        part: InstanceIdx,
-    ) -> Option<SharedBytes> {
-        if !self.offers(component) {
+    fn side_record(&self, key: SideRecordKey<'_>) -> Option<SharedBytes> {
+        if !self.offers(key.component) {
             return None;
         }
-        let old = self.of(part.index())?;
-        let checkpoint = if checkpoint == self.newest {
+        let old = self.of(key.part.index())?;
+        let checkpoint = if key.checkpoint == self.newest {
             old.id()
         } else {
-            checkpoint
+            key.checkpoint
         };
-        old.shared(checkpoint, side_operator_id(component, stream), part)
+        let operator = side_operator_id(key.component, key.stream);
+        old.shared(checkpoint, operator, key.part)
     }
 }

@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use streamwork_core::InstanceIdx;
-use streamwork_core::checkpoint::{CheckpointId, RestoreSource, RestoredPart, SharedBytes};
+use streamwork_core::checkpoint::{
+    CheckpointId, RestoreSource, RestoredPart, SharedBytes, SideRecordKey,
+};
 use streamwork_state::{Checkpoint, StateError, operator_id, side_operator_id};
 
 /// A loaded checkpoint offered to the instances of a restarted job.
@@ -46,15 +48,9 @@ impl RestoreSource for Restored {
             .collect()
     }
 
-    fn side_record(
-        &self,
-        checkpoint: CheckpointId,
-        component: &str,
-        stream: u32,
-        part: InstanceIdx,
-    ) -> Option<SharedBytes> {
-        self.checkpoint
-            .shared(checkpoint, side_operator_id(component, stream), part)
+    fn side_record(&self, key: SideRecordKey<'_>) -> Option<SharedBytes> {
+        let operator = side_operator_id(key.component, key.stream);
+        self.checkpoint.shared(key.checkpoint, operator, key.part)
     }
 
     fn parts(&self, component: &str) -> Vec<RestoredPart<'_>> {
