@@ -58,6 +58,18 @@ pub(crate) struct Rescaler<'a> {
     pub(crate) wait: Duration,
 }
 
+/// A move from layout `old` to `next`, which the layout object holds at
+/// `version` in `root`; `create` makes an exchange topic.
+#[derive(Copy, Clone)]
+struct Migration<'a> {
+    plan: &'a StagePlan,
+    old: &'a Layout,
+    next: &'a Layout,
+    root: &'a Arc<dyn CheckpointStore>,
+    version: &'a str,
+    create: &'a dyn Fn(&str, u32) -> Result<(), GroupError>,
+}
+
 /// The old layout's partitions' latest checkpoints, by stage and partition.
 type OldCheckpoints = Vec<Vec<Option<Checkpoint>>>;
 
@@ -107,7 +119,15 @@ impl Rescaler<'_> {
                     }
                     let mut next = stored.rescaled_to(&wanted);
                     next.name_previous(&stored, self.group);
-                    if self.migrate(plan, &stored, &next, &root, &version, create)? {
+                    let migration = Migration {
+                        plan,
+                        old: &stored,
+                        next: &next,
+                        root: &root,
+                        version: &version,
+                        create,
+                    };
+                    if self.migrate(&migration)? {
                         return Ok(next);
                     }
                 }
@@ -117,15 +137,14 @@ impl Rescaler<'_> {
 
     /// Moves the group from `old` to `next` (see the [module
     /// docs](self)); `false` if the layout changed meanwhile.
-    fn migrate(
-        &self,
-        plan: &StagePlan,
-        old: &Layout,
-        next: &Layout,
-        root: &Arc<dyn CheckpointStore>,
-        version: &str,
-        create: &dyn Fn(&str, u32) -> Result<(), GroupError>,
-    ) -> Result<bool, GroupError> {
+    fn migrate(&self, migration: &Migration<'_>) -> Result<bool, GroupError> {
+        let Migration {
+            old,
+            next,
+            root,
+            version,
+            ..
+        } = *migration;
         tracing::warn!(
             "kafka group `{}`: rescaling from generation {} ({}) to {} ({}); every partition of the old layout must be free first",
             self.group,
@@ -145,7 +164,7 @@ impl Rescaler<'_> {
             return Ok(false);
         }
         let outcome = self.take_all(old).and_then(|leases| {
-            let outcome = self.move_records(plan, old, next, root, version, create);
+            let outcome = self.move_records(migration);
             for lease in leases {
                 lease.release();
             }
@@ -162,15 +181,15 @@ impl Rescaler<'_> {
         outcome
     }
 
-    fn move_records(
-        &self,
-        plan: &StagePlan,
-        old: &Layout,
-        next: &Layout,
-        root: &Arc<dyn CheckpointStore>,
-        version: &str,
-        create: &dyn Fn(&str, u32) -> Result<(), GroupError>,
-    ) -> Result<bool, GroupError> {
+    fn move_records(&self, migration: &Migration<'_>) -> Result<bool, GroupError> {
+        let Migration {
+            plan,
+            old,
+            next,
+            root,
+            version,
+            create,
+        } = *migration;
         if !still_at(root, version)? {
             return Ok(false);
         }
@@ -508,8 +527,13 @@ mod tests {
             exchanges: Vec::new(),
             key_groups: KeyGroups::default(),
         };
-        let outcome = rescaler.migrate(&plan, &first, &moved, &root, &read, &|topic, _| {
-            panic!("no topic to make, and `{topic}` asked for")
+        let outcome = rescaler.migrate(&Migration {
+            plan: &plan,
+            old: &first,
+            next: &moved,
+            root: &root,
+            version: &read,
+            create: &|topic, _| panic!("no topic to make, and `{topic}` asked for"),
         });
         assert!(matches!(outcome, Ok(false)), "{outcome:?}");
         running.release();
