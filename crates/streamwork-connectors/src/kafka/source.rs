@@ -201,12 +201,10 @@ pub struct KafkaSource {
     last_message: Option<Instant>,
 }
 
+/// A clone has the settings, and the state of a source not yet opened.
 impl Clone for KafkaSource {
     fn clone(&self) -> Self {
         KafkaSource {
-            brokers: self.brokers.clone(),
-            topic: self.topic.clone(),
-            group: self.group.clone(),
             idle_exit: self.idle_exit,
             extra: self.extra.clone(),
             assigned: self.assigned.clone(),
@@ -214,19 +212,9 @@ impl Clone for KafkaSource {
             dead_letter: self.dead_letter.clone(),
             malformed: self.malformed.clone(),
             replayed: self.replayed.clone(),
-            dropped_replays: 0,
             progress: self.progress.clone(),
-            pending: Vec::new(),
-            last_completed: None,
-            final_taken: None,
-            hooks: None,
             commit_on_close: self.commit_on_close,
-            consumer: None,
-            dead_letters: None,
-            dead_lettered: HashSet::new(),
-            positions: BTreeMap::new(),
-            restored: BTreeMap::new(),
-            last_message: None,
+            ..KafkaSource::new(&self.brokers, &self.topic, &self.group)
         }
     }
 }
