@@ -93,6 +93,41 @@ fn a_topic_is_read_back_whole_by_parallel_instances() {
     }
 }
 
+/// An idle exit ends the input only once the broker has said every
+/// partition is read to its end: with no idle time at all (a broker that
+/// answers later than the idle time, at the limit), the whole topic is
+/// still read, empty partitions included (ten keys over sixteen
+/// partitions leave some empty).
+#[test]
+fn an_idle_exit_ends_the_input_only_at_the_end_of_every_partition() {
+    let Some(brokers) = brokers() else { return };
+    let topic = topic("to-the-end");
+    create_topic(&brokers, &topic, 16).unwrap();
+    produce(&brokers, &topic, 5_000);
+    let seen = CollectSink::new();
+    let source =
+        KafkaSource::new(&brokers, &topic, &format!("{topic}-group")).idle_exit(Duration::ZERO);
+    let graph = job! {
+        source records[2] = source;
+        sink out = seen.clone() <- records.global();
+    }
+    .unwrap();
+    // Bounded: a source that never ends fails the test, not hangs it.
+    let run = std::thread::spawn(move || graph.run().map(|_| ()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !run.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the source did not end within two minutes"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run.join().unwrap().unwrap();
+    let mut values: Vec<u64> = seen.values().iter().map(value).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..5_000).collect::<Vec<_>>());
+}
+
 #[test]
 fn a_restored_job_resumes_from_its_checkpointed_offsets_exactly_once() {
     let Some(brokers) = brokers() else { return };

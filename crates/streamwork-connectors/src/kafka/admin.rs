@@ -132,23 +132,27 @@ pub fn end_offsets(
 /// batch (one record on a broker that answers right) costs one fetch per
 /// partition.
 pub struct EndProbe {
-    consumer: BaseConsumer<ProbeContext>,
+    consumer: BaseConsumer<EndsAreNoErrors>,
 }
 
-/// The probe's client context: the end of a partition, which librdkafka
-/// also reports as a client-wide error, is the answer the probe asks for,
-/// not an error to log.
-struct ProbeContext;
+/// The client context of a consumer told where partitions end
+/// (`enable.partition.eof`): the end of a partition, which librdkafka also
+/// reports as a client-wide error, is an answer the consumer asked for,
+/// not an error to log. Other errors are logged as a warning saying what
+/// the consumer was `doing`.
+pub(super) struct EndsAreNoErrors {
+    pub(super) doing: &'static str,
+}
 
-impl ClientContext for ProbeContext {
+impl ClientContext for EndsAreNoErrors {
     fn error(&self, error: KafkaError, reason: &str) {
         if !matches!(error, KafkaError::Global(RDKafkaErrorCode::PartitionEOF)) {
-            tracing::warn!("kafka: finding where partitions end: {error}: {reason}");
+            tracing::warn!("kafka: {}: {error}: {reason}", self.doing);
         }
     }
 }
 
-impl ConsumerContext for ProbeContext {}
+impl ConsumerContext for EndsAreNoErrors {}
 
 impl EndProbe {
     /// A probe on `brokers`, with `extra` client settings (security, say).
@@ -163,7 +167,9 @@ impl EndProbe {
             config.set(key, value);
         }
         let consumer = config
-            .create_with_context(ProbeContext)
+            .create_with_context(EndsAreNoErrors {
+                doing: "finding where partitions end",
+            })
             .map_err(|e| kafka_error("creating a consumer", e))?;
         Ok(EndProbe { consumer })
     }

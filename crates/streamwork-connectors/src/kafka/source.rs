@@ -1,7 +1,7 @@
 //! The Kafka source: partitions read from checkpointed positions, payloads
 //! checked and dead-lettered.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +21,7 @@ use streamwork_core::{
     StateBytes, Timestamp,
 };
 
+use super::admin::EndsAreNoErrors;
 use super::kafka_error;
 use super::origin::{ORIGIN_HEADER, Origin, OriginFilter};
 
@@ -188,7 +189,7 @@ pub struct KafkaSource {
     final_taken: Option<(BTreeMap<i32, i64>, CheckpointId)>,
     hooks: Option<CheckpointView>,
     commit_on_close: bool,
-    consumer: Option<BaseConsumer>,
+    consumer: Option<BaseConsumer<EndsAreNoErrors>>,
     dead_letters: Option<BaseProducer>,
     /// The records of owned partitions (partition, offset) the dead-letter
     /// topic already holds, read when opening: a replay does not produce
@@ -199,6 +200,11 @@ pub struct KafkaSource {
     /// Positions restored from a checkpoint, applied when opening.
     restored: BTreeMap<i32, i64>,
     last_message: Option<Instant>,
+    /// The partitions this instance reads, once open.
+    owned: Vec<i32>,
+    /// With an idle exit: the owned partitions read to their end (the
+    /// broker said so) and given nothing since.
+    at_end: BTreeSet<i32>,
 }
 
 /// A clone has the settings, and the state of a source not yet opened.
@@ -301,10 +307,14 @@ impl KafkaSource {
             positions: BTreeMap::new(),
             restored: BTreeMap::new(),
             last_message: None,
+            owned: Vec::new(),
+            at_end: BTreeSet::new(),
         }
     }
 
-    /// Ends the input after `idle` without a new record (for bounded runs).
+    /// Ends the input once every partition it reads is read to its end and
+    /// `idle` has passed without a new record (for bounded runs). A broker
+    /// slow to answer delays the end; it never cuts the input short.
     pub fn idle_exit(mut self, idle: Duration) -> Self {
         self.idle_exit = Some(idle);
         self
@@ -389,7 +399,10 @@ impl KafkaSource {
         self
     }
 
-    fn partitions(&self, consumer: &BaseConsumer) -> Result<Vec<i32>, ConnectorError> {
+    fn partitions(
+        &self,
+        consumer: &BaseConsumer<EndsAreNoErrors>,
+    ) -> Result<Vec<i32>, ConnectorError> {
         let metadata = consumer
             .fetch_metadata(Some(&self.topic), Duration::from_secs(10))
             .map_err(|e| kafka_error(format!("reading the metadata of `{}`", self.topic), e))?;
@@ -586,6 +599,12 @@ impl KafkaSource {
         }
     }
 
+    /// Whether the broker has said every owned partition is read to its
+    /// end (with nothing new since).
+    fn read_to_end(&self) -> bool {
+        self.owned.iter().all(|p| self.at_end.contains(p))
+    }
+
     /// Waits until every dead letter is acknowledged.
     fn flush_dead_letters(&self) -> Result<(), ConnectorError> {
         if let Some(producer) = &self.dead_letters {
@@ -623,11 +642,17 @@ impl Source for KafkaSource {
             .set("group.id", &self.group)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest");
+        if self.idle_exit.is_some() {
+            // Told when a partition is read to its end.
+            config.set("enable.partition.eof", "true");
+        }
         for (key, value) in &self.extra {
             config.set(key, value);
         }
-        let consumer: BaseConsumer = config
-            .create()
+        let consumer: BaseConsumer<EndsAreNoErrors> = config
+            .create_with_context(EndsAreNoErrors {
+                doing: "reading a topic",
+            })
             .map_err(|e| kafka_error("creating a consumer", e))?;
         let (instance, parallelism) =
             (ctx.instance().0 as usize, ctx.parallelism().max(1) as usize);
@@ -663,6 +688,7 @@ impl Source for KafkaSource {
         consumer
             .assign(&assignment)
             .map_err(|e| kafka_error("assigning partitions", e))?;
+        self.at_end.clear();
         if self.dead_letter.is_some() {
             let producer: BaseProducer = ClientConfig::new()
                 .set("bootstrap.servers", &self.brokers)
@@ -675,6 +701,7 @@ impl Source for KafkaSource {
             }
         }
         self.consumer = Some(consumer);
+        self.owned = owned;
         self.last_message = Some(Instant::now());
         Ok(())
     }
@@ -702,7 +729,7 @@ impl Source for KafkaSource {
         }
         let idle_for = self.last_message.map_or(Duration::ZERO, |t| t.elapsed());
         match self.idle_exit {
-            Some(limit) if idle_for >= limit => Ok(SourcePoll::Finished),
+            Some(limit) if idle_for >= limit && self.read_to_end() => Ok(SourcePoll::Finished),
             _ => Ok(SourcePoll::Idle),
         }
     }
@@ -829,7 +856,7 @@ impl KafkaSource {
     /// many were read (emitted or refused).
     fn poll_from(
         &mut self,
-        consumer: &BaseConsumer,
+        consumer: &BaseConsumer<EndsAreNoErrors>,
         out: &mut Collector<KafkaRecord>,
     ) -> Result<usize, ConnectorError> {
         let mut read = 0;
@@ -842,7 +869,10 @@ impl KafkaSource {
             let message = match message {
                 Ok(message) => message,
                 // The end of a partition is not an error.
-                Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(KafkaError::PartitionEOF(partition)) => {
+                    self.at_end.insert(partition);
+                    continue;
+                }
                 Err(e) => return Err(kafka_error(format!("reading `{}`", self.topic), e)),
             };
             let timestamp = message.timestamp().to_millis();
@@ -861,6 +891,7 @@ impl KafkaSource {
                 origin,
             };
             self.positions.insert(record.partition, record.offset + 1);
+            self.at_end.remove(&record.partition);
             read += 1;
             if let (Some(filter), Some(origin)) = (&mut self.replayed, record.origin)
                 && !filter.admit(origin)
