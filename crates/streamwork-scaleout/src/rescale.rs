@@ -70,6 +70,15 @@ struct Migration<'a> {
     create: &'a dyn Fn(&str, u32) -> Result<(), GroupError>,
 }
 
+impl Migration<'_> {
+    /// Whether the layout object is still at the version the move started
+    /// from.
+    fn still_current(&self) -> Result<bool, GroupError> {
+        let now = self.root.read_versioned(LAYOUT).map_err(layout_error)?;
+        Ok(now.as_ref().map(|(_, v)| v.as_str()) == Some(self.version))
+    }
+}
+
 /// The old layout's partitions' latest checkpoints, by stage and partition.
 type OldCheckpoints = Vec<Vec<Option<Checkpoint>>>;
 
@@ -138,13 +147,7 @@ impl Rescaler<'_> {
     /// Moves the group from `old` to `next` (see the [module
     /// docs](self)); `false` if the layout changed meanwhile.
     fn migrate(&self, migration: &Migration<'_>) -> Result<bool, GroupError> {
-        let Migration {
-            old,
-            next,
-            root,
-            version,
-            ..
-        } = *migration;
+        let (old, next) = (migration.old, migration.next);
         tracing::warn!(
             "kafka group `{}`: rescaling from generation {} ({}) to {} ({}); every partition of the old layout must be free first",
             self.group,
@@ -159,7 +162,7 @@ impl Rescaler<'_> {
         // The lock's last holder may have moved the group already, and its
         // processes run the new layout's partitions, some of them under the
         // old one's lease names: look before waiting for those leases.
-        if !still_at(root, version)? {
+        if !migration.still_current()? {
             lock.release();
             return Ok(false);
         }
@@ -182,6 +185,9 @@ impl Rescaler<'_> {
     }
 
     fn move_records(&self, migration: &Migration<'_>) -> Result<bool, GroupError> {
+        if !migration.still_current()? {
+            return Ok(false);
+        }
         let Migration {
             plan,
             old,
@@ -190,9 +196,6 @@ impl Rescaler<'_> {
             version,
             create,
         } = *migration;
-        if !still_at(root, version)? {
-            return Ok(false);
-        }
         let checkpoints = self.load_all(old)?;
         let part_of = |stage: usize, partition: u32, component: &str| {
             let checkpoint = checkpoints[stage][partition as usize].as_ref()?;
@@ -465,12 +468,6 @@ fn counts(layout: &Layout) -> String {
         .map(|s| format!("{}×{}", s.name, s.partitions))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Whether the group's layout is still at `version`.
-fn still_at(root: &Arc<dyn CheckpointStore>, version: &str) -> Result<bool, GroupError> {
-    let still = root.read_versioned(LAYOUT).map_err(layout_error)?;
-    Ok(still.as_ref().map(|(_, v)| v.as_str()) == Some(version))
 }
 
 #[cfg(test)]

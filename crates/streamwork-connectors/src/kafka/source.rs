@@ -642,12 +642,13 @@ impl Source for KafkaSource {
             .set("group.id", &self.group)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest");
-        if self.idle_exit.is_some() {
-            // Told when a partition is read to its end.
-            config.set("enable.partition.eof", "true");
-        }
         for (key, value) in &self.extra {
             config.set(key, value);
+        }
+        if self.idle_exit.is_some() {
+            // Told when a partition is read to its end (after the user's
+            // properties: the idle exit cannot do without it).
+            config.set("enable.partition.eof", "true");
         }
         let consumer: BaseConsumer<EndsAreNoErrors> = config
             .create_with_context(EndsAreNoErrors {
@@ -891,7 +892,9 @@ impl KafkaSource {
                 origin,
             };
             self.positions.insert(record.partition, record.offset + 1);
-            self.at_end.remove(&record.partition);
+            if !self.at_end.is_empty() {
+                self.at_end.remove(&record.partition);
+            }
             read += 1;
             if let (Some(filter), Some(origin)) = (&mut self.replayed, record.origin)
                 && !filter.admit(origin)
