@@ -265,6 +265,88 @@ fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A single-file sink with one committed checkpoint (`1`) and a second
+/// staged (`2`), as a crash in the middle of committing it leaves them;
+/// returns the file's path and a maker of the same sink.
+fn single_file_cut_at_commit(
+    tag: &str,
+) -> (
+    std::path::PathBuf,
+    impl Fn() -> streamwork_connectors::TransactionalFileSink<u64>,
+) {
+    let dir = std::env::temp_dir().join(format!("streamwork-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("dead-letter");
+    let ctx = InstanceContext::new("dead", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+    let target = path.clone();
+    let sink = move || {
+        FileSink::new(&target, |v: &u64, line: &mut Vec<u8>| {
+            line.extend_from_slice(v.to_string().as_bytes())
+        })
+        .single_file()
+        .transactional()
+    };
+    let mut first = sink();
+    first.open(&ctx).unwrap();
+    first.write(record(1)).unwrap();
+    first.pre_commit(CheckpointId::new(1)).unwrap();
+    first.commit(CheckpointId::new(1)).unwrap();
+    first.write(record(2)).unwrap();
+    first.pre_commit(CheckpointId::new(2)).unwrap();
+    drop(first);
+    (path, sink)
+}
+
+/// Killed while writing the append marker of checkpoint 2: the marker is
+/// written whole or not at all, so what is left is its partial file, and
+/// the append is done once, after what was committed.
+#[test]
+fn a_crash_while_writing_the_append_marker_appends_once_after_what_was_committed() {
+    let (path, sink) = single_file_cut_at_commit("txn-marker");
+    let dir = path.parent().unwrap().to_path_buf();
+    std::fs::write(
+        dir.join(".dead-letter.commit-00000000000000000002.partial"),
+        "",
+    )
+    .unwrap();
+    let ctx = InstanceContext::new("dead", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+    let mut second = sink();
+    second.open(&ctx).unwrap();
+    second.restore(&restore_at(2, false)).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n2\n");
+    let hidden: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n != ".dead-letter.published")
+        .collect();
+    assert!(hidden.is_empty(), "nothing staged is left: {hidden:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An append marker that does not hold a length (damaged: the sink writes
+/// it whole) cannot say where to undo the append: the restore is refused,
+/// naming the marker, and the committed output is untouched (it was once
+/// cut to nothing, losing every earlier commit).
+#[test]
+fn a_damaged_append_marker_is_refused_and_the_committed_output_kept() {
+    let (path, sink) = single_file_cut_at_commit("txn-damaged-marker");
+    let dir = path.parent().unwrap().to_path_buf();
+    std::fs::write(dir.join(".dead-letter.commit-00000000000000000002"), "").unwrap();
+    let ctx = InstanceContext::new("dead", InstanceIdx(0), 1, KeyGroups::DEFAULT);
+    let mut second = sink();
+    second.open(&ctx).unwrap();
+    let refused = second.restore(&restore_at(2, false)).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains(".dead-letter.commit-00000000000000000002"),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Both kinds of transactional file sink in `dir`: a directory of parts
 /// (`dir/parts`) and one file (`dir/single`).
 fn both(dir: &std::path::Path) -> [streamwork_connectors::TransactionalFileSink<u64>; 2] {

@@ -103,8 +103,15 @@ impl Staging {
     /// Keeps the (encoded) header line that commits write at the start of
     /// the file they append to, before any staged output needs it.
     pub(super) fn keep_header(&self, bytes: &[u8]) -> Result<(), ConnectorError> {
-        let path = self.hidden("header");
-        let partial = self.hidden("header.partial");
+        self.write_whole("header", bytes)
+    }
+
+    /// Writes hidden file `suffix` whole or not at all: a crash leaves the
+    /// old file (or none) and a `.partial` beside it, never a torn one (a
+    /// torn append marker would undo committed output).
+    fn write_whole(&self, suffix: &str, bytes: &[u8]) -> Result<(), ConnectorError> {
+        let path = self.hidden(suffix);
+        let partial = self.hidden(&format!("{suffix}.partial"));
         std::fs::write(&partial, bytes).map_err(|e| io("writing", &partial, e))?;
         std::fs::rename(&partial, &path).map_err(|e| io("writing", &path, e))
     }
@@ -282,11 +289,10 @@ impl Staging {
         let before = std::fs::metadata(&target).map(|m| m.len()).unwrap_or(0);
         if before == 0 && self.roll.is_some() {
             // A new open file: its age counts from now.
-            let since = self.hidden("open-since");
-            std::fs::write(&since, unix_millis().to_string())
-                .map_err(|e| io("writing", &since, e))?;
+            self.write_whole("open-since", unix_millis().to_string().as_bytes())?;
         }
-        std::fs::write(&marker, before.to_string()).map_err(|e| io("writing", &marker, e))?;
+        let name = staged_name(staged);
+        self.write_whole(&format!("commit-{name}"), before.to_string().as_bytes())?;
         // A file's first commit begins it with the header, if it has one.
         let header = if before == 0 {
             self.kept_header()?
@@ -296,9 +302,7 @@ impl Staging {
         self.append(&target, &header, &path, before)?;
         // Published before the staged file goes: a crash in between leaves
         // the record ahead of the file, never behind it.
-        let published = self.hidden("published");
-        std::fs::write(&published, staged_name(staged))
-            .map_err(|e| io("writing", &published, e))?;
+        self.write_whole("published", name.as_bytes())?;
         std::fs::remove_file(&path).map_err(|e| io("removing", &path, e))?;
         self.sync_dir()?;
         std::fs::remove_file(&marker).map_err(|e| io("removing", &marker, e))?;
@@ -426,6 +430,12 @@ impl Staging {
             let Some(rest) = name.strip_prefix(&prefix) else {
                 continue;
             };
+            if rest.ends_with(".partial") {
+                // A marker a crash cut short: its append never began.
+                let partial = entry.path();
+                std::fs::remove_file(&partial).map_err(|e| io("removing", &partial, e))?;
+                continue;
+            }
             let staged = if rest == "final" {
                 Staged::Final
             } else {
@@ -436,11 +446,18 @@ impl Staging {
             };
             let marker = entry.path();
             if self.staged_path(staged).exists() {
-                let before: u64 = std::fs::read_to_string(&marker)
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .unwrap_or(0);
+                let text =
+                    std::fs::read_to_string(&marker).map_err(|e| io("reading", &marker, e))?;
                 let target = self.append_target();
+                let Ok(before) = text.trim().parse::<u64>() else {
+                    return Err(ConnectorError::user(format!(
+                        "{} should hold the length {} had before an append a crash interrupted, and holds {text:?}: the append cannot be undone safely (the file was damaged). Compare the end of {} with {}, cut what of it the file already ends with, then remove the marker and run again",
+                        marker.display(),
+                        target.display(),
+                        target.display(),
+                        self.staged_path(staged).display(),
+                    )));
+                };
                 let file = OpenOptions::new()
                     .create(true)
                     .truncate(false)
