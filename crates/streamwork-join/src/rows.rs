@@ -70,11 +70,10 @@ pub(crate) fn restore_rows<K: Key, L: Clone, R: Clone>(
     rows: &mut RowMap<K, L, R>,
     mut timer: impl FnMut(&K, bool, i64),
 ) -> Result<(), TaskError> {
-    let Some(restored) = checkpoint.restore(restore)? else {
+    let Some(entries) = checkpoint.restore_raising(restore, watermark)? else {
         return Ok(());
     };
-    restored.raise(watermark);
-    for (key, key_rows) in restored.entries {
+    for (key, key_rows) in entries {
         for &(t, _) in &key_rows.0 {
             timer(&key, true, t);
         }

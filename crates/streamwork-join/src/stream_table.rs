@@ -344,11 +344,13 @@ impl<S: Data + Sync, V: Data + Sync, K: Key> Operator for TemporalTableJoin<S, V
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
+        let Some(entries) = self
+            .checkpoint
+            .restore_raising(restore, &mut self.watermark)?
+        else {
             return Ok(());
         };
-        restored.raise(&mut self.watermark);
-        for (key, (versions, waiting)) in restored.entries {
+        for (key, (versions, waiting)) in entries {
             for (t, event) in waiting {
                 self.waiting
                     .entry(t)

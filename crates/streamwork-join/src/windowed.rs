@@ -488,11 +488,13 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for WindowJoin<L, R, K> {
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
+        let Some(entries) = self
+            .checkpoint
+            .restore_raising(restore, &mut self.watermark)?
+        else {
             return Ok(());
         };
-        restored.raise(&mut self.watermark);
-        for (key, windows) in restored.entries {
+        for (key, windows) in entries {
             for (end, lefts, rights) in windows {
                 let rows = self.window(end);
                 for left in lefts {

@@ -974,6 +974,24 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         self.chain = Chain::default();
         Ok(Some(restored))
     }
+
+    /// [`restore`](Self::restore) for an operator whose metadata is a time
+    /// (its watermark or clock): `time` is raised to the furthest any old
+    /// instance had reached ([`RestoredEntries::raise`]), and the entries
+    /// are returned; `None` when disabled.
+    pub fn restore_raising(
+        &mut self,
+        restore: &Restore<'_>,
+        time: &mut M,
+    ) -> Result<Option<Vec<(K, V)>>, TaskError>
+    where
+        M: Copy + Ord,
+    {
+        Ok(self.restore(restore)?.map(|restored| {
+            restored.raise(time);
+            restored.entries
+        }))
+    }
 }
 
 /// Checkpoints an operator's `Timers` (`streamwork::core::timer`) by

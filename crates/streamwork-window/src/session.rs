@@ -248,11 +248,10 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
+        let Some(entries) = self.checkpoint.restore_raising(restore, &mut self.now)? else {
             return Ok(());
         };
-        restored.raise(&mut self.now);
-        for (key, sessions) in restored.entries {
+        for (key, sessions) in entries {
             let hash = KK::hash_value(&key);
             for &(_, end, _, fired) in &sessions {
                 self.wake(hash, &key, end, fired);

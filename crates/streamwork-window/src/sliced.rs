@@ -719,11 +719,10 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
     }
 
     fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
-        let Some(restored) = self.checkpoint.restore(restore)? else {
+        let Some(entries) = self.checkpoint.restore_raising(restore, &mut self.now)? else {
             return Ok(());
         };
-        restored.raise(&mut self.now);
-        for (key, parts) in restored.entries {
+        for (key, parts) in entries {
             let hash = KK::hash_value(&key);
             for (index, acc, count) in parts {
                 let slice = self.slices.entry(index).or_default();
