@@ -218,26 +218,9 @@ fn scaled_down_instances_commit_what_the_removed_ones_staged() {
 
 #[test]
 fn a_single_file_append_cut_short_by_a_crash_is_redone_once() {
-    let dir = std::env::temp_dir().join(format!("streamwork-txn1-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let path = dir.join("dead-letter");
+    let (path, sink) = single_file_cut_at_commit("txn1");
+    let dir = path.parent().unwrap().to_path_buf();
     let ctx = InstanceContext::new("dead", InstanceIdx(0), 1, KeyGroups::DEFAULT);
-    let sink = || {
-        FileSink::new(&path, |v: &u64, line: &mut Vec<u8>| {
-            line.extend_from_slice(v.to_string().as_bytes())
-        })
-        .single_file()
-        .transactional()
-    };
-    let mut first = sink();
-    first.open(&ctx).unwrap();
-    first.write(record(1)).unwrap();
-    first.pre_commit(CheckpointId::new(1)).unwrap();
-    first.commit(CheckpointId::new(1)).unwrap();
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
-    first.write(record(2)).unwrap();
-    first.pre_commit(CheckpointId::new(2)).unwrap();
-    drop(first);
     // A crash in the middle of committing checkpoint 2: its marker says how
     // long the file was, and half the append made it to disk.
     std::fs::write(dir.join(".dead-letter.commit-00000000000000000002"), "2").unwrap();
@@ -291,6 +274,7 @@ fn single_file_cut_at_commit(
     first.write(record(1)).unwrap();
     first.pre_commit(CheckpointId::new(1)).unwrap();
     first.commit(CheckpointId::new(1)).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
     first.write(record(2)).unwrap();
     first.pre_commit(CheckpointId::new(2)).unwrap();
     drop(first);

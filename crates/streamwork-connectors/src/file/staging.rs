@@ -106,13 +106,19 @@ impl Staging {
         self.write_whole("header", bytes)
     }
 
-    /// Writes hidden file `suffix` whole or not at all: a crash leaves the
-    /// old file (or none) and a `.partial` beside it, never a torn one (a
-    /// torn append marker would undo committed output).
+    /// Writes hidden file `suffix` whole or not at all: a crash (or a
+    /// power cut: it is flushed before it is renamed) leaves the old file
+    /// (or none) and a `.partial` beside it, never a torn one (a torn
+    /// append marker would undo committed output).
     fn write_whole(&self, suffix: &str, bytes: &[u8]) -> Result<(), ConnectorError> {
         let path = self.hidden(suffix);
         let partial = self.hidden(&format!("{suffix}.partial"));
-        std::fs::write(&partial, bytes).map_err(|e| io("writing", &partial, e))?;
+        File::create(&partial)
+            .and_then(|mut file| {
+                file.write_all(bytes)?;
+                file.sync_data()
+            })
+            .map_err(|e| io("writing", &partial, e))?;
         std::fs::rename(&partial, &path).map_err(|e| io("writing", &path, e))
     }
 
