@@ -292,7 +292,14 @@ impl Staging {
         // a crash cut short is undone before it is redone.
         let marker = self.hidden(&format!("commit-{}", staged_name(staged)));
         let target = self.append_target();
-        let before = std::fs::metadata(&target).map(|m| m.len()).unwrap_or(0);
+        // Only a file that is not there yet is empty: a length that cannot
+        // be read must not be taken for 0 (the append starts by cutting the
+        // file to it).
+        let before = match std::fs::metadata(&target) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io("reading the length of", &target, e)),
+        };
         if before == 0 && self.roll.is_some() {
             // A new open file: its age counts from now.
             self.write_whole("open-since", unix_millis().to_string().as_bytes())?;

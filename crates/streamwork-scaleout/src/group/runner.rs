@@ -190,13 +190,13 @@ impl GroupRunner {
     /// Stops after `idle` without a new record or a rebalance in this
     /// process, once the group has given it its share and has read every
     /// partition of its topics to the end (so that a dead member's
-    /// partitions are not left behind). Make `idle` longer than the
-    /// broker takes to complete a rebalance: a process that joins is first
-    /// given nothing (the rebalancing is cooperative), and its share only
-    /// in the rebalance that follows. A process the group has not given a share within the
-    /// rebalance timeout (three session timeouts, at least 10 s) stops
-    /// too once the group has read everything: a broker stuck in a
-    /// rebalance does not hold it forever.
+    /// partitions are not left behind). Make `idle` longer than the broker
+    /// takes to complete a rebalance: a process that joins is first given
+    /// nothing (the rebalancing is cooperative), and its share only in the
+    /// rebalance that follows. A process the group has not given a share
+    /// within the rebalance timeout (three session timeouts, at least
+    /// 10 s) stops too once the group has read everything: a broker stuck
+    /// in a rebalance does not hold it forever.
     pub fn idle_exit(mut self, idle: Duration) -> Self {
         self.idle_exit = Some(idle);
         self
