@@ -82,14 +82,11 @@ fn basic_route<T: Data>() -> RouteMaker<T> {
 
 /// A stream with its grouping chosen: one input edge of a component.
 pub struct Input<T, Tm = Unwatermarked> {
-    job: JobId,
-    node: NodeId,
-    channel: u32,
+    stream: Stream<T, Tm>,
     grouping: GroupingSpec,
     route: RouteMaker<T>,
     flow: FlowControl,
     exchange: Option<Exchange<T>>,
-    _time: PhantomData<fn() -> Tm>,
 }
 
 /// How the records of a keyed edge cross processes, when the job runs as
@@ -139,21 +136,6 @@ impl<T, Tm> Input<T, Tm> {
         self
     }
 
-    /// The job the stream belongs to.
-    pub fn job(&self) -> JobId {
-        self.job
-    }
-
-    /// The upstream component.
-    pub fn node(&self) -> NodeId {
-        self.node
-    }
-
-    /// The upstream output channel's index.
-    pub fn channel(&self) -> u32 {
-        self.channel
-    }
-
     /// The grouping, as chosen.
     pub fn grouping(&self) -> GroupingSpec {
         self.grouping
@@ -174,23 +156,17 @@ impl<T, Tm> Input<T, Tm> {
         self.exchange.as_ref()
     }
 
-    /// The stream this edge reads.
+    /// The stream this edge reads: its job, upstream component and output
+    /// channel.
     pub fn stream(&self) -> Stream<T, Tm> {
-        Stream {
-            job: self.job,
-            node: self.node,
-            channel: self.channel,
-            _type: PhantomData,
-        }
+        self.stream
     }
 
     /// The same edge (grouping, route, flow control, exchange) read from
     /// `stream` instead, a stream of the same records: how the builder puts
     /// a step (a combiner) between a stream and the edge that reads it.
     pub fn reading(mut self, stream: Stream<T, Tm>) -> Self {
-        self.job = stream.job;
-        self.node = stream.node;
-        self.channel = stream.channel;
+        self.stream = stream;
         self
     }
 }
@@ -198,14 +174,11 @@ impl<T, Tm> Input<T, Tm> {
 impl<T, Tm> Clone for Input<T, Tm> {
     fn clone(&self) -> Self {
         Input {
-            job: self.job,
-            node: self.node,
-            channel: self.channel,
+            stream: self.stream,
             grouping: self.grouping,
             route: self.route.clone(),
             flow: self.flow,
             exchange: self.exchange.clone(),
-            _time: PhantomData,
         }
     }
 }
@@ -257,7 +230,7 @@ impl<T: Data, K: Key, Tm: StreamTime> KeyedStream<T, K, Tm> {
     }
 }
 
-impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
+impl<T, Tm> Stream<T, Tm> {
     /// The job the stream belongs to.
     pub fn job(&self) -> JobId {
         self.job
@@ -282,17 +255,16 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             _type: PhantomData,
         }
     }
+}
 
+impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
     fn with(self, grouping: GroupingSpec) -> Input<T, Tm> {
         Input {
-            job: self.job,
-            node: self.node,
-            channel: self.channel,
+            stream: self,
             grouping,
             route: basic_route(),
             flow: FlowControl::default(),
             exchange: None,
-            _time: PhantomData,
         }
     }
 
@@ -373,14 +345,8 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
             ))
         });
         Input {
-            job: self.job,
-            node: self.node,
-            channel: self.channel,
-            grouping: GroupingSpec::Fixed(GroupingKind::Key),
             route,
-            flow: FlowControl::default(),
-            exchange: None,
-            _time: PhantomData,
+            ..self.with(GroupingSpec::Fixed(GroupingKind::Key))
         }
     }
 
@@ -417,14 +383,8 @@ impl<T: Data, Tm: StreamTime> Stream<T, Tm> {
     ) -> Input<T, Tm> {
         let route: RouteMaker<T> = Arc::new(move |_, _| Box::new(CustomRoute(pick.clone())));
         Input {
-            job: self.job,
-            node: self.node,
-            channel: self.channel,
-            grouping: GroupingSpec::Fixed(GroupingKind::Custom),
             route,
-            flow: FlowControl::default(),
-            exchange: None,
-            _time: PhantomData,
+            ..self.with(GroupingSpec::Fixed(GroupingKind::Custom))
         }
     }
 }

@@ -74,7 +74,7 @@ use crate::acking::RootedLineage;
 use crate::combiner::Combiner;
 use crate::cut::ends::{EncodeExchange, ExchangeSource};
 use crate::dispatch::ChannelDispatcher;
-use crate::instance::{Identity, Instance, NoOutputs, OperatorKind, SinkKind, SourceKind};
+use crate::instance::{Instance, NoOutputs, OperatorKind, SinkKind, SourceKind};
 
 /// An edge as added, before the graph is checked.
 pub(crate) struct PendingEdge {
@@ -466,14 +466,19 @@ impl<D> JobBuilder<D> {
     }
 
     /// Merges (unions) several streams of one type into one stream, through an
-    /// identity operator named `name`.
+    /// identity operator named `name` (a `map` of [`std::convert::identity`]).
     pub fn merge<T: Data, Tm: StreamTime>(
         &mut self,
         name: &str,
         parallelism: u32,
         inputs: impl IntoInputs<T, NoKey, Tm>,
     ) -> Stream<T, Tm> {
-        self.operator(name, parallelism, Identity::<T>::new(), inputs)
+        self.operator(
+            name,
+            parallelism,
+            streamwork_core::ops::map(std::convert::identity::<T>),
+            inputs,
+        )
     }
 }
 
@@ -578,14 +583,15 @@ fn pending_edges<T: Data, KK: KeyKind, Tm>(
             let exchange = input
                 .exchange()
                 .map(|exchange| std::sync::Arc::new(exchange_ends(exchange.clone())));
+            let stream = input.stream();
             PendingEdge {
-                from: input.node(),
-                channel: input.channel(),
+                from: stream.node(),
+                channel: stream.channel(),
                 to,
                 port,
                 grouping: input.grouping(),
                 flow: input.flow(),
-                job: input.job(),
+                job: stream.job(),
                 dispatcher,
                 lineage,
                 exchange,
