@@ -20,48 +20,24 @@ pub(crate) const ABORT_POLL: Duration = Duration::from_millis(50);
 /// policy, drops records (counted); a job abort unblocks it with
 /// [`Disconnected`].
 pub(crate) struct PortSender {
-    sender: Sender<Message>,
-    abort: Arc<AtomicBool>,
-    times: Arc<TaskTimes>,
-    overflow: Overflow,
-    dropped: Arc<AtomicU64>,
+    pub(crate) sender: Sender<Message>,
+    /// Set when the job aborts: unblocks a blocked send.
+    pub(crate) abort: Arc<AtomicBool>,
+    /// The sending task's times, into which time blocked is added.
+    pub(crate) times: Arc<TaskTimes>,
+    pub(crate) overflow: Overflow,
+    /// Records dropped on the edge, counted.
+    pub(crate) dropped: Arc<AtomicU64>,
     /// The receiving end, for dropping the oldest queued batch.
-    oldest: Option<Receiver<Message>>,
-    /// On workers: the channel is unbounded and this is its capacity, which
-    /// the worker enforces by holding the sending task back between steps.
-    soft_capacity: Option<usize>,
+    pub(crate) oldest: Option<Receiver<Message>>,
+    /// On workers: the channel is unbounded and this is its capacity. A send
+    /// never blocks (a step of a task must not wait for another task of the
+    /// same worker); past the capacity, a dropping overflow policy drops,
+    /// and the worker holds the task back before its next step.
+    pub(crate) soft_capacity: Option<usize>,
 }
 
 impl PortSender {
-    pub(crate) fn new(
-        sender: Sender<Message>,
-        abort: Arc<AtomicBool>,
-        times: Arc<TaskTimes>,
-        overflow: Overflow,
-        dropped: Arc<AtomicU64>,
-        oldest: Option<Receiver<Message>>,
-    ) -> Self {
-        PortSender {
-            sender,
-            abort,
-            times,
-            overflow,
-            dropped,
-            oldest,
-            soft_capacity: None,
-        }
-    }
-
-    /// A sender into an unbounded channel of `capacity` for tasks run on
-    /// workers: a send never blocks (a step of a task must not wait for
-    /// another task of the same worker); past the capacity, a dropping
-    /// overflow policy drops, and the worker holds the task back before its
-    /// next step.
-    pub(crate) fn soft(mut self, capacity: usize) -> Self {
-        self.soft_capacity = Some(capacity);
-        self
-    }
-
     /// A send into the unbounded channel of a task run on a worker.
     fn send_soft(&mut self, envelope: Message, capacity: usize) -> Result<(), Disconnected> {
         let over = matches!(envelope.payload, Payload::Batch(_)) && self.sender.len() >= capacity;

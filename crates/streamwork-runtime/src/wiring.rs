@@ -301,26 +301,22 @@ impl<'g> TaskBuilder<'g> {
                     .map(|target| {
                         let key = (to, InstanceIdx(target), port, from.0);
                         let (sender, capacity) = &self.senders[&key];
-                        let port_sender = PortSender::new(
-                            sender.clone(),
-                            self.abort.clone(),
-                            times.clone(),
-                            flow.overflow,
-                            self.dropped[e].clone(),
-                            self.oldest.get(&key).cloned(),
-                        );
-                        let port_sender = if self.on_workers {
-                            // A full channel holds the task back, unless its
-                            // edge drops records instead: then it drops.
-                            if !flow.overflow.drops() {
-                                self.task_outputs.push(OutputChannel {
-                                    sender: sender.clone(),
-                                    capacity: *capacity,
-                                });
-                            }
-                            port_sender.soft(*capacity)
-                        } else {
-                            port_sender
+                        // On workers, a full channel holds the task back,
+                        // unless its edge drops records instead: then it drops.
+                        if self.on_workers && !flow.overflow.drops() {
+                            self.task_outputs.push(OutputChannel {
+                                sender: sender.clone(),
+                                capacity: *capacity,
+                            });
+                        }
+                        let port_sender = PortSender {
+                            sender: sender.clone(),
+                            abort: self.abort.clone(),
+                            times: times.clone(),
+                            overflow: flow.overflow,
+                            dropped: self.dropped[e].clone(),
+                            oldest: self.oldest.get(&key).cloned(),
+                            soft_capacity: self.on_workers.then_some(*capacity),
                         };
                         Box::new(port_sender) as Box<dyn ChannelSender>
                     })

@@ -37,7 +37,6 @@
 //! so that the upstream stops too; the failure reported is the instance's own.
 
 mod counters;
-mod identity;
 mod operator;
 mod sink;
 mod source;
@@ -54,7 +53,6 @@ use streamwork_core::record::Record;
 use streamwork_core::{InstanceContext, SourcePoll, TaskError, Timestamp};
 
 pub use counters::InstanceCounters;
-pub(crate) use identity::Identity;
 pub(crate) use operator::{OperatorKind, Port, ReadPort};
 pub(crate) use sink::{NoOutputs, SinkKind};
 pub(crate) use source::SourceKind;
@@ -379,16 +377,11 @@ impl<K: Kind> Instance<K> {
             self.advance(Timestamp::MAX)?;
         }
         self.ended = true;
-        let Instance {
-            kind,
-            out,
-            env,
-            restored_ended,
-            ..
-        } = self;
+        let restored_ended = self.restored_ended;
+        let Instance { kind, out, env, .. } = self;
         env.guard(|| {
             out.set_time(None);
-            if !*restored_ended {
+            if !restored_ended {
                 kind.on_end(out, env)?;
             }
             if env.checkpoints.is_some() {
@@ -452,10 +445,41 @@ impl<K: Kind> Instance<K> {
     }
 }
 
-/// A source instance as a task loop drives it.
-pub(crate) trait SourceTask: Send {
-    /// Restores and opens the source.
+/// What every task loop does with its instance, whatever its kind: start
+/// it, end it, and release it.
+pub(crate) trait Lifecycle: Send {
+    /// Restores and opens the instance.
     fn start(&mut self) -> Result<(), Failed>;
+    /// Its input has ended: emit what is left (a source its final part) and
+    /// send end-of-stream downstream.
+    fn finish(&mut self) -> Result<(), Failed>;
+    /// After `finish`, once the final checkpoint is complete: commit and
+    /// release (see [`Instance::close`]).
+    fn close(&mut self) -> Result<(), Failed>;
+    /// Stops at a complete savepoint, without ending (see [`Instance::suspend`]).
+    fn suspend(&mut self) -> Result<(), Failed>;
+}
+
+impl<K: Kind> Lifecycle for Instance<K> {
+    fn start(&mut self) -> Result<(), Failed> {
+        Instance::start(self)
+    }
+
+    fn finish(&mut self) -> Result<(), Failed> {
+        self.end()
+    }
+
+    fn close(&mut self) -> Result<(), Failed> {
+        Instance::close(self)
+    }
+
+    fn suspend(&mut self) -> Result<(), Failed> {
+        Instance::suspend(self)
+    }
+}
+
+/// A source instance as a task loop drives it.
+pub(crate) trait SourceTask: Lifecycle {
     /// Polls once.
     fn poll(&mut self) -> Result<SourcePoll, Failed>;
     /// Sends what is buffered.
@@ -469,13 +493,18 @@ pub(crate) trait SourceTask: Send {
     /// still pending, after sending what is buffered and replaying what
     /// timed out; `false` without acking. Never waits.
     fn trees_pending(&mut self) -> Result<bool, Failed>;
-    /// Ends the source: its final part, end-of-stream downstream.
-    fn finish(&mut self) -> Result<(), Failed>;
-    /// After `finish`, once the final checkpoint is complete: commit and
-    /// release (see [`Instance::close`]).
-    fn close(&mut self) -> Result<(), Failed>;
-    /// Stops at a complete savepoint, without ending (see [`Instance::suspend`]).
-    fn suspend(&mut self) -> Result<(), Failed>;
+}
+
+/// A batch as it arrives at an instance: the input port and the sender it
+/// came from, and its records (a `Vec<Record<T>>` of the port's type, or
+/// the same records homed or anchored).
+pub(crate) struct Arrived {
+    /// The input port.
+    pub(crate) port: usize,
+    /// The sender, among the port's.
+    pub(crate) from: SenderIdx,
+    /// The records.
+    pub(crate) batch: Box<dyn Any + Send>,
 }
 
 /// An instance reading channels, as a task loop drives it. The loop counts
@@ -483,17 +512,10 @@ pub(crate) trait SourceTask: Send {
 /// it calls [`on_watermark`](Self::on_watermark) when the minimum over all
 /// active senders advances, [`on_idle`](Self::on_idle) when every remaining
 /// sender is idle, [`on_port_end`](Self::on_port_end) when every sender of a
-/// port has ended, then [`finish`](Self::finish).
-pub(crate) trait InputTask: Send {
-    /// Restores and opens the instance.
-    fn start(&mut self) -> Result<(), Failed>;
-    /// Processes one batch (a `Vec<Record<T>>` of the port's type).
-    fn on_batch(
-        &mut self,
-        port: usize,
-        from: SenderIdx,
-        batch: Box<dyn Any + Send>,
-    ) -> Result<(), Failed>;
+/// port has ended, then [`finish`](Lifecycle::finish).
+pub(crate) trait InputTask: Lifecycle {
+    /// Processes one batch.
+    fn on_batch(&mut self, arrived: Arrived) -> Result<(), Failed>;
     /// The instance's event time advanced to `watermark`.
     fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), Failed>;
     /// Every sender that has not ended is idle.
@@ -507,25 +529,13 @@ pub(crate) trait InputTask: Send {
     /// The barrier of `checkpoint` has arrived from every sender (or every
     /// sender that has not ended), `alignment` after its first arrival.
     fn on_barrier(&mut self, checkpoint: CheckpointId, alignment: Duration) -> Result<(), Failed>;
-    /// Every port has ended: emit what is left and end the outputs.
-    fn finish(&mut self) -> Result<(), Failed>;
-    /// After `finish`, once the final checkpoint is complete: commit and
-    /// release (see [`Instance::close`]).
-    fn close(&mut self) -> Result<(), Failed>;
-    /// Stops at a complete savepoint, without ending (see [`Instance::suspend`]).
-    fn suspend(&mut self) -> Result<(), Failed>;
 }
 
 /// What differs between the kinds that read channels (operators, sinks): how a batch is handled, and what the end of one
 /// port means. The rest of [`InputTask`] is the shared lifecycle.
 pub(crate) trait Receives: Kind + Sized {
-    /// Processes one batch (a `Vec<Record<T>>` of the port's type).
-    fn on_batch(
-        instance: &mut Instance<Self>,
-        port: usize,
-        from: SenderIdx,
-        batch: Box<dyn Any + Send>,
-    ) -> Result<(), Failed>;
+    /// Processes one batch.
+    fn on_batch(instance: &mut Instance<Self>, arrived: Arrived) -> Result<(), Failed>;
 
     /// Every sender into `port` has ended (nothing to do by default).
     fn on_port_end(instance: &mut Instance<Self>, port: usize) -> Result<(), Failed> {
@@ -535,17 +545,8 @@ pub(crate) trait Receives: Kind + Sized {
 }
 
 impl<K: Receives> InputTask for Instance<K> {
-    fn start(&mut self) -> Result<(), Failed> {
-        Instance::start(self)
-    }
-
-    fn on_batch(
-        &mut self,
-        port: usize,
-        from: SenderIdx,
-        batch: Box<dyn Any + Send>,
-    ) -> Result<(), Failed> {
-        K::on_batch(self, port, from, batch)
+    fn on_batch(&mut self, arrived: Arrived) -> Result<(), Failed> {
+        K::on_batch(self, arrived)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp) -> Result<(), Failed> {
@@ -570,18 +571,6 @@ impl<K: Receives> InputTask for Instance<K> {
 
     fn on_barrier(&mut self, checkpoint: CheckpointId, alignment: Duration) -> Result<(), Failed> {
         self.barrier(checkpoint, alignment)
-    }
-
-    fn finish(&mut self) -> Result<(), Failed> {
-        self.end()
-    }
-
-    fn suspend(&mut self) -> Result<(), Failed> {
-        Instance::suspend(self)
-    }
-
-    fn close(&mut self) -> Result<(), Failed> {
-        Instance::close(self)
     }
 }
 

@@ -14,7 +14,7 @@ use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Record;
 use streamwork_core::{Collector, Context, InstanceContext, Operator, TaskError, Timestamp};
 
-use super::{Env, Instance, Kind, Receives, downcast_anchored, rooted};
+use super::{Arrived, Env, Instance, Kind, Receives, downcast_anchored, rooted};
 use crate::acking;
 use crate::failure::Failed;
 use crate::message::SenderIdx;
@@ -251,15 +251,11 @@ fn run_records<O: Operator>(
 }
 
 impl<O: Operator> Receives for OperatorKind<O> {
-    fn on_batch(
-        instance: &mut Instance<Self>,
-        port: usize,
-        from: SenderIdx,
-        batch: Box<dyn Any + Send>,
-    ) -> Result<(), Failed> {
+    fn on_batch(instance: &mut Instance<Self>, arrived: Arrived) -> Result<(), Failed> {
         if !instance.kind.ports.is_empty() {
-            return instance.read_port(port, from, batch);
+            return instance.read_port(arrived);
         }
+        let Arrived { from, batch, .. } = arrived;
         let (mut batch, anchors) = instance.env.guard(|| downcast_anchored::<O::In>(batch))?;
         let edge = instance
             .kind
@@ -294,12 +290,8 @@ impl<O: Operator> Receives for OperatorKind<O> {
 impl<O: Operator> Instance<OperatorKind<O>> {
     /// Runs a batch of input port `port` through the operator's reader of
     /// that port, then its end-of-batch hook.
-    fn read_port(
-        &mut self,
-        port: usize,
-        from: SenderIdx,
-        batch: Box<dyn Any + Send>,
-    ) -> Result<(), Failed> {
+    fn read_port(&mut self, arrived: Arrived) -> Result<(), Failed> {
+        let Arrived { port, from, batch } = arrived;
         let Instance { kind, out, env, .. } = self;
         let n = env.guard(|| {
             let OperatorKind {

@@ -3,8 +3,6 @@
 //! pre-commits at every barrier and commits once the coordinator declares a
 //! checkpoint complete.
 
-use std::any::Any;
-
 use streamwork_core::checkpoint::{CheckpointId, Restore, SnapshotContext, StateBytes};
 use streamwork_core::control::{Control, Disconnected};
 use streamwork_core::edge::Edge;
@@ -12,10 +10,9 @@ use streamwork_core::outputs::{Channel, ChannelInfo, OutputParts, Outputs};
 use streamwork_core::record::Record;
 use streamwork_core::{JobId, NodeId, Sink, StreamTime, TaskError, Timestamp};
 
-use super::{Env, Instance, Kind, Receives, downcast_anchored};
+use super::{Arrived, Env, Instance, Kind, Receives, downcast_anchored};
 use crate::acking;
 use crate::failure::Failed;
-use crate::message::SenderIdx;
 
 /// The outputs of a sink: none.
 pub(crate) struct NoOutputs;
@@ -152,12 +149,8 @@ impl<S: Sink> Instance<SinkKind<S>> {
 }
 
 impl<S: Sink> Receives for SinkKind<S> {
-    fn on_batch(
-        instance: &mut Instance<Self>,
-        _port: usize,
-        _from: SenderIdx,
-        batch: Box<dyn Any + Send>,
-    ) -> Result<(), Failed> {
+    fn on_batch(instance: &mut Instance<Self>, arrived: Arrived) -> Result<(), Failed> {
+        let batch = arrived.batch;
         let (mut batch, anchors) = instance.env.guard(|| downcast_anchored::<S::In>(batch))?;
         instance.write_all(batch.drain())?;
         if let (Some(acker), Some(anchors)) = (instance.env.acker.clone(), anchors) {

@@ -78,10 +78,6 @@ impl<S: Source> Kind for SourceKind<S> {
 }
 
 impl<S: Source> SourceTask for Instance<SourceKind<S>> {
-    fn start(&mut self) -> Result<(), Failed> {
-        Instance::start(self)
-    }
-
     fn poll(&mut self) -> Result<SourcePoll, Failed> {
         let Instance { kind, out, env, .. } = self;
         env.guard(|| {
@@ -125,17 +121,5 @@ impl<S: Source> SourceTask for Instance<SourceKind<S>> {
             acking::send_pending(&acker);
             Ok(acker.pending_of(env.ctx.component(), env.ctx.instance()) > 0)
         })
-    }
-
-    fn finish(&mut self) -> Result<(), Failed> {
-        self.end()
-    }
-
-    fn suspend(&mut self) -> Result<(), Failed> {
-        Instance::suspend(self)
-    }
-
-    fn close(&mut self) -> Result<(), Failed> {
-        Instance::close(self)
     }
 }

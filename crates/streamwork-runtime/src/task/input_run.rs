@@ -22,7 +22,7 @@ use super::event_clock::{Change, EventClock};
 use super::pause::{PauseState, occupancy};
 use super::{Ended, FINAL_POLL, Flags, InputChannel, Step, TICK};
 use crate::failure::Failed;
-use crate::instance::InputTask;
+use crate::instance::{Arrived, InputTask};
 use crate::message::{Message, Payload};
 use crate::metrics::{PauseFlag, TaskTimes};
 
@@ -116,7 +116,24 @@ impl InputRun {
             self.ended = Some(after);
             return flags.closing_step(after, || task.close());
         }
-        let received = self.receive(task, ports, times, flags, block)?;
+        let received = match self.ready(ports, flags)? {
+            Some(received) => received,
+            None => {
+                // The input is momentarily empty: flush (adaptive flushing),
+                // then, if `block`, wait up to one tick.
+                task.flush()?;
+                if flags.failure.aborted() {
+                    Received::Aborted
+                } else if block {
+                    let waiting = Instant::now();
+                    let received = self.wait(ports, flags)?;
+                    times.add_idle(waiting.elapsed());
+                    received
+                } else {
+                    Received::Nothing
+                }
+            }
+        };
         if let Some(pause) = self.pause.as_mut() {
             pause.update(ports);
         }
@@ -144,7 +161,7 @@ impl InputRun {
             Payload::Batch(batch) => {
                 let change = clock.activity(port, from);
                 apply(task, change, times)?;
-                task.on_batch(port, from, batch)?;
+                task.on_batch(Arrived { port, from, batch })?;
             }
             Payload::Control(Control::Watermark(watermark)) => {
                 let change = clock.watermark(port, from, watermark);
@@ -189,17 +206,13 @@ impl InputRun {
         }
     }
 
-    /// The next message from the active channels, visited round-robin: without
-    /// blocking if one is ready; otherwise flush (adaptive flushing) and, if
-    /// `block`, block up to one tick.
-    fn receive(
+    /// A message ready on the active channels, visited round-robin; `None`
+    /// if none is.
+    fn ready(
         &mut self,
-        task: &mut dyn InputTask,
         ports: &[Vec<InputChannel>],
-        times: &TaskTimes,
         flags: &Flags,
-        block: bool,
-    ) -> Result<Received, Failed> {
+    ) -> Result<Option<Received>, Failed> {
         let n = self.active.len();
         for i in 0..n {
             let slot = (self.next + i) % n;
@@ -207,23 +220,13 @@ impl InputRun {
             match ports[port][sender].receiver.try_recv() {
                 Ok(envelope) => {
                     self.next = (slot + 1) % n;
-                    return Ok(Received::Message(slot, envelope));
+                    return Ok(Some(Received::Message(slot, envelope)));
                 }
                 Err(TryRecvError::Empty) => {}
-                Err(TryRecvError::Disconnected) => return self.disconnected(flags),
+                Err(TryRecvError::Disconnected) => return self.disconnected(flags).map(Some),
             }
         }
-        task.flush()?;
-        if flags.failure.aborted() {
-            return Ok(Received::Aborted);
-        }
-        if !block {
-            return Ok(Received::Nothing);
-        }
-        let waiting = Instant::now();
-        let received = self.wait(ports, flags);
-        times.add_idle(waiting.elapsed());
-        received
+        Ok(None)
     }
 
     /// Blocks up to one tick for a message on any active channel.
