@@ -235,14 +235,9 @@ impl CheckpointLog {
         payload: &[u8],
     ) -> Result<RecordAt, StateError> {
         let header = Header {
-            kind: Kind::Snapshot,
-            checkpoint: checkpoint.get(),
-            operator: operator.0,
-            part: part.0,
-            schema,
             len: payload.len() as u64,
             payload_crc: crc32fast::hash(payload),
-            checked_by_reader: false,
+            ..Header::snapshot(checkpoint, operator, part, schema)
         };
         self.append(header, payload)
     }
@@ -294,17 +289,13 @@ impl CheckpointLog {
         let flushed = streamed.and_then(|()| framed.out.flush().map_err(io));
         drop(framed);
         let header = Header {
-            kind: Kind::Snapshot,
-            checkpoint: checkpoint.get(),
-            operator: operator.0,
-            part: part.0,
-            schema,
             len,
             payload_crc: crc,
             // A payload larger than memory (a run) is checked by its
             // reader a part at a time (each key group on first touch):
             // checking it whole would make every load read it all.
             checked_by_reader: check == SideCheck::ByReader,
+            ..Header::snapshot(checkpoint, operator, part, schema)
         };
         let finished = flushed.and_then(|()| {
             let record_len = header.record_len().ok_or(StateError::TooLarge {
@@ -349,14 +340,8 @@ impl CheckpointLog {
         on: CheckpointId,
     ) -> Result<(), StateError> {
         let header = Header {
-            kind: Kind::Depends,
-            checkpoint: checkpoint.get(),
             operator: on.get(),
-            part: 0,
-            schema: 0,
-            len: 0,
-            payload_crc: crc32fast::hash(&[]),
-            checked_by_reader: false,
+            ..Header::new(Kind::Depends, checkpoint)
         };
         self.append(header, &[])?;
         self.depends
@@ -400,14 +385,8 @@ impl CheckpointLog {
     pub fn commit(&mut self, checkpoint: CheckpointId, snapshots: u32) -> Result<(), StateError> {
         self.sync()?;
         let header = Header {
-            kind: Kind::Commit,
-            checkpoint: checkpoint.get(),
-            operator: 0,
             part: snapshots,
-            schema: 0,
-            len: 0,
-            payload_crc: crc32fast::hash(&[]),
-            checked_by_reader: false,
+            ..Header::new(Kind::Commit, checkpoint)
         };
         self.append(header, &[])?;
         self.sync()?;

@@ -549,6 +549,10 @@ pub(crate) mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    fn open(dir: &Path) -> CheckpointLog {
+        CheckpointLog::open(dir, LogOptions::default()).unwrap()
+    }
+
     fn commit(log: &mut CheckpointLog, value: u64) -> CheckpointId {
         let id = log.next_checkpoint_id().unwrap();
         log.append_snapshot(
@@ -579,7 +583,7 @@ pub(crate) mod tests {
         let store = Arc::new(DirectoryStore::new(base.join("store")));
         let a = base.join("a");
         let mirror = Mirror::new(store.clone());
-        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        let mut log = open(&a);
         commit(&mut log, 1);
         mirror.publish(&a).unwrap();
         (store, mirror, a, log)
@@ -647,12 +651,12 @@ pub(crate) mod tests {
         let (store, _, a, log) = published_once(&base);
         let b = base.join("b");
         drop(log);
-        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        let mut log = open(&a);
         let unpublished = commit(&mut log, 2);
         drop(log);
         let second = Mirror::new(store.clone());
         assert!(second.fetch(&b).unwrap());
-        let mut log = CheckpointLog::open(&b, LogOptions::default()).unwrap();
+        let mut log = open(&b);
         let published = commit(&mut log, 3);
         second.publish(&b).unwrap();
         drop(log);
@@ -675,12 +679,12 @@ pub(crate) mod tests {
         let (store, mirror, a, log) = published_once(&base);
         let b = base.join("b");
         drop(log);
-        let mut log = CheckpointLog::open(&a, LogOptions::default()).unwrap();
+        let mut log = open(&a);
         let taken = log.next_checkpoint_id().unwrap();
         mirror.publish_reserved(&a).unwrap();
         drop(log);
         assert!(Mirror::new(store).fetch(&b).unwrap());
-        let mut log = CheckpointLog::open(&b, LogOptions::default()).unwrap();
+        let mut log = open(&b);
         let next = log.next_checkpoint_id().unwrap();
         assert!(next > taken, "{next} after {taken}");
         std::fs::remove_dir_all(&base).ok();
@@ -758,7 +762,7 @@ pub(crate) mod tests {
         // B takes over from the store, and goes on.
         let second = Mirror::new(store.clone());
         assert!(second.fetch(&b).unwrap());
-        let mut log = CheckpointLog::open(&b, LogOptions::default()).unwrap();
+        let mut log = open(&b);
         let newer = commit(&mut log, 2);
         second.publish(&b).unwrap();
         drop(log);

@@ -22,6 +22,8 @@
 //! Integers are little-endian. The header's own checksum lets a reader trust
 //! the length (and so find the next record) even when a payload is damaged.
 
+use streamwork_core::{CheckpointId, InstanceIdx, OperatorId};
+
 /// Bytes of a record header.
 pub(crate) const HEADER_LEN: usize = 48;
 /// Alignment of every record, hence of every payload.
@@ -66,6 +68,37 @@ pub(crate) enum BadHeader {
 }
 
 impl Header {
+    /// A header of `kind` for `checkpoint`, of an empty payload, every
+    /// other field 0.
+    pub(crate) fn new(kind: Kind, checkpoint: CheckpointId) -> Header {
+        Header {
+            kind,
+            checkpoint: checkpoint.get(),
+            operator: 0,
+            part: 0,
+            schema: 0,
+            len: 0,
+            payload_crc: crc32fast::hash(&[]),
+            checked_by_reader: false,
+        }
+    }
+
+    /// The header of a snapshot of `operator`'s `part` for `checkpoint`,
+    /// of an empty payload laid out by `schema`.
+    pub(crate) fn snapshot(
+        checkpoint: CheckpointId,
+        operator: OperatorId,
+        part: InstanceIdx,
+        schema: u32,
+    ) -> Header {
+        Header {
+            operator: operator.0,
+            part: part.0,
+            schema,
+            ..Header::new(Kind::Snapshot, checkpoint)
+        }
+    }
+
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];
         out[0..4].copy_from_slice(&MAGIC);
