@@ -111,11 +111,9 @@ impl Lease {
 
     /// Gives the lease up (if it is still this member's).
     pub(crate) fn release(mut self) {
-        self.kept.stop();
-        if self.holding().is_lost() {
+        let Some(member) = self.kept.stop_held() else {
             return;
-        }
-        let member = self.kept.holding().member();
+        };
         if matches!(fs::read_to_string(&self.path), Ok(m) if m.trim() == member) {
             let _ = fs::remove_file(&self.path);
         }

@@ -211,6 +211,13 @@ impl Kept {
         &self.holding
     }
 
+    /// Stops both threads, then names the member that still holds the
+    /// lease: `None` if it was lost (its releasing is not this member's).
+    pub(crate) fn stop_held(&mut self) -> Option<&str> {
+        self.stop();
+        (!self.holding.is_lost()).then(|| self.holding.member())
+    }
+
     /// Stops both threads (waiting for a refresh under way).
     pub(crate) fn stop(&mut self) {
         self.done.store(true, Ordering::Relaxed);

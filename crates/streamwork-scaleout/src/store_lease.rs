@@ -133,13 +133,12 @@ impl StoreLease {
 
     /// Gives the lease up (after the job's final checkpoint).
     pub(crate) fn release(mut self) {
-        self.kept.stop();
-        if self.holding().is_lost() {
+        let Some(member) = self.kept.stop_held() else {
             return;
-        }
+        };
         // Removed only if still this process's.
         if let Ok(Some((bytes, _))) = self.store.read_versioned(OWNER)
-            && holder(&bytes).is_some_and(|member| member == self.kept.holding().member())
+            && holder(&bytes).is_some_and(|holder| holder == member)
             && let Err(error) = self.store.delete(OWNER)
         {
             tracing::warn!("releasing the partition lease: {error}");
