@@ -106,6 +106,17 @@ impl NonFinite {
     }
 }
 
+/// The `Serializer` methods of values that hold no float: each does nothing.
+macro_rules! skip_values {
+    ($($method:ident($ty:ty)),* $(,)?) => {
+        $(
+            fn $method(self, _: $ty) -> Result<(), Found> {
+                Ok(())
+            }
+        )*
+    };
+}
+
 /// Serializes nothing but notes floats; a compound's parts are walked with
 /// their place.
 impl<'a> ser::Serializer for &'a mut NonFinite {
@@ -125,41 +136,19 @@ impl<'a> ser::Serializer for &'a mut NonFinite {
     fn serialize_f64(self, v: f64) -> Result<(), Found> {
         self.float(v)
     }
-    fn serialize_bool(self, _: bool) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_i8(self, _: i8) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_i16(self, _: i16) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_i32(self, _: i32) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_i64(self, _: i64) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_u8(self, _: u8) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_u16(self, _: u16) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_u32(self, _: u32) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_u64(self, _: u64) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_char(self, _: char) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_str(self, _: &str) -> Result<(), Found> {
-        Ok(())
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<(), Found> {
-        Ok(())
+    skip_values! {
+        serialize_bool(bool),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
+        serialize_char(char),
+        serialize_str(&str),
+        serialize_bytes(&[u8]),
     }
     fn serialize_none(self) -> Result<(), Found> {
         Ok(())
@@ -194,25 +183,13 @@ impl<'a> ser::Serializer for &'a mut NonFinite {
         self.within(Step::Field(variant), value)
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Seq<'a>, Found> {
-        Ok(Seq {
-            walk: self,
-            next: 0,
-            variant: false,
-        })
+        Ok(Seq::new(self, false))
     }
     fn serialize_tuple(self, _: usize) -> Result<Seq<'a>, Found> {
-        Ok(Seq {
-            walk: self,
-            next: 0,
-            variant: false,
-        })
+        Ok(Seq::new(self, false))
     }
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Seq<'a>, Found> {
-        Ok(Seq {
-            walk: self,
-            next: 0,
-            variant: false,
-        })
+        Ok(Seq::new(self, false))
     }
     /// serde_json writes `{"Variant": [..]}`.
     fn serialize_tuple_variant(
@@ -223,11 +200,7 @@ impl<'a> ser::Serializer for &'a mut NonFinite {
         _: usize,
     ) -> Result<Seq<'a>, Found> {
         self.path.push(Step::Field(variant));
-        Ok(Seq {
-            walk: self,
-            next: 0,
-            variant: true,
-        })
+        Ok(Seq::new(self, true))
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Map<'a>, Found> {
         self.in_map += 1;
@@ -262,7 +235,17 @@ struct Seq<'a> {
     variant: bool,
 }
 
-impl Seq<'_> {
+impl<'a> Seq<'a> {
+    /// The walk of a sequence's elements; `variant`: of a tuple variant,
+    /// whose name was pushed onto the path.
+    fn new(walk: &'a mut NonFinite, variant: bool) -> Self {
+        Seq {
+            walk,
+            next: 0,
+            variant,
+        }
+    }
+
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
         let index = self.next;
         self.next += 1;
