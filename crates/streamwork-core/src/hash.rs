@@ -61,6 +61,17 @@ pub fn fmix64(mut k: u64) -> u64 {
     k
 }
 
+/// `Hasher` methods that mix one integer widened to 64 bits (a signed one
+/// sign-extended, through `i64`).
+macro_rules! mix_widened {
+    ($($method:ident($ty:ty) as $wide:ty),* $(,)?) => {$(
+        #[inline]
+        fn $method(&mut self, i: $ty) {
+            self.mix(i as $wide as u64);
+        }
+    )*};
+}
+
 impl Hasher for StableHasher {
     #[inline]
     fn finish(&self) -> u64 {
@@ -84,49 +95,22 @@ impl Hasher for StableHasher {
     }
 
     #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.mix(u64::from(i));
-    }
-    #[inline]
-    fn write_u16(&mut self, i: u16) {
-        self.mix(u64::from(i));
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.mix(u64::from(i));
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.mix(i);
-    }
-    #[inline]
     fn write_u128(&mut self, i: u128) {
         self.mix(i as u64);
         self.mix((i >> 64) as u64);
     }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.mix(i as u64);
-    }
-    #[inline]
-    fn write_i8(&mut self, i: i8) {
-        self.mix(i as i64 as u64);
-    }
-    #[inline]
-    fn write_i16(&mut self, i: i16) {
-        self.mix(i as i64 as u64);
-    }
-    #[inline]
-    fn write_i32(&mut self, i: i32) {
-        self.mix(i as i64 as u64);
-    }
-    #[inline]
-    fn write_i64(&mut self, i: i64) {
-        self.mix(i as u64);
-    }
-    #[inline]
-    fn write_isize(&mut self, i: isize) {
-        self.mix(i as i64 as u64);
+
+    mix_widened! {
+        write_u8(u8) as u64,
+        write_u16(u16) as u64,
+        write_u32(u32) as u64,
+        write_u64(u64) as u64,
+        write_usize(usize) as u64,
+        write_i8(i8) as i64,
+        write_i16(i16) as i64,
+        write_i32(i32) as i64,
+        write_i64(i64) as i64,
+        write_isize(isize) as i64,
     }
 }
 
@@ -158,6 +142,31 @@ mod tests {
         assert_eq!(h.finish(), fmix64(7u64.wrapping_mul(MULTIPLIER)));
         assert_eq!(stable_hash(&7u32), stable_hash(&7u64));
         assert_eq!(stable_hash(&7usize), stable_hash(&7u64));
+        // Every width, signed ones sign-extended.
+        let pinned = [
+            stable_hash(&200u8),
+            stable_hash(&60_000u16),
+            stable_hash(&-1i8),
+            stable_hash(&-300i16),
+            stable_hash(&-70_000i32),
+            stable_hash(&i64::MIN),
+            stable_hash(&-5isize),
+            stable_hash(&(u128::MAX - 3)),
+        ];
+        assert_eq!(
+            pinned,
+            [
+                14546707425991130063,
+                18063740495822246965,
+                10590618499855609741,
+                16228445585052950273,
+                321266905580355260,
+                10338021812380738707,
+                12293644047148362245,
+                11823812421465990299,
+            ]
+        );
+        assert_eq!(stable_hash(&-1i8), stable_hash(&-1i64));
     }
 
     #[test]
