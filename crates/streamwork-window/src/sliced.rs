@@ -96,12 +96,27 @@ impl<K, Acc> Slice<K, Acc> {
 /// The slice type of a window operator.
 type SliceOf<T, KK, A> = Slice<<KK as KeyKind>::Value, <A as Aggregate<T>>::Acc>;
 
-/// Partials of one key gathered from the slices of one window.
-type Gathered<'a, T, KK, A> = HashTable<(
-    u64,
-    &'a <KK as KeyKind>::Value,
-    Vec<&'a <A as Aggregate<T>>::Acc>,
-)>;
+/// Every key's partials in `slices`, gathered into one value per key: a
+/// key's first partial `start`s it, each later one is `add`ed to it.
+fn gather<'a, K: PartialEq, Acc, V>(
+    slices: &[(i64, &'a Slice<K, Acc>)],
+    start: impl Fn(&'a Acc) -> V,
+    add: impl Fn(&mut V, &'a Acc),
+) -> HashTable<(u64, &'a K, V)> {
+    let mut gathered: HashTable<(u64, &'a K, V)> =
+        HashTable::with_capacity(slices.first().map_or(0, |(_, s)| s.partials.len()));
+    for (_, slice) in slices {
+        for partial in slice.partials.iter() {
+            match gathered.entry(partial.hash, |(_, k, _)| **k == partial.key, |(h, _, _)| *h) {
+                Entry::Occupied(mut e) => add(&mut e.get_mut().2, &partial.acc),
+                Entry::Vacant(e) => {
+                    e.insert((partial.hash, &partial.key, start(&partial.acc)));
+                }
+            }
+        }
+    }
+    gathered
+}
 
 /// The time range and window ends of the hot slice.
 #[derive(Copy, Clone, Debug)]
@@ -461,21 +476,7 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
                 }
             }
             (many, None) if A::BY_PARTS => {
-                let mut by_key: Gathered<'_, T, KK, A> = HashTable::new();
-                for (_, slice) in many {
-                    for partial in slice.partials.iter() {
-                        match by_key.entry(
-                            partial.hash,
-                            |(_, k, _)| **k == partial.key,
-                            |(h, _, _)| *h,
-                        ) {
-                            Entry::Occupied(mut e) => e.get_mut().2.push(&partial.acc),
-                            Entry::Vacant(e) => {
-                                e.insert((partial.hash, &partial.key, vec![&partial.acc]));
-                            }
-                        }
-                    }
-                }
+                let by_key = gather(many, |acc| vec![acc], |accs, acc| accs.push(acc));
                 for (_, key, accs) in by_key.iter() {
                     let value = self.aggregate.result_of_parts(accs);
                     emit(key, value);
@@ -483,26 +484,10 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
             }
             (many, None) => {
                 // Incremental aggregates: merge the slices' partials per key.
-                let mut merged: HashTable<(u64, &KK::Value, A::Acc)> =
-                    HashTable::with_capacity(many[0].1.partials.len());
-                for (_, slice) in many {
-                    for partial in slice.partials.iter() {
-                        match merged.entry(
-                            partial.hash,
-                            |(_, k, _)| **k == partial.key,
-                            |(h, _, _)| *h,
-                        ) {
-                            Entry::Occupied(mut e) => {
-                                self.aggregate.merge(&mut e.get_mut().2, &partial.acc)
-                            }
-                            Entry::Vacant(e) => {
-                                e.insert((partial.hash, &partial.key, partial.acc.clone()));
-                            }
-                        }
-                    }
-                }
+                let aggregate = &self.aggregate;
+                let merged = gather(many, A::Acc::clone, |into, acc| aggregate.merge(into, acc));
                 for (_, key, acc) in merged.iter() {
-                    let value = self.aggregate.result(acc);
+                    let value = aggregate.result(acc);
                     emit(key, value);
                 }
             }
