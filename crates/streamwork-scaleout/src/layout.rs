@@ -172,42 +172,32 @@ impl Layout {
     pub(crate) fn rescaled_to(&self, wanted: &Layout) -> Layout {
         Layout {
             generation: self.generation + 1,
-            stages: self
-                .stages
-                .iter()
-                .zip(&wanted.stages)
-                .map(|(old, new)| {
-                    if old.partitions == new.partitions {
-                        old.clone()
-                    } else {
-                        StageLayout {
-                            name: old.name.clone(),
-                            partitions: new.partitions,
-                            generation: old.generation + 1,
-                            from: Some((old.generation, old.partitions)),
-                        }
+            stages: rescaled(
+                &self.stages,
+                &wanted.stages,
+                |s| s.partitions,
+                |old, partitions| StageLayout {
+                    name: old.name.clone(),
+                    partitions,
+                    generation: old.generation + 1,
+                    from: Some((old.generation, old.partitions)),
+                },
+            ),
+            exchanges: rescaled(
+                &self.exchanges,
+                &wanted.exchanges,
+                |x| x.partitions,
+                |old, partitions| {
+                    let mut previous = old.previous.clone();
+                    previous.push(String::new());
+                    ExchangeLayout {
+                        name: old.name.clone(),
+                        partitions,
+                        generation: old.generation + 1,
+                        previous,
                     }
-                })
-                .collect(),
-            exchanges: self
-                .exchanges
-                .iter()
-                .zip(&wanted.exchanges)
-                .map(|(old, new)| {
-                    if old.partitions == new.partitions {
-                        old.clone()
-                    } else {
-                        let mut previous = old.previous.clone();
-                        previous.push(String::new());
-                        ExchangeLayout {
-                            name: old.name.clone(),
-                            partitions: new.partitions,
-                            generation: old.generation + 1,
-                            previous,
-                        }
-                    }
-                })
-                .collect(),
+                },
+            ),
         }
     }
 
@@ -325,6 +315,27 @@ pub(crate) enum LayoutUnreadable {
     /// A line of a kind this version does not know.
     #[error("an unknown line `{0}`")]
     Unknown(String),
+}
+
+/// `old`'s entries with `new`'s partition counts: an entry whose count is
+/// unchanged is kept as it is; one whose count changed is `moved` to its
+/// next generation with the new count.
+fn rescaled<T: Clone>(
+    old: &[T],
+    new: &[T],
+    partitions: impl Fn(&T) -> u32,
+    moved: impl Fn(&T, u32) -> T,
+) -> Vec<T> {
+    old.iter()
+        .zip(new)
+        .map(|(old, new)| {
+            if partitions(old) == partitions(new) {
+                old.clone()
+            } else {
+                moved(old, partitions(new))
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

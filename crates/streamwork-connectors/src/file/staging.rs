@@ -63,6 +63,17 @@ pub(super) enum Staged {
     Final,
 }
 
+impl Staged {
+    /// Whether checkpoint `checkpoint` covers it (with `final_too`, the
+    /// job's final checkpoint too).
+    fn covered_by(self, checkpoint: CheckpointId, final_too: bool) -> bool {
+        match self {
+            Staged::At(id) => id <= checkpoint,
+            Staged::Final => final_too,
+        }
+    }
+}
+
 impl Staging {
     pub(super) fn new(target: PathBuf, single: bool) -> Self {
         let dir = target
@@ -264,11 +275,7 @@ impl Staging {
         final_too: bool,
     ) -> Result<(), ConnectorError> {
         for staged in self.staged()? {
-            let due = match staged {
-                Staged::At(id) => id <= checkpoint,
-                Staged::Final => final_too,
-            };
-            if due {
+            if staged.covered_by(checkpoint, final_too) {
                 self.commit(staged)?;
             }
         }
@@ -410,11 +417,7 @@ impl Staging {
             self.finish_interrupted_appends()?;
         }
         for staged in self.staged()? {
-            let keep = match staged {
-                Staged::At(id) => id <= restored,
-                Staged::Final => is_final,
-            };
-            if keep {
+            if staged.covered_by(restored, is_final) {
                 self.commit(staged)?;
             } else {
                 let path = self.staged_path(staged);

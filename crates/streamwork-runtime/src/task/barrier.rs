@@ -98,6 +98,11 @@ mod tests {
         CheckpointId::new(n)
     }
 
+    /// The checkpoint whose barrier is now complete on `active`, if any.
+    fn completed(barrier: &mut Barrier, active: &mut Vec<Slot>) -> Option<CheckpointId> {
+        barrier.complete_if_aligned(active).map(|(id, _)| id)
+    }
+
     #[test]
     fn aligning_sets_inputs_aside_until_every_input_delivered() {
         let mut barrier = Barrier::new(true);
@@ -108,16 +113,10 @@ mod tests {
             [(0, 0), (1, 0)],
             "the input that delivered it is not read"
         );
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            None
-        );
+        assert_eq!(completed(&mut barrier, &mut active), None);
         barrier.arrived(id(1), 0, &mut active);
         barrier.arrived(id(1), 0, &mut active);
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            Some(id(1))
-        );
+        assert_eq!(completed(&mut barrier, &mut active), Some(id(1)));
         active.sort();
         assert_eq!(
             active,
@@ -133,15 +132,9 @@ mod tests {
         let mut active = vec![(0, 0), (0, 1)];
         barrier.arrived(id(4), 0, &mut active);
         assert_eq!(active.len(), 2);
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            None
-        );
+        assert_eq!(completed(&mut barrier, &mut active), None);
         barrier.arrived(id(4), 1, &mut active);
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            Some(id(4))
-        );
+        assert_eq!(completed(&mut barrier, &mut active), Some(id(4)));
     }
 
     #[test]
@@ -151,10 +144,7 @@ mod tests {
         barrier.arrived(id(2), 0, &mut active);
         // The other input ends: the loop removes it from the active inputs.
         active.remove(0);
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            Some(id(2))
-        );
+        assert_eq!(completed(&mut barrier, &mut active), Some(id(2)));
         assert_eq!(active, [(0, 0)]);
     }
 
@@ -169,14 +159,8 @@ mod tests {
             [(0, 0)],
             "only the input that delivered the newer one waits"
         );
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            None
-        );
+        assert_eq!(completed(&mut barrier, &mut active), None);
         barrier.arrived(id(2), 0, &mut active);
-        assert_eq!(
-            barrier.complete_if_aligned(&mut active).map(|(id, _)| id),
-            Some(id(2))
-        );
+        assert_eq!(completed(&mut barrier, &mut active), Some(id(2)));
     }
 }
