@@ -257,17 +257,19 @@ impl Layout {
             stages: Vec::new(),
             exchanges: Vec::new(),
         };
+        // A stage's or an exchange's first fields: name, partitions, generation.
+        let head = |fields: &mut std::str::Split<'_, char>, what: &'static str| {
+            let name = fields.next().ok_or(LayoutUnreadable::Missing(what))?;
+            let partitions = number(fields.next(), "partition count")?;
+            let generation = number(fields.next(), "generation")?;
+            Ok::<_, LayoutUnreadable>((name.to_string(), partitions, generation))
+        };
         for line in lines {
             let mut fields = line.split('\t');
             match fields.next() {
                 Some("generation") => layout.generation = number(fields.next(), "generation")?,
                 Some("stage") => {
-                    let name = fields
-                        .next()
-                        .ok_or(LayoutUnreadable::Missing("stage name"))?
-                        .to_string();
-                    let partitions = number(fields.next(), "partition count")?;
-                    let generation = number(fields.next(), "generation")?;
+                    let (name, partitions, generation) = head(&mut fields, "stage name")?;
                     let from = match fields.next() {
                         Some(g) => Some((number(Some(g), "generation")?, {
                             number(fields.next(), "partition count")?
@@ -282,12 +284,7 @@ impl Layout {
                     });
                 }
                 Some("exchange") => {
-                    let name = fields
-                        .next()
-                        .ok_or(LayoutUnreadable::Missing("exchange name"))?
-                        .to_string();
-                    let partitions = number(fields.next(), "partition count")?;
-                    let generation = number(fields.next(), "generation")?;
+                    let (name, partitions, generation) = head(&mut fields, "exchange name")?;
                     layout.exchanges.push(ExchangeLayout {
                         name,
                         partitions,

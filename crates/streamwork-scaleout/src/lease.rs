@@ -174,13 +174,17 @@ mod tests {
         dir
     }
 
+    /// `member`'s lease of `dir`, waited for as long as it takes.
+    fn taken(dir: &Path, member: &str, stale: Duration) -> Lease {
+        Lease::acquire(dir, member, stale, &AtomicBool::new(false))
+            .unwrap()
+            .expect("waited for until taken")
+    }
+
     #[test]
     fn a_held_lease_keeps_others_waiting_until_released() {
         let dir = dir("held");
-        let never = AtomicBool::new(false);
-        let first = Lease::acquire(&dir, "a", Duration::from_secs(3600), &never)
-            .unwrap()
-            .unwrap();
+        let first = taken(&dir, "a", Duration::from_secs(3600));
         // Another member gives up only when told to stop.
         let stop = AtomicBool::new(true);
         assert!(
@@ -192,9 +196,7 @@ mod tests {
             matches!(holder(&dir.join("OWNER"), "b").unwrap(), Holder::Other { member, .. } if member == "a")
         );
         first.release();
-        let second = Lease::acquire(&dir, "b", Duration::from_secs(3600), &never)
-            .unwrap()
-            .unwrap();
+        let second = taken(&dir, "b", Duration::from_secs(3600));
         assert_eq!(fs::read_to_string(dir.join("OWNER")).unwrap(), "b");
         second.release();
         assert!(!dir.join("OWNER").exists());
@@ -237,10 +239,7 @@ mod tests {
     #[test]
     fn a_lease_another_process_took_over_is_lost_and_says_so() {
         let dir = dir("taken");
-        let never = AtomicBool::new(false);
-        let lease = Lease::acquire(&dir, "first", Duration::from_secs(3600), &never)
-            .unwrap()
-            .unwrap();
+        let lease = taken(&dir, "first", Duration::from_secs(3600));
         let lost = Arc::new(AtomicBool::new(false));
         lease.holding().on_lost({
             let lost = lost.clone();
@@ -268,10 +267,7 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         // A holder that died: its lease is never refreshed.
         fs::write(dir.join("OWNER"), "dead").unwrap();
-        let never = AtomicBool::new(false);
-        let lease = Lease::acquire(&dir, "alive", Duration::from_millis(300), &never)
-            .unwrap()
-            .unwrap();
+        let lease = taken(&dir, "alive", Duration::from_millis(300));
         assert_eq!(fs::read_to_string(dir.join("OWNER")).unwrap(), "alive");
         lease.release();
         let _ = fs::remove_dir_all(&dir);
