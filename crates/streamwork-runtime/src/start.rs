@@ -222,12 +222,8 @@ fn open_checkpoints(
         .with_input_holds(signals.input_holds.clone());
     let link = CheckpointLink::new(parts_tx, &signals);
     let tasks = TaskCheckpoints {
-        trigger: signals.trigger.clone(),
-        completed: signals.completed.clone(),
-        final_completed: signals.final_completed.clone(),
-        savepoint: signals.savepoint.clone(),
+        signals: signals.clone(),
         align: config.delivery == Delivery::ExactlyOnce,
-        input_holds: signals.input_holds.clone(),
     };
     let coordinator = Coordinator {
         log,

@@ -20,7 +20,7 @@ pub(crate) mod pause;
 pub(crate) mod source_run;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -32,6 +32,7 @@ pub(crate) use gates::{SourceGates, SourceStarts};
 pub(crate) use input_run::{InputRun, run_input};
 pub(crate) use source_run::{SourceRun, run_source};
 
+use crate::checkpoint::Signals;
 use crate::failure::Failure;
 use crate::instance::{InputTask, SourceTask};
 use crate::message::Message;
@@ -92,21 +93,13 @@ pub(crate) struct Flags {
 /// What tasks of a checkpointed job share with the coordinator.
 #[derive(Clone)]
 pub(crate) struct TaskCheckpoints {
-    /// The checkpoint the sources should take next.
-    pub(crate) trigger: Arc<AtomicU64>,
-    /// The last complete checkpoint.
-    pub(crate) completed: Arc<AtomicU64>,
-    /// Set once the final checkpoint is complete.
-    pub(crate) final_completed: Arc<AtomicBool>,
-    /// The savepoint a stop asked for (0: none): a source stops polling
-    /// once it has taken it.
-    pub(crate) savepoint: Arc<AtomicU64>,
+    /// The checkpoint to take next, the last complete, the savepoint a stop
+    /// asked for (a source stops polling once it has taken it), and the
+    /// holds on the job's input (while any is, sources take checkpoints but
+    /// read nothing).
+    pub(crate) signals: Signals,
     /// Exactly-once: hold the inputs that delivered a barrier until all have.
     pub(crate) align: bool,
-    /// Holds on the job's input out
-    /// ([`CheckpointView::hold_input`](streamwork_core::CheckpointView::hold_input)):
-    /// while any is, sources take checkpoints but read nothing.
-    pub(crate) input_holds: Arc<streamwork_core::InputHolds>,
 }
 
 /// One input channel of a task: where it comes from and how full it may get.
@@ -128,7 +121,7 @@ impl Flags {
     /// holds the final parts of the instances that end now.
     pub(crate) fn last_triggered(&self) -> CheckpointId {
         self.checkpoints.as_ref().map_or(CheckpointId::NONE, |c| {
-            CheckpointId::new(c.trigger.load(Ordering::Acquire))
+            CheckpointId::new(c.signals.trigger.load(Ordering::Acquire))
         })
     }
 
@@ -150,8 +143,8 @@ impl Flags {
             return Ok(Step::Done(Ended::Suspended));
         }
         let complete = self.checkpoints.as_ref().is_none_or(|c| {
-            c.final_completed.load(Ordering::Acquire)
-                || CheckpointId::new(c.completed.load(Ordering::Acquire)) > ended_after
+            c.signals.final_completed.load(Ordering::Acquire)
+                || CheckpointId::new(c.signals.completed.load(Ordering::Acquire)) > ended_after
         });
         if !complete {
             return Ok(Step::Closing);

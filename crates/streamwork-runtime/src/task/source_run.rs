@@ -77,19 +77,20 @@ impl SourceRun {
             return self.end(task, flags);
         }
         if let Some(checkpoints) = &flags.checkpoints {
-            let trigger = CheckpointId::new(checkpoints.trigger.load(Ordering::Acquire));
+            let trigger = CheckpointId::new(checkpoints.signals.trigger.load(Ordering::Acquire));
             if trigger > self.last_checkpoint {
                 self.last_checkpoint = trigger;
                 task.checkpoint(trigger)?;
             }
-            let savepoint = CheckpointId::new(checkpoints.savepoint.load(Ordering::Acquire));
+            let savepoint =
+                CheckpointId::new(checkpoints.signals.savepoint.load(Ordering::Acquire));
             if savepoint != CheckpointId::NONE && self.last_checkpoint >= savepoint {
                 // Past the savepoint: nothing more is read until the job
                 // stops; what is in flight is replayed from it next time.
                 task.flush()?;
                 return Ok(Step::Gated);
             }
-            if checkpoints.input_holds.any() {
+            if checkpoints.signals.input_holds.any() {
                 // State past its memory budget waits for checkpoints to
                 // shrink it: read nothing meanwhile (checkpoints go on).
                 task.flush()?;
