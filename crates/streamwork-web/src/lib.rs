@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use streamwork_runtime::JobPlan;
 use streamwork_runtime::LiveMetrics;
-use tiny_http::{Header, Response, Server};
+use tiny_http::{Header, Request, Response, Server};
 
 /// The page, with its script and styles inline.
 const PAGE: &str = include_str!("page.html");
@@ -128,6 +128,54 @@ fn serve_with(
     metrics: Option<LiveMetrics>,
 ) -> Result<WebView, WebError> {
     let exposition = recorder()?;
+    let plan_json = json::plan(&plan, metrics.is_some());
+    listen(address, "streamwork-web", move |request| {
+        let url = request.url().to_string();
+        let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+        match (path, &metrics) {
+            ("/" | "/index.html", _) => respond(request, PAGE.to_string(), HTML, 200),
+            ("/plan.json", _) => respond(request, plan_json.clone(), JSON, 200),
+            ("/metrics.json", None) => respond(
+                request,
+                "no run of this job reports here: each process's partition jobs report in its log"
+                    .to_string(),
+                TEXT,
+                404,
+            ),
+            ("/metrics.json", Some(metrics)) => match long_poll_after(query) {
+                // A long poll waits on its own thread, so it never
+                // holds up the page or another reader.
+                Some(after) => {
+                    let metrics = metrics.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("streamwork-web-poll".into())
+                        .spawn(move || {
+                            let look = metrics.wait_for_look(after, LONG_POLL_LIMIT);
+                            let body = json::metrics(&metrics.snapshot(), look);
+                            respond(request, body, JSON, 200);
+                        });
+                    if let Err(e) = spawned {
+                        tracing::warn!("job page: cannot start a long poll: {e}");
+                    }
+                }
+                None => {
+                    let body = json::metrics(&metrics.snapshot(), metrics.looks());
+                    respond(request, body, JSON, 200);
+                }
+            },
+            ("/metrics", _) => respond(request, exposition.render(), TEXT_PROMETHEUS, 200),
+            _ => respond(request, "not found".to_string(), TEXT, 404),
+        }
+    })
+}
+
+/// Listens on `address` and answers each request with `answer`, on a
+/// thread named `thread_name`, until the returned view is dropped.
+pub(crate) fn listen(
+    address: &str,
+    thread_name: &str,
+    mut answer: impl FnMut(Request) + Send + 'static,
+) -> Result<WebView, WebError> {
     let server = Server::http(address).map_err(|e| WebError::Bind {
         address: address.to_string(),
         reason: e.to_string(),
@@ -137,51 +185,13 @@ fn serve_with(
         reason: "not an IP address".to_string(),
     })?;
     let server = Arc::new(server);
-    let plan_json = json::plan(&plan, metrics.is_some());
     let thread = {
         let server = server.clone();
         std::thread::Builder::new()
-            .name("streamwork-web".into())
+            .name(thread_name.into())
             .spawn(move || {
                 for request in server.incoming_requests() {
-                    let url = request.url().to_string();
-                    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-                    match (path, &metrics) {
-                        ("/" | "/index.html", _) => respond(request, PAGE.to_string(), HTML, 200),
-                        ("/plan.json", _) => respond(request, plan_json.clone(), JSON, 200),
-                        ("/metrics.json", None) => respond(
-                            request,
-                            "no run of this job reports here: each process's partition jobs report in its log"
-                                .to_string(),
-                            TEXT,
-                            404,
-                        ),
-                        ("/metrics.json", Some(metrics)) => match long_poll_after(query) {
-                            // A long poll waits on its own thread, so it never
-                            // holds up the page or another reader.
-                            Some(after) => {
-                                let metrics = metrics.clone();
-                                let spawned = std::thread::Builder::new()
-                                    .name("streamwork-web-poll".into())
-                                    .spawn(move || {
-                                        let look = metrics.wait_for_look(after, LONG_POLL_LIMIT);
-                                        let body = json::metrics(&metrics.snapshot(), look);
-                                        respond(request, body, JSON, 200);
-                                    });
-                                if let Err(e) = spawned {
-                                    tracing::warn!("job page: cannot start a long poll: {e}");
-                                }
-                            }
-                            None => {
-                                let body = json::metrics(&metrics.snapshot(), metrics.looks());
-                                respond(request, body, JSON, 200);
-                            }
-                        },
-                        ("/metrics", _) => {
-                            respond(request, exposition.render(), TEXT_PROMETHEUS, 200)
-                        }
-                        _ => respond(request, "not found".to_string(), TEXT, 404),
-                    }
+                    answer(request);
                 }
             })
             .ok()

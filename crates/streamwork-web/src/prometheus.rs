@@ -6,13 +6,11 @@
 //! valid sample). Served at `/metrics` by the job page, or alone by
 //! [`serve_metrics`], for a job that runs without the page.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tiny_http::Server;
 
-use crate::{TEXT_PROMETHEUS, WebError, WebView, respond};
+use crate::{TEXT_PROMETHEUS, WebError, WebView, listen, respond};
 
 /// The recorder, or what the exporter said when it could not install it.
 static RECORDER: OnceLock<Installed> = OnceLock::new();
@@ -56,34 +54,12 @@ pub fn render() -> Result<String, WebError> {
 /// ```
 pub fn serve_metrics(address: &str) -> Result<WebView, WebError> {
     let handle = recorder()?;
-    let server = Server::http(address).map_err(|e| WebError::Bind {
-        address: address.to_string(),
-        reason: e.to_string(),
-    })?;
-    let bound: SocketAddr = server.server_addr().to_ip().ok_or_else(|| WebError::Bind {
-        address: address.to_string(),
-        reason: "not an IP address".to_string(),
-    })?;
-    let server = Arc::new(server);
-    let thread = {
-        let server = server.clone();
-        std::thread::Builder::new()
-            .name("streamwork-metrics".into())
-            .spawn(move || {
-                for request in server.incoming_requests() {
-                    let path = request.url().split('?').next().unwrap_or("").to_string();
-                    if path == "/metrics" {
-                        respond(request, handle.render(), TEXT_PROMETHEUS, 200);
-                    } else {
-                        respond(request, "not found: try /metrics".into(), "text/plain", 404);
-                    }
-                }
-            })
-            .ok()
-    };
-    Ok(WebView {
-        server,
-        address: bound,
-        thread,
+    listen(address, "streamwork-metrics", move |request| {
+        let path = request.url().split('?').next().unwrap_or("").to_string();
+        if path == "/metrics" {
+            respond(request, handle.render(), TEXT_PROMETHEUS, 200);
+        } else {
+            respond(request, "not found: try /metrics".into(), "text/plain", 404);
+        }
     })
 }
