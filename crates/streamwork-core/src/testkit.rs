@@ -424,15 +424,7 @@ where
     O: Operator,
     O::In: Clone,
 {
-    run_instance(
-        |from| match from {
-            Some((checkpoint, state)) => Harness::restored(operator.clone(), checkpoint, state),
-            None => Ok(Harness::new(operator.clone())),
-        },
-        script,
-        fault,
-        drain,
-    )
+    run_instance(|from| harness(&operator, from), script, fault, drain)
 }
 
 /// The exactly-once oracle: runs `script` without a fault, then with each
@@ -652,10 +644,7 @@ where
     R: Clone,
 {
     run_instance(
-        |from| match from {
-            Some((checkpoint, state)) => CoHarness::restored(operator.clone(), checkpoint, state),
-            None => Ok(CoHarness::new(operator.clone())),
-        },
+        |from| harness(&operator, from).map(CoHarness),
         script,
         fault,
         drain,
@@ -761,6 +750,14 @@ where
 
 /// The state a rebuilt instance starts from: a checkpoint and its snapshot.
 type From<'a> = Option<(CheckpointId, Option<&'a StateBytes>)>;
+
+/// A fresh instance of `operator`, or one restored `from` a checkpoint.
+fn harness<O: Operator>(operator: &O, from: From<'_>) -> Result<Harness<O>, TaskError> {
+    match from {
+        Some((checkpoint, state)) => Harness::restored(operator.clone(), checkpoint, state),
+        None => Ok(Harness::new(operator.clone())),
+    }
+}
 
 fn run_instance<I: Scriptable, R>(
     make: impl Fn(From<'_>) -> Result<I, TaskError>,

@@ -201,6 +201,12 @@ mod tests {
         lost
     }
 
+    /// The member the lease in `store` names now.
+    fn holder_now(store: &dyn CheckpointStore) -> String {
+        let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
+        holder(&bytes).unwrap()
+    }
+
     fn store(name: &str) -> (std::path::PathBuf, Arc<dyn CheckpointStore>) {
         let dir = std::env::temp_dir().join(format!(
             "streamwork-store-lease-{name}-{}",
@@ -237,8 +243,7 @@ mod tests {
         let second = StoreLease::acquire(store.clone(), "b", hour, &never)
             .unwrap()
             .unwrap();
-        let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap(), "b");
+        assert_eq!(holder_now(&*store), "b");
         second.release();
         assert_eq!(store.read_versioned(OWNER).unwrap(), None);
         let _ = std::fs::remove_dir_all(&dir);
@@ -279,8 +284,7 @@ mod tests {
         );
         // The successor's lease stays: releasing a lost lease removes nothing.
         lease.release();
-        let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap(), "successor");
+        assert_eq!(holder_now(&*store), "successor");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -315,8 +319,7 @@ mod tests {
         .unwrap();
         refresher.join().unwrap();
         assert!(taken.is_none(), "a live holder's lease was taken over");
-        let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap(), "behind");
+        assert_eq!(holder_now(&*store), "behind");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -368,8 +371,7 @@ mod tests {
         let lease = StoreLease::acquire(store.clone(), "alive", Duration::from_millis(300), &never)
             .unwrap()
             .unwrap();
-        let (bytes, _) = store.read_versioned(OWNER).unwrap().unwrap();
-        assert_eq!(holder(&bytes).unwrap(), "alive");
+        assert_eq!(holder_now(&*store), "alive");
         lease.release();
         let _ = std::fs::remove_dir_all(&dir);
     }
