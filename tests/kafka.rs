@@ -41,6 +41,22 @@ fn produce(brokers: &str, topic: &str, n: u64) {
     .unwrap();
 }
 
+/// A new topic named after `name`, of `partitions` partitions, holding
+/// `0..n` (see [`produce`]).
+fn topic_holding(brokers: &str, name: &str, partitions: i32, n: u64) -> String {
+    let topic = topic(name);
+    create_topic(brokers, &topic, partitions).unwrap();
+    produce(brokers, &topic, n);
+    topic
+}
+
+/// The values `seen` got, sorted.
+fn sorted_values(seen: &CollectSink<KafkaRecord>) -> Vec<u64> {
+    let mut values: Vec<u64> = seen.values().iter().map(value).collect();
+    values.sort_unstable();
+    values
+}
+
 /// Exactly-once checkpoints under `root/ckpt` every 20 ms, and up to two
 /// restarts.
 fn exactly_once_restarting(root: &Path) -> RunOptions {
@@ -64,9 +80,7 @@ fn value(record: &KafkaRecord) -> u64 {
 #[test]
 fn a_topic_is_read_back_whole_by_parallel_instances() {
     let Some(brokers) = brokers() else { return };
-    let topic = topic("roundtrip");
-    create_topic(&brokers, &topic, 4).unwrap();
-    produce(&brokers, &topic, 5_000);
+    let topic = topic_holding(&brokers, "roundtrip", 4, 5_000);
     let seen = CollectSink::new();
     let source = KafkaSource::new(&brokers, &topic, &format!("{topic}-group"))
         .idle_exit(Duration::from_secs(2));
@@ -77,10 +91,8 @@ fn a_topic_is_read_back_whole_by_parallel_instances() {
     .unwrap()
     .run()
     .unwrap();
+    assert_eq!(sorted_values(&seen), (0..5_000).collect::<Vec<_>>());
     let records = seen.values();
-    let mut values: Vec<u64> = records.iter().map(value).collect();
-    values.sort_unstable();
-    assert_eq!(values, (0..5_000).collect::<Vec<_>>());
     // A key's records share a partition, in order.
     let mut by_key: BTreeMap<Vec<u8>, (i32, i64)> = BTreeMap::new();
     for r in &records {
@@ -101,9 +113,7 @@ fn a_topic_is_read_back_whole_by_parallel_instances() {
 #[test]
 fn an_idle_exit_ends_the_input_only_at_the_end_of_every_partition() {
     let Some(brokers) = brokers() else { return };
-    let topic = topic("to-the-end");
-    create_topic(&brokers, &topic, 16).unwrap();
-    produce(&brokers, &topic, 5_000);
+    let topic = topic_holding(&brokers, "to-the-end", 16, 5_000);
     let seen = CollectSink::new();
     let source =
         KafkaSource::new(&brokers, &topic, &format!("{topic}-group")).idle_exit(Duration::ZERO);
@@ -123,17 +133,13 @@ fn an_idle_exit_ends_the_input_only_at_the_end_of_every_partition() {
         std::thread::sleep(Duration::from_millis(20));
     }
     run.join().unwrap().unwrap();
-    let mut values: Vec<u64> = seen.values().iter().map(value).collect();
-    values.sort_unstable();
-    assert_eq!(values, (0..5_000).collect::<Vec<_>>());
+    assert_eq!(sorted_values(&seen), (0..5_000).collect::<Vec<_>>());
 }
 
 #[test]
 fn a_restored_job_resumes_from_its_checkpointed_offsets_exactly_once() {
     let Some(brokers) = brokers() else { return };
-    let topic = topic("resume");
-    create_topic(&brokers, &topic, 3).unwrap();
-    produce(&brokers, &topic, 20_000);
+    let topic = topic_holding(&brokers, "resume", 3, 20_000);
     let root = std::env::temp_dir().join(format!("streamwork-kafka-pid{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let out: PathBuf = root.join("out");

@@ -297,7 +297,9 @@ impl Staging {
         }
         // One file: append, remembering its length before so that an append
         // a crash cut short is undone before it is redone.
-        let marker = self.hidden(&format!("commit-{}", staged_name(staged)));
+        let name = staged_name(staged);
+        let marker_name = format!("commit-{name}");
+        let marker = self.hidden(&marker_name);
         let target = self.append_target();
         // Only a file that is not there yet is empty: a length that cannot
         // be read must not be taken for 0 (the append starts by cutting the
@@ -311,8 +313,7 @@ impl Staging {
             // A new open file: its age counts from now.
             self.write_whole("open-since", unix_millis().to_string().as_bytes())?;
         }
-        let name = staged_name(staged);
-        self.write_whole(&format!("commit-{name}"), before.to_string().as_bytes())?;
+        self.write_whole(&marker_name, before.to_string().as_bytes())?;
         // A file's first commit begins it with the header, if it has one.
         let header = if before == 0 {
             self.kept_header()?
