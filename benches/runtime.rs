@@ -15,12 +15,13 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use streamwork::core::grouping::{KeyGroups, KeyRoute};
+use streamwork::core::grouping::KeyGroups;
 use streamwork::core::hash::{FastHashMap, stable_hash};
 use streamwork::core::{Disconnected, Edge};
 use streamwork::prelude::*;
 use streamwork::runtime::dispatch::ChannelDispatcher;
 use streamwork::runtime::message::{ChannelSender, Message, Payload, SenderIdx};
+use streamwork::runtime::route::KeyRoute;
 use streamwork_benches::{
     KEYS, key, keyed_window_job, w1_baseline, w1_job, w2_baseline, w2_job, w2_job_with_batch,
 };

@@ -153,18 +153,16 @@ pub mod prelude {
         TcpLineSource, UpsertFileSink, VecSource,
     };
     pub use streamwork_core::ports::Either;
-    pub use streamwork_core::stream::GroupingChoice;
     pub use streamwork_core::{
         AnyTime, ByKey, CheckpointId, Collector, ConnectorError, Context, CurrentKey, Data,
-        ErrorDomain, EventTime, GroupingKind, Input, InstanceContext, InstanceIdx, KeyGroups,
-        KeyedState, KeyedStream, NoKey, Operator, Overflow, Record, Restore, Sink, SnapshotContext,
-        Source, SourcePoll, StateBytes, Statefulness, Stream, TaskError, Timestamp, Unwatermarked,
-        Watermarked,
+        ErrorDomain, EventTime, GroupingKind, InstanceContext, InstanceIdx, KeyGroups, KeyedState,
+        NoKey, Operator, Overflow, Record, Restore, Sink, SnapshotContext, Source, SourcePoll,
+        StateBytes, Statefulness, Stream, TaskError, Timestamp, Unwatermarked, Watermarked,
     };
     pub use streamwork_join::{Change, Delta, Join, JoinRow};
     pub use streamwork_runtime::{
-        CheckpointConfig, Delivery, GraphError, JobBuilder, JobError, JobGraph, JobHandle,
-        JobReport, RestartStrategy, RunOptions,
+        CheckpointConfig, Delivery, GraphError, GroupingChoice, Groupings, Input, JobBuilder,
+        JobError, JobGraph, JobHandle, JobReport, KeyedStream, RestartStrategy, RunOptions,
     };
     pub use streamwork_state::{
         AggregatingState, ExpiringState, InstanceState, KeyedValues, ListState, MapState,
@@ -186,13 +184,14 @@ pub mod __private {
         Unconnected, all_channels_handled,
     };
     pub use streamwork_core::record::Data;
-    pub use streamwork_core::stream::{Input, IntoInputs, Stream, fan_in};
+    pub use streamwork_core::stream::Stream;
     pub use streamwork_core::time::Timestamp;
     pub use streamwork_core::{
         AnyTime, ByKey, Collector, Context, CurrentKey, EventTime, InstanceContext, JobId,
         KeyGroups, NoKey, NodeId, Operator, StreamTime,
     };
     pub use streamwork_core::{Restore, SnapshotContext, StateBytes, Statefulness, TaskError};
+    pub use streamwork_runtime::builder::{Groupings, Input, IntoInputs, fan_in};
     pub use streamwork_runtime::{GraphError, InputPort, JobBuilder, JobGraph};
     pub use streamwork_state::rkyv;
     pub use streamwork_state::{FieldsReader, FieldsWriter, OperatorState, StateError, StateField};

@@ -223,6 +223,13 @@ fn core_names_no_engine_code() {
         // what a connector or a runner makes of them.
         "partitioned_log",
         "assigned_partitions",
+        // Routing and the scatter into per-target batches are the record
+        // path's (`runtime::route`, `runtime::dispatch`); so are the inputs
+        // that make an edge's route (`runtime::builder::input`).
+        "Route<",
+        "Partition<",
+        "RouteMaker",
+        "fn key_by",
     ];
     let found = lines_naming("crates/streamwork-core/src", &forbidden, |line| {
         let line = line.trim_start();

@@ -1,12 +1,14 @@
 //! Streamwork's vocabulary: records and time, the [`Source`], [`Operator`]
 //! and [`Sink`] traits users implement, [`Collector`]s and the
 //! [`Edge`] trait they push into, output channel sets, typed stream handles
-//! and groupings, keys and key groups, keyed state, timers, checkpoints as
+//! and grouping kinds, keys and key groups, keyed state, timers, checkpoints as
 //! components see them, errors, and a test kit.
 //!
 //! What it is not: an engine. It has no threads, no I/O, no channels, no
-//! sleeps and no thread-locals; it does not build, wire or run jobs. The job
-//! builder and everything that runs a job live in `streamwork-runtime`.
+//! sleeps and no thread-locals; it does not build, wire or run jobs, and it
+//! does not route records. The job builder (with the groupings chosen on a
+//! stream), the routes and everything that runs a job live in
+//! `streamwork-runtime`.
 //!
 //! ```
 //! use streamwork::core::{Collector, Record};
@@ -24,8 +26,9 @@
 //! * [`collector`], [`outputs`], [`edge`], [`control`]: where records are
 //!   emitted, named channels, the edges a collector pushes into, and the
 //!   control messages that travel with records;
-//! * [`stream`], [`grouping`], [`flow`], [`hash`]: typed stream handles, how
-//!   an edge routes records and what it does when full, the stable key hash;
+//! * [`stream`], [`grouping`], [`flow`], [`hash`]: typed stream handles, the
+//!   kinds of grouping and key groups, what an edge does when full, the
+//!   stable key hash;
 //! * [`state`], [`timer`]: keyed state, reachable only from keyed operators,
 //!   and event-time and processing-time timers;
 //! * [`checkpoint`], [`lineage`]: checkpoints and acking as components see them;
@@ -84,5 +87,5 @@ pub use outputs::{
 pub use portable::Portable;
 pub use record::{Data, Record};
 pub use state::{CurrentKey, Key, KeyedState};
-pub use stream::{Input, IntoInputs, KeyedStream, Stream};
+pub use stream::Stream;
 pub use time::Timestamp;

@@ -2,13 +2,11 @@
 //! job runs as stages in several processes, each keyed exchange through a
 //! partitioned log (see `streamwork::scaleout`).
 //!
-//! Every record type of a keyed exchange ([`Stream::key_by`], `.key(...)`
+//! Every record type of a keyed exchange (`stream.key_by(...)`, `.key(...)`
 //! in `job!`) is [`Portable`]: it has serde's `Serialize` and
 //! `Deserialize`, so that the same job runs in one process or in many (as
 //! Timely Dataflow asks `ExchangeData` of what it exchanges). In one
 //! process nothing is encoded: records move between threads as values.
-//!
-//! [`Stream::key_by`]: crate::Stream::key_by
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -6,10 +6,10 @@
 //! over the route and its key function. Watermarks travel with the batch
 //! they follow; with acking, every record sent gets an anchor of its own.
 
+use crate::route::{Partition, Route, Target};
 use streamwork_core::control::{Control, Disconnected};
 use streamwork_core::edge::Edge;
 use streamwork_core::flow::Overflow;
-use streamwork_core::grouping::{Partition, Route, Target};
 use streamwork_core::id::RootId;
 use streamwork_core::record::{Data, Record};
 use streamwork_core::time::Timestamp;

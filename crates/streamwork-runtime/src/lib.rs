@@ -1,7 +1,7 @@
-//! Streamwork's engine: the typed job builder, and everything that runs a
-//! job — tasks on threads or workers, connected by bounded channels carrying
-//! batches, the instance lifecycle, dispatchers, acking, checkpoints,
-//! metrics.
+//! Streamwork's engine: the typed job builder (with the groupings chosen on
+//! a stream, [`Groupings`]), and everything that runs a job — tasks on
+//! threads or workers, connected by bounded channels carrying batches, the
+//! instance lifecycle, routes and dispatchers, acking, checkpoints, metrics.
 //!
 //! ```
 //! use streamwork::core::{Collector, ConnectorError, Record, Sink, Source, SourcePoll};
@@ -75,6 +75,7 @@ pub mod message;
 pub mod metrics;
 mod options;
 mod report;
+pub mod route;
 mod run;
 mod start;
 mod task;
@@ -82,8 +83,9 @@ mod wiring;
 mod worker;
 
 pub use builder::{
-    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, InputPort, JobBuilder,
-    JobConfig, JobGraph, JobPlan, KeyedFlow, NodeDef, PortInfo, StageRow,
+    ComponentKind, ComponentPlan, EdgeDef, EdgePlan, Flow, GraphError, GroupingChoice, Groupings,
+    Input, InputPort, IntoInputs, JobBuilder, JobConfig, JobGraph, JobPlan, KeyedFlow, KeyedStream,
+    NodeDef, PortInfo, StageRow,
 };
 pub use checkpoint::{CheckpointConfig, CheckpointStats, Delivery, Recovery, RescaledFrom};
 pub use ctrl_c::raise_on_ctrl_c;

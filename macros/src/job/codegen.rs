@@ -290,6 +290,10 @@ pub(crate) fn generate(spec: &JobSpec, order: &[usize]) -> TokenStream {
         }
     }
     quote!({
+        // The groupings (`.key_by`, `.shuffle()`, ...) are methods of the
+        // builder's `Groupings`, in scope whatever the caller imported.
+        #[allow(unused_imports)]
+        use #p::Groupings as _;
         #body
         __sw_job.build()
     })

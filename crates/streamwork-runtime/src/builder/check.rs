@@ -1,11 +1,11 @@
 //! Checking a job as built: every problem the types could not rule out is a
 //! [`GraphError`] before anything runs.
 
+use super::input::GroupingSpec;
 use streamwork_core::NodeId;
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::flow::FlowControl;
 use streamwork_core::grouping::GroupingKind;
-use streamwork_core::stream::GroupingSpec;
 
 use super::{ComponentKind, EdgeDef, GraphError, JobBuilder, JobGraph};
 

@@ -34,11 +34,10 @@
 use streamwork_core::ops::{self, Filter, FilterMap, FlatMap, Inspect, Map};
 use streamwork_core::outputs::MainChannel;
 use streamwork_core::stream_time::{Admits, StreamTime, TimeRequirement};
-use streamwork_core::{
-    Collector, Data, IntoInputs, Key, KeyedStream, NoKey, Operator, Outputs, Stream,
-};
+use streamwork_core::{Collector, Data, Key, NoKey, Operator, Outputs, Stream};
 use streamwork_state::{Fold, Reduce, StateData};
 
+use super::input::{Groupings, IntoInputs, KeyedStream};
 use super::{JobBuilder, promise};
 
 /// A stream with the builder it belongs to, to chain steps on.
@@ -176,7 +175,7 @@ impl<'j, T: Data, Tm: StreamTime, D> Flow<'j, T, Tm, D> {
 
     /// Partitions the stream by `key` for a keyed step (fields grouping).
     /// The records are [`Portable`](streamwork_core::Portable): see
-    /// [`Stream::key_by`].
+    /// [`Groupings::key_by`].
     pub fn key_by<K: Key, F>(self, key: F) -> KeyedFlow<'j, T, K, Tm, D>
     where
         T: streamwork_core::Portable,

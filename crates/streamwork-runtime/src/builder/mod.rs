@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use streamwork::core::{Collector, Context, NoKey, Operator, Statefulness};
-//! use streamwork::runtime::JobBuilder;
+//! use streamwork::runtime::{Groupings, JobBuilder};
 //! # use streamwork::core::{Source, SourcePoll, ConnectorError, Sink, Record};
 //! # #[derive(Clone)] struct Numbers(u64);
 //! # impl Source for Numbers { type Out = Collector<u64>;
@@ -41,6 +41,7 @@ pub(crate) mod error;
 pub(crate) mod factory;
 mod flow;
 mod graph;
+pub mod input;
 mod plan;
 mod ports;
 
@@ -53,17 +54,22 @@ pub(crate) use graph::ExchangeEnds;
 pub use graph::{ComponentKind, EdgeDef, Guarantee, JobConfig, JobGraph, NodeDef, PortInfo};
 pub use plan::{ComponentPlan, EdgePlan, JobPlan, StageRow};
 pub use ports::InputPort;
+
+pub use self::input::{
+    Exchange, GroupingChoice, GroupingSpec, Groupings, Input, Inputs, IntoInputs, KeyedStream,
+    RouteMaker, fan_in,
+};
 use streamwork_core::checkpoint::Delivery;
 use streamwork_core::component::{
     Admits, KeyKind, NoKey, Operator, StreamTime, TimeRequirement, Unwatermarked,
 };
 use streamwork_core::edge::Edge;
-use streamwork_core::grouping::{GroupingKind, KeyGroups, RouteContext};
+use streamwork_core::grouping::{GroupingKind, KeyGroups};
 use streamwork_core::lineage::Lineage;
 use streamwork_core::outputs::Outputs;
 use streamwork_core::ports::Either;
 use streamwork_core::record::Data;
-use streamwork_core::stream::{GroupingSpec, Inputs, IntoInputs, Stream};
+use streamwork_core::stream::Stream;
 use streamwork_core::{JobId, NodeId};
 
 use self::factory::{
@@ -75,6 +81,7 @@ use crate::combiner::Combiner;
 use crate::cut::ends::{EncodeExchange, ExchangeSource};
 use crate::dispatch::ChannelDispatcher;
 use crate::instance::{Instance, NoOutputs, OperatorKind, SinkKind, SourceKind};
+use crate::route::RouteContext;
 
 /// An edge as added, before the graph is checked.
 pub(crate) struct PendingEdge {
@@ -484,9 +491,7 @@ impl<D> JobBuilder<D> {
 
 /// The dispatcher and lineage factories of an edge carrying `T`, routed by
 /// `route`.
-pub(crate) fn edge_factories<T: Data>(
-    route: streamwork_core::stream::RouteMaker<T>,
-) -> (DispatcherFactory, LineageFactory) {
+pub(crate) fn edge_factories<T: Data>(route: RouteMaker<T>) -> (DispatcherFactory, LineageFactory) {
     let dispatcher: DispatcherFactory = Box::new(move |kind, wiring: EdgeWiring| {
         let partition = route(
             kind,
@@ -548,7 +553,7 @@ pub(crate) fn source_node<S: streamwork_core::Source>(
 
 /// The ends of a keyed edge cut between parts of a graph: the operator that encodes
 /// its records and the source that decodes them.
-fn exchange_ends<T: Data>(exchange: streamwork_core::stream::Exchange<T>) -> ExchangeEnds {
+fn exchange_ends<T: Data>(exchange: Exchange<T>) -> ExchangeEnds {
     let watermarked = exchange.watermarked;
     let decode = exchange.decode;
     let encoder = exchange.clone();

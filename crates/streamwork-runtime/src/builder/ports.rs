@@ -7,10 +7,10 @@
 //! ([`JobBuilder::two_input_operator`]); a union of streams of one type is an
 //! operator with one port and several edges into it.
 
+use super::input::{Inputs, IntoInputs};
 use streamwork_core::component::{Admits, KeyKind, Operator, TimeRequirement};
 use streamwork_core::outputs::Outputs;
 use streamwork_core::record::Data;
-use streamwork_core::stream::{Inputs, IntoInputs};
 use streamwork_core::{NodeId, StreamTime};
 
 use super::factory::{NodeFactory, RootFactory};

@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
+use crate::builder::input::Exchange;
 use streamwork_core::checkpoint::{Restore, SnapshotContext, StateBytes};
 use streamwork_core::component::{AnyTime, Context, NoKey, Operator, Source, SourcePoll};
-use streamwork_core::stream::Exchange;
 
 use super::envelope::Envelope;
 use streamwork_core::{

@@ -51,6 +51,7 @@ use streamwork_core::{Collector, JobId, NodeId, Sink, Source};
 
 pub use self::ends::EnvelopeSource;
 pub use self::envelope::Envelope;
+use crate::builder::input::Groupings;
 use crate::builder::{EdgeDef, JobGraph, edge_factories, sink_node};
 
 /// Why a part of a graph cannot be made.
