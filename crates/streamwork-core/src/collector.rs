@@ -13,11 +13,12 @@ pub const DEFAULT_BATCH_SIZE: usize = 1024;
 const DETACHED: usize = usize::MAX;
 
 /// The output of one channel of one instance: user code calls [`emit`](Self::emit);
-/// the collector buffers records and hands full batches to the channel's edges.
+/// the collector buffers records and hands full batches to the channel's
+/// edge, the engine's (a dispatcher, a fused instance, or the fan-out of
+/// several when several components read the channel).
 ///
 /// A record emitted while processing an input record inherits that record's
-/// event time unless it is emitted with [`emit_at`](Self::emit_at). When a
-/// channel has several edges (fan-out), every edge receives every record.
+/// event time unless it is emitted with [`emit_at`](Self::emit_at).
 ///
 /// ```
 /// use streamwork::core::{Collector, Record};
@@ -33,7 +34,8 @@ pub struct Collector<T> {
     /// size, or 0 with a lineage (every record's root is noted).
     threshold: usize,
     time: Option<Timestamp>,
-    edges: Vec<Box<dyn Edge<T>>>,
+    /// Where full batches go; `None` for a channel nobody reads.
+    edge: Option<Box<dyn Edge<T>>>,
     emitted: u64,
     error: Option<Disconnected>,
     /// In a job run with acking: the roots of the buffered records.
@@ -41,17 +43,17 @@ pub struct Collector<T> {
 }
 
 impl<T: Data> Collector<T> {
-    /// A collector dispatching to `edges` in batches of `batch_size`. A
-    /// collector with no edges discards what it is given (an explicitly dropped
+    /// A collector handing batches of `batch_size` to `edge`. A collector
+    /// with no edge discards what it is given (an explicitly dropped
     /// channel).
-    pub fn new(edges: Vec<Box<dyn Edge<T>>>, batch_size: usize) -> Self {
+    pub fn new(edge: Option<Box<dyn Edge<T>>>, batch_size: usize) -> Self {
         let batch_size = batch_size.max(1);
         Collector {
             buffer: Vec::with_capacity(batch_size),
             batch_size,
             threshold: batch_size,
             time: None,
-            edges,
+            edge,
             emitted: 0,
             error: None,
             lineage: None,
@@ -75,7 +77,7 @@ impl<T: Data> Collector<T> {
             batch_size: DETACHED,
             threshold: DETACHED,
             time: None,
-            edges: Vec::new(),
+            edge: None,
             emitted: 0,
             error: None,
             lineage: None,
@@ -205,44 +207,42 @@ impl<T: Data> Collector<T> {
         }
         // Counted here, once per batch, rather than on every emit.
         self.emitted += self.buffer.len() as u64;
-        if self.error.is_some() || self.edges.is_empty() {
-            self.buffer.clear();
-            if let Some(lineage) = self.lineage.as_deref_mut() {
-                lineage.discard();
+        let edge = match (&mut self.edge, self.error) {
+            (Some(edge), None) => edge.as_mut(),
+            _ => {
+                self.buffer.clear();
+                if let Some(lineage) = self.lineage.as_deref_mut() {
+                    lineage.discard();
+                }
+                return;
             }
-            return;
-        }
-        if let Some(lineage) = self.lineage.as_deref_mut() {
-            if let Err(e) = lineage.dispatch(&mut self.buffer, &mut self.edges) {
-                self.error = Some(e);
-            }
-            self.buffer.clear();
-            return;
-        }
-        let last = self.edges.len() - 1;
-        for i in 0..last {
-            let mut copy = self.buffer.clone();
-            if let Err(e) = self.edges[i].push(&mut copy) {
-                self.error = Some(e);
-            }
-        }
-        if let Err(e) = self.edges[last].push(&mut self.buffer) {
+        };
+        let sent = match self.lineage.as_deref_mut() {
+            Some(lineage) => lineage.dispatch(&mut self.buffer, edge),
+            None => edge.push(&mut self.buffer),
+        };
+        if let Err(e) = sent {
             self.error = Some(e);
         }
         self.buffer.clear();
     }
 
-    /// Opens every edge: an instance fused downstream restores and opens.
-    pub fn open(&mut self) -> Result<(), Disconnected> {
-        for edge in &mut self.edges {
-            if let Err(e) = edge.open() {
-                self.error = Some(e);
-            }
+    /// Runs `step` on the edge, if there is one, noting its failure.
+    fn on_edge(&mut self, step: impl FnOnce(&mut dyn Edge<T>) -> Result<(), Disconnected>) {
+        if let Some(edge) = self.edge.as_deref_mut()
+            && let Err(e) = step(edge)
+        {
+            self.error = Some(e);
         }
+    }
+
+    /// Opens the edge: an instance fused downstream restores and opens.
+    pub fn open(&mut self) -> Result<(), Disconnected> {
+        self.on_edge(|edge| edge.open());
         self.check()
     }
 
-    /// Hands everything buffered to the edges and asks them to send it now.
+    /// Hands everything buffered to the edge and asks it to send it now.
     /// A source's collector in a job run with acking first emits again the
     /// records whose trees timed out.
     pub fn flush(&mut self) -> Result<(), Disconnected> {
@@ -254,16 +254,12 @@ impl<T: Data> Collector<T> {
             self.push(record);
         }
         self.dispatch();
-        for edge in &mut self.edges {
-            if let Err(e) = edge.flush() {
-                self.error = Some(e);
-            }
-        }
+        self.on_edge(|edge| edge.flush());
         self.check()
     }
 
-    /// Flushes, then sends `control` down every edge. A watermark only hands
-    /// the buffered records to the edges first: a channel edge sends it with
+    /// Flushes, then sends `control` down the edge. A watermark only hands
+    /// the buffered records to the edge first: a channel edge sends it with
     /// the batch it follows, so that a watermark per batch does not cut every
     /// batch short.
     pub fn control(&mut self, control: &Control) -> Result<(), Disconnected> {
@@ -272,22 +268,14 @@ impl<T: Data> Collector<T> {
         } else {
             self.flush()?;
         }
-        for edge in &mut self.edges {
-            if let Err(e) = edge.control(control) {
-                self.error = Some(e);
-            }
-        }
+        self.on_edge(|edge| edge.control(control));
         self.check()
     }
 
-    /// Passes a processing-time tick to every edge (fused operators fire their
-    /// processing-time timers).
+    /// Passes a processing-time tick down the edge (fused operators fire
+    /// their processing-time timers).
     pub fn tick(&mut self, now: Timestamp) -> Result<(), Disconnected> {
-        for edge in &mut self.edges {
-            if let Err(e) = edge.on_processing_time(now) {
-                self.error = Some(e);
-            }
-        }
+        self.on_edge(|edge| edge.on_processing_time(now));
         self.check()
     }
 
@@ -331,7 +319,7 @@ mod tests {
     #[test]
     fn extend_dispatches_full_batches_and_counts() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut out = Collector::new(vec![Box::new(Batches(seen.clone()))], 4);
+        let mut out = Collector::new(Some(Box::new(Batches(seen.clone()))), 4);
         out.emit(0);
         out.extend(1..11);
         assert_eq!(*seen.lock().unwrap(), vec![4, 4]);
@@ -355,10 +343,10 @@ mod tests {
         fn dispatch(
             &mut self,
             records: &mut Vec<Record<u32>>,
-            edges: &mut [Box<dyn Edge<u32>>],
+            edge: &mut dyn Edge<u32>,
         ) -> Result<(), Disconnected> {
             self.dispatched += records.len();
-            edges[0].push(records)
+            edge.push(records)
         }
         fn discard(&mut self) {}
         fn replays(&mut self) -> Vec<Record<u32>> {
@@ -369,7 +357,7 @@ mod tests {
     #[test]
     fn a_lineage_notes_every_record_however_emitted() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut out = Collector::new(vec![Box::new(Batches(seen.clone()))], 4)
+        let mut out = Collector::new(Some(Box::new(Batches(seen.clone()))), 4)
             .with_lineage(Box::new(Counting::default()));
         out.emit(0);
         out.extend(1..6);

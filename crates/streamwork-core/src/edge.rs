@@ -1,11 +1,12 @@
-//! The edges out of a collector: where one output channel's batches go.
+//! The edge out of a collector: where one output channel's batches go.
 //!
-//! A [`Collector`](crate::Collector) hands its buffered records to each of its
-//! edges a batch at a time: one dynamic call per batch and edge. The engine
-//! implements [`Edge`] twice: a channel dispatcher routes each record of the
-//! batch into a per-target batch and sends it to another task; a fused
-//! instance runs the downstream component directly on the batch, on the same
-//! thread.
+//! A [`Collector`](crate::Collector) hands its buffered records to its edge a
+//! batch at a time: one dynamic call per batch. The engine implements
+//! [`Edge`]: a channel dispatcher routes each record of the batch into a
+//! per-target batch and sends it to another task; a fused instance runs the
+//! downstream component directly on the batch, on the same thread; the
+//! fan-out of a channel several components read hands the batch to each of
+//! theirs.
 
 use crate::control::{Control, Disconnected};
 use crate::id::RootId;

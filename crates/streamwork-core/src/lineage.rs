@@ -19,12 +19,12 @@ pub trait Lineage<T>: Send {
     /// Notes the root of each of `records`, just buffered, in order.
     fn note(&mut self, records: &[Record<T>]);
 
-    /// Hands every buffered record (with its root) to every edge, copying
-    /// for all but the last, and leaves `records` empty.
+    /// Hands every buffered record, with its root, to `edge`
+    /// ([`Edge::push_rooted`]), and leaves `records` empty.
     fn dispatch(
         &mut self,
         records: &mut Vec<Record<T>>,
-        edges: &mut [Box<dyn Edge<T>>],
+        edge: &mut dyn Edge<T>,
     ) -> Result<(), Disconnected>;
 
     /// Forgets the roots of the buffered records: they were taken, or

@@ -31,8 +31,10 @@ pub struct ChannelInfo {
 /// because the engine does not know the channel's record type `T`.
 #[derive(Default)]
 pub struct ChannelParts {
-    /// Each a `Box<dyn Edge<T>>`, boxed as `Any`.
-    pub edges: Vec<Box<dyn Any + Send>>,
+    /// Where the channel's batches go (the fan-out of its edges when it has
+    /// several): a `Box<dyn Edge<T>>`, boxed as `Any`; `None` for a channel
+    /// nobody reads.
+    pub edge: Option<Box<dyn Any + Send>>,
     /// In a job run with acking: a `Box<dyn Lineage<T>>`, boxed as `Any`.
     pub lineage: Option<Box<dyn Any + Send>>,
 }
@@ -76,15 +78,13 @@ impl OutputParts {
             return Collector::detached();
         }
         let parts = self.channels.pop_front().unwrap_or_default();
-        let edges = parts
-            .edges
-            .into_iter()
+        let edge = parts
+            .edge
             .map(|edge| match edge.downcast::<Box<dyn Edge<T>>>() {
                 Ok(edge) => *edge,
                 Err(_) => wrong_type::<T>("an edge"),
-            })
-            .collect();
-        let collector = Collector::new(edges, self.batch_size);
+            });
+        let collector = Collector::new(edge, self.batch_size);
         match parts.lineage {
             None => collector,
             Some(lineage) => match lineage.downcast::<Box<dyn Lineage<T>>>() {

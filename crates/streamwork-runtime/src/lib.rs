@@ -69,6 +69,7 @@ pub mod cut;
 pub mod dispatch;
 mod error;
 mod failure;
+mod fan_out;
 mod handle;
 mod instance;
 pub mod message;

@@ -16,7 +16,7 @@ use streamwork_core::outputs::{ChannelParts, OutputParts};
 use streamwork_core::{InstanceContext, InstanceIdx};
 
 use crate::acking::Acker;
-use crate::builder::factory::{EdgeWiring, NodeFactory};
+use crate::builder::factory::{EdgeWiring, FanOutFactory, NodeFactory};
 use crate::builder::{ComponentKind, JobGraph};
 use crate::channel::PortSender;
 use crate::checkpoint::CheckpointLink;
@@ -286,6 +286,9 @@ impl<'g> TaskBuilder<'g> {
         let mut channels: Vec<ChannelParts> = (0..def.channels().len())
             .map(|_| ChannelParts::default())
             .collect();
+        let mut edges: Vec<ChannelEdges> = (0..channels.len())
+            .map(|_| ChannelEdges::default())
+            .collect();
         for (e, edge) in graph.edges().iter().enumerate() {
             if edge.from().index() != node {
                 continue;
@@ -337,9 +340,14 @@ impl<'g> TaskBuilder<'g> {
                 // which knows the channel's record type.
                 let source =
                     (def.kind() == ComponentKind::Source).then(|| (def.name_arc(), instance));
-                channel.lineage = Some((edge.lineage)(acker, source));
+                channel.lineage = Some((edge.factories.lineage)(acker, source));
             }
-            channel.edges.push(part);
+            let channel_edges = &mut edges[edge.channel() as usize];
+            channel_edges.parts.push(part);
+            channel_edges.fan_out = Some(edge.factories.fan_out);
+        }
+        for (channel, edges) in channels.iter_mut().zip(edges) {
+            channel.edge = edges.joined();
         }
         OutputParts::new(channels, graph.config().batch_size)
     }
@@ -507,6 +515,25 @@ impl<'g> TaskBuilder<'g> {
             checkpoints: Default::default(),
             looked: Default::default(),
             stop: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The edges out of one channel of one instance, as wired, and how to join
+/// them (any of them knows the channel's record type).
+#[derive(Default)]
+struct ChannelEdges {
+    parts: Vec<Box<dyn Any + Send>>,
+    fan_out: Option<FanOutFactory>,
+}
+
+impl ChannelEdges {
+    /// The one edge its collector hands batches to: the fan-out of several,
+    /// the only one, or none.
+    fn joined(mut self) -> Option<Box<dyn Any + Send>> {
+        match self.fan_out {
+            Some(fan_out) if self.parts.len() > 1 => Some(fan_out(self.parts)),
+            _ => self.parts.pop(),
         }
     }
 }

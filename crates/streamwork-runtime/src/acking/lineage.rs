@@ -64,22 +64,12 @@ impl<T: Data> Lineage<T> for RootedLineage<T> {
     fn dispatch(
         &mut self,
         records: &mut Vec<Record<T>>,
-        edges: &mut [Box<dyn Edge<T>>],
+        edge: &mut dyn Edge<T>,
     ) -> Result<(), Disconnected> {
         if let Some(trees) = &self.trees {
             trees.begin_all(&mut self.fresh);
         }
-        let mut result = Ok(());
-        let last = edges.len() - 1;
-        for edge in &mut edges[..last] {
-            let (mut copy, mut roots) = (records.clone(), self.roots.clone());
-            if let Err(e) = edge.push_rooted(&mut copy, &mut roots) {
-                result = Err(e);
-            }
-        }
-        if let Err(e) = edges[last].push_rooted(records, &mut self.roots) {
-            result = Err(e);
-        }
+        let result = edge.push_rooted(records, &mut self.roots);
         records.clear();
         self.roots.clear();
         result

@@ -128,8 +128,7 @@ impl<D> JobBuilder<D> {
                 port: e.port,
                 grouping,
                 flow: e.flow,
-                dispatcher: e.dispatcher,
-                lineage: e.lineage,
+                factories: e.factories,
                 exchange: e.exchange,
             });
         }

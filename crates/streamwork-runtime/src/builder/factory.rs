@@ -58,6 +58,20 @@ pub(crate) struct EdgeWiring {
 pub(crate) type DispatcherFactory =
     Box<dyn Fn(GroupingKind, EdgeWiring) -> Box<dyn Any + Send> + Send + Sync>;
 
+/// Joins the edges of one channel (each a `Box<dyn Edge<T>>` boxed as
+/// `Any`, at least two) into the one edge its collector hands batches to.
+pub(crate) type FanOutFactory = fn(Vec<Box<dyn Any + Send>>) -> Box<dyn Any + Send>;
+
+/// What an edge carrying `T` makes once it is wired, made where `T` is known.
+pub(crate) struct EdgeFactories {
+    /// Its dispatcher, for each sending instance.
+    pub(crate) dispatcher: DispatcherFactory,
+    /// The lineage of the channel it leaves from, in a job run with acking.
+    pub(crate) lineage: LineageFactory,
+    /// The fan-out of the channel it leaves from, when others leave it too.
+    pub(crate) fan_out: FanOutFactory,
+}
+
 /// Builds the lineage of the collector of the channel an edge leaves from,
 /// in a job run with acking: a `Box<dyn Lineage<T>>` boxed as `Any`. For a
 /// source instance (given), the lineage starts a tree per record.

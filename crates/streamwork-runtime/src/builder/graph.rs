@@ -12,7 +12,7 @@ use streamwork_core::flow::FlowControl;
 use streamwork_core::grouping::{GroupingKind, KeyGroups};
 use streamwork_core::outputs::ChannelInfo;
 
-use super::factory::{DispatcherFactory, EdgeWiring, LineageFactory, NodeFactory};
+use super::factory::{EdgeFactories, EdgeWiring, NodeFactory};
 use crate::cut::ends::EnvelopeSource;
 
 /// What kind of component a node is.
@@ -210,8 +210,7 @@ pub struct EdgeDef {
     pub(crate) port: u32,
     pub(crate) grouping: GroupingKind,
     pub(crate) flow: FlowControl,
-    pub(crate) dispatcher: DispatcherFactory,
-    pub(crate) lineage: LineageFactory,
+    pub(crate) factories: EdgeFactories,
     /// How a keyed edge's records cross processes.
     pub(crate) exchange: Option<std::sync::Arc<ExchangeEnds>>,
 }
@@ -244,7 +243,7 @@ impl EdgeDef {
     /// Builds the channel dispatcher of this edge for one sending instance: a
     /// `Box<dyn Edge<T>>` boxed as `Any`.
     pub(crate) fn make_dispatcher(&self, wiring: EdgeWiring) -> Box<dyn std::any::Any + Send> {
-        (self.dispatcher)(self.grouping, wiring)
+        (self.factories.dispatcher)(self.grouping, wiring)
     }
 }
 

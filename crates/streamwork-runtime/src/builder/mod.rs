@@ -73,13 +73,14 @@ use streamwork_core::stream::Stream;
 use streamwork_core::{JobId, NodeId};
 
 use self::factory::{
-    DispatcherFactory, EdgeWiring, FusedFactory, LineageFactory, NodeFactory, RootFactory,
-    SourceFactory,
+    DispatcherFactory, EdgeFactories, EdgeWiring, FusedFactory, LineageFactory, NodeFactory,
+    RootFactory, SourceFactory,
 };
 use crate::acking::RootedLineage;
 use crate::combiner::Combiner;
 use crate::cut::ends::{EncodeExchange, ExchangeSource};
 use crate::dispatch::ChannelDispatcher;
+use crate::fan_out::FanOut;
 use crate::instance::{Instance, NoOutputs, OperatorKind, SinkKind, SourceKind};
 use crate::route::RouteContext;
 
@@ -92,8 +93,7 @@ pub(crate) struct PendingEdge {
     grouping: GroupingSpec,
     flow: streamwork_core::flow::FlowControl,
     job: JobId,
-    dispatcher: DispatcherFactory,
-    lineage: LineageFactory,
+    factories: EdgeFactories,
     exchange: Option<std::sync::Arc<ExchangeEnds>>,
 }
 
@@ -489,9 +489,8 @@ impl<D> JobBuilder<D> {
     }
 }
 
-/// The dispatcher and lineage factories of an edge carrying `T`, routed by
-/// `route`.
-pub(crate) fn edge_factories<T: Data>(route: RouteMaker<T>) -> (DispatcherFactory, LineageFactory) {
+/// The factories of an edge carrying `T`, routed by `route`.
+pub(crate) fn edge_factories<T: Data>(route: RouteMaker<T>) -> EdgeFactories {
     let dispatcher: DispatcherFactory = Box::new(move |kind, wiring: EdgeWiring| {
         let partition = route(
             kind,
@@ -518,7 +517,28 @@ pub(crate) fn edge_factories<T: Data>(route: RouteMaker<T>) -> (DispatcherFactor
         };
         Box::new(lineage) as Box<dyn Any + Send>
     });
-    (dispatcher, lineage)
+    EdgeFactories {
+        dispatcher,
+        lineage,
+        fan_out: fan_out::<T>,
+    }
+}
+
+/// The edges of a channel of `T` (each a `Box<dyn Edge<T>>` boxed as `Any`)
+/// as one.
+fn fan_out<T: Data>(edges: Vec<Box<dyn Any + Send>>) -> Box<dyn Any + Send> {
+    let edges = edges
+        .into_iter()
+        .map(|edge| match edge.downcast::<Box<dyn Edge<T>>>() {
+            Ok(edge) => *edge,
+            Err(_) => unreachable!(
+                "streamwork internal error: an edge of another type than `{}` in its channel",
+                std::any::type_name::<T>()
+            ),
+        })
+        .collect();
+    let edge: Box<dyn Edge<T>> = Box::new(FanOut::new(edges));
+    Box::new(edge) as Box<dyn Any + Send>
 }
 
 /// A source component: `parallelism` clones of `source`.
@@ -584,7 +604,7 @@ fn pending_edges<T: Data, KK: KeyKind, Tm>(
         .items()
         .iter()
         .map(|(input, _)| {
-            let (dispatcher, lineage) = edge_factories(input.route().clone());
+            let factories = edge_factories(input.route().clone());
             let exchange = input
                 .exchange()
                 .map(|exchange| std::sync::Arc::new(exchange_ends(exchange.clone())));
@@ -597,8 +617,7 @@ fn pending_edges<T: Data, KK: KeyKind, Tm>(
                 grouping: input.grouping(),
                 flow: input.flow(),
                 job: stream.job(),
-                dispatcher,
-                lineage,
+                factories,
                 exchange,
             }
         })

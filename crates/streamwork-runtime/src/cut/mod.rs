@@ -184,7 +184,7 @@ impl JobGraph {
                     .forward()
                     .route()
                     .clone();
-                let (dispatcher, lineage) = edge_factories(route);
+                let factories = edge_factories(route);
                 new_edges.push(EdgeDef {
                     from: encode,
                     channel: 0,
@@ -192,8 +192,7 @@ impl JobGraph {
                     port: 0,
                     grouping: GroupingKind::Forward,
                     flow: Default::default(),
-                    dispatcher,
-                    lineage,
+                    factories,
                     exchange: None,
                 });
             } else if let Some(to) = to {
