@@ -90,6 +90,8 @@ mod tests {
 
     use super::*;
 
+    type Batch = Vec<Record<u32>>;
+
     /// Keeps what it is given; fails every push when `broken`.
     struct Kept {
         records: Arc<Mutex<Vec<u32>>>,
@@ -98,7 +100,7 @@ mod tests {
     }
 
     impl Edge<u32> for Kept {
-        fn push(&mut self, records: &mut Vec<Record<u32>>) -> Result<(), Disconnected> {
+        fn push(&mut self, records: &mut Batch) -> Result<(), Disconnected> {
             if self.broken {
                 return Err(Disconnected);
             }
@@ -110,12 +112,11 @@ mod tests {
         }
         fn push_rooted(
             &mut self,
-            records: &mut Vec<Record<u32>>,
+            batch: &mut Batch,
             roots: &mut Vec<RootId>,
         ) -> Result<(), Disconnected> {
-            *self.roots.lock().unwrap() += roots.len();
-            roots.clear();
-            self.push(records)
+            *self.roots.lock().unwrap() += roots.drain(..).count();
+            self.push(batch)
         }
         fn flush(&mut self) -> Result<(), Disconnected> {
             Ok(())
