@@ -141,7 +141,10 @@ impl<T: Data> Collector<T> {
         }
     }
 
-    /// A full batch, or any record with a lineage.
+    /// A full batch, or any record with a lineage. Out of line: once per
+    /// batch, and `emit` stays a push and a comparison, small enough to be
+    /// inlined into the user's code and that into the engine's loop.
+    #[inline(never)]
     fn after_push(&mut self) {
         if self.lineage.is_some() {
             self.note_last();
