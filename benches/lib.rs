@@ -26,8 +26,10 @@ use streamwork::prelude::*;
 
 mod exchange;
 mod state;
+mod state_file;
 pub use exchange::w3_exchange_job;
 pub use state::{StateKind, state_baseline, state_job, state_key, state_reference};
+pub use state_file::{distinct_keys_reference, state_file_job, write_distinct_keys};
 
 /// Distinct keys of the keyed workloads, unless a workload says otherwise.
 pub const KEYS: u64 = 10_000;

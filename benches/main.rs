@@ -11,9 +11,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::{Duration, Instant};
 
 use streamwork_benches::{
-    Outcome, StateKind, best_of, best_of_with_cpu, join_baseline, join_job, peak_rss_bytes,
-    state_baseline, state_job, state_reference, w1_baseline, w1_closure_job, w1_flow_job, w1_job,
-    w2_baseline, w2_job, w2_latency, w3_baseline, w3_exchange_job, w3_job,
+    Outcome, StateKind, best_of, best_of_with_cpu, distinct_keys_reference, join_baseline,
+    join_job, peak_rss_bytes, state_baseline, state_file_job, state_job, state_reference,
+    w1_baseline, w1_closure_job, w1_flow_job, w1_job, w2_baseline, w2_job, w2_latency, w3_baseline,
+    w3_exchange_job, w3_job, write_distinct_keys,
 };
 
 #[path = "measurement.rs"]
@@ -39,6 +40,13 @@ fn main() -> anyhow::Result<()> {
     let parallelism: u32 = value("--parallelism").unwrap_or("1").parse()?;
     let events: u64 = value("--events").unwrap_or("10000000").parse()?;
     let runs: u32 = value("--runs").unwrap_or("3").parse()?;
+    if workload == "STATE-FILE" {
+        let keys: u64 = value("--keys").unwrap_or("1000000").parse()?;
+        let interval = Duration::from_millis(value("--interval-ms").unwrap_or("2000").parse()?);
+        let measurement = state_file_workload(parallelism, keys, interval, value("--input"))?;
+        println!("{}", serde_json::to_string(&measurement)?);
+        return Ok(());
+    }
     if let Some(kind) = match workload.as_str() {
         "STATE-KEYED" => Some(StateKind::Keyed),
         "STATE-STORED" => Some(StateKind::Stored),
@@ -78,7 +86,7 @@ fn main() -> anyhow::Result<()> {
         ),
         "JOIN" => (join_job, join_baseline),
         other => bail!(
-            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, W3-HAND, JOIN, STATE-KEYED, STATE-STORED or STATE-WINDOW"
+            "unknown workload {other}: expected W1, W1-CLOSURE, W1-FLOW, W2, W3, W3-K100, W3-K100K, W3-HAND, JOIN, STATE-KEYED, STATE-STORED, STATE-WINDOW or STATE-FILE"
         ),
     };
     let (expected, baseline_s) = best_of(runs, || baseline(events));
@@ -197,6 +205,73 @@ fn state_workload(
         events_per_sec: events as f64 / elapsed_s,
         ns_per_event: elapsed_s * 1e9 / events as f64,
         baseline_events_per_sec: events as f64 / baseline_s,
+        p50_latency_us: None,
+        p99_latency_us: None,
+        peak_rss_bytes: peak_rss_bytes(),
+        state: Some(state),
+        cpu_s: None,
+        rounds: 0,
+        events_per_sec_low: None,
+        events_per_sec_high: None,
+        checkpoints: None,
+    })
+}
+
+/// STATE-FILE: `keys` distinct keys from a file (`input`, or one written
+/// under the temporary directory) into a stored state, exactly once, a
+/// checkpoint every `interval`; one run, checked against the keys.
+fn state_file_workload(
+    parallelism: u32,
+    keys: u64,
+    interval: Duration,
+    input: Option<&str>,
+) -> anyhow::Result<Measurement> {
+    let scratch = std::env::temp_dir().join(format!(
+        "streamwork-bench-state-file-{}",
+        std::process::id()
+    ));
+    let input = match input {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::env::temp_dir().join(format!("streamwork-bench-keys-{keys}.txt")),
+    };
+    write_distinct_keys(&input, keys)?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (checkpoints, output) = (scratch.join("checkpoints"), scratch.join("output"));
+    let started = Instant::now();
+    let (committed, report) = state_file_job(&input, parallelism, interval, &checkpoints, &output)?;
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let expected = distinct_keys_reference(keys);
+    if committed != expected {
+        bail!("STATE-FILE committed {committed:?}, the keys add up to {expected:?}");
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let taken: Vec<_> = report.checkpoints.iter().filter(|c| !c.is_final).collect();
+    let state = StateFigures {
+        keys,
+        unchecked_events_per_sec: 0.0,
+        checkpoints: taken.len(),
+        longest_pause_ms: taken
+            .iter()
+            .map(|c| ms(c.longest_pause))
+            .fold(0.0, f64::max),
+        longest_checkpoint_ms: taken.iter().map(|c| ms(c.duration)).fold(0.0, f64::max),
+        bytes: taken.iter().map(|c| c.bytes).collect(),
+        restore_load_ms: 0.0,
+        restore_instance_ms: 0.0,
+        rescale_load_ms: 0.0,
+        rescale_instance_ms: 0.0,
+    };
+    Ok(Measurement {
+        workload: "STATE-FILE".to_string(),
+        parallelism,
+        events: keys,
+        records: committed.records,
+        checksum: committed.checksum,
+        elapsed_s,
+        events_per_sec: keys as f64 / elapsed_s,
+        ns_per_event: elapsed_s * 1e9 / keys as f64,
+        baseline_events_per_sec: 0.0,
         p50_latency_us: None,
         p99_latency_us: None,
         peak_rss_bytes: peak_rss_bytes(),
