@@ -60,7 +60,12 @@ struct StoredKeys {
 
 #[operator]
 impl StoredKeys {
-    fn on_record(&mut self, key: CurrentKey<'_, u64>, _key: u64, _out: &mut Collector<(u64, u64)>) {
+    fn on_record(
+        &mut self,
+        key: CurrentKey<'_, u64>,
+        _line: u64,
+        _out: &mut Collector<(u64, u64)>,
+    ) {
         *self.counts.get_or_default(key) += 1;
     }
 
