@@ -3,7 +3,8 @@
 //! `streamwork-bench`, so that its peak resident size is its own; the baseline
 //! runs in that same process, just before. The processes run in rounds, and
 //! each configuration reports its median round and the spread of all;
-//! a full run keeps its results and a chart under `benches/results/`.
+//! a run (not `--quick`, not `--against` another build) keeps its results
+//! and a chart under `benches/results/`.
 
 use std::process::Command;
 
@@ -552,7 +553,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let path = dir.join("results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     eprintln!("wrote {}", path.display());
-    if !quick {
+    // A run against another build compares two builds, not this one's
+    // figures of the day: it keeps nothing.
+    if !quick && options.against.is_none() {
         let kept = project_root().join("benches/results");
         std::fs::create_dir_all(&kept)?;
         let day = crate::chart::today();
@@ -562,6 +565,8 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         let svg = kept.join(format!("{day}.svg"));
         std::fs::write(&svg, chart(&results, &day))?;
         eprintln!("kept {} and {}", json.display(), svg.display());
+    } else if options.against.is_some() {
+        eprintln!("a run against another build keeps nothing under benches/results");
     }
     Ok(())
 }
