@@ -1,7 +1,8 @@
 //! Exactly-once on the paths next to the one every test walks: a crash
 //! after the sinks staged the first checkpoint but before it completed; a
 //! newest checkpoint damaged after it completed; a checkpoint directory
-//! lost under published output; a job aborted in the middle. Each ends with the output of an
+//! lost under published output; a job aborted in the middle, one of them with a channel read
+//! by two sinks, fused and not, resumed at another parallelism. Each ends with the output of an
 //! uninterrupted run, or with a refusal that names the problem and leaves
 //! the published output as it was.
 
@@ -331,41 +332,15 @@ fn a_file_source_resumes_at_another_parallelism() {
 /// the output of an uninterrupted run.
 #[test]
 fn an_aborted_job_commits_nothing_more_and_a_restored_run_ends_exact() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::{Duration, Instant};
-
     let n = 4_000;
     for p in [1, 2] {
         let paths = paths(&format!("paths-aborted-{p}"));
-        // Holds halfway until a checkpoint completed and the job was
-        // aborted; then reads on to its end.
-        let (checkpointed, aborted) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
+        let error = aborted_after_a_checkpoint(
+            n,
+            |source| sums(source, p, sum_files(&paths.output)),
+            &paths.checkpoints,
+            "the partition's lease was lost",
         );
-        let source = {
-            let (checkpointed, aborted) = (checkpointed.clone(), aborted.clone());
-            Numbers::holding_at(n, Some(n / 2)).until(move |c| {
-                if c.completed() != CheckpointId::NONE {
-                    checkpointed.store(true, Ordering::Relaxed);
-                }
-                aborted.load(Ordering::Relaxed)
-            })
-        };
-        let handle = streamwork::runtime::start_with(
-            sums(source, p, sum_files(&paths.output)),
-            exactly_once(&paths.checkpoints, 0),
-        )
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(50);
-        while !checkpointed.load(Ordering::Relaxed) {
-            assert!(Instant::now() < deadline, "no checkpoint completed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        handle.stop_handle().abort("the partition's lease was lost");
-        aborted.store(true, Ordering::Relaxed);
-        let error = handle.join().expect_err("aborted");
         assert!(
             matches!(&error, JobError::Aborted { reason, .. } if reason.contains("lease was lost")),
             "{error}"
@@ -383,6 +358,47 @@ fn an_aborted_job_commits_nothing_more_and_a_restored_run_ends_exact() {
         let (rows, _) = committed_sums(&paths.output);
         assert_same(&rows, &expected_sums(n), &format!("aborted, p={p}"));
     }
+}
+
+/// Runs the graph `graph` makes of a source of `n` numbers that holds
+/// halfway until a checkpoint is complete, and aborts it then, `reason`
+/// given: what was read after the checkpoint is never committed. Returns
+/// the run's error.
+fn aborted_after_a_checkpoint(
+    n: u64,
+    graph: impl FnOnce(Numbers) -> JobGraph,
+    checkpoints: &std::path::Path,
+    reason: &str,
+) -> JobError {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    // Holds halfway until a checkpoint completed and the job was aborted;
+    // then reads on to its end.
+    let (checkpointed, aborted) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let source = {
+        let (checkpointed, aborted) = (checkpointed.clone(), aborted.clone());
+        Numbers::holding_at(n, Some(n / 2)).until(move |c| {
+            if c.completed() != CheckpointId::NONE {
+                checkpointed.store(true, Ordering::Relaxed);
+            }
+            aborted.load(Ordering::Relaxed)
+        })
+    };
+    let handle =
+        streamwork::runtime::start_with(graph(source), exactly_once(checkpoints, 0)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(50);
+    while !checkpointed.load(Ordering::Relaxed) {
+        assert!(Instant::now() < deadline, "no checkpoint completed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    handle.stop_handle().abort(reason);
+    aborted.store(true, Ordering::Relaxed);
+    handle.join().expect_err("aborted")
 }
 
 /// A row of the CSV test below, its columns named by a header.
@@ -489,4 +505,66 @@ fn compressed_csv_with_headers_failed_and_resumed_at_another_parallelism_ends_ex
     expected.sort();
     assert_eq!(got.len(), expected.len());
     assert_eq!(got, expected);
+}
+
+/// The sums job with its channel read twice: by a sink fused into the
+/// operator's task (forward, equal parallelism) and by one behind a channel
+/// (shuffled to one instance more), written with `job!` or with the builder.
+fn forked(source: Numbers, p: u32, output: &std::path::Path, builder: bool) -> JobGraph {
+    let (fused, channel) = (
+        sum_files(&output.join("fused")),
+        sum_files(&output.join("channel")),
+    );
+    if builder {
+        let mut job = JobBuilder::new("forked").exactly_once();
+        let numbers = job.source("numbers", 1, source);
+        let sums = job.operator(
+            "sums",
+            p,
+            RunningSum::default(),
+            numbers.key_by(|(k, _): &(u64, i64)| *k),
+        );
+        job.sink("fused_out", p, fused, sums);
+        job.sink("channel_out", p + 1, channel, sums.shuffle());
+        return job.build().unwrap();
+    }
+    job! {
+        delivery exactly_once;
+        source numbers = source;
+        operator sums[p] = RunningSum::default() <- numbers.key(|(k, _): &(u64, i64)| *k);
+        sink fused_out[p] = fused <- sums;
+        sink channel_out[p + 1] = channel <- sums.shuffle();
+    }
+    .unwrap()
+}
+
+/// One channel read by two transactional sinks, one fused into its task
+/// and one behind a channel: the fan-out hands every batch and every
+/// barrier to both. Aborted after a checkpoint and resumed at another
+/// parallelism, through `job!` and through the builder, each sink has
+/// committed the rows of an uninterrupted run, once.
+#[test]
+fn a_channel_read_twice_aborted_and_resumed_at_another_parallelism_ends_exact_in_both() {
+    let n = 4_000;
+    for builder in [false, true] {
+        let paths = paths(&format!("paths-forked-{builder}"));
+        aborted_after_a_checkpoint(
+            n,
+            |source| forked(source, 2, &paths.output, builder),
+            &paths.checkpoints,
+            "stopped mid-run",
+        );
+        let report = forked(Numbers::new(n), 3, &paths.output, builder)
+            .run_with(exactly_once(&paths.checkpoints, 0))
+            .unwrap();
+        assert!(report.recovery.restored_from.is_some());
+        for sink in ["fused", "channel"] {
+            let (rows, _) = committed_sums(&paths.output.join(sink));
+            assert_same(
+                &rows,
+                &expected_sums(n),
+                &format!("{sink} sink, builder={builder}"),
+            );
+        }
+    }
 }
