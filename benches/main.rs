@@ -179,10 +179,33 @@ fn state_workload(
     let (_, restored) = state_job(events, parallelism, keys, kind, Some((&dir, interval)));
     let (_, rescaled) = state_job(events, parallelism + 1, keys, kind, Some((&dir, interval)));
     let _ = std::fs::remove_dir_all(&dir);
-    let taken: Vec<_> = report.checkpoints.iter().filter(|c| !c.is_final).collect();
     let state = StateFigures {
-        keys,
         unchecked_events_per_sec: events as f64 / unchecked_s,
+        restore_load_ms: ms(restored.recovery.load),
+        restore_instance_ms: ms(restored.recovery.longest_instance_restore),
+        rescale_load_ms: ms(rescaled.recovery.load),
+        rescale_instance_ms: ms(rescaled.recovery.longest_instance_restore),
+        ..checkpoint_figures(keys, &report)
+    };
+    Ok(state_measurement(
+        workload,
+        parallelism,
+        events,
+        expected,
+        elapsed_s,
+        events as f64 / baseline_s,
+        state,
+    ))
+}
+
+/// The figures of `report`'s checkpoints (not the final one) over `keys`
+/// keys; no unchecked run, restore or rescale measured.
+fn checkpoint_figures(keys: u64, report: &streamwork::runtime::JobReport) -> StateFigures {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let taken: Vec<_> = report.checkpoints.iter().filter(|c| !c.is_final).collect();
+    StateFigures {
+        keys,
+        unchecked_events_per_sec: 0.0,
         checkpoints: taken.len(),
         longest_pause_ms: taken
             .iter()
@@ -190,21 +213,34 @@ fn state_workload(
             .fold(0.0, f64::max),
         longest_checkpoint_ms: taken.iter().map(|c| ms(c.duration)).fold(0.0, f64::max),
         bytes: taken.iter().map(|c| c.bytes).collect(),
-        restore_load_ms: ms(restored.recovery.load),
-        restore_instance_ms: ms(restored.recovery.longest_instance_restore),
-        rescale_load_ms: ms(rescaled.recovery.load),
-        rescale_instance_ms: ms(rescaled.recovery.longest_instance_restore),
-    };
-    Ok(Measurement {
+        restore_load_ms: 0.0,
+        restore_instance_ms: 0.0,
+        rescale_load_ms: 0.0,
+        rescale_instance_ms: 0.0,
+    }
+}
+
+/// A state workload's measurement: `events` in `elapsed_s`, with `result`
+/// and the `state` figures.
+fn state_measurement(
+    workload: &str,
+    parallelism: u32,
+    events: u64,
+    result: Outcome,
+    elapsed_s: f64,
+    baseline_events_per_sec: f64,
+    state: StateFigures,
+) -> Measurement {
+    Measurement {
         workload: workload.to_string(),
         parallelism,
         events,
-        records: expected.records,
-        checksum: expected.checksum,
+        records: result.records,
+        checksum: result.checksum,
         elapsed_s,
         events_per_sec: events as f64 / elapsed_s,
         ns_per_event: elapsed_s * 1e9 / events as f64,
-        baseline_events_per_sec: events as f64 / baseline_s,
+        baseline_events_per_sec,
         p50_latency_us: None,
         p99_latency_us: None,
         peak_rss_bytes: peak_rss_bytes(),
@@ -214,7 +250,7 @@ fn state_workload(
         events_per_sec_low: None,
         events_per_sec_high: None,
         checkpoints: None,
-    })
+    }
 }
 
 /// STATE-FILE: `keys` distinct keys from a file (`input`, or one written
@@ -245,41 +281,14 @@ fn state_file_workload(
     if committed != expected {
         bail!("STATE-FILE committed {committed:?}, the keys add up to {expected:?}");
     }
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let taken: Vec<_> = report.checkpoints.iter().filter(|c| !c.is_final).collect();
-    let state = StateFigures {
-        keys,
-        unchecked_events_per_sec: 0.0,
-        checkpoints: taken.len(),
-        longest_pause_ms: taken
-            .iter()
-            .map(|c| ms(c.longest_pause))
-            .fold(0.0, f64::max),
-        longest_checkpoint_ms: taken.iter().map(|c| ms(c.duration)).fold(0.0, f64::max),
-        bytes: taken.iter().map(|c| c.bytes).collect(),
-        restore_load_ms: 0.0,
-        restore_instance_ms: 0.0,
-        rescale_load_ms: 0.0,
-        rescale_instance_ms: 0.0,
-    };
-    Ok(Measurement {
-        workload: "STATE-FILE".to_string(),
+    // No baseline: the file's keys are the reference.
+    Ok(state_measurement(
+        "STATE-FILE",
         parallelism,
-        events: keys,
-        records: committed.records,
-        checksum: committed.checksum,
+        keys,
+        committed,
         elapsed_s,
-        events_per_sec: keys as f64 / elapsed_s,
-        ns_per_event: elapsed_s * 1e9 / keys as f64,
-        baseline_events_per_sec: 0.0,
-        p50_latency_us: None,
-        p99_latency_us: None,
-        peak_rss_bytes: peak_rss_bytes(),
-        state: Some(state),
-        cpu_s: None,
-        rounds: 0,
-        events_per_sec_low: None,
-        events_per_sec_high: None,
-        checkpoints: None,
-    })
+        0.0,
+        checkpoint_figures(keys, &report),
+    ))
 }
