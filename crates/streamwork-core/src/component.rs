@@ -7,6 +7,7 @@ use crate::error::{ConnectorError, TaskError};
 use crate::instance::InstanceContext;
 pub use crate::key::{ByKey, KeyFn, KeyKind, NoKey};
 use crate::outputs::Outputs;
+use crate::pre_aggregate::{LocalAggregate, PreAggregatedIn};
 use crate::record::{Data, Record};
 use crate::state::{CurrentKey, Key};
 pub use crate::stream_time::{
@@ -369,6 +370,17 @@ pub trait Operator: Clone + Send + 'static {
     fn combine(&self, earlier: &mut Self::In, later: Self::In) {
         let _ = (earlier, later);
     }
+
+    /// Offers the engine a pre-aggregated form of this keyed operator (see
+    /// [`pre_aggregate`](crate::pre_aggregate)): a
+    /// [`LocalAggregate`] that merges
+    /// records into partials in the sending task, and the operator that
+    /// reads them, handed to `engine`. `Err(engine)` (the default): the
+    /// operator has none, and reads its records one by one. Windows over an
+    /// incremental aggregate in event time offer one.
+    fn pre_aggregation<E: PreAggregating<Self>>(&self, engine: E) -> Result<E::Output, E> {
+        Err(engine)
+    }
 }
 
 /// A component that writes records out of the job.
@@ -475,4 +487,34 @@ pub trait Sink: Clone + Send + 'static {
         let _ = restore;
         Ok(())
     }
+}
+
+/// The engine's side of [`Operator::pre_aggregation`]: given what the
+/// sending task computes and the operator that reads its partials, it
+/// places the first before the keyed exchange and the second after it.
+pub trait PreAggregating<O: Operator> {
+    /// What placing them gives (the operator's output streams).
+    type Output;
+
+    /// Places `local` before the exchange and `global` after it. `late` is
+    /// the operator's channel of records it finds late, if it has one: the
+    /// engine merges nothing while a component reads it, since the records
+    /// a late partial stands for are no longer there to emit.
+    fn pre_aggregate<L, G>(self, local: L, global: G, late: Option<u32>) -> Self::Output
+    where
+        L: LocalAggregate<In = O::In, Key = <O::Key as KeyKind>::Value>,
+        G: ReadsPartials<O, L::Partial>;
+}
+
+/// An operator that stands for `O` after its keyed exchange, reading `O`'s
+/// records and partials `P` (what [`PreAggregating::pre_aggregate`] places
+/// there): `O`'s key, outputs and time.
+pub trait ReadsPartials<O: Operator, P>:
+    Operator<In = PreAggregatedIn<O::In, P>, Key = O::Key, Out = O::Out, Time = O::Time>
+{
+}
+
+impl<O: Operator, P, G> ReadsPartials<O, P> for G where
+    G: Operator<In = PreAggregatedIn<O::In, P>, Key = O::Key, Out = O::Out, Time = O::Time>
+{
 }

@@ -23,6 +23,9 @@ pub trait KeyKind: Send + 'static {
     type Extractor<T: 'static>: Clone + Send + Sync;
     /// The key of `value`, extracted by `extractor`.
     fn extract<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Owned;
+    /// The extractor of records that carry their key, read by `key` (a
+    /// pre-aggregated partial).
+    fn carried<T: 'static>(key: fn(&T) -> &Self::Value) -> Self::Extractor<T>;
     /// The key of `value` as a value, without its hash (a combiner's table
     /// key).
     fn value_of<T: 'static>(extractor: &Self::Extractor<T>, value: &T) -> Self::Value;
@@ -54,6 +57,7 @@ impl KeyKind for NoKey {
     type Extractor<T: 'static> = ();
     #[inline]
     fn extract<T: 'static>(_: &(), _: &T) {}
+    fn carried<T: 'static>(_: fn(&T) -> &()) {}
     #[inline]
     fn value_of<T: 'static>(_: &(), _: &T) {}
     #[inline]
@@ -87,6 +91,9 @@ impl<K: Key> KeyKind for ByKey<K> {
         let key = extractor(value);
         let hash = crate::hash::stable_hash(&key);
         (key, hash)
+    }
+    fn carried<T: 'static>(key: fn(&T) -> &K) -> KeyFn<T, K> {
+        Arc::new(move |value: &T| key(value).clone())
     }
     #[inline]
     fn value_of<T: 'static>(extractor: &KeyFn<T, K>, value: &T) -> K {

@@ -31,6 +31,7 @@
 //!   stable key hash;
 //! * [`state`], [`timer`]: keyed state, reachable only from keyed operators,
 //!   and event-time and processing-time timers;
+//! * [`pre_aggregate`]: what a keyed operator merges before its exchange;
 //! * [`checkpoint`], [`lineage`]: checkpoints and acking as components see them;
 //! * [`id`]: the newtypes of ids;
 //! * [`testkit`]: driving an operator by hand in unit tests.
@@ -55,6 +56,7 @@ pub mod ops;
 pub mod outputs;
 pub mod portable;
 pub mod ports;
+pub mod pre_aggregate;
 pub mod record;
 pub mod state;
 pub mod stream;
@@ -70,8 +72,9 @@ pub use checkpoint::{
 };
 pub use collector::Collector;
 pub use component::{
-    Admits, AnyTime, AssignsWatermarks, ByKey, Context, EventTime, KeyKind, NoKey, Operator, Sink,
-    Source, SourcePoll, Statefulness, StreamTime, TimeRequirement, Unwatermarked, Watermarked,
+    Admits, AnyTime, AssignsWatermarks, ByKey, Context, EventTime, KeyKind, NoKey, Operator,
+    PreAggregating, Sink, Source, SourcePoll, Statefulness, StreamTime, TimeRequirement,
+    Unwatermarked, Watermarked,
 };
 pub use control::{Control, Disconnected};
 pub use edge::Edge;

@@ -200,6 +200,15 @@ pub trait Outputs: Send + Sized + 'static {
         all(self, |channel| channel.tick(now))
     }
 
+    /// The channel a batch handled in place goes on through
+    /// ([`Operator::on_batch_in_place`](crate::Operator::on_batch_in_place)),
+    /// as `Any` (a `Collector` of the operator's input type): a single
+    /// collector itself; `None` (the default) for a set of channels.
+    #[doc(hidden)]
+    fn in_place(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
+
     /// Records emitted on all channels so far.
     fn emitted(&self) -> u64 {
         let mut emitted = 0;
@@ -251,6 +260,10 @@ impl<T: Data> Outputs for Collector<T> {
 
     fn assemble(parts: &mut OutputParts) -> Self {
         parts.next_collector()
+    }
+
+    fn in_place(&mut self) -> Option<&mut dyn Any> {
+        Some(self)
     }
 
     #[inline]

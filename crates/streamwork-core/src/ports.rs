@@ -1,10 +1,10 @@
-//! Input ports: an operator with inputs of distinct types is an [`Operator`]
+//! Input ports: an operator with inputs of distinct types is an [`Operator`](crate::Operator)
 //! whose input is one of them.
 //!
-//! The engine knows one operator shape, [`Operator`]: it reads each input
+//! The engine knows one operator shape, [`Operator`](crate::Operator): it reads each input
 //! port's batches, keys each record by its edge's key function, and hands
-//! it to [`Operator::on_record`] as the operator's input type; the end of a
-//! port is [`Operator::on_input_end`]. An operator with two inputs (a join)
+//! it to [`Operator::on_record`](crate::Operator::on_record) as the operator's input type; the end of a
+//! port is [`Operator::on_input_end`](crate::Operator::on_input_end). An operator with two inputs (a join)
 //! reads an [`Either`]: records of its left port arrive as [`Either::Left`],
 //! of its right port as [`Either::Right`].
 //!
@@ -38,9 +38,6 @@
 //! let values: Vec<i64> = harness.take(|out| out.take_buffered().into_iter().map(|r| r.value).collect());
 //! assert_eq!(values, vec![3, -4]);
 //! ```
-
-#[cfg(doc)]
-use crate::component::Operator;
 
 /// A record of one of an operator's two input ports.
 #[derive(Clone, Debug, PartialEq, Eq)]

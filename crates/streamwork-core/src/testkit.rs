@@ -256,6 +256,12 @@ impl<O: Operator> Harness<O> {
         &self.operator
     }
 
+    /// The operator under test, to call a hook the harness does not (its
+    /// [`on_batch_in_place`](Operator::on_batch_in_place), say).
+    pub fn operator_mut(&mut self) -> &mut O {
+        &mut self.operator
+    }
+
     /// Reads (and usually drains) the outputs.
     pub fn take<R>(&mut self, read: impl FnOnce(&mut O::Out) -> R) -> R {
         read(&mut self.out)

@@ -79,6 +79,9 @@ impl<T: Data, Tm: StreamTime, C0> WindowStreams<C0, Unconnected<channel::late, T
 
 impl<C0: ChannelHandled, C1: ChannelHandled> AllChannelsHandled for WindowStreams<C0, C1> {}
 
+/// The index of the `late` channel among a window operator's channels.
+pub const LATE_CHANNEL: u32 = 1;
+
 impl<R: Data, T: Data> Outputs for WindowOutputs<R, T> {
     type Streams<Tm: StreamTime> =
         WindowStreams<Unconnected<channel::results, R, Tm>, Unconnected<channel::late, T, Tm>>;
@@ -99,7 +102,7 @@ impl<R: Data, T: Data> Outputs for WindowOutputs<R, T> {
     fn streams<Tm: StreamTime>(job: JobId, node: NodeId) -> Self::Streams<Tm> {
         WindowStreams {
             results: Unconnected(Stream::__new(job, node, 0), PhantomData),
-            late: Unconnected(Stream::__new(job, node, 1), PhantomData),
+            late: Unconnected(Stream::__new(job, node, LATE_CHANNEL), PhantomData),
         }
     }
 

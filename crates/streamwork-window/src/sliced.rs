@@ -13,6 +13,20 @@
 //! `end + A`, and an event arriving late but within it updates the slices and
 //! re-fires the window as an [`Firing::Update`]; an event later than that goes
 //! to the `late` channel and is counted.
+//!
+//! Pre-aggregated before their keyed exchange (see
+//! [`streamwork_core::pre_aggregate`]): each sending task merges its records
+//! into one partial per key and slice ([`SliceMerge`]), holding a slice's
+//! partials until the watermark reaches the end of the first window the
+//! slice is part of (or a checkpoint's barrier comes), and the window
+//! operator merges each partial into its own slice
+//! ([`PreAggregatedWindows`]), as it merges slices into windows. The engine
+//! places both halves, by default, for windows in event time over an
+//! incremental aggregate without early firing (whose firings count records
+//! one by one, or show a window before it closes), when no component reads
+//! the `late` channel. A window
+//! then fires the same results; an update within the allowed lateness comes
+//! once per partial instead of once per record.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -23,8 +37,11 @@ use streamwork_state::CowCell;
 use hashbrown::hash_table::{Entry, HashTable};
 use streamwork_core::SnapshotContext;
 use streamwork_core::chain::{Epochs, FrozenEpochs, stamp};
+use streamwork_core::ports::Either;
+use streamwork_core::pre_aggregate::LocalAggregate;
 use streamwork_core::{
-    Context, Data, KeyKind, Operator, Restore, StateBytes, TaskError, Timestamp,
+    Context, Data, InstanceContext, KeyKind, Operator, PreAggregating, Restore, StateBytes,
+    Statefulness, TaskError, Timestamp,
 };
 use streamwork_state::{FrozenChanges, KeyedCheckpoint};
 
@@ -34,7 +51,7 @@ use crate::domain::Domain;
 use crate::ends::{
     ends, first_end_containing, last_end_containing, last_instant, next_end, slice_start,
 };
-use crate::outputs::WindowOutputs;
+use crate::outputs::{LATE_CHANNEL, WindowOutputs};
 use crate::window::{Firing, Window, WindowResult};
 
 /// Early firing of sliced windows, before they close.
@@ -382,12 +399,18 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
     }
 
     /// Makes the slice containing `t` the hot one and returns its bounds.
-    #[inline]
+    #[inline(always)]
     fn heat(&mut self, t: i64) -> HotBounds {
         let bounds = self.hot_bounds;
         if self.hot.is_some() && bounds.start <= t && t < bounds.end {
             return bounds;
         }
+        self.reheat(t)
+    }
+
+    /// [`heat`](Self::heat) for a `t` outside the hot slice.
+    #[inline(never)]
+    fn reheat(&mut self, t: i64) -> HotBounds {
         let index = t.div_euclid(self.slice);
         if let Some((old, slice)) = self.hot.take() {
             self.slices.insert(old, CowCell::new(slice));
@@ -553,6 +576,106 @@ impl<T, KK: KeyKind, D, A: Aggregate<T>> SlicedWindows<T, KK, D, A> {
         }
     }
 
+    /// Adds `records` records of the key with `hash` and value `key_value`
+    /// at time `t` (one event, or a partial merged before the exchange) to
+    /// its partial through `add`, and fires what that changes: the windows
+    /// an event late within the allowed lateness updates, and early firings
+    /// by count.
+    #[inline(always)]
+    fn absorb(
+        &mut self,
+        t: i64,
+        hash: u64,
+        key_value: &KK::Value,
+        records: u64,
+        add: impl FnOnce(&A, &mut A::Acc),
+        out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>,
+    ) where
+        T: Data,
+        D: Domain,
+    {
+        let bounds = self.heat(t);
+        let aggregate = &self.aggregate;
+        let every = self.early.every;
+        let Some((_, slice)) = self.hot.as_mut() else {
+            unreachable!("heat sets the hot slice")
+        };
+        let partial = match slice
+            .partials
+            .entry(hash, |p| p.key == *key_value, |p| p.hash)
+        {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e
+                .insert(Partial {
+                    key: key_value.clone(),
+                    hash,
+                    acc: aggregate.create(),
+                    count: 0,
+                    dirty: false,
+                    version: 0,
+                })
+                .into_mut(),
+        };
+        add(aggregate, &mut partial.acc);
+        partial.count += records;
+        partial.dirty = true;
+        stamp(&mut partial.version, self.epochs.now());
+        let early_now = every.is_some_and(|n| partial.count.is_multiple_of(n));
+        let (first_end, last_end) = (bounds.first_end, bounds.last_end);
+        if self.next_end.is_none_or(|next| first_end < next) {
+            // The first of the record's windows that has not fired yet, if any.
+            let now = self.now;
+            let unfired = ends(first_end, last_end, self.slide).find(|&end| end > now);
+            if let Some(unfired) = unfired
+                && self.next_end.is_none_or(|next| unfired < next)
+            {
+                self.next_end = Some(unfired);
+            }
+        }
+        let late_within_lateness = D::EVENT_TIME && t < self.now;
+        if late_within_lateness || early_now {
+            let key_value = key_value.clone();
+            for end in ends(first_end, last_end, self.slide) {
+                let within_lateness = end.saturating_add(self.lateness) > self.now;
+                if end <= self.now && late_within_lateness && within_lateness {
+                    self.emit_window(end, Firing::Update, Some((hash, &key_value)), out);
+                } else if end > self.now && early_now {
+                    self.emit_window(end, Firing::Early, Some((hash, &key_value)), out);
+                }
+            }
+        }
+    }
+
+    /// Merges `partial`, records merged before the exchange, the latest at
+    /// `time`, as its records would have been one by one: late (counted;
+    /// no component reads the `late` channel of pre-aggregated windows) if
+    /// its slice's windows are past their lateness, else into its slice.
+    pub(crate) fn add_partial(
+        &mut self,
+        partial: SlicePartial<KK::Value, A::Acc>,
+        time: Option<Timestamp>,
+        out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>,
+    ) where
+        T: Data,
+        D: Domain,
+    {
+        let start = slice_start(partial.slice, self.slice);
+        let t = match D::record_time(time, &mut self.now) {
+            t if t.div_euclid(self.slice) == partial.slice => t,
+            _ => start,
+        };
+        let last_end = last_end_containing(self.size, self.slide, start);
+        if D::EVENT_TIME && last_end.saturating_add(self.lateness) <= self.now {
+            self.late.add(partial.records);
+            return;
+        }
+        let hash = KK::hash_value(&partial.key);
+        let SlicePartial {
+            key, acc, records, ..
+        } = partial;
+        self.absorb(t, hash, &key, records, |a, into| a.merge(into, &acc), out);
+    }
+
     fn early_by_interval(&mut self, out: &mut WindowOutputs<WindowResult<KK::Value, A::Out>, T>)
     where
         T: Data,
@@ -595,6 +718,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
 
     streamwork_state::keyed_checkpoint_hooks!(crate::TRANSIENT_FIX);
 
+    #[inline]
     fn on_record(&mut self, value: T, ctx: &mut Context<'_, KK, Self::Out>) {
         let t = D::record_time(ctx.timestamp(), &mut self.now);
         // Beyond the allowed lateness of every window containing it: late.
@@ -611,59 +735,30 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         }
         let key = ctx.key_ref();
         let (hash, key_value) = (KK::hash(key), KK::value(key));
-        let bounds = self.heat(t);
-        let aggregate = &self.aggregate;
-        let every = self.early.every;
-        let Some((_, slice)) = self.hot.as_mut() else {
-            unreachable!("heat sets the hot slice")
-        };
-        let partial = match slice
-            .partials
-            .entry(hash, |p| p.key == *key_value, |p| p.hash)
-        {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e
-                .insert(Partial {
-                    key: key_value.clone(),
-                    hash,
-                    acc: aggregate.create(),
-                    count: 0,
-                    dirty: false,
-                    version: 0,
-                })
-                .into_mut(),
-        };
-        aggregate.add(&mut partial.acc, &value);
-        partial.count += 1;
-        partial.dirty = true;
-        stamp(&mut partial.version, self.epochs.now());
-        let early_now = every.is_some_and(|n| partial.count.is_multiple_of(n));
-        let (first_end, last_end) = (bounds.first_end, bounds.last_end);
-        if self.next_end.is_none_or(|next| first_end < next) {
-            // The first of the record's windows that has not fired yet, if any.
-            let now = self.now;
-            let unfired = ends(first_end, last_end, self.slide).find(|&end| end > now);
-            if let Some(unfired) = unfired
-                && self.next_end.is_none_or(|next| unfired < next)
-            {
-                self.next_end = Some(unfired);
-            }
-        }
-        let late_within_lateness = D::EVENT_TIME && t < self.now;
-        if late_within_lateness || early_now {
-            let key_value = key_value.clone();
-            for end in ends(first_end, last_end, self.slide) {
-                let within_lateness = end.saturating_add(self.lateness) > self.now;
-                if end <= self.now && late_within_lateness && within_lateness {
-                    self.emit_window(end, Firing::Update, Some((hash, &key_value)), ctx.out());
-                } else if end > self.now && early_now {
-                    self.emit_window(end, Firing::Early, Some((hash, &key_value)), ctx.out());
-                }
-            }
-        }
+        self.absorb(
+            t,
+            hash,
+            key_value,
+            1,
+            |a, acc| a.add(acc, &value),
+            ctx.out(),
+        );
     }
 
     crate::window_time_hooks!();
+
+    /// In event time, over an incremental aggregate, without early firing:
+    /// merged per key and slice before the exchange (see the
+    /// [module](self)). Early firing counts records one by one, or shows a
+    /// window before it closes, which a partial held until then would not.
+    fn pre_aggregation<E: PreAggregating<Self>>(&self, engine: E) -> Result<E::Output, E> {
+        if !D::EVENT_TIME || A::BY_PARTS || self.early != Early::default() {
+            return Err(engine);
+        }
+        let local = SliceMerge::new(self.aggregate.clone(), self.size, self.slide, self.slice);
+        let global = PreAggregatedWindows(self.clone());
+        Ok(engine.pre_aggregate(local, global, Some(LATE_CHANNEL)))
+    }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
         self.advance(D::tick_time(now), out);
@@ -727,5 +822,295 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SlicedWindow
         }
         self.recompute_next_end();
         Ok(())
+    }
+}
+
+/// One key's records of one slice, merged in the task that sent them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlicePartial<K, Acc> {
+    /// The key.
+    pub key: K,
+    /// The slice (slice `i` covers `[i * g, (i + 1) * g)`, `g` the slice
+    /// length).
+    pub slice: i64,
+    /// The records' accumulator.
+    pub acc: Acc,
+    /// How many records it holds.
+    pub records: u64,
+}
+
+/// Merges records into [`SlicePartial`]s with the window's aggregate.
+pub struct SliceMerge<T, K, A> {
+    aggregate: A,
+    size: i64,
+    slide: i64,
+    slice: i64,
+    _types: PhantomData<fn(T, K)>,
+}
+
+impl<T, K, A: Clone> Clone for SliceMerge<T, K, A> {
+    fn clone(&self) -> Self {
+        SliceMerge {
+            aggregate: self.aggregate.clone(),
+            size: self.size,
+            slide: self.slide,
+            slice: self.slice,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T, K, A> SliceMerge<T, K, A> {
+    /// Merges by `aggregate` into the slices (of `slice` milliseconds) of
+    /// windows of `size` every `slide`.
+    pub(crate) fn new(aggregate: A, size: i64, slide: i64, slice: i64) -> Self {
+        SliceMerge {
+            aggregate,
+            size,
+            slide,
+            slice,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T, K, A> LocalAggregate for SliceMerge<T, K, A>
+where
+    T: Data,
+    K: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    A: Aggregate<T>,
+{
+    type In = T;
+    type Key = K;
+    type Partial = SlicePartial<K, A::Acc>;
+
+    /// The slice of `time`; no time is the beginning of time, as the window
+    /// counts it.
+    #[inline]
+    fn group(&self, time: Option<Timestamp>) -> Option<i64> {
+        let t = time.map_or(i64::MIN, Timestamp::millis);
+        Some(t.div_euclid(self.slice))
+    }
+
+    /// The end of the first window the slice is part of: that window
+    /// fires at a watermark there.
+    fn due(&self, slice: i64) -> Timestamp {
+        let start = slice_start(slice, self.slice);
+        Timestamp::from_millis(first_end_containing(self.size, self.slide, start))
+    }
+
+    #[inline]
+    fn first(&self, key: K, slice: i64, value: &T) -> Self::Partial {
+        let mut acc = self.aggregate.create();
+        self.aggregate.add(&mut acc, value);
+        SlicePartial {
+            key,
+            slice,
+            acc,
+            records: 1,
+        }
+    }
+
+    #[inline]
+    fn add(&self, partial: &mut Self::Partial, value: &T) {
+        self.aggregate.add(&mut partial.acc, value);
+        partial.records += 1;
+    }
+
+    fn key_of(partial: &Self::Partial) -> &K {
+        &partial.key
+    }
+}
+
+/// Tumbling or sliding windows reading records and the partials merged
+/// before the exchange: the same windows, state and checkpoints as
+/// [`SlicedWindows`], which it runs.
+pub struct PreAggregatedWindows<T, KK: KeyKind, D, A: Aggregate<T>>(
+    pub(crate) SlicedWindows<T, KK, D, A>,
+);
+
+impl<T, KK: KeyKind, D, A: Aggregate<T>> Clone for PreAggregatedWindows<T, KK, D, A> {
+    fn clone(&self) -> Self {
+        PreAggregatedWindows(self.0.clone())
+    }
+}
+
+/// What a window's partials are.
+type PartialOf<T, KK, A> = SlicePartial<<KK as KeyKind>::Value, <A as Aggregate<T>>::Acc>;
+
+impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator
+    for PreAggregatedWindows<T, KK, D, A>
+{
+    type In = Either<T, PartialOf<T, KK, A>>;
+    type Key = KK;
+    type Out = WindowOutputs<WindowResult<KK::Value, A::Out>, T>;
+    type Time = D::Time;
+
+    fn open(&mut self, ctx: &InstanceContext) {
+        self.0.open(ctx);
+    }
+
+    fn statefulness(&self) -> Statefulness {
+        self.0.statefulness()
+    }
+
+    #[inline(always)]
+    fn on_record(&mut self, value: Self::In, ctx: &mut Context<'_, KK, Self::Out>) {
+        match value {
+            Either::Left(record) => self.0.on_record(record, ctx),
+            Either::Right(partial) => {
+                let time = ctx.timestamp();
+                self.0.add_partial(partial, time, ctx.out());
+            }
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Self::Out) {
+        self.0.on_watermark(watermark, out);
+    }
+
+    fn on_batch_end(&mut self, out: &mut Self::Out) {
+        self.0.on_batch_end(out);
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
+        self.0.on_processing_time(now, out);
+    }
+
+    fn snapshot(&mut self, ctx: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        self.0.snapshot(ctx)
+    }
+
+    fn restore(&mut self, restore: &Restore<'_>) -> Result<(), TaskError> {
+        self.0.restore(restore)
+    }
+
+    fn before_barrier(&mut self, out: &mut Self::Out) {
+        self.0.before_barrier(out);
+    }
+
+    fn on_end(&mut self, out: &mut Self::Out) {
+        self.0.on_end(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::any::Any;
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+    use streamwork_core::testkit::Harness;
+    use streamwork_core::{ByKey, PreAggregating};
+
+    use super::*;
+    use crate::{Count, EventDomain, LateCounter, Windows};
+
+    type Event = (u32, i64);
+    type Counts = SlicedWindows<Event, ByKey<u32>, EventDomain, Count>;
+    type Local = SliceMerge<Event, u32, Count>;
+
+    /// An engine that keeps the two halves it is handed.
+    struct Keep;
+
+    impl PreAggregating<Counts> for Keep {
+        type Output = Box<dyn Any>;
+
+        fn pre_aggregate<L, G>(self, local: L, global: G, late: Option<u32>) -> Box<dyn Any>
+        where
+            L: LocalAggregate<In = Event, Key = u32>,
+            G: Operator<In = Either<Event, L::Partial>, Key = ByKey<u32>>,
+        {
+            assert_eq!(late, Some(crate::outputs::LATE_CHANNEL));
+            Box::new((local, global))
+        }
+    }
+
+    fn windows(size: u64, slide: u64, late: &LateCounter) -> Counts {
+        let (size, slide) = (Duration::from_millis(size), Duration::from_millis(slide));
+        Windows::sliding(size, slide)
+            .count_late_in(late.clone())
+            .count()
+    }
+
+    /// What `windows` fire over `batches` (each followed by a watermark 5 ms
+    /// behind the latest event time so far), as `(key, start, count)`, and
+    /// the events counted late.
+    fn fired<O>(
+        mut h: Harness<O>,
+        feed: impl Fn(&mut Harness<O>, &[Event]),
+        batches: &[Vec<Event>],
+        late: &LateCounter,
+    ) -> (Vec<(u32, i64, u64)>, u64)
+    where
+        O: Operator<Out = crate::WindowOutputs<crate::WindowResult<u32, u64>, Event>>,
+    {
+        let mut latest = i64::MIN;
+        for batch in batches {
+            feed(&mut h, batch);
+            latest = batch.iter().map(|e| e.1).fold(latest, i64::max);
+            h.watermark(latest.saturating_sub(5));
+        }
+        h.end();
+        let mut rows: Vec<_> = h.take(|out| {
+            out.results
+                .take_buffered()
+                .into_iter()
+                .map(|r| (r.value.key, r.value.window.start.millis(), r.value.value))
+                .collect()
+        });
+        rows.sort_unstable();
+        (rows, late.get())
+    }
+
+    proptest! {
+        /// Windows fed partials merged per key and slice between watermarks
+        /// fire what they fire fed the records one by one, and count the
+        /// same records late.
+        #[test]
+        fn partials_fire_what_records_fire(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((0u32..4, 0i64..400), 0..20), 1..12),
+            (size, slide) in prop_oneof![Just((30u64, 30u64)), Just((50, 20)), Just((40, 10))],
+        ) {
+            let by_record = LateCounter::new();
+            let expected = fired(
+                Harness::new(windows(size, slide, &by_record)),
+                |h, batch| for &(k, t) in batch { h.record(k, (k, t), Some(t)) },
+                &batches,
+                &by_record,
+            );
+            let by_partial = LateCounter::new();
+            let halves = windows(size, slide, &by_partial).pre_aggregation(Keep);
+            let Ok(halves) = halves else { panic!("event-time counts pre-aggregate") };
+            let Ok(halves) = halves.downcast::<(Local, PreAggregatedWindows<Event, ByKey<u32>, EventDomain, Count>)>() else {
+                panic!("the halves of sliced windows")
+            };
+            let (local, global) = *halves;
+            let got = fired(
+                Harness::new(global),
+                |h, batch| {
+                    // Merged in order, per key and slice, as a combiner
+                    // merges between two watermarks.
+                    let mut partials: Vec<(SlicePartial<u32, u64>, i64)> = Vec::new();
+                    for event in batch {
+                        let slice = local.group(Some(Timestamp::from_millis(event.1))).unwrap();
+                        match partials.iter_mut().find(|(p, _)| p.key == event.0 && p.slice == slice) {
+                            Some((p, latest)) => {
+                                local.add(p, event);
+                                *latest = (*latest).max(event.1);
+                            }
+                            None => partials.push((local.first(event.0, slice, event), event.1)),
+                        }
+                    }
+                    for (partial, latest) in partials {
+                        h.record(partial.key, Either::Right(partial), Some(latest));
+                    }
+                },
+                &batches,
+                &by_partial,
+            );
+            prop_assert_eq!(got, expected);
+        }
     }
 }

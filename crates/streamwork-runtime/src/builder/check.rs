@@ -97,6 +97,16 @@ impl<D> JobBuilder<D> {
                 }
             }
         }
+        for (late, gate) in &self.gates {
+            let read = late.is_some_and(|(node, channel)| {
+                self.edges
+                    .iter()
+                    .any(|e| e.from == node && e.channel == channel)
+            });
+            if !read {
+                gate.open();
+            }
+        }
         let mut edges = Vec::with_capacity(self.edges.len());
         for e in self.edges {
             let from = &self.nodes[e.from.index()];

@@ -138,6 +138,28 @@ impl<T, Tm> Input<T, Tm> {
         self.stream
     }
 
+    /// A keyed edge from `stream`, with this edge's flow control, routed by
+    /// `hash` (the stable hash of the record's key): the edge of a
+    /// pre-aggregated operator's partials beside its records' edge. It has
+    /// no exchange: a job does not run as stages across an event-time
+    /// exchange, and a pre-aggregated operator is in event time.
+    pub(crate) fn beside<P: Data>(
+        &self,
+        stream: Stream<P, Tm>,
+        hash: impl Fn(&P) -> u64 + Clone + Send + Sync + 'static,
+    ) -> Input<P, Tm> {
+        let route: RouteMaker<P> = Arc::new(move |_, ctx: RouteContext| {
+            Box::new(KeyRoute::new(hash.clone(), ctx.key_groups, ctx.targets))
+        });
+        Input {
+            stream,
+            grouping: self.grouping,
+            route,
+            flow: self.flow,
+            exchange: None,
+        }
+    }
+
     /// The same edge (grouping, route, flow control, exchange) read from
     /// `stream` instead, a stream of the same records: how the builder puts
     /// a step (a combiner) between a stream and the edge that reads it.

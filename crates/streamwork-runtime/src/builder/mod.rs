@@ -44,6 +44,7 @@ mod graph;
 pub mod input;
 mod plan;
 mod ports;
+mod pre_aggregated;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,7 +78,7 @@ use self::factory::{
     RootFactory, SourceFactory,
 };
 use crate::acking::RootedLineage;
-use crate::combiner::Combiner;
+use crate::combiner::{Combiner, Gate};
 use crate::cut::ends::{EncodeExchange, ExchangeSource};
 use crate::dispatch::ChannelDispatcher;
 use crate::fan_out::FanOut;
@@ -115,6 +116,9 @@ pub struct JobBuilder<D = promise::AtMostOnce> {
     edges: Vec<PendingEdge>,
     /// `(node, channel)` left unread on purpose.
     discarded: Vec<(NodeId, u32)>,
+    /// The gates of pre-aggregating combiners, each opened by `build` unless
+    /// a component reads its operator's channel of late records.
+    gates: Vec<(Option<(NodeId, u32)>, Gate)>,
     config: JobConfig,
     /// The parallelism of a component `job!` declares without one.
     default_parallelism: u32,
@@ -184,6 +188,7 @@ impl JobBuilder {
             nodes: Vec::new(),
             edges: Vec::new(),
             discarded: Vec::new(),
+            gates: Vec::new(),
             config: JobConfig::default(),
             default_parallelism: 1,
             _promise: std::marker::PhantomData,
@@ -222,6 +227,7 @@ impl JobBuilder {
             nodes: self.nodes,
             edges: self.edges,
             discarded: self.discarded,
+            gates: self.gates,
             config: self.config,
             default_parallelism: self.default_parallelism,
             _promise: std::marker::PhantomData,
@@ -427,7 +433,21 @@ impl<D> JobBuilder<D> {
     where
         O::Time: Admits<Tm>,
     {
-        let inputs = self.combined(name, parallelism, &operator, inputs.into_inputs());
+        let placing = pre_aggregated::Placing {
+            job: self,
+            name,
+            parallelism,
+            inputs: inputs.into_inputs(),
+        };
+        let placing = match placing.applies() {
+            true => match operator.pre_aggregation(placing) {
+                Ok(streams) => return streams,
+                Err(placing) => placing,
+            },
+            false => placing,
+        };
+        let inputs = placing.inputs;
+        let inputs = self.combined(name, parallelism, &operator, inputs);
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
         let node = self.add_node(operator_node(name, parallelism, operator, extractors));
         self.connect(node, 0, &inputs);

@@ -62,7 +62,7 @@ impl<O: Operator, Tm: StreamTime> InputPort<O, Tm> {
     pub fn new<P: Data>(
         name: &'static str,
         inputs: impl IntoInputs<P, O::Key, Tm>,
-        into: fn(P) -> O::In,
+        into: impl Fn(P) -> O::In + Clone + Send + 'static,
     ) -> Self {
         let inputs: Inputs<P, O::Key, Tm> = inputs.into_inputs();
         let extractors: Vec<_> = inputs.items().iter().map(|(_, x)| x.clone()).collect();
@@ -70,7 +70,11 @@ impl<O: Operator, Tm: StreamTime> InputPort<O, Tm> {
             info: PortInfo::of::<P>(name, O::Key::KEYED),
             edges: Box::new(move |to, port| super::pending_edges(to, port, &inputs)),
             reader: Box::new(move |senders| {
-                Box::new(Port::<P, O, _>::new(extractors.clone(), senders, into))
+                Box::new(Port::<P, O, _>::new(
+                    extractors.clone(),
+                    senders,
+                    into.clone(),
+                ))
             }),
             _time: std::marker::PhantomData,
         }

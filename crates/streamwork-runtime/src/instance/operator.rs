@@ -116,12 +116,14 @@ where
         let Some(extractor) = self.extractors.get(edge).or(self.extractors.first()) else {
             return Ok(0);
         };
-        for record in rooted(batch.drain(), anchors) {
-            out.set_time(record.time);
-            let key = O::Key::extract(extractor, &record.value);
-            let mut context = Context::new(O::Key::as_ref(&key), &mut *out, record.time, ctx);
-            operator.on_record((self.into)(record.value), &mut context);
-        }
+        let into = &self.into;
+        match anchors {
+            None => run_records::<O, P>(operator, out, ctx, extractor, into, batch.drain()),
+            anchors => {
+                let records = rooted(batch.drain(), anchors);
+                run_records::<O, P>(operator, out, ctx, extractor, into, records)
+            }
+        };
         Ok(n)
     }
 }
@@ -184,7 +186,7 @@ impl<O: Operator> Instance<OperatorKind<O>> {
             let Some(extractor) = extractors.get(edge).or(extractors.first()) else {
                 return Ok(0);
             };
-            let n = run_records::<O>(operator, out, &env.ctx, extractor, records);
+            let n = run_records::<O, O::In>(operator, out, &env.ctx, extractor, |v| v, records);
             out.set_time(None);
             if env.acker.is_some() {
                 // What the batch's end emits derives from no one record.
@@ -205,7 +207,10 @@ impl<O: Operator> Instance<OperatorKind<O>> {
         let n = records.len() as u64;
         let Instance { kind, out, env, .. } = self;
         env.guard(|| {
-            let Some(collector) = (out as &mut dyn Any).downcast_mut::<Collector<O::In>>() else {
+            let Some(collector) = out
+                .in_place()
+                .and_then(|channel| channel.downcast_mut::<Collector<O::In>>())
+            else {
                 return Ok(None);
             };
             if !kind.operator.on_batch_in_place(records) {
@@ -227,16 +232,18 @@ impl<O: Operator> Instance<OperatorKind<O>> {
     }
 }
 
-/// The per-record loop of an operator, a function of its own so that the
-/// operator and its outputs arrive as distinct (`noalias`) references and the
-/// optimizer can keep their fields in registers across records.
+/// The per-record loop of an operator, over records of one of its ports (of
+/// type `P`, each made its input by `into`), a function of its own so that
+/// the operator and its outputs arrive as distinct (`noalias`) references and
+/// the optimizer can keep their fields in registers across records.
 #[inline(never)]
-fn run_records<O: Operator>(
+fn run_records<O: Operator, P: 'static>(
     operator: &mut O,
     out: &mut O::Out,
     ctx: &InstanceContext,
-    extractor: &<O::Key as KeyKind>::Extractor<O::In>,
-    records: impl Iterator<Item = Record<O::In>>,
+    extractor: &<O::Key as KeyKind>::Extractor<P>,
+    into: impl Fn(P) -> O::In,
+    records: impl Iterator<Item = Record<P>>,
 ) -> u64 {
     let mut n = 0;
     for record in records {
@@ -245,7 +252,7 @@ fn run_records<O: Operator>(
         out.set_time(time);
         let key = O::Key::extract(extractor, &record.value);
         let mut context = Context::new(O::Key::as_ref(&key), &mut *out, time, ctx);
-        operator.on_record(record.value, &mut context);
+        operator.on_record(into(record.value), &mut context);
     }
     n
 }
