@@ -4,7 +4,7 @@
 //! in the sending task. They fire what windows fed record by record fire,
 //! count the same late events, merge nothing while the `late` channel is
 //! read, and commit an uninterrupted run's results exactly once across a
-//! failure and at another parallelism.
+//! failure, at another parallelism, and with combiners turned off or on.
 
 mod support;
 
@@ -195,11 +195,13 @@ fn a_window_whose_late_channel_is_read_gets_every_late_event() {
 fn windowed_exactly_once(
     source: Numbers,
     p: u32,
+    combiners: bool,
     fault: InjectFault<(u64, i64)>,
     out: &CollectSink<Row>,
 ) -> streamwork::runtime::JobGraph {
     let graph = job! {
         delivery exactly_once;
+        combiners combiners;
         source numbers = source;
         operator faulty = fault <- numbers;
         operator timed = Watermarks::monotonic()
@@ -217,10 +219,8 @@ fn windowed_exactly_once(
         .iter()
         .map(|c| c.name.clone())
         .collect();
-    assert!(
-        names.contains(&"counted (combine)".to_string()),
-        "{names:?}"
-    );
+    let combined = names.contains(&"counted (combine)".to_string());
+    assert_eq!(combined, combiners, "{names:?}");
     graph
 }
 
@@ -242,7 +242,7 @@ fn pre_aggregated_windows_restored_after_a_failure_commit_exactly_once() {
         let checkpoints = dir(&format!("window-combiners-{p}"));
         let out = CollectSink::new();
         let fault = InjectFault::new(0, Fault::BeforeRecord(20_000));
-        let graph = windowed_exactly_once(Numbers::new(n), p, fault, &out);
+        let graph = windowed_exactly_once(Numbers::new(n), p, true, fault, &out);
         let report = graph.run_with(exactly_once(&checkpoints, 1)).unwrap();
         assert_eq!(report.restarts, 1, "the fault fired");
         assert_same(
@@ -254,31 +254,44 @@ fn pre_aggregated_windows_restored_after_a_failure_commit_exactly_once() {
     }
 }
 
-#[test]
-fn pre_aggregated_windows_that_died_resume_exactly_at_another_parallelism() {
-    // The first run, at parallelism 2, fails after a completed checkpoint
-    // (the source holds halfway until one is) with no restart; the second,
-    // at parallelism 3, restores from it.
+/// A first run at parallelism 2, with combiners `first`, fails after a
+/// completed checkpoint (the source holds halfway until one is) with no
+/// restart; a second, at parallelism `p`, with combiners `then`, restores
+/// from it. Both commit into one sink, as into one output directory: what
+/// the first pre-committed for its last checkpoint, the second commits.
+fn died_and_resumed(first: bool, p: u32, then: bool) {
     let n = 30_000u64;
-    let checkpoints = dir("window-combiners-rescaled");
-    // One sink for both runs, as one output directory would be: what the
-    // first run pre-committed for its last checkpoint, the second commits.
+    let checkpoints = dir(&format!("window-combiners-{first}-{p}-{then}"));
     let out = CollectSink::new();
-    let run = |p: u32, fault: Option<usize>| {
+    let run = |p: u32, combiners: bool, fault: Option<usize>| {
         let fault = InjectFault::new(
             0,
             fault.map_or(Fault::BeforeRecord(usize::MAX), Fault::BeforeRecord),
         );
-        let graph = windowed_exactly_once(Numbers::new(n), p, fault, &out);
+        let graph = windowed_exactly_once(Numbers::new(n), p, combiners, fault, &out);
         graph.run_with(exactly_once(&checkpoints, 0))
     };
-    let died = run(2, Some(20_000));
+    let died = run(2, first, Some(20_000));
     assert!(died.is_err(), "the first run fails at the injected fault");
-    let resumed = run(3, None);
+    let resumed = run(p, then, None);
     assert!(
         resumed.unwrap().recovery.restored_from.is_some(),
         "it restored"
     );
-    assert_same(&sorted(out.values()), &expected_counts(n), "committed rows");
+    let what = format!("combiners {first}, then {then} at parallelism {p}");
+    assert_same(&sorted(out.values()), &expected_counts(n), &what);
     let _ = std::fs::remove_dir_all(&checkpoints);
+}
+
+#[test]
+fn pre_aggregated_windows_that_died_resume_exactly_at_another_parallelism() {
+    died_and_resumed(true, 3, true);
+}
+
+#[test]
+fn windows_resume_exactly_with_combiners_turned_off_or_on() {
+    // The combiner holds nothing in a checkpoint and the window keeps the
+    // same state either way: the changed job resumes.
+    died_and_resumed(true, 2, false);
+    died_and_resumed(false, 3, true);
 }
