@@ -295,3 +295,27 @@ fn windows_resume_exactly_with_combiners_turned_off_or_on() {
     died_and_resumed(true, 2, false);
     died_and_resumed(false, 3, true);
 }
+
+#[test]
+fn a_pre_aggregated_window_across_processes_is_refused_for_its_watermarked_exchange() {
+    // As stages, the records' keyed exchange would cross processes, and
+    // watermarks do not: refused as without combiners, naming the fix.
+    for combiners in [true, false] {
+        let out = CollectSink::new();
+        let graph = windowed_exactly_once(
+            Numbers::new(10),
+            2,
+            combiners,
+            InjectFault::new(0, Fault::BeforeRecord(usize::MAX)),
+            &out,
+        );
+        let refused = streamwork::scaleout::stages::StagePlan::of(&graph).unwrap_err();
+        assert_eq!(refused.component, "counted", "combiners {combiners}");
+        assert!(
+            refused
+                .problem
+                .contains("watermarks do not cross processes"),
+            "{refused}"
+        );
+    }
+}

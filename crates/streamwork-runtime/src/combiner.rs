@@ -77,22 +77,18 @@ pub const PASS_RECORDS: u64 = 1 << 20;
 /// At most how many times [`PASS_RECORDS`] doubles (to 2^26 records).
 pub const MAX_UNPAID_DOUBLINGS: u32 = 7;
 
-/// When a combiner sends what it holds: at its most keys or records, after
-/// its longest delay.
+/// The most groups a `LocalCombiner` holds at once (it finds a record's
+/// group by a scan from the last one used); one more sends what it holds.
+pub const MAX_GROUPS: usize = 64;
+
+/// When a combiner last sent what it holds, by the wall clock: it sends
+/// again after [`MAX_DELAY_MS`].
 #[derive(Clone, Copy, Default)]
-struct Flushes {
-    merged: u64,
+struct Delay {
     last_sent: Option<Timestamp>,
 }
 
-impl Flushes {
-    /// One more record merged, with `held` entries now held: whether to send.
-    #[inline(always)]
-    fn merged(&mut self, held: usize) -> bool {
-        self.merged += 1;
-        (held >= MAX_KEYS) | (self.merged >= MAX_RECORDS)
-    }
-
+impl Delay {
     /// The wall clock reads `now`: whether what is held has waited long
     /// enough.
     fn due(&mut self, now: Timestamp) -> bool {
@@ -112,7 +108,7 @@ pub(crate) struct Combiner<O: Operator> {
     extractor: <O::Key as KeyKind>::Extractor<O::In>,
     held: FastHashMap<<O::Key as KeyKind>::Value, Record<O::In>>,
     merged: u64,
-    flushes: Flushes,
+    delay: Delay,
     pass_through: bool,
 }
 
@@ -123,7 +119,7 @@ impl<O: Operator> Clone for Combiner<O> {
             extractor: self.extractor.clone(),
             held: FastHashMap::default(),
             merged: 0,
-            flushes: Flushes::default(),
+            delay: Delay::default(),
             pass_through: self.pass_through,
         }
     }
@@ -137,7 +133,7 @@ impl<O: Operator> Combiner<O> {
             extractor,
             held: FastHashMap::default(),
             merged: 0,
-            flushes: Flushes::default(),
+            delay: Delay::default(),
             pass_through: false,
         }
     }
@@ -199,7 +195,7 @@ impl<O: Operator> Operator for Combiner<O> {
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Collector<O::In>) {
-        if self.flushes.due(now) {
+        if self.delay.due(now) {
             self.send(out, None);
         }
     }
@@ -304,7 +300,9 @@ pub(crate) struct LocalCombiner<L: LocalAggregate, KK: KeyKind<Value = L::Key>> 
     holding: usize,
     /// Emptied tables, reused.
     spare: Vec<Partials<L::Partial>>,
-    flushes: Flushes,
+    /// Records merged since it last sent everything.
+    merged: u64,
+    delay: Delay,
     /// Merging this run (a gate open and no acking).
     merging: bool,
     /// Records merged and partials made in the current sample.
@@ -339,7 +337,8 @@ impl<L: LocalAggregate, KK: KeyKind<Value = L::Key>> LocalCombiner<L, KK> {
             held: Vec::new(),
             holding: 0,
             spare: Vec::new(),
-            flushes: Flushes::default(),
+            merged: 0,
+            delay: Delay::default(),
             merging: false,
             sampled: (0, 0),
             passing: 0,
@@ -371,7 +370,7 @@ impl<L: LocalAggregate, KK: KeyKind<Value = L::Key>> LocalCombiner<L, KK> {
         }
         out.partials.set_time(current);
         if self.held.is_empty() {
-            self.flushes.merged = 0;
+            self.merged = 0;
         }
     }
 
@@ -380,7 +379,7 @@ impl<L: LocalAggregate, KK: KeyKind<Value = L::Key>> LocalCombiner<L, KK> {
         if !self.held.is_empty() {
             self.send_where(out, current, |_| true);
         }
-        self.flushes.merged = 0;
+        self.merged = 0;
     }
 
     /// Merges `value` into its key's partial in its group (or sends it as
@@ -401,6 +400,9 @@ impl<L: LocalAggregate, KK: KeyKind<Value = L::Key>> LocalCombiner<L, KK> {
             ctx.out().raw.emit(value);
             return;
         };
+        if self.held.len() >= MAX_GROUPS && !self.held.iter().any(|h| h.group == group) {
+            self.send(ctx.out(), time);
+        }
         let owned = KK::extract(&self.extractor, &value);
         let (hash, key) = (KK::hash(KK::as_ref(&owned)), KK::value(KK::as_ref(&owned)));
         let local = &self.local;
@@ -432,7 +434,8 @@ impl<L: LocalAggregate, KK: KeyKind<Value = L::Key>> LocalCombiner<L, KK> {
         if self.sampled.0 >= SAMPLE_RECORDS {
             self.judge();
         }
-        if self.flushes.merged(self.holding) || self.passing > 0 {
+        self.merged += 1;
+        if self.holding >= MAX_KEYS || self.merged >= MAX_RECORDS || self.passing > 0 {
             self.send(ctx.out(), time);
         }
     }
@@ -536,7 +539,7 @@ impl<L: LocalAggregate, KK: KeyKind<Value = L::Key>> Operator for LocalCombiner<
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Self::Out) {
-        if self.flushes.due(now) {
+        if self.delay.due(now) {
             self.send(out, None);
         }
     }
@@ -742,6 +745,19 @@ mod tests {
         h.record((), (3, 5), Some(31));
         h.end();
         assert_eq!(sent(&mut h), (vec![], vec![(3, 3, 5)]));
+    }
+
+    #[test]
+    fn sends_what_it_holds_before_it_would_hold_one_group_too_many() {
+        let mut h = Harness::new(local(true));
+        for group in 0..MAX_GROUPS as i64 {
+            h.record((), (1, 1), Some(group * 10));
+        }
+        assert_eq!(sent(&mut h).1.len(), 0, "every group held");
+        h.record((), (1, 1), Some(MAX_GROUPS as i64 * 10));
+        assert_eq!(sent(&mut h).1.len(), MAX_GROUPS, "the held ones went first");
+        h.end();
+        assert_eq!(sent(&mut h).1, vec![(1, MAX_GROUPS as i64, 1)]);
     }
 
     #[test]

@@ -360,21 +360,29 @@ impl<D> JobBuilder<D> {
                 if sending == 1 && parallelism == 1 {
                     return (input, extractor);
                 }
-                let step = match several {
-                    true => format!("{name} (combine {i})"),
-                    false => format!("{name} (combine)"),
-                };
+                let step = combiner_name(name, several.then_some(i));
                 let combiner = Combiner::new(operator.clone(), extractor.clone());
-                let node = self.add_node(operator_node(&step, sending, combiner, vec![()]));
-                self.connect(
-                    node,
-                    0,
-                    &Inputs::<_, NoKey, Tm>::from_items(vec![(stream.forward(), ())]),
-                );
+                let node = self.fused_after(&step, stream, combiner);
                 (input.reading(Stream::__new(self.id, node, 0)), extractor)
             })
             .collect();
         Inputs::from_items(items)
+    }
+
+    /// Adds `operator` as `name`, reading `stream` through a forward edge
+    /// at its component's parallelism, so that it fuses into the task that
+    /// emits `stream` (a combiner).
+    fn fused_after<T: Data, Tm: StreamTime, C: Operator<In = T, Key = NoKey>>(
+        &mut self,
+        name: &str,
+        stream: Stream<T, Tm>,
+        operator: C,
+    ) -> NodeId {
+        let sending = self.nodes[stream.node().index()].parallelism;
+        let node = self.add_node(operator_node(name, sending, operator, vec![()]));
+        let forward = Inputs::<_, NoKey, Tm>::from_items(vec![(stream.forward(), ())]);
+        self.connect(node, 0, &forward);
+        node
     }
 
     /// Whether keyed operators added after this call that can merge their
@@ -506,6 +514,15 @@ impl<D> JobBuilder<D> {
             streamwork_core::ops::map(std::convert::identity::<T>),
             inputs,
         )
+    }
+}
+
+/// The plan's name of the combiner before `operator`'s input `input` (its
+/// only one: `None`).
+fn combiner_name(operator: &str, input: Option<usize>) -> String {
+    match input {
+        Some(i) => format!("{operator} (combine {i})"),
+        None => format!("{operator} (combine)"),
     }
 }
 

@@ -10,11 +10,11 @@ use streamwork_core::component::{
 use streamwork_core::outputs::Outputs;
 use streamwork_core::ports::Either;
 use streamwork_core::pre_aggregate::LocalAggregate;
-use streamwork_core::{NoKey, NodeId, StreamTime};
+use streamwork_core::{NodeId, StreamTime};
 
-use super::input::{GroupingSpec, Groupings, Inputs};
+use super::input::{GroupingSpec, Inputs};
 use super::ports::InputPort;
-use super::{JobBuilder, operator_node};
+use super::{JobBuilder, combiner_name};
 use crate::combiner::{Gate, LocalCombiner, LocalOutputs};
 use streamwork_core::grouping::GroupingKind;
 
@@ -77,20 +77,10 @@ where
         };
         let (mut records, mut partials) = (Vec::new(), Vec::new());
         for (i, (input, extractor)) in items.into_iter().enumerate() {
-            let stream = input.stream();
-            let sending = job.nodes[stream.node().index()].parallelism;
-            let step = match several {
-                true => format!("{name} (combine {i})"),
-                false => format!("{name} (combine)"),
-            };
+            let step = combiner_name(name, several.then_some(i));
             let combiner =
                 LocalCombiner::<L, O::Key>::new(local.clone(), extractor.clone(), gate.clone());
-            let node = job.add_node(operator_node(&step, sending, combiner, vec![()]));
-            job.connect(
-                node,
-                0,
-                &Inputs::<_, NoKey, Tm>::from_items(vec![(stream.forward(), ())]),
-            );
+            let node = job.fused_after(&step, input.stream(), combiner);
             let (raw, merged) = LocalOutputs::<O::In, L::Partial>::streams::<Tm>(job.id, node);
             partials.push((input.beside(merged, hash.clone()), carried.clone()));
             records.push((input.reading(raw), extractor));
