@@ -1,11 +1,14 @@
 //! Backpressure (chapter 9): overflow policies account for every record (on
-//! a thread per task and on workers), backpressure watermarks pause and
+//! a thread per task and on workers) and queue no more than the edge's
+//! capacity, backpressure watermarks pause and
 //! resume the sources, a permanently slow consumer is reported as thrashing,
 //! and the bottleneck is named.
 //!
 //! These jobs run a slow sink on purpose; their assertions hold whatever the
 //! machine's speed (exact counts, or conditions a slow sink always causes).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use streamwork::prelude::*;
@@ -85,6 +88,82 @@ fn dropping_policies_account_for_every_record() {
             sorted.len(),
             delivered.len(),
             "{policy:?}, {workers} workers: delivered a record twice"
+        );
+    }
+}
+
+/// A sink taking `micros` per record that counts the records it receives
+/// once the source has generated its last one.
+#[derive(Clone)]
+struct AfterTheEndSink {
+    micros: u64,
+    ended: Arc<AtomicBool>,
+    after: Arc<AtomicU64>,
+}
+
+impl Sink for AfterTheEndSink {
+    type In = u64;
+    fn write(&mut self, _: Record<u64>) -> Result<(), ConnectorError> {
+        let until = std::time::Instant::now() + Duration::from_micros(self.micros);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        if self.ended.load(Ordering::SeqCst) {
+            self.after.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// Whatever the policy, a full edge holds what its queue holds and no more:
+/// once the source has generated its last record, the sink receives at most
+/// a few batches (the queue's two, the sampled one a sampling edge holds
+/// past them, the one the sink is writing, the one being sent). A sampling
+/// edge keeps one record in four of a batch that meets a full queue and then
+/// waits like a blocking one, on workers too.
+#[test]
+fn a_full_edge_queues_no_more_than_its_capacity_under_every_policy() {
+    const EVENTS: u64 = 30_000;
+    const BATCH: u64 = 64;
+    for (policy, workers) in [
+        Overflow::Block,
+        Overflow::DropNewest,
+        Overflow::DropOldest,
+        Overflow::Sample(4),
+    ]
+    .into_iter()
+    .flat_map(|policy| [(policy, 0), (policy, 2)])
+    {
+        let ended = Arc::new(AtomicBool::new(false));
+        let after = Arc::new(AtomicU64::new(0));
+        let sink = AfterTheEndSink {
+            micros: 20,
+            ended: ended.clone(),
+            after: after.clone(),
+        };
+        let last = ended.clone();
+        let numbers = GeneratorSource::new(move |i| {
+            if i + 1 == EVENTS {
+                last.store(true, Ordering::SeqCst);
+            }
+            i
+        })
+        .take(EVENTS);
+        let graph = job! {
+            batch_size 64;
+            workers workers;
+            source numbers = numbers;
+            operator passed = Pass <- numbers;
+            sink slow = sink <- passed.capacity(2).overflow(policy);
+        }
+        .unwrap();
+        let report = graph.run().unwrap();
+        assert_eq!(report.component("numbers").unwrap().records_out(), EVENTS);
+        let after = after.load(Ordering::SeqCst);
+        assert!(
+            after <= 6 * BATCH,
+            "{policy:?}, {workers} workers: the sink received {after} records after the source's last; \
+             a queue of 2 batches of {BATCH} holds fewer"
         );
     }
 }

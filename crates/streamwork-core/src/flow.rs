@@ -23,6 +23,13 @@ impl Overflow {
     pub fn drops(self) -> bool {
         !matches!(self, Overflow::Block)
     }
+
+    /// Whether a sender facing a full channel waits for room: always when
+    /// blocking, and after keeping its sample when sampling. On workers, a
+    /// task whose waiting edge is full is held back before its next step.
+    pub fn waits(self) -> bool {
+        matches!(self, Overflow::Block | Overflow::Sample(_))
+    }
 }
 
 /// An overflow policy name that is none of the known ones.

@@ -305,11 +305,15 @@ impl<'g> TaskBuilder<'g> {
                         let key = (to, InstanceIdx(target), port, from.0);
                         let (sender, capacity) = &self.senders[&key];
                         // On workers, a full channel holds the task back,
-                        // unless its edge drops records instead: then it drops.
-                        if self.on_workers && !flow.overflow.drops() {
+                        // unless its edge drops whole batches instead. A
+                        // sampling edge samples the batch that meets its
+                        // full queue and is held past it: one batch over,
+                        // as a sender blocked on threads holds one.
+                        if self.on_workers && flow.overflow.waits() {
+                            let over = usize::from(matches!(flow.overflow, Overflow::Sample(_)));
                             self.task_outputs.push(OutputChannel {
                                 sender: sender.clone(),
-                                capacity: *capacity,
+                                capacity: *capacity + over,
                             });
                         }
                         let port_sender = PortSender {
