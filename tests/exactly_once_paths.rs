@@ -77,7 +77,7 @@ fn paths(name: &str) -> Paths {
 }
 
 /// The first run stages checkpoint 1 (half the input) and dies before it
-/// completes. The next run starts from no checkpoint, and its own first
+/// completes, leaving hidden files cut short beside its staged ones. The next run starts from no checkpoint, and its own first
 /// checkpoint covers nothing (its source holds at 0 until one completes):
 /// a sink that kept the orphan, or an id handed out again, would publish
 /// the first half twice.
@@ -100,6 +100,16 @@ fn a_crash_before_the_first_checkpoint_completes_publishes_nothing_twice() {
             hidden.iter().any(|h| h.contains(".staged-")),
             "the precondition: staged output was left behind: {hidden:?}"
         );
+        // What a crash in the middle of writing a hidden file whole leaves
+        // (`.NAME.SUFFIX.partial`): the restored run removes it, and a torn
+        // `published` is not read as the real one.
+        for staged in hidden.iter().filter(|h| h.contains(".staged-")) {
+            let name = staged.split(".staged-").next().unwrap();
+            for suffix in ["published", "header", "commit-00000000000000000001"] {
+                std::fs::write(paths.output.join(format!("{name}.{suffix}.partial")), "99")
+                    .unwrap();
+            }
+        }
         let report = sums(Numbers::holding_at(n, Some(0)), p, sum_files(&paths.output))
             .run_with(exactly_once(&paths.checkpoints, 0))
             .unwrap();
@@ -107,6 +117,10 @@ fn a_crash_before_the_first_checkpoint_completes_publishes_nothing_twice() {
         let (rows, hidden) = committed_sums(&paths.output);
         assert_same(&rows, &expected_sums(n), &format!("p={p}"));
         assert!(hidden.iter().all(|h| !h.contains(".staged-")), "{hidden:?}");
+        assert!(
+            hidden.iter().all(|h| !h.ends_with(".partial")),
+            "{hidden:?}"
+        );
     }
 }
 

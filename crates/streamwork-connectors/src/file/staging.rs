@@ -414,6 +414,7 @@ impl Staging {
     /// up to it staged (the final one too if it is final), finishes a commit
     /// a crash interrupted, and discards what later checkpoints staged.
     fn recover(&self, restored: CheckpointId, is_final: bool) -> Result<(), ConnectorError> {
+        self.discard_cut_short_writes()?;
         if self.appends() {
             self.finish_interrupted_appends()?;
         }
@@ -436,6 +437,23 @@ impl Staging {
         self.sync_dir()
     }
 
+    /// Removes what a crash left of hidden files being written whole
+    /// (`.NAME.SUFFIX.partial`, see [`write_whole`](Self::write_whole)): the
+    /// file each was to replace, or its absence, is still the one in force.
+    /// A commit marker cut short this way means its append never began.
+    fn discard_cut_short_writes(&self) -> Result<(), ConnectorError> {
+        let prefix = format!(".{}.", self.name);
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| io("listing", &self.dir, e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".partial") {
+                let partial = entry.path();
+                std::fs::remove_file(&partial).map_err(|e| io("removing", &partial, e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// A single-file append cut short: if its staged file is still there,
     /// the append is redone by `recover`'s commit (which truncates back to
     /// the recorded length first); if not, the append was complete.
@@ -447,12 +465,6 @@ impl Staging {
             let Some(rest) = name.strip_prefix(&prefix) else {
                 continue;
             };
-            if rest.ends_with(".partial") {
-                // A marker a crash cut short: its append never began.
-                let partial = entry.path();
-                std::fs::remove_file(&partial).map_err(|e| io("removing", &partial, e))?;
-                continue;
-            }
             let staged = if rest == "final" {
                 Staged::Final
             } else {
