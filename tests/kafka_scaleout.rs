@@ -858,18 +858,17 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
     let owners = Arc::new(Mutex::new(BTreeMap::new()));
     let overlaps = Arc::new(AtomicU64::new(0));
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    // Both leave when told, not when idle for a while: how long a
+    // rebalance takes (on a loaded machine, longer than any idle time
+    // chosen here was) does not decide whether the second gets its share.
+    let leave = Arc::new(AtomicBool::new(false));
     let member = |runner: usize| {
         let (owners, overlaps, seen) = (owners.clone(), overlaps.clone(), seen.clone());
         let runner_of = GroupRunner::new(&brokers, &group, &[&topic], &checkpoints)
             .checkpoint_interval(Duration::from_millis(100))
             .delivery(Delivery::AtLeastOnce)
             .session_timeout(Duration::from_secs(6))
-            // Longer than a rebalance takes: the first stays until the
-            // second has joined (a join takes tansu three seconds), and the
-            // second, first given nothing, until the rebalance that follows
-            // gives it its share (it came three seconds later in a CI run
-            // where the second, idle for two, left without it).
-            .idle_exit(Duration::from_secs(10));
+            .leave_when(leave.clone());
         std::thread::spawn(move || {
             runner_of.run(move |task| {
                 let sink = Owner {
@@ -898,6 +897,19 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let second = member(1);
+    // The first gives the second its share in a rebalance, and between
+    // them they read everything: then both leave.
+    let ends = streamwork::connectors::kafka::end_offsets(&brokers, &topic).unwrap();
+    let total: i64 = ends.values().sum();
+    wait_until(
+        "the second member owning a partition and every record read",
+        Duration::from_secs(300),
+        || {
+            let second_owns = owners.lock().unwrap().values().any(|o| o.contains(&1));
+            second_owns && seen.lock().unwrap().len() as i64 >= total
+        },
+    );
+    leave.store(true, Ordering::Relaxed);
     // Bounded: a runner that never finishes fails the test, not hangs it.
     let deadline = Instant::now() + Duration::from_secs(300);
     while !(first.is_finished() && second.is_finished()) {
@@ -919,7 +931,6 @@ fn two_members_split_the_partitions_and_never_own_one_at_once() {
         "a partition owned twice at once"
     );
     // Nothing lost across the hand-over.
-    let ends = streamwork::connectors::kafka::end_offsets(&brokers, &topic).unwrap();
     let seen = seen.lock().unwrap();
     for (partition, end) in ends {
         for offset in 0..end {
