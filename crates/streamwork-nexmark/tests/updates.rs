@@ -84,11 +84,25 @@ const CHANGING: [Query; 7] = [
     Query::Q19,
 ];
 
+// Every query's update stream at parallelism 1 and 3, in two tests that
+// the harness runs side by side.
+
 #[test]
-fn an_update_stream_applied_gives_the_final_rows() {
-    let scratch = Scratch::new("updates");
+fn an_update_stream_applied_gives_the_final_rows_at_parallelism_1() {
+    update_streams_apply_to_the_final_rows(1);
+}
+
+#[test]
+fn an_update_stream_applied_gives_the_final_rows_at_parallelism_3() {
+    update_streams_apply_to_the_final_rows(3);
+}
+
+/// Every query at `parallelism`: its update stream, applied, gives its
+/// final rows, with a change per line.
+fn update_streams_apply_to_the_final_rows(parallelism: u32) {
+    let scratch = Scratch::new(&format!("updates-{parallelism}"));
     for query in Query::ALL {
-        for parallelism in [1, 3] {
+        {
             let (final_path, updates_path) = (
                 scratch.path(&format!("{query}-{parallelism}-final.jsonl")),
                 scratch.path(&format!("{query}-{parallelism}-updates.jsonl")),
