@@ -23,13 +23,18 @@ struct SlowSink {
 impl Sink for SlowSink {
     type In = u64;
     fn write(&mut self, record: Record<u64>) -> Result<(), ConnectorError> {
-        let until = std::time::Instant::now() + Duration::from_micros(self.micros);
-        while std::time::Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        spin(self.micros);
         let mut seen = self.seen.clone();
         seen.write(record)?;
         seen.flush()
+    }
+}
+
+/// Busy for `micros` µs: a slow stage that does not sleep.
+fn spin(micros: u64) {
+    let until = std::time::Instant::now() + Duration::from_micros(micros);
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
     }
 }
 
@@ -104,10 +109,7 @@ struct AfterTheEndSink {
 impl Sink for AfterTheEndSink {
     type In = u64;
     fn write(&mut self, _: Record<u64>) -> Result<(), ConnectorError> {
-        let until = std::time::Instant::now() + Duration::from_micros(self.micros);
-        while std::time::Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        spin(self.micros);
         if self.ended.load(Ordering::SeqCst) {
             self.after.fetch_add(1, Ordering::SeqCst);
         }

@@ -138,16 +138,8 @@ fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
     run().unwrap();
     let published = committed_sums(&paths.output);
     assert_same(&published.0, &expected_sums(n), "the first run");
-    let segments = support::log_segments(&paths.checkpoints);
-    let newest = segments.last().unwrap();
-    let length = std::fs::metadata(newest).unwrap().len();
     // The final commit record is the last 48 bytes: cut into it.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(newest)
-        .unwrap()
-        .set_len(length - 20)
-        .unwrap();
+    let segments = support::cut_newest_segment(&paths.checkpoints, 20);
     let error = run().expect_err("a damaged newest checkpoint is refused");
     let text = error.to_string();
     assert!(text.contains("completed"), "{text}");

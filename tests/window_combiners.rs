@@ -391,15 +391,7 @@ fn pre_aggregated_windows_refuse_a_damaged_newest_checkpoint() {
         "the first run fails at the fault"
     );
     let committed = sorted(out.values());
-    let segments = support::log_segments(&checkpoints);
-    let newest = segments.last().unwrap();
-    let length = std::fs::metadata(newest).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(newest)
-        .unwrap()
-        .set_len(length - 20)
-        .unwrap();
+    support::cut_newest_segment(&checkpoints, 20);
     let error = run(None).expect_err("a damaged newest checkpoint is refused");
     let text = error.to_string();
     assert!(

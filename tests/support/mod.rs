@@ -500,6 +500,23 @@ pub fn sweep_scratch_of_ended_processes() {
     }
 }
 
+/// Cuts the last `bytes` off the newest segment of the checkpoint log in
+/// `dir` (its newest checkpoint's commit record is its last 48 bytes), and
+/// returns every segment, in order.
+#[allow(dead_code)]
+pub fn cut_newest_segment(dir: &Path, bytes: u64) -> Vec<PathBuf> {
+    let segments = log_segments(dir);
+    let newest = segments.last().expect("a checkpoint log segment");
+    let length = std::fs::metadata(newest).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(newest)
+        .unwrap()
+        .set_len(length - bytes)
+        .unwrap();
+    segments
+}
+
 /// The checkpoint log's segment files in `dir`, in order.
 #[allow(dead_code)]
 pub fn log_segments(dir: &Path) -> Vec<PathBuf> {
