@@ -94,7 +94,12 @@ impl<M: Copy + Ord, K, V> RestoredEntries<M, K, V> {
 }
 
 type SaveFn<M, K, V> = fn(M, Vec<(K, V)>, KeyGroups) -> Result<AlignedVec, StateError>;
-type SaveDeltaFn<K, V> = fn(Vec<(K, V)>, Vec<K>, KeyGroups) -> Result<AlignedVec, StateError>;
+/// [`SaveFn`] archiving straight into a writer.
+type StreamFn<M, K, V> =
+    fn(M, Vec<(K, V)>, KeyGroups, &mut dyn std::io::Write) -> Result<(), StateError>;
+/// Archives a delta straight into a writer.
+type StreamDeltaFn<K, V> =
+    fn(Vec<(K, V)>, Vec<K>, KeyGroups, &mut dyn std::io::Write) -> Result<(), StateError>;
 type SaveManifestFn<M> = fn(M, Vec<u64>, KeyGroups) -> Result<AlignedVec, StateError>;
 type LoadFn<M, K, V> =
     fn(&Restore<'_>, &[(InstanceIdx, Held<'_>)]) -> Result<RestoredEntries<M, K, V>, StateError>;
@@ -112,7 +117,8 @@ pub(crate) enum Held<'a> {
 /// group. Copy: a few function pointers.
 pub struct KeyedCodec<M, K, V> {
     save: SaveFn<M, K, V>,
-    save_delta: SaveDeltaFn<K, V>,
+    stream: StreamFn<M, K, V>,
+    stream_delta: StreamDeltaFn<K, V>,
     save_manifest: SaveManifestFn<M>,
     load: LoadFn<M, K, V>,
     /// The version of the operator's entry layout (`M`, `K`, `V`): bumped
@@ -203,7 +209,7 @@ impl PartBytes<'_> {
 
 /// Entries frozen on the task thread, archived when the coordinator asks.
 struct BesideEntries<M, K, V, F> {
-    save: SaveFn<M, K, V>,
+    stream: StreamFn<M, K, V>,
     meta: M,
     entries: F,
     key_groups: KeyGroups,
@@ -223,9 +229,7 @@ where
     F: Fn() -> Vec<(K, V)> + Send + Sync,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        let bytes = (self.save)(self.meta.clone(), (self.entries)(), self.key_groups)
-            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        out.write_all(&bytes)
+        (self.stream)(self.meta.clone(), (self.entries)(), self.key_groups, out)
             .map_err(|e| TaskError::Snapshot(format!("writing the archived entries: {e}")))
     }
 }
@@ -305,7 +309,7 @@ where
 /// What changed in frozen state since an earlier freeze, archived when the
 /// coordinator asks.
 struct DeltaEntries<K, V, Z> {
-    save_delta: SaveDeltaFn<K, V>,
+    stream_delta: StreamDeltaFn<K, V>,
     frozen: Z,
     since: u32,
     key_groups: KeyGroups,
@@ -326,9 +330,7 @@ where
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
         let (entries, removed) = self.frozen.changes_since(self.since);
-        let bytes = (self.save_delta)(entries, removed, self.key_groups)
-            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        out.write_all(&bytes)
+        (self.stream_delta)(entries, removed, self.key_groups, out)
             .map_err(|e| TaskError::Snapshot(format!("writing the archived changes: {e}")))
     }
 }
@@ -348,7 +350,8 @@ where
     pub fn with_layout(layout: u32) -> Self {
         KeyedCodec {
             save: save::<M, K, V>,
-            save_delta: save_delta::<K, V>,
+            stream: stream::<M, K, V>,
+            stream_delta: stream_delta::<K, V>,
             save_manifest: save_manifest::<M>,
             load: load::<M, K, V>,
             layout: layout.max(1),
@@ -393,7 +396,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         F: Fn() -> Vec<(K, V)> + Send + Sync + 'static,
     {
         let payload = BesideEntries {
-            save: self.save,
+            stream: self.stream,
             meta,
             entries,
             key_groups,
@@ -503,11 +506,33 @@ where
     })
 }
 
-fn save_delta<K, V>(
+/// [`save`] straight into `out`.
+fn stream<M, K, V>(
+    meta: M,
+    entries: Vec<(K, V)>,
+    key_groups: KeyGroups,
+    out: &mut dyn std::io::Write,
+) -> Result<(), StateError>
+where
+    M: StateData,
+    K: Key + StateData,
+    V: StateData,
+{
+    let parts = KeyedParts {
+        meta,
+        key_groups: key_groups.count(),
+        groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
+    };
+    archive_into(&parts, out)
+}
+
+/// A delta, archived straight into `out`.
+fn stream_delta<K, V>(
     entries: Vec<(K, V)>,
     removed: Vec<K>,
     key_groups: KeyGroups,
-) -> Result<AlignedVec, StateError>
+    out: &mut dyn std::io::Write,
+) -> Result<(), StateError>
 where
     K: Key + StateData,
     V: StateData,
@@ -516,10 +541,28 @@ where
         key_groups: key_groups.count(),
         groups: group_delta(entries, removed, key_groups),
     };
-    rkyv::to_bytes::<rancor::Error>(&delta).map_err(|e| StateError::Serialize {
-        type_name: std::any::type_name::<KeyedDelta<K, V>>(),
-        reason: e.to_string(),
-    })
+    archive_into(&delta, out)
+}
+
+/// Archives `value` into `out` as it goes: the bytes `rkyv::to_bytes`
+/// would make, written through the log's buffered record writer, never
+/// held whole in memory (a snapshot can be as large as the state).
+fn archive_into<T>(value: &T, out: &mut dyn std::io::Write) -> Result<(), StateError>
+where
+    T: for<'a, 'w> Serialize<
+        rkyv::api::high::HighSerializer<
+            crate::state_data::StreamWriter<'w>,
+            rkyv::ser::allocator::ArenaHandle<'a>,
+            rancor::Error,
+        >,
+    >,
+{
+    rkyv::api::high::to_bytes_in::<_, rancor::Error>(value, rkyv::ser::writer::IoWriter::new(out))
+        .map(|_| ())
+        .map_err(|e| StateError::Serialize {
+            type_name: std::any::type_name::<T>(),
+            reason: e.to_string(),
+        })
 }
 
 fn save_manifest<M: StateData>(
@@ -886,7 +929,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
                 let manifest = (codec.save_manifest)(meta, chain_ids(before), ctx.key_groups)
                     .map_err(|e| TaskError::Snapshot(e.to_string()))?;
                 let payload = DeltaEntries {
-                    save_delta: codec.save_delta,
+                    stream_delta: codec.stream_delta,
                     frozen,
                     since: *since,
                     key_groups: ctx.key_groups,
@@ -1125,6 +1168,32 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn an_archive_streamed_into_a_writer_is_the_archive_made_in_memory() {
+        // Snapshots archived off the task thread stream into the log; the
+        // bytes must be those an in-memory archive makes (and older logs
+        // hold), whatever the alignment padding inside.
+        let entries: Vec<(String, (Vec<u8>, u64))> = (0..2_000u64)
+            .map(|i| (format!("key-{i}"), (vec![i as u8; (i % 37) as usize], i)))
+            .collect();
+        let key_groups = KeyGroups::DEFAULT;
+        let whole = save::<i64, String, (Vec<u8>, u64)>(-3, entries.clone(), key_groups).unwrap();
+        let mut streamed = Vec::new();
+        stream::<i64, String, (Vec<u8>, u64)>(-3, entries.clone(), key_groups, &mut streamed)
+            .unwrap();
+        assert_eq!(streamed, whole.as_slice());
+        let removed: Vec<String> = (0..50).map(|i| format!("gone-{i}")).collect();
+        let delta = KeyedDelta {
+            key_groups: key_groups.count(),
+            groups: group_delta(entries.clone(), removed.clone(), key_groups),
+        };
+        let in_memory = rkyv::to_bytes::<rancor::Error>(&delta).unwrap();
+        let mut streamed = Vec::new();
+        stream_delta::<String, (Vec<u8>, u64)>(entries, removed, key_groups, &mut streamed)
+            .unwrap();
+        assert_eq!(streamed, in_memory.as_slice());
     }
 
     #[test]

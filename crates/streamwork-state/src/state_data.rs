@@ -22,14 +22,21 @@ pub trait StateData:
         Archived: Deserialize<Self, HighDeserializer<rancor::Error>>
                       + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
     > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
+    + for<'a, 'w> Serialize<HighSerializer<StreamWriter<'w>, ArenaHandle<'a>, rancor::Error>>
     + Sized
 {
 }
+
+/// Where a snapshot archived off the task thread is written as it is
+/// archived: straight into the checkpoint log's record, with no buffer the
+/// size of the archive (the same bytes `rkyv::to_bytes` would make).
+pub type StreamWriter<'w> = rkyv::ser::writer::IoWriter<&'w mut dyn std::io::Write>;
 
 impl<T> StateData for T where
     T: Archive<
             Archived: Deserialize<T, HighDeserializer<rancor::Error>>
                           + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
         > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
+        + for<'a, 'w> Serialize<HighSerializer<StreamWriter<'w>, ArenaHandle<'a>, rancor::Error>>
 {
 }
