@@ -141,15 +141,7 @@ fn a_damaged_newest_checkpoint_is_refused_not_rewound() {
     // The final commit record is the last 48 bytes: cut into it.
     let segments = support::cut_newest_segment(&paths.checkpoints, 20);
     let error = run().expect_err("a damaged newest checkpoint is refused");
-    let text = error.to_string();
-    assert!(text.contains("completed"), "{text}");
-    assert!(text.contains("cannot be used"), "{text}");
-    assert!(
-        text.contains("torn record"),
-        "what is damaged is said: {text}"
-    );
-    assert!(text.contains("from a backup"), "the fix is said: {text}");
-    assert!(!error.is_retryable());
+    support::assert_refused_as_torn(&error);
     assert_eq!(
         committed_sums(&paths.output),
         published,

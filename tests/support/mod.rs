@@ -517,6 +517,21 @@ pub fn cut_newest_segment(dir: &Path, bytes: u64) -> Vec<PathBuf> {
     segments
 }
 
+/// Asserts that `error` refuses a completed checkpoint that cannot be
+/// read because a record of it is torn, names the fix, and is not retried.
+#[allow(dead_code)]
+pub fn assert_refused_as_torn(error: &streamwork::runtime::JobError) {
+    let text = error.to_string();
+    assert!(text.contains("completed"), "{text}");
+    assert!(text.contains("cannot be used"), "{text}");
+    assert!(
+        text.contains("torn record"),
+        "what is damaged is said: {text}"
+    );
+    assert!(text.contains("from a backup"), "the fix is said: {text}");
+    assert!(!error.is_retryable());
+}
+
 /// The checkpoint log's segment files in `dir`, in order.
 #[allow(dead_code)]
 pub fn log_segments(dir: &Path) -> Vec<PathBuf> {

@@ -495,11 +495,7 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    let parts = KeyedParts {
-        meta,
-        key_groups: key_groups.count(),
-        groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
-    };
+    let parts = keyed_parts(meta, entries, key_groups);
     rkyv::to_bytes::<rancor::Error>(&parts).map_err(|e| StateError::Serialize {
         type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
         reason: e.to_string(),
@@ -518,12 +514,21 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    let parts = KeyedParts {
+    archive_into(&keyed_parts(meta, entries, key_groups), out)
+}
+
+/// `meta` and `entries`, grouped by key group: what [`save`] and
+/// [`stream`] archive.
+fn keyed_parts<M, K: Key, V>(
+    meta: M,
+    entries: Vec<(K, V)>,
+    key_groups: KeyGroups,
+) -> KeyedParts<M, K, V> {
+    KeyedParts {
         meta,
         key_groups: key_groups.count(),
         groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
-    };
-    archive_into(&parts, out)
+    }
 }
 
 /// A delta, archived straight into `out`.
@@ -557,12 +562,23 @@ where
         >,
     >,
 {
-    rkyv::api::high::to_bytes_in::<_, rancor::Error>(value, rkyv::ser::writer::IoWriter::new(out))
-        .map(|_| ())
-        .map_err(|e| StateError::Serialize {
-            type_name: std::any::type_name::<T>(),
-            reason: e.to_string(),
-        })
+    // rkyv writes a field at a time: a buffer of its own here makes those
+    // small writes copies, not calls through `dyn Write` (and the log's
+    // checksum) each.
+    let buffered = std::io::BufWriter::with_capacity(1 << 16, out);
+    let serialize = |e: rancor::Error| StateError::Serialize {
+        type_name: std::any::type_name::<T>(),
+        reason: e.to_string(),
+    };
+    let writer = rkyv::api::high::to_bytes_in::<_, rancor::Error>(
+        value,
+        rkyv::ser::writer::IoWriter::new(buffered),
+    )
+    .map_err(serialize)?;
+    std::io::Write::flush(&mut writer.into_inner()).map_err(|e| StateError::Serialize {
+        type_name: std::any::type_name::<T>(),
+        reason: format!("writing the archive: {e}"),
+    })
 }
 
 fn save_manifest<M: StateData>(

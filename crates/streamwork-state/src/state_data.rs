@@ -28,9 +28,11 @@ pub trait StateData:
 }
 
 /// Where a snapshot archived off the task thread is written as it is
-/// archived: straight into the checkpoint log's record, with no buffer the
-/// size of the archive (the same bytes `rkyv::to_bytes` would make).
-pub type StreamWriter<'w> = rkyv::ser::writer::IoWriter<&'w mut dyn std::io::Write>;
+/// archived: through a small buffer into the checkpoint log's record, with
+/// no buffer the size of the archive (the same bytes `rkyv::to_bytes`
+/// would make).
+pub type StreamWriter<'w> =
+    rkyv::ser::writer::IoWriter<std::io::BufWriter<&'w mut dyn std::io::Write>>;
 
 impl<T> StateData for T where
     T: Archive<
