@@ -15,7 +15,7 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use streamwork::prelude::*;
 use support::{Held, dir, exactly_once};
@@ -107,6 +107,24 @@ static ARMED: AtomicBool = AtomicBool::new(false);
 
 fn fail_once_at_zero(s: Sale) -> Sale {
     if s.id == 0 && ARMED.swap(false, Ordering::SeqCst) {
+        panic!("injected failure after a checkpoint");
+    }
+    s
+}
+
+/// Rows the reading job has seen, all instances together.
+static READ: AtomicU64 = AtomicU64::new(0);
+
+/// Armed, the reading job fails once at its `READ_FAILS_AT`-th row. Each
+/// held source instance reads one batch (at most `DEFAULT_BATCH_SIZE`
+/// rows) and then waits for a checkpoint to complete, so with at most
+/// three instances that row comes after a complete checkpoint, however the
+/// files were cut and whatever the threads' timing.
+fn fail_once_past_the_hold(s: Sale) -> Sale {
+    const READ_FAILS_AT: u64 = 4 * streamwork::core::collector::DEFAULT_BATCH_SIZE as u64;
+    if READ.fetch_add(1, Ordering::SeqCst) + 1 == READ_FAILS_AT
+        && ARMED.swap(false, Ordering::SeqCst)
+    {
         panic!("injected failure after a checkpoint");
     }
     s
@@ -217,12 +235,13 @@ fn parquet_written_exactly_once_across_a_failure_reads_back_whole_with_its_types
             job! {
                 delivery exactly_once;
                 source sales[p] = Held::new(FileSource::<Sale>::parquet(&out), 1);
-                operator checked[p] = |s: Sale| fail_once_at_zero(s) <- sales;
+                operator checked[p] = |s: Sale| fail_once_past_the_hold(s) <- sales;
                 sink kept = got.clone().transactional() <- checked;
             }
             .unwrap()
             .run_with(exactly_once(&reread, 0))
         };
+        READ.store(0, Ordering::SeqCst);
         ARMED.store(true, Ordering::SeqCst);
         let error = run(first).expect_err("the injected failure");
         assert!(error.to_string().contains("injected failure"), "{error}");
