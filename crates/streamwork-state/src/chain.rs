@@ -7,7 +7,6 @@
 use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
 use streamwork_core::hash::stable_hash;
-use streamwork_core::state::Key;
 
 /// In a chain's list of checkpoints, the checkpoint the list is written in
 /// (a final part stands for its instance in later checkpoints, whose ids it
@@ -61,9 +60,9 @@ pub struct DeltaGroup<K, V> {
 
 /// `entries` and `removed` grouped by key group, in group order, without
 /// empty groups.
-pub(crate) fn group_delta<K: Key, V>(
-    entries: Vec<(K, V)>,
-    removed: Vec<K>,
+pub(crate) fn group_delta<K: std::hash::Hash, V>(
+    entries: impl IntoIterator<Item = (K, V)>,
+    removed: impl IntoIterator<Item = K>,
     key_groups: KeyGroups,
 ) -> Vec<DeltaGroup<K, V>> {
     let mut groups: Vec<DeltaGroup<K, V>> = (0..key_groups.count())

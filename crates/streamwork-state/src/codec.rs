@@ -57,6 +57,7 @@ use crate::chain::{
 use crate::cow::{CowMap, FrozenMap};
 use crate::error::StateError;
 use crate::keyed::KeyGroupEntries;
+use crate::lent::{Lent, archive_into};
 use crate::state_data::StateData;
 use crate::version::operator_id;
 
@@ -94,12 +95,13 @@ impl<M: Copy + Ord, K, V> RestoredEntries<M, K, V> {
 }
 
 type SaveFn<M, K, V> = fn(M, Vec<(K, V)>, KeyGroups) -> Result<AlignedVec, StateError>;
-/// [`SaveFn`] archiving straight into a writer.
+/// [`SaveFn`] archiving lent entries straight into a writer.
 type StreamFn<M, K, V> =
-    fn(M, Vec<(K, V)>, KeyGroups, &mut dyn std::io::Write) -> Result<(), StateError>;
-/// Archives a delta straight into a writer.
+    fn(&M, Vec<(&K, &V)>, KeyGroups, &mut dyn std::io::Write) -> Result<(), StateError>;
+/// Archives a delta of lent entries and removed keys straight into a
+/// writer.
 type StreamDeltaFn<K, V> =
-    fn(Vec<(K, V)>, Vec<K>, KeyGroups, &mut dyn std::io::Write) -> Result<(), StateError>;
+    fn(Vec<(&K, &V)>, Vec<&K>, KeyGroups, &mut dyn std::io::Write) -> Result<(), StateError>;
 type SaveManifestFn<M> = fn(M, Vec<u64>, KeyGroups) -> Result<AlignedVec, StateError>;
 type LoadFn<M, K, V> =
     fn(&Restore<'_>, &[(InstanceIdx, Held<'_>)]) -> Result<RestoredEntries<M, K, V>, StateError>;
@@ -225,12 +227,47 @@ impl<M, K, V, F> fmt::Debug for BesideEntries<M, K, V, F> {
 
 impl<M, K, V, F> DeferredBytes for BesideEntries<M, K, V, F>
 where
-    M: Clone + Send + Sync,
+    M: Send + Sync,
     F: Fn() -> Vec<(K, V)> + Send + Sync,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        (self.stream)(self.meta.clone(), (self.entries)(), self.key_groups, out)
-            .map_err(|e| TaskError::Snapshot(format!("writing the archived entries: {e}")))
+        let entries = (self.entries)();
+        let lent = entries.iter().map(|(k, v)| (k, v)).collect();
+        (self.stream)(&self.meta, lent, self.key_groups, out).map_err(written_beside)
+    }
+}
+
+/// Why the entries archived beside a snapshot were not written.
+fn written_beside(e: StateError) -> TaskError {
+    TaskError::Snapshot(format!("writing the archived entries: {e}"))
+}
+
+/// Frozen state, every entry of which is lent to be archived when the
+/// coordinator asks.
+struct BesideFrozen<M, K, V, Z> {
+    stream: StreamFn<M, K, V>,
+    meta: M,
+    frozen: Z,
+    key_groups: KeyGroups,
+}
+
+impl<M, K, V, Z> fmt::Debug for BesideFrozen<M, K, V, Z> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BesideFrozen")
+            .field("type", &std::any::type_name::<KeyedParts<M, K, V>>())
+            .finish()
+    }
+}
+
+impl<M, K, V, Z> DeferredBytes for BesideFrozen<M, K, V, Z>
+where
+    M: Send + Sync,
+    Z: FrozenChanges<K, V>,
+{
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        self.frozen
+            .lend_entries(&mut |entries| (self.stream)(&self.meta, entries, self.key_groups, out))
+            .map_err(written_beside)
     }
 }
 
@@ -248,7 +285,36 @@ pub trait FrozenChanges<K, V>: Send + Sync + 'static {
     /// The entries written and the keys removed after the freeze of
     /// `epoch`.
     fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>);
+
+    /// Every entry, lent to `write` (which archives it): by default those
+    /// [`entries`](Self::entries) makes; state that keeps its entries as
+    /// they are archived lends its own, and nothing is copied.
+    fn lend_entries(&self, write: &mut LendEntries<'_, K, V>) -> Result<(), StateError> {
+        let entries = self.entries();
+        write(entries.iter().map(|(k, v)| (k, v)).collect())
+    }
+
+    /// [`changes_since`](Self::changes_since), lent to `write` as
+    /// [`lend_entries`](Self::lend_entries) lends every entry.
+    fn lend_changes_since(
+        &self,
+        epoch: u32,
+        write: &mut LendChanges<'_, K, V>,
+    ) -> Result<(), StateError> {
+        let (entries, removed) = self.changes_since(epoch);
+        write(
+            entries.iter().map(|(k, v)| (k, v)).collect(),
+            removed.iter().collect(),
+        )
+    }
 }
+
+/// What [`FrozenChanges::lend_entries`] lends entries to.
+pub type LendEntries<'w, K, V> = dyn FnMut(Vec<(&K, &V)>) -> Result<(), StateError> + 'w;
+
+/// What [`FrozenChanges::lend_changes_since`] lends the written entries
+/// and the removed keys to.
+pub type LendChanges<'w, K, V> = dyn FnMut(Vec<(&K, &V)>, Vec<&K>) -> Result<(), StateError> + 'w;
 
 /// What [`KeyedCheckpoint::plan_snapshot`] decided for the next snapshot.
 #[derive(Debug)]
@@ -306,6 +372,71 @@ where
     }
 }
 
+/// A frozen [`CowMap`] whose entries are archived where they are: the
+/// function finds the archived value in an entry's.
+struct LentMap<K, MV, F> {
+    frozen: FrozenMap<K, MV>,
+    value: F,
+}
+
+impl<K, V, MV, F> FrozenChanges<K, V> for LentMap<K, MV, F>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Clone,
+    MV: Send + Sync + 'static,
+    F: for<'a> Fn(&'a MV) -> &'a V + Send + Sync + 'static,
+{
+    fn epoch(&self) -> u32 {
+        self.frozen.epochs().epoch()
+    }
+
+    fn whole_since(&self, epoch: u32) -> bool {
+        self.frozen.epochs().whole_since(epoch, self.frozen.len())
+    }
+
+    fn entries(&self) -> Vec<(K, V)> {
+        self.frozen
+            .iter()
+            .map(|(k, v)| (k.clone(), (self.value)(v).clone()))
+            .collect()
+    }
+
+    fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>) {
+        let written = self
+            .frozen
+            .changed_since(epoch)
+            .map(|(k, v)| (k.clone(), (self.value)(v).clone()))
+            .collect();
+        (
+            written,
+            self.frozen.epochs().removed_since(epoch).cloned().collect(),
+        )
+    }
+
+    fn lend_entries(&self, write: &mut LendEntries<'_, K, V>) -> Result<(), StateError> {
+        write(
+            self.frozen
+                .iter()
+                .map(|(k, v)| (k, (self.value)(v)))
+                .collect(),
+        )
+    }
+
+    fn lend_changes_since(
+        &self,
+        epoch: u32,
+        write: &mut LendChanges<'_, K, V>,
+    ) -> Result<(), StateError> {
+        write(
+            self.frozen
+                .changed_since(epoch)
+                .map(|(k, v)| (k, (self.value)(v)))
+                .collect(),
+            self.frozen.epochs().removed_since(epoch).collect(),
+        )
+    }
+}
+
 /// What changed in frozen state since an earlier freeze, archived when the
 /// coordinator asks.
 struct DeltaEntries<K, V, Z> {
@@ -329,8 +460,10 @@ where
     Z: FrozenChanges<K, V>,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        let (entries, removed) = self.frozen.changes_since(self.since);
-        (self.stream_delta)(entries, removed, self.key_groups, out)
+        self.frozen
+            .lend_changes_since(self.since, &mut |entries, removed| {
+                (self.stream_delta)(entries, removed, self.key_groups, out)
+            })
             .map_err(|e| TaskError::Snapshot(format!("writing the archived changes: {e}")))
     }
 }
@@ -401,6 +534,15 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             entries,
             key_groups,
         };
+        self.beside(Arc::new(payload), Default::default())
+    }
+
+    /// A snapshot whose parts `payload` archives beside it.
+    fn beside(
+        &self,
+        payload: Arc<dyn DeferredBytes>,
+        written: Arc<OnceLock<SharedBytes>>,
+    ) -> StateBytes {
         StateBytes {
             schema: beside_schema(self.layout),
             bytes: Vec::new(),
@@ -408,8 +550,8 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                 stream: BESIDE_STREAM,
                 schema: keyed_schema(self.layout),
                 check: SideCheck::OnLoad,
-                payload: std::sync::Arc::new(payload),
-                written: Default::default(),
+                payload,
+                written,
             }],
             builds_on: Vec::new(),
         }
@@ -502,10 +644,10 @@ where
     })
 }
 
-/// [`save`] straight into `out`.
+/// [`save`] of lent entries, straight into `out`: the same bytes.
 fn stream<M, K, V>(
-    meta: M,
-    entries: Vec<(K, V)>,
+    meta: &M,
+    entries: Vec<(&K, &V)>,
     key_groups: KeyGroups,
     out: &mut dyn std::io::Write,
 ) -> Result<(), StateError>
@@ -514,11 +656,16 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    archive_into(&keyed_parts(meta, entries, key_groups), out)
+    let lent = entries.into_iter().map(|(k, v)| (Lent(k), Lent(v)));
+    let parts = KeyedParts {
+        meta: Lent(meta),
+        key_groups: key_groups.count(),
+        groups: crate::keyed::group_entries(lent, key_groups),
+    };
+    archive_into(&parts, out)
 }
 
-/// `meta` and `entries`, grouped by key group: what [`save`] and
-/// [`stream`] archive.
+/// `meta` and `entries`, grouped by key group: what [`save`] archives.
 fn keyed_parts<M, K: Key, V>(
     meta: M,
     entries: Vec<(K, V)>,
@@ -531,10 +678,11 @@ fn keyed_parts<M, K: Key, V>(
     }
 }
 
-/// A delta, archived straight into `out`.
+/// A delta of lent entries and removed keys, archived straight into
+/// `out`.
 fn stream_delta<K, V>(
-    entries: Vec<(K, V)>,
-    removed: Vec<K>,
+    entries: Vec<(&K, &V)>,
+    removed: Vec<&K>,
     key_groups: KeyGroups,
     out: &mut dyn std::io::Write,
 ) -> Result<(), StateError>
@@ -544,41 +692,13 @@ where
 {
     let delta = KeyedDelta {
         key_groups: key_groups.count(),
-        groups: group_delta(entries, removed, key_groups),
+        groups: group_delta(
+            entries.into_iter().map(|(k, v)| (Lent(k), Lent(v))),
+            removed.into_iter().map(Lent),
+            key_groups,
+        ),
     };
     archive_into(&delta, out)
-}
-
-/// Archives `value` into `out` as it goes: the bytes `rkyv::to_bytes`
-/// would make, written through the log's buffered record writer, never
-/// held whole in memory (a snapshot can be as large as the state).
-fn archive_into<T>(value: &T, out: &mut dyn std::io::Write) -> Result<(), StateError>
-where
-    T: for<'a, 'w> Serialize<
-        rkyv::api::high::HighSerializer<
-            crate::state_data::StreamWriter<'w>,
-            rkyv::ser::allocator::ArenaHandle<'a>,
-            rancor::Error,
-        >,
-    >,
-{
-    // rkyv writes a field at a time: a buffer of its own here makes those
-    // small writes copies, not calls through `dyn Write` (and the log's
-    // checksum) each.
-    let buffered = std::io::BufWriter::with_capacity(1 << 16, out);
-    let serialize = |e: rancor::Error| StateError::Serialize {
-        type_name: std::any::type_name::<T>(),
-        reason: e.to_string(),
-    };
-    let writer = rkyv::api::high::to_bytes_in::<_, rancor::Error>(
-        value,
-        rkyv::ser::writer::IoWriter::new(buffered),
-    )
-    .map_err(serialize)?;
-    std::io::Write::flush(&mut writer.into_inner()).map_err(|e| StateError::Serialize {
-        type_name: std::any::type_name::<T>(),
-        reason: format!("writing the archive: {e}"),
-    })
 }
 
 fn save_manifest<M: StateData>(
@@ -935,12 +1055,15 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         let epoch = frozen.epoch();
         let written = Arc::new(OnceLock::new());
         let state = match &plan {
-            Plan::Whole => {
-                let mut state =
-                    codec.snapshot_beside(meta, move || frozen.entries(), ctx.key_groups);
-                state.side[0].written = written.clone();
-                state
-            }
+            Plan::Whole => codec.beside(
+                Arc::new(BesideFrozen {
+                    stream: codec.stream,
+                    meta,
+                    frozen,
+                    key_groups: ctx.key_groups,
+                }),
+                written.clone(),
+            ),
             Plan::Delta { since, before, .. } => {
                 let manifest = (codec.save_manifest)(meta, chain_ids(before), ctx.key_groups)
                     .map_err(|e| TaskError::Snapshot(e.to_string()))?;
@@ -1012,6 +1135,52 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         let frozen = MapChanges {
             frozen: map.freeze(),
             value,
+        };
+        self.snapshot_frozen(ctx, planned, meta, frozen)
+    }
+
+    /// [`snapshot_map`](Self::snapshot_map) of a map whose values hold
+    /// their archived value (`stored` finds it: the value itself, or what
+    /// it points to): entries are archived where they are, with no copy
+    /// made to archive them.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use streamwork::core::hash::stable_hash;
+    /// use streamwork::core::{CheckpointId, SnapshotContext};
+    /// use streamwork::state::{CowMap, KeyedCheckpoint};
+    ///
+    /// let mut checkpoint = KeyedCheckpoint::<i64, String, Vec<u64>>::enabled();
+    /// // Each key's rows behind an `Arc`: a copy of a shard copies pointers.
+    /// let mut rows: CowMap<String, Arc<Vec<u64>>> = CowMap::new();
+    /// rows.insert(stable_hash("a"), "a".to_string(), Arc::new(vec![1, 2]));
+    /// let ctx = SnapshotContext::single(CheckpointId::new(1));
+    /// let snapshot = checkpoint.snapshot_map_borrowed(&ctx, 0, &mut rows, |r| &**r).unwrap();
+    /// assert_eq!(snapshot.unwrap().side.len(), 1);
+    /// ```
+    pub fn snapshot_map_borrowed<MV, F>(
+        &mut self,
+        ctx: &SnapshotContext,
+        meta: M,
+        map: &mut CowMap<K, MV>,
+        stored: F,
+    ) -> Result<Option<StateBytes>, TaskError>
+    where
+        M: Clone + Send + Sync + 'static,
+        K: Clone + Eq + Send + Sync + 'static,
+        V: Clone + 'static,
+        MV: Clone + Send + Sync + 'static,
+        F: for<'a> Fn(&'a MV) -> &'a V + Send + Sync + 'static,
+    {
+        let Some(planned) = self.plan_snapshot(ctx, map.len()) else {
+            return Ok(None);
+        };
+        if let Some(epoch) = planned.forget_through() {
+            map.forget_removed_through(epoch);
+        }
+        let frozen = LentMap {
+            frozen: map.freeze(),
+            value: stored,
         };
         self.snapshot_frozen(ctx, planned, meta, frozen)
     }
@@ -1187,7 +1356,7 @@ mod tests {
     }
 
     #[test]
-    fn an_archive_streamed_into_a_writer_is_the_archive_made_in_memory() {
+    fn an_archive_of_lent_entries_streamed_into_a_writer_is_the_archive_made_in_memory() {
         // Snapshots archived off the task thread stream into the log; the
         // bytes must be those an in-memory archive makes (and older logs
         // hold), whatever the alignment padding inside.
@@ -1196,8 +1365,10 @@ mod tests {
             .collect();
         let key_groups = KeyGroups::DEFAULT;
         let whole = save::<i64, String, (Vec<u8>, u64)>(-3, entries.clone(), key_groups).unwrap();
+        // Streamed from lent entries (archived where the state holds them).
+        let lent: Vec<_> = entries.iter().map(|(k, v)| (k, v)).collect();
         let mut streamed = Vec::new();
-        stream::<i64, String, (Vec<u8>, u64)>(-3, entries.clone(), key_groups, &mut streamed)
+        stream::<i64, String, (Vec<u8>, u64)>(&-3, lent.clone(), key_groups, &mut streamed)
             .unwrap();
         assert_eq!(streamed, whole.as_slice());
         let removed: Vec<String> = (0..50).map(|i| format!("gone-{i}")).collect();
@@ -1207,8 +1378,13 @@ mod tests {
         };
         let in_memory = rkyv::to_bytes::<rancor::Error>(&delta).unwrap();
         let mut streamed = Vec::new();
-        stream_delta::<String, (Vec<u8>, u64)>(entries, removed, key_groups, &mut streamed)
-            .unwrap();
+        stream_delta::<String, (Vec<u8>, u64)>(
+            lent,
+            removed.iter().collect(),
+            key_groups,
+            &mut streamed,
+        )
+        .unwrap();
         assert_eq!(streamed, in_memory.as_slice());
     }
 

@@ -5,9 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use rkyv::api::high::HighSerializer;
 use rkyv::rancor;
-use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 use streamwork_core::grouping::KeyGroups;
@@ -16,6 +14,7 @@ use streamwork_core::state::{CurrentKey, Key, KeyedState};
 use streamwork_core::{CheckpointId, InstanceIdx, OperatorId, Restore};
 
 use crate::error::StateError;
+use crate::lent::Lent;
 use crate::snapshot::Checkpoint;
 use crate::state_data::StateData;
 use crate::version::operator_id;
@@ -267,7 +266,7 @@ pub struct KeyGroupEntries<K, V> {
 }
 
 /// `entries` grouped by key group, in group order, without empty groups.
-pub(crate) fn group_entries<K: Key, V>(
+pub(crate) fn group_entries<K: Hash, V>(
     entries: impl Iterator<Item = (K, V)>,
     key_groups: KeyGroups,
 ) -> Vec<KeyGroupEntries<K, V>> {
@@ -297,23 +296,9 @@ where
     K: Key + StateData,
     V: Clone + StateData,
 {
-    archive_entries(state.iter(), key_groups)
-}
-
-/// Archives `entries` grouped by key group, as [`snapshot_keyed`] does.
-pub(crate) fn archive_entries<'a, K, V>(
-    entries: impl Iterator<Item = (&'a K, &'a V)>,
-    key_groups: KeyGroups,
-) -> Result<AlignedVec, StateError>
-where
-    K: Key,
-    V: Clone + 'a,
-    KeyedSnapshot<K, V>:
-        for<'b> Serialize<HighSerializer<AlignedVec, ArenaHandle<'b>, rancor::Error>>,
-{
     let snapshot = KeyedSnapshot {
         key_groups: key_groups.count(),
-        groups: group_entries(entries.map(|(k, v)| (k.clone(), v.clone())), key_groups),
+        groups: group_entries(state.iter().map(|(k, v)| (Lent(k), Lent(v))), key_groups),
     };
     crate::archive(&snapshot)
 }

@@ -56,6 +56,7 @@ mod error;
 mod fold;
 mod guarded;
 mod keyed;
+mod lent;
 mod log;
 mod managed;
 mod memory;
@@ -78,8 +79,8 @@ pub use rkyv;
 
 pub use chain::{ChainManifest, DeltaGroup, KeyedDelta};
 pub use codec::{
-    FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, Planned,
-    RestoredEntries, TimerCodec,
+    FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, LendChanges,
+    LendEntries, Planned, RestoredEntries, TimerCodec,
 };
 pub use cow::{CowCell, CowMap, FrozenMap};
 pub use error::StateError;

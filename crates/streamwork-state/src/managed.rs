@@ -31,9 +31,10 @@ use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
 use crate::codec::PartBytes;
 use crate::error::StateError;
 use crate::keyed::{
-    Aggregate, AggregatingState, ListState, MapState, ReducingState, archive_entries,
+    Aggregate, AggregatingState, KeyedSnapshot, ListState, MapState, ReducingState, group_entries,
     restore_keyed_from,
 };
+use crate::lent::{Lent, archive_into};
 use crate::state_data::StateData;
 
 /// The schema version of the container `#[derive(State)]` writes: every
@@ -302,24 +303,18 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        // Archived where the frozen tables hold them: nothing copied.
         let delta = crate::chain::KeyedDelta {
             key_groups: self.key_groups.count(),
             groups: crate::chain::group_delta(
                 self.frozen
                     .changed_since(self.since)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                self.frozen
-                    .epochs()
-                    .removed_since(self.since)
-                    .cloned()
-                    .collect(),
+                    .map(|(k, v)| (Lent(k), Lent(v))),
+                self.frozen.epochs().removed_since(self.since).map(Lent),
                 self.key_groups,
             ),
         };
-        let bytes = crate::archive(&delta).map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        out.write_all(&bytes)
-            .map_err(|e| TaskError::Snapshot(format!("writing keyed state: {e}")))
+        archive_into(&delta, out).map_err(written_keyed)
     }
 }
 
@@ -344,11 +339,21 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        let bytes = archive_entries(self.frozen.iter(), self.key_groups)
-            .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-        out.write_all(&bytes)
-            .map_err(|e| TaskError::Snapshot(format!("writing keyed state: {e}")))
+        // Archived where the frozen tables hold them: nothing copied.
+        let snapshot = KeyedSnapshot {
+            key_groups: self.key_groups.count(),
+            groups: group_entries(
+                self.frozen.iter().map(|(k, v)| (Lent(k), Lent(v))),
+                self.key_groups,
+            ),
+        };
+        archive_into(&snapshot, out).map_err(written_keyed)
     }
+}
+
+/// Why a keyed field's archive beside its snapshot was not written.
+fn written_keyed(e: StateError) -> TaskError {
+    TaskError::Snapshot(format!("writing keyed state: {e}"))
 }
 
 /// Restores a keyed field from any layout: the entries in the parts, beside
