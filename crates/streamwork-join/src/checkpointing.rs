@@ -24,7 +24,7 @@ where
     K: Key + Sync,
     V: Clone + Send + Sync + 'static,
 {
-    checkpoint.snapshot_map(ctx, (), table, Clone::clone)
+    checkpoint.snapshot_map_borrowed(ctx, (), table, |v| v)
 }
 
 /// Fills `table` with this instance's entries of the restored snapshot.

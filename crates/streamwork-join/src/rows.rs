@@ -2,6 +2,8 @@
 //! checkpointing: both sides' rows with their times, the watermark, and the
 //! cleanup timers registered again on restore.
 
+use std::sync::Arc;
+
 use streamwork_core::SnapshotContext;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::{Key, Restore, StateBytes, TaskError};
@@ -12,8 +14,14 @@ pub(crate) type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
 
 /// Every key's rows, in a [`CowMap`]: a snapshot freezes them, and the
 /// coordinator archives them off the task thread.
+///
+/// Each key's rows sit behind an [`Arc`], so that a shard the table copies
+/// after a freeze (its first write while the checkpoint still reads it)
+/// copies a pointer per key, not every row; a key's own rows are copied
+/// only when that key is written while the checkpoint still reads them
+/// (copy-on-write per key, as Flink's `CopyOnWriteStateMap` does per entry).
 #[derive(Clone)]
-pub(crate) struct RowMap<K, L, R>(CowMap<K, Rows<L, R>>);
+pub(crate) struct RowMap<K, L, R>(CowMap<K, Arc<Rows<L, R>>>);
 
 impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
     pub(crate) fn new() -> Self {
@@ -22,18 +30,20 @@ impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
 
     /// Every key's rows.
     pub(crate) fn values(&self) -> impl Iterator<Item = &Rows<L, R>> {
-        self.0.iter().map(|(_, rows)| rows)
+        self.0.iter().map(|(_, rows)| &**rows)
     }
 
     /// The rows of `key`, created empty if it has none.
     pub(crate) fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
-        self.0
-            .get_or_insert_with(stable_hash(key), key, || (Vec::new(), Vec::new()))
+        Arc::make_mut(
+            self.0
+                .get_or_insert_with(stable_hash(key), key, || Arc::new((Vec::new(), Vec::new()))),
+        )
     }
 
     /// The rows of `key`, if it has any.
     pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut Rows<L, R>> {
-        self.0.get_mut(stable_hash(key), key)
+        self.0.get_mut(stable_hash(key), key).map(Arc::make_mut)
     }
 
     /// Forgets `key`'s rows.
@@ -57,7 +67,7 @@ where
     L: Clone + Send + Sync + 'static,
     R: Clone + Send + Sync + 'static,
 {
-    checkpoint.snapshot_map(ctx, watermark, &mut rows.0, Clone::clone)
+    checkpoint.snapshot_map_borrowed(ctx, watermark, &mut rows.0, |rows| &**rows)
 }
 
 /// Restores the rows of the keys this instance owns and the watermark;
@@ -80,7 +90,37 @@ pub(crate) fn restore_rows<K: Key, L: Clone, R: Clone>(
         for &(t, _) in &key_rows.1 {
             timer(&key, false, t);
         }
-        rows.0.insert(stable_hash(&key), key, key_rows);
+        rows.0.insert(stable_hash(&key), key, Arc::new(key_rows));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_after_a_freeze_copies_that_keys_rows_alone() {
+        let mut rows: RowMap<u64, String, String> = RowMap::new();
+        // Keys enough that every shard holds several.
+        for key in 0..2_000u64 {
+            rows.rows_of(&key).0.push((1, format!("left {key}")));
+        }
+        let frozen = rows.0.freeze();
+        rows.rows_of(&7).1.push((2, "right 7".to_string()));
+        let frozen_of = |key: u64| frozen.iter().find(|(k, _)| **k == key).unwrap().1;
+        // The checkpoint reads key 7 as it was when frozen.
+        assert_eq!(frozen_of(7).1.len(), 0);
+        assert_eq!(rows.0.get(stable_hash(&7), &7).unwrap().1.len(), 1);
+        // Every other key's rows are shared, not copied, though the write
+        // took key 7's shard back from the checkpoint.
+        for key in (0..2_000u64).filter(|&k| k != 7) {
+            let live = rows.0.get(stable_hash(&key), &key).unwrap();
+            assert!(Arc::ptr_eq(live, frozen_of(key)), "key {key} was copied");
+        }
+        assert!(!Arc::ptr_eq(
+            rows.0.get(stable_hash(&7), &7).unwrap(),
+            frozen_of(7)
+        ));
+    }
 }

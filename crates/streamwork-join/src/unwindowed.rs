@@ -87,10 +87,6 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> StreamStreamJoin<L, R, K> {
             );
         }
     }
-
-    fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
-        self.rows.rows_of(key)
-    }
 }
 
 impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for StreamStreamJoin<L, R, K> {
@@ -133,24 +129,26 @@ impl<L: Data + Sync, R: Data + Sync, K: Key> Operator for StreamStreamJoin<L, R,
         let key = ctx.key().get().clone();
         match record {
             Either::Left(value) => {
-                for (_, r) in self.rows_of(&key).1.clone() {
+                let (lefts, rights) = self.rows.rows_of(&key);
+                for (_, r) in rights.iter() {
                     ctx.emit(JoinRow {
                         key: key.clone(),
                         left: Some(value.clone()),
-                        right: Some(r),
+                        right: Some(r.clone()),
                     });
                 }
-                self.rows_of(&key).0.push((t, value));
+                lefts.push((t, value));
             }
             Either::Right(value) => {
-                for (_, l) in self.rows_of(&key).0.clone() {
+                let (lefts, rights) = self.rows.rows_of(&key);
+                for (_, l) in lefts.iter() {
                     ctx.emit(JoinRow {
                         key: key.clone(),
-                        left: Some(l),
+                        left: Some(l.clone()),
                         right: Some(value.clone()),
                     });
                 }
-                self.rows_of(&key).1.push((t, value));
+                rights.push((t, value));
             }
         }
         self.keep(key, t);
