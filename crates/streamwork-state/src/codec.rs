@@ -209,15 +209,20 @@ impl PartBytes<'_> {
     }
 }
 
+/// Lends every entry of a snapshot to be archived (a closure's entries, or
+/// frozen state's own).
+type LendAll<K, V> =
+    Box<dyn Fn(&mut LendEntries<'_, K, V>) -> Result<(), StateError> + Send + Sync>;
+
 /// Entries frozen on the task thread, archived when the coordinator asks.
-struct BesideEntries<M, K, V, F> {
+struct BesideEntries<M, K, V> {
     stream: StreamFn<M, K, V>,
     meta: M,
-    entries: F,
+    lend: LendAll<K, V>,
     key_groups: KeyGroups,
 }
 
-impl<M, K, V, F> fmt::Debug for BesideEntries<M, K, V, F> {
+impl<M, K, V> fmt::Debug for BesideEntries<M, K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BesideEntries")
             .field("type", &std::any::type_name::<KeyedParts<M, K, V>>())
@@ -225,49 +230,10 @@ impl<M, K, V, F> fmt::Debug for BesideEntries<M, K, V, F> {
     }
 }
 
-impl<M, K, V, F> DeferredBytes for BesideEntries<M, K, V, F>
-where
-    M: Send + Sync,
-    F: Fn() -> Vec<(K, V)> + Send + Sync,
-{
+impl<M: Send + Sync, K, V> DeferredBytes for BesideEntries<M, K, V> {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        let entries = (self.entries)();
-        let lent = entries.iter().map(|(k, v)| (k, v)).collect();
-        (self.stream)(&self.meta, lent, self.key_groups, out).map_err(written_beside)
-    }
-}
-
-/// Why the entries archived beside a snapshot were not written.
-fn written_beside(e: StateError) -> TaskError {
-    TaskError::Snapshot(format!("writing the archived entries: {e}"))
-}
-
-/// Frozen state, every entry of which is lent to be archived when the
-/// coordinator asks.
-struct BesideFrozen<M, K, V, Z> {
-    stream: StreamFn<M, K, V>,
-    meta: M,
-    frozen: Z,
-    key_groups: KeyGroups,
-}
-
-impl<M, K, V, Z> fmt::Debug for BesideFrozen<M, K, V, Z> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BesideFrozen")
-            .field("type", &std::any::type_name::<KeyedParts<M, K, V>>())
-            .finish()
-    }
-}
-
-impl<M, K, V, Z> DeferredBytes for BesideFrozen<M, K, V, Z>
-where
-    M: Send + Sync,
-    Z: FrozenChanges<K, V>,
-{
-    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        self.frozen
-            .lend_entries(&mut |entries| (self.stream)(&self.meta, entries, self.key_groups, out))
-            .map_err(written_beside)
+        (self.lend)(&mut |entries| (self.stream)(&self.meta, entries, self.key_groups, out))
+            .map_err(|e| TaskError::Snapshot(format!("writing the archived entries: {e}")))
     }
 }
 
@@ -528,21 +494,33 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         V: 'static,
         F: Fn() -> Vec<(K, V)> + Send + Sync + 'static,
     {
-        let payload = BesideEntries {
-            stream: self.stream,
-            meta,
-            entries,
-            key_groups,
-        };
-        self.beside(Arc::new(payload), Default::default())
+        let lend: LendAll<K, V> = Box::new(move |write| {
+            let entries = entries();
+            write(entries.iter().map(|(k, v)| (k, v)).collect())
+        });
+        self.beside(meta, lend, key_groups, Default::default())
     }
 
-    /// A snapshot whose parts `payload` archives beside it.
+    /// A snapshot whose parts, the entries `lend` lends, are archived
+    /// beside it.
     fn beside(
         &self,
-        payload: Arc<dyn DeferredBytes>,
+        meta: M,
+        lend: LendAll<K, V>,
+        key_groups: KeyGroups,
         written: Arc<OnceLock<SharedBytes>>,
-    ) -> StateBytes {
+    ) -> StateBytes
+    where
+        M: Send + Sync + 'static,
+        K: 'static,
+        V: 'static,
+    {
+        let payload = Arc::new(BesideEntries {
+            stream: self.stream,
+            meta,
+            lend,
+            key_groups,
+        });
         StateBytes {
             schema: beside_schema(self.layout),
             bytes: Vec::new(),
@@ -1056,12 +1034,9 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         let written = Arc::new(OnceLock::new());
         let state = match &plan {
             Plan::Whole => codec.beside(
-                Arc::new(BesideFrozen {
-                    stream: codec.stream,
-                    meta,
-                    frozen,
-                    key_groups: ctx.key_groups,
-                }),
+                meta,
+                Box::new(move |write| frozen.lend_entries(write)),
+                ctx.key_groups,
                 written.clone(),
             ),
             Plan::Delta { since, before, .. } => {
