@@ -122,12 +122,13 @@ impl Sink for AfterTheEndSink {
 /// a few batches (the queue's two, the sampled one a sampling edge holds
 /// past them, the one the sink is writing, the one being sent). A sampling
 /// edge keeps one record in four of a batch that meets a full queue and then
-/// waits like a blocking one, on workers too.
+/// waits like a blocking one, on workers too; built with `job!` or with
+/// `JobBuilder`.
 #[test]
 fn a_full_edge_queues_no_more_than_its_capacity_under_every_policy() {
     const EVENTS: u64 = 30_000;
     const BATCH: u64 = 64;
-    for (policy, workers) in [
+    for (policy, workers, builder) in [
         Overflow::Block,
         Overflow::DropNewest,
         Overflow::DropOldest,
@@ -135,6 +136,7 @@ fn a_full_edge_queues_no_more_than_its_capacity_under_every_policy() {
     ]
     .into_iter()
     .flat_map(|policy| [(policy, 0), (policy, 2)])
+    .flat_map(|(policy, workers)| [(policy, workers, false), (policy, workers, true)])
     {
         let ended = Arc::new(AtomicBool::new(false));
         let after = Arc::new(AtomicU64::new(0));
@@ -151,20 +153,31 @@ fn a_full_edge_queues_no_more_than_its_capacity_under_every_policy() {
             i
         })
         .take(EVENTS);
-        let graph = job! {
-            batch_size 64;
-            workers workers;
-            source numbers = numbers;
-            operator passed = Pass <- numbers;
-            sink slow = sink <- passed.capacity(2).overflow(policy);
-        }
-        .unwrap();
+        // The builder keeps the promise `job!` keeps: the same edge flow.
+        let graph = if builder {
+            let mut job = JobBuilder::new("job");
+            job.batch_size(BATCH as usize).workers(workers);
+            let numbers = job.source("numbers", 1, numbers);
+            let passed = job.operator("passed", 1, Pass, numbers);
+            job.sink("slow", 1, sink, passed.capacity(2).overflow(policy));
+            job.build().unwrap()
+        } else {
+            job! {
+                batch_size 64;
+                workers workers;
+                source numbers = numbers;
+                operator passed = Pass <- numbers;
+                sink slow = sink <- passed.capacity(2).overflow(policy);
+            }
+            .unwrap()
+        };
         let report = graph.run().unwrap();
         assert_eq!(report.component("numbers").unwrap().records_out(), EVENTS);
         let after = after.load(Ordering::SeqCst);
+        let built = if builder { "JobBuilder" } else { "job!" };
         assert!(
             after <= 6 * BATCH,
-            "{policy:?}, {workers} workers: the sink received {after} records after the source's last; \
+            "{policy:?}, {workers} workers, {built}: the sink received {after} records after the source's last; \
              a queue of 2 batches of {BATCH} holds fewer"
         );
     }
