@@ -410,3 +410,31 @@ where
     }
     Ok(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyed_state_archived_where_it_is_is_the_archive_of_its_copy() {
+        // `snapshot_keyed` and a managed field's side record archive lent
+        // entries: the bytes must be those of the entries copied, which
+        // older logs hold and restores read.
+        let mut state: KeyedState<String, Vec<u64>> = KeyedState::new();
+        for i in 0..3_000u64 {
+            let key = format!("key-{i}");
+            state.insert(CurrentKey::for_testing(&key), (0..i % 17).collect());
+        }
+        let key_groups = KeyGroups::DEFAULT;
+        let copied = KeyedSnapshot {
+            key_groups: key_groups.count(),
+            groups: group_entries(
+                state.iter().map(|(k, v)| (k.clone(), v.clone())),
+                key_groups,
+            ),
+        };
+        let copied = crate::archive(&copied).unwrap();
+        let lent = snapshot_keyed(&state, key_groups).unwrap();
+        assert_eq!(lent.as_slice(), copied.as_slice());
+    }
+}
