@@ -35,6 +35,7 @@
 //! assert_eq!(restored.entries.len(), 2);
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -298,59 +299,76 @@ impl Planned {
     }
 }
 
-/// A frozen [`CowMap`] with the function that makes an archived value.
-struct MapChanges<K, MV, F> {
-    frozen: FrozenMap<K, MV>,
-    value: F,
+/// How an entry of a frozen [`CowMap`] gives its archived value.
+trait ArchivedValue<MV, V>: Send + Sync + 'static {
+    /// The archived value of `value`: lent where the entry holds it, made
+    /// otherwise.
+    fn of<'a>(&self, value: &'a MV) -> Cow<'a, V>
+    where
+        V: Clone;
 }
 
-impl<K, V, MV, F> FrozenChanges<K, V> for MapChanges<K, MV, F>
+/// The archived value made by a function ([`KeyedCheckpoint::snapshot_map`]).
+struct Made<F>(F);
+
+impl<MV, V, F> ArchivedValue<MV, V> for Made<F>
 where
-    K: Clone + Send + Sync + 'static,
-    MV: Send + Sync + 'static,
     F: Fn(&MV) -> V + Send + Sync + 'static,
 {
-    fn epoch(&self) -> u32 {
-        self.frozen.epochs().epoch()
-    }
-
-    fn whole_since(&self, epoch: u32) -> bool {
-        self.frozen.epochs().whole_since(epoch, self.frozen.len())
-    }
-
-    fn entries(&self) -> Vec<(K, V)> {
-        self.frozen
-            .iter()
-            .map(|(k, v)| (k.clone(), (self.value)(v)))
-            .collect()
-    }
-
-    fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>) {
-        let written = self
-            .frozen
-            .changed_since(epoch)
-            .map(|(k, v)| (k.clone(), (self.value)(v)))
-            .collect();
-        (
-            written,
-            self.frozen.epochs().removed_since(epoch).cloned().collect(),
-        )
+    fn of<'a>(&self, value: &'a MV) -> Cow<'a, V>
+    where
+        V: Clone,
+    {
+        Cow::Owned((self.0)(value))
     }
 }
 
-/// A frozen [`CowMap`] whose entries are archived where they are: the
-/// function finds the archived value in an entry's.
-struct LentMap<K, MV, F> {
+/// The archived value found in the entry
+/// ([`KeyedCheckpoint::snapshot_map_borrowed`]).
+struct Found<F>(F);
+
+impl<MV, V, F> ArchivedValue<MV, V> for Found<F>
+where
+    F: for<'a> Fn(&'a MV) -> &'a V + Send + Sync + 'static,
+{
+    fn of<'a>(&self, value: &'a MV) -> Cow<'a, V>
+    where
+        V: Clone,
+    {
+        Cow::Borrowed((self.0)(value))
+    }
+}
+
+/// A frozen [`CowMap`] and how its entries give their archived values:
+/// keys are always lent, values lent where the entries hold them.
+struct MapChanges<K, MV, A> {
     frozen: FrozenMap<K, MV>,
-    value: F,
+    value: A,
 }
 
-impl<K, V, MV, F> FrozenChanges<K, V> for LentMap<K, MV, F>
+impl<K, MV, A> MapChanges<K, MV, A> {
+    /// `entries`, each with its archived value, lent to `write`.
+    fn lend<'m, V: Clone>(
+        &self,
+        entries: impl Iterator<Item = (&'m K, &'m MV)>,
+        write: impl FnOnce(Vec<(&K, &V)>) -> Result<(), StateError>,
+    ) -> Result<(), StateError>
+    where
+        K: 'm,
+        MV: 'm,
+        A: ArchivedValue<MV, V>,
+    {
+        let values: Vec<(&K, Cow<'_, V>)> = entries.map(|(k, v)| (k, self.value.of(v))).collect();
+        write(values.iter().map(|(k, v)| (*k, v.as_ref())).collect())
+    }
+}
+
+impl<K, V, MV, A> FrozenChanges<K, V> for MapChanges<K, MV, A>
 where
     K: Clone + Send + Sync + 'static,
     V: Clone,
     MV: Send + Sync + 'static,
-    F: for<'a> Fn(&'a MV) -> &'a V + Send + Sync + 'static,
+    A: ArchivedValue<MV, V>,
 {
     fn epoch(&self) -> u32 {
         self.frozen.epochs().epoch()
@@ -363,7 +381,7 @@ where
     fn entries(&self) -> Vec<(K, V)> {
         self.frozen
             .iter()
-            .map(|(k, v)| (k.clone(), (self.value)(v).clone()))
+            .map(|(k, v)| (k.clone(), self.value.of(v).into_owned()))
             .collect()
     }
 
@@ -371,7 +389,7 @@ where
         let written = self
             .frozen
             .changed_since(epoch)
-            .map(|(k, v)| (k.clone(), (self.value)(v).clone()))
+            .map(|(k, v)| (k.clone(), self.value.of(v).into_owned()))
             .collect();
         (
             written,
@@ -380,12 +398,7 @@ where
     }
 
     fn lend_entries(&self, write: &mut LendEntries<'_, K, V>) -> Result<(), StateError> {
-        write(
-            self.frozen
-                .iter()
-                .map(|(k, v)| (k, (self.value)(v)))
-                .collect(),
-        )
+        self.lend(self.frozen.iter(), write)
     }
 
     fn lend_changes_since(
@@ -393,13 +406,10 @@ where
         epoch: u32,
         write: &mut LendChanges<'_, K, V>,
     ) -> Result<(), StateError> {
-        write(
-            self.frozen
-                .changed_since(epoch)
-                .map(|(k, v)| (k, (self.value)(v)))
-                .collect(),
-            self.frozen.epochs().removed_since(epoch).collect(),
-        )
+        let removed = self.frozen.epochs().removed_since(epoch).collect();
+        self.lend(self.frozen.changed_since(epoch), |written| {
+            write(written, removed)
+        })
     }
 }
 
@@ -1097,21 +1107,11 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
     where
         M: Clone + Send + Sync + 'static,
         K: Clone + Eq + Send + Sync + 'static,
-        V: 'static,
+        V: Clone + 'static,
         MV: Clone + Send + Sync + 'static,
         F: Fn(&MV) -> V + Send + Sync + 'static,
     {
-        let Some(planned) = self.plan_snapshot(ctx, map.len()) else {
-            return Ok(None);
-        };
-        if let Some(epoch) = planned.forget_through() {
-            map.forget_removed_through(epoch);
-        }
-        let frozen = MapChanges {
-            frozen: map.freeze(),
-            value,
-        };
-        self.snapshot_frozen(ctx, planned, meta, frozen)
+        self.snapshot_cow_map(ctx, meta, map, Made(value))
     }
 
     /// [`snapshot_map`](Self::snapshot_map) of a map whose values hold
@@ -1147,15 +1147,35 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         MV: Clone + Send + Sync + 'static,
         F: for<'a> Fn(&'a MV) -> &'a V + Send + Sync + 'static,
     {
+        self.snapshot_cow_map(ctx, meta, map, Found(stored))
+    }
+
+    /// [`snapshot_map`](Self::snapshot_map) and
+    /// [`snapshot_map_borrowed`](Self::snapshot_map_borrowed): `value`
+    /// says how an entry gives its archived value.
+    fn snapshot_cow_map<MV, A>(
+        &mut self,
+        ctx: &SnapshotContext,
+        meta: M,
+        map: &mut CowMap<K, MV>,
+        value: A,
+    ) -> Result<Option<StateBytes>, TaskError>
+    where
+        M: Clone + Send + Sync + 'static,
+        K: Clone + Eq + Send + Sync + 'static,
+        V: Clone + 'static,
+        MV: Clone + Send + Sync + 'static,
+        A: ArchivedValue<MV, V>,
+    {
         let Some(planned) = self.plan_snapshot(ctx, map.len()) else {
             return Ok(None);
         };
         if let Some(epoch) = planned.forget_through() {
             map.forget_removed_through(epoch);
         }
-        let frozen = LentMap {
+        let frozen = MapChanges {
             frozen: map.freeze(),
-            value: stored,
+            value,
         };
         self.snapshot_frozen(ctx, planned, meta, frozen)
     }
