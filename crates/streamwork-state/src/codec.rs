@@ -625,7 +625,11 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    let parts = keyed_parts(meta, entries, key_groups);
+    let parts = KeyedParts {
+        meta,
+        key_groups: key_groups.count(),
+        groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
+    };
     rkyv::to_bytes::<rancor::Error>(&parts).map_err(|e| StateError::Serialize {
         type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
         reason: e.to_string(),
@@ -651,19 +655,6 @@ where
         groups: crate::keyed::group_entries(lent, key_groups),
     };
     archive_into(&parts, out)
-}
-
-/// `meta` and `entries`, grouped by key group: what [`save`] archives.
-fn keyed_parts<M, K: Key, V>(
-    meta: M,
-    entries: Vec<(K, V)>,
-    key_groups: KeyGroups,
-) -> KeyedParts<M, K, V> {
-    KeyedParts {
-        meta,
-        key_groups: key_groups.count(),
-        groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
-    }
 }
 
 /// A delta of lent entries and removed keys, archived straight into
