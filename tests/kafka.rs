@@ -22,7 +22,7 @@ use streamwork::prelude::*;
 
 mod kafka_common;
 
-use kafka_common::{brokers, create_output_topic, read_all, unique as topic};
+use kafka_common::{WARM_UP_KEY, brokers, create_output_topic, read_all, unique as topic};
 
 /// Produces `0..n` keyed by `i % 10` through a job with a Kafka sink.
 fn produce(brokers: &str, topic: &str, n: u64) {
@@ -671,4 +671,64 @@ fn a_replay_does_not_dead_letter_a_record_twice() {
     dead.sort();
     assert_eq!(dead, vec![b"not a number".to_vec(), vec![0xff, b'!']]);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A source told that its topic has no holes reads a hole again, and takes
+/// the records after it once its wait is over: the records a transaction's
+/// commit marker separates (the marker holds an offset no reader is
+/// shown) are all read, once, in order.
+#[test]
+fn a_source_expecting_no_holes_takes_the_records_after_a_hole_that_outlasts_its_wait() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let input = topic("holes");
+    create_output_topic(&brokers, &input, 1);
+    let sink = number_sink(&brokers, &input).transactional(&input);
+    job! {
+        source numbers = GeneratorSource::new(|i: u64| i).take(100);
+        sink out = sink <- numbers;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    produce_range(&brokers, &input, 100..200);
+    let seen = CollectSink::new();
+    let source = KafkaSource::new(&brokers, &input, &topic("holes-reader"))
+        .expect_no_holes(Duration::from_millis(300))
+        .idle_exit(Duration::from_secs(2));
+    job! {
+        source records = source;
+        sink out = seen.clone() <- records;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
+    let records: Vec<KafkaRecord> = seen
+        .values()
+        .into_iter()
+        .filter(|r| r.key.as_deref() != Some(WARM_UP_KEY))
+        .collect();
+    let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+    assert!(
+        offsets.windows(2).any(|w| w[1] > w[0] + 1),
+        "the topic has a hole"
+    );
+    assert_eq!(
+        records.iter().map(value).collect::<Vec<_>>(),
+        (0..200).collect::<Vec<_>>()
+    );
+}
+
+/// Produces `range` keyed by `i % 10` through a job with a Kafka sink.
+fn produce_range(brokers: &str, topic: &str, range: std::ops::Range<u64>) {
+    let sink = number_sink(brokers, topic);
+    let start = range.start;
+    job! {
+        source numbers = GeneratorSource::new(move |i: u64| start + i).take(range.end - range.start);
+        sink out = sink <- numbers;
+    }
+    .unwrap()
+    .run()
+    .unwrap();
 }

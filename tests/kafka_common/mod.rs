@@ -8,7 +8,8 @@ use streamwork::prelude::*;
 
 /// The key of the record [`create_output_topic`] writes first into each
 /// partition; [`read_all`] leaves such records out.
-const WARM_UP_KEY: &[u8] = b"streamwork-test-warm-up";
+#[allow(dead_code)] // not every test file filters it out itself
+pub const WARM_UP_KEY: &[u8] = b"streamwork-test-warm-up";
 
 /// The test broker (`STREAMWORK_KAFKA_BROKERS`), or `None` after saying
 /// the test is skipped. Under CI (`CI` set) a missing broker fails the

@@ -21,6 +21,9 @@
 //! * [`PartitionWatermarks`] tracks event time per partition: the watermark
 //!   is the minimum over the partitions, and an idle partition does not hold
 //!   it back.
+//! * [`OffsetHoles`] keeps a reader of a topic without holes in its
+//!   offsets from passing over records a broker shows late
+//!   ([`KafkaSource::expect_no_holes`]).
 //! * [`EndProbe`] finds where partitions end, and [`SourceProgress`] is
 //!   what a source reports to a scale-out runner.
 //!
@@ -34,6 +37,7 @@
 //! ```
 
 mod admin;
+mod holes;
 mod origin;
 mod sink;
 mod source;
@@ -44,6 +48,7 @@ pub use admin::{
     EndProbe, RecordPurger, cluster_replication, create_replicated_topic, create_topic,
     end_offsets, partition_count,
 };
+pub use holes::{HoleVerdict, OffsetHoles};
 pub use origin::{ORIGIN_HEADER, Origin, OriginFilter};
 pub use sink::KafkaSink;
 pub use source::{BusySpan, KafkaRecord, KafkaSource, Malformed, SourceProgress};

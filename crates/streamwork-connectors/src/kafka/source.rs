@@ -22,11 +22,15 @@ use streamwork_core::{
 };
 
 use super::admin::EndsAreNoErrors;
+use super::holes::{HoleVerdict, OffsetHoles};
 use super::kafka_error;
 use super::origin::{ORIGIN_HEADER, Origin, OriginFilter};
 
 /// How long a poll waits for a message before the source reports idle.
 const POLL_WAIT: Duration = Duration::from_millis(20);
+/// How long a source waits for the brokers to move its fetch position
+/// back to a hole ([`KafkaSource::expect_no_holes`]).
+const SEEK_WAIT: Duration = Duration::from_secs(10);
 /// Messages emitted per poll at most.
 const PER_POLL: usize = 1024;
 /// The layout version of the source's checkpointed positions.
@@ -178,6 +182,11 @@ pub struct KafkaSource {
     replayed: Option<OriginFilter>,
     /// Records dropped as replays.
     dropped_replays: u64,
+    /// With [`expect_no_holes`](KafkaSource::expect_no_holes): how long a
+    /// hole is read again.
+    hole_wait: Option<Duration>,
+    /// The holes being read again, once open.
+    holes: Option<OffsetHoles>,
     progress: Option<Arc<SourceProgress>>,
     /// Snapshots not known complete yet, by checkpoint.
     pending: Vec<(CheckpointId, BTreeMap<i32, i64>)>,
@@ -218,6 +227,7 @@ impl Clone for KafkaSource {
             dead_letter: self.dead_letter.clone(),
             malformed: self.malformed.clone(),
             replayed: self.replayed.clone(),
+            hole_wait: self.hole_wait,
             progress: self.progress.clone(),
             commit_on_close: self.commit_on_close,
             ..KafkaSource::new(&self.brokers, &self.topic, &self.group)
@@ -295,6 +305,8 @@ impl KafkaSource {
             malformed: Malformed::default(),
             replayed: None,
             dropped_replays: 0,
+            hole_wait: None,
+            holes: None,
             progress: None,
             pending: Vec::new(),
             last_completed: None,
@@ -310,6 +322,19 @@ impl KafkaSource {
             owned: Vec::new(),
             at_end: BTreeSet::new(),
         }
+    }
+
+    /// Tells the source that the topic's offsets have no holes (written
+    /// without transactions, never compacted): a fetch that answers a later
+    /// offset than the next one is read again from the next one, for up to
+    /// `wait` per hole, before the records after the hole are taken (see
+    /// [`OffsetHoles`]). What the exchanges of a scale-out job are read
+    /// with: a broker that shows later records before earlier ones (tansu
+    /// 0.6 does, under concurrent writes) does not make the reader pass
+    /// over the earlier ones.
+    pub fn expect_no_holes(mut self, wait: Duration) -> Self {
+        self.hole_wait = Some(wait);
+        self
     }
 
     /// Ends the input once every partition it reads is read to its end and
@@ -702,6 +727,7 @@ impl Source for KafkaSource {
             }
         }
         self.consumer = Some(consumer);
+        self.holes = self.hole_wait.map(OffsetHoles::new);
         self.owned = owned;
         self.last_message = Some(Instant::now());
         Ok(())
@@ -876,6 +902,26 @@ impl KafkaSource {
                 }
                 Err(e) => return Err(kafka_error(format!("reading `{}`", self.topic), e)),
             };
+            if let Some(holes) = &mut self.holes {
+                let partition = message.partition();
+                let expected = self.positions.get(&partition).copied();
+                if let HoleVerdict::ReadAgainFrom(next) =
+                    holes.check(partition, expected, message.offset(), Instant::now())
+                {
+                    consumer
+                        .seek(&self.topic, partition, Offset::Offset(next), SEEK_WAIT)
+                        .map_err(|e| {
+                            kafka_error(
+                                format!(
+                                    "reading `{}` partition {partition} again from offset {next}",
+                                    self.topic
+                                ),
+                                e,
+                            )
+                        })?;
+                    break;
+                }
+            }
             let timestamp = message.timestamp().to_millis();
             let origin = message.headers().and_then(|headers| {
                 headers

@@ -11,7 +11,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use streamwork_connectors::kafka::{EndProbe, KafkaRecord, KafkaSource, SourceProgress};
+use streamwork_connectors::kafka::{
+    EndProbe, HoleVerdict, KafkaRecord, KafkaSource, OffsetHoles, SourceProgress,
+};
 use streamwork_core::checkpoint::{Replayable, Restore, RestoredPart, StateBytes};
 use streamwork_core::{
     CheckpointId, Collector, ConnectorError, InstanceContext, Record, Source, SourcePoll, Timestamp,
@@ -20,6 +22,13 @@ use streamwork_runtime::cut::Envelope;
 
 use super::frame::{FrameHead, HEAD, MARKER};
 use super::{broker_error, exchange_refusal};
+
+/// How long a reader reads again offsets a broker passed over before it
+/// takes the records after them (see [`OffsetHoles`]): an exchange's
+/// topic is written without transactions and never compacted, so its
+/// offsets have no holes, and a record passed over is one the broker shows
+/// late. A hole that outlasts it is left to the writers' numbers to judge.
+const HOLE_WAIT: Duration = Duration::from_secs(10);
 
 /// The layout of [`ExchangeSource`]'s part of a checkpoint.
 const READ_SCHEMA: u32 = 3;
@@ -208,6 +217,7 @@ pub(crate) fn undelivered(
         .map_err(|e| broker_error(format!("reading `{topic}` partition {partition}: {e}")))?;
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut next = from;
+    let mut holes = OffsetHoles::new(HOLE_WAIT);
     while next < end {
         if Instant::now() > deadline {
             return Err(broker_error(format!(
@@ -223,6 +233,23 @@ pub(crate) fn undelivered(
             }
             Some(Ok(message)) => message,
         };
+        if let HoleVerdict::ReadAgainFrom(again) =
+            holes.check(partition, Some(next), message.offset(), Instant::now())
+        {
+            consumer
+                .seek(
+                    topic,
+                    partition,
+                    Offset::Offset(again),
+                    Duration::from_secs(10),
+                )
+                .map_err(|e| {
+                    broker_error(format!(
+                        "reading `{topic}` partition {partition} again from {again}: {e}"
+                    ))
+                })?;
+            continue;
+        }
         next = message.offset() + 1;
         let value = message.payload().unwrap_or_default();
         let Some(head) = FrameHead::read(value) else {
@@ -312,6 +339,7 @@ impl ExchangeSource {
     ) -> Self {
         let mut inner = KafkaSource::new(brokers, topic, group)
             .assign([partition])
+            .expect_no_holes(HOLE_WAIT)
             .report_to(progress);
         for (key, value) in extra {
             inner = inner.property(key, value);
