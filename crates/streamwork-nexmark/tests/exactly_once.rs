@@ -256,6 +256,40 @@ fn resuming_at_another_parallelism() {
     );
 }
 
+/// A join's rows (both sides' tables, keyed) move to another parallelism:
+/// q20 (bids with their auction) and q3 (auctions with their seller),
+/// killed with SIGKILL after a checkpoint at one parallelism and resumed at
+/// another, write the rows of a run without failure.
+#[test]
+fn a_join_killed_resumes_at_another_parallelism() {
+    let scratch = Scratch::new("join-rescale");
+    for (query, events, from, to) in [
+        ("q20", 750_000, 2, 1),
+        ("q20", 750_000, 1, 2),
+        ("q3", 1_000_000, 2, 1),
+    ] {
+        let name = format!("{query}-{from}-{to}");
+        let expected_path = scratch.path(&format!("expected-{name}.jsonl"));
+        run_ok(&args(query, events, from, &expected_path));
+        let out = scratch.path(&format!("out-{name}.jsonl"));
+        let ckpt = scratch.path(&format!("checkpoints-{name}"));
+        let reached =
+            kill_after_checkpoint(&checkpointed(query, events, from, &out, &ckpt), &ckpt, None);
+        let resumed = run_ok(&checkpointed(query, events, to, &out, &ckpt));
+        assert!(
+            resumed["events"].as_u64().unwrap() < events,
+            "{name}: resumed from checkpoint {reached}, it reads less than all {events} events: {resumed}"
+        );
+        let want = rows(&expected_path);
+        assert!(!want.is_empty(), "{name}: the check needs rows");
+        assert_eq!(
+            rows(&out),
+            want,
+            "{query} killed at parallelism {from}, resumed at {to}"
+        );
+    }
+}
+
 /// Into the blackhole, rows are counted as their checkpoint completes and
 /// the count is kept in the checkpoint: a run killed and resumed reports
 /// the job's rows, as many as a run without failure.
