@@ -22,7 +22,7 @@ use streamwork::prelude::*;
 
 mod kafka_common;
 
-use kafka_common::{WARM_UP_KEY, brokers, create_output_topic, read_all, unique as topic};
+use kafka_common::{brokers, create_output_topic, read_all, read_with, unique as topic};
 
 /// Produces `0..n` keyed by `i % 10` through a job with a Kafka sink.
 fn produce(brokers: &str, topic: &str, n: u64) {
@@ -693,22 +693,11 @@ fn a_source_expecting_no_holes_takes_the_records_after_a_hole_that_outlasts_its_
     .run()
     .unwrap();
     produce_range(&brokers, &input, 100..200);
-    let seen = CollectSink::new();
-    let source = KafkaSource::new(&brokers, &input, &topic("holes-reader"))
-        .expect_no_holes(Duration::from_millis(300))
-        .idle_exit(Duration::from_secs(2));
-    job! {
-        source records = source;
-        sink out = seen.clone() <- records;
-    }
-    .unwrap()
-    .run()
-    .unwrap();
-    let records: Vec<KafkaRecord> = seen
-        .values()
-        .into_iter()
-        .filter(|r| r.key.as_deref() != Some(WARM_UP_KEY))
-        .collect();
+    let records = read_with(
+        KafkaSource::new(&brokers, &input, &topic("holes-reader"))
+            .expect_no_holes(Duration::from_millis(300))
+            .idle_exit(Duration::from_secs(2)),
+    );
     let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
     assert!(
         offsets.windows(2).any(|w| w[1] > w[0] + 1),

@@ -8,8 +8,7 @@ use streamwork::prelude::*;
 
 /// The key of the record [`create_output_topic`] writes first into each
 /// partition; [`read_all`] leaves such records out.
-#[allow(dead_code)] // not every test file filters it out itself
-pub const WARM_UP_KEY: &[u8] = b"streamwork-test-warm-up";
+const WARM_UP_KEY: &[u8] = b"streamwork-test-warm-up";
 
 /// The test broker (`STREAMWORK_KAFKA_BROKERS`), or `None` after saying
 /// the test is skipped. Under CI (`CI` set) a missing broker fails the
@@ -77,9 +76,13 @@ pub fn create_output_topic(brokers: &str, topic: &str, partitions: i32) {
 
 /// Every record of `topic`, in offset order per partition.
 pub fn read_all(brokers: &str, topic: &str) -> Vec<KafkaRecord> {
+    read_with(KafkaSource::new(brokers, topic, &unique("reader")).idle_exit(Duration::from_secs(2)))
+}
+
+/// Every record `source` (which has an idle exit) reads, in offset order
+/// per partition, without the warm-up records.
+pub fn read_with(source: KafkaSource) -> Vec<KafkaRecord> {
     let seen = CollectSink::new();
-    let source =
-        KafkaSource::new(brokers, topic, &unique("reader")).idle_exit(Duration::from_secs(2));
     job! {
         source records = source;
         sink out = seen.clone() <- records;
