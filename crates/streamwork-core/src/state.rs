@@ -75,7 +75,10 @@ impl<K> Deref for CurrentKey<'_, K> {
 /// spread over 128 tables by bits of that hash, so that a checkpoint can
 /// [freeze](KeyedState::freeze) the state by sharing the tables, not
 /// copying them: the first write to a table afterwards copies that table
-/// alone (none if the checkpoint already let go of it).
+/// alone (none if the checkpoint already let go of it), and of the values
+/// that own memory (lists, maps, strings), which sit behind an `Arc`, only
+/// the pointers: such a value is copied when it is next written. Values
+/// are therefore `Clone` to be written.
 ///
 /// Every entry carries the epoch (freezes so far) it was last written in,
 /// and once frozen the state notes the keys it removes, so that a frozen
@@ -129,7 +132,10 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// The value of the current key, mutably.
     #[inline]
-    pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V> {
+    pub fn get_mut(&mut self, key: CurrentKey<'_, K>) -> Option<&mut V>
+    where
+        V: Clone,
+    {
         self.table.get_mut(key.hash, key.key)
     }
 
@@ -138,18 +144,24 @@ impl<K: Key, V> KeyedState<K, V> {
     #[inline]
     pub fn get_or_default(&mut self, key: CurrentKey<'_, K>) -> &mut V
     where
-        V: Default,
+        V: Default + Clone,
     {
         self.table.get_or_insert_with(key.hash, key.key, V::default)
     }
 
     /// Sets the value of the current key, returning the previous one.
-    pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V> {
+    pub fn insert(&mut self, key: CurrentKey<'_, K>, value: V) -> Option<V>
+    where
+        V: Clone,
+    {
         self.table.set(key.hash, key.key, value)
     }
 
     /// Removes the value of the current key.
-    pub fn remove(&mut self, key: CurrentKey<'_, K>) -> Option<V> {
+    pub fn remove(&mut self, key: CurrentKey<'_, K>) -> Option<V>
+    where
+        V: Clone,
+    {
         self.table.remove(key.hash, key.key)
     }
 
@@ -164,13 +176,19 @@ impl<K: Key, V> KeyedState<K, V> {
     /// *bids.get_mut_held(&7).unwrap() += 1;
     /// assert_eq!(bids.remove_held(&7), Some(4));
     /// ```
-    pub fn get_mut_held(&mut self, key: &K) -> Option<&mut V> {
+    pub fn get_mut_held(&mut self, key: &K) -> Option<&mut V>
+    where
+        V: Clone,
+    {
         self.get_mut(CurrentKey::new(key, stable_hash(key)))
     }
 
     /// Removes the value of `key`, a key this instance holds already (see
     /// [`get_mut_held`](Self::get_mut_held)).
-    pub fn remove_held(&mut self, key: &K) -> Option<V> {
+    pub fn remove_held(&mut self, key: &K) -> Option<V>
+    where
+        V: Clone,
+    {
         self.remove(CurrentKey::new(key, stable_hash(key)))
     }
 
@@ -203,7 +221,10 @@ impl<K: Key, V> KeyedState<K, V> {
     }
 
     /// Takes every key and value out, leaving the state empty.
-    pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_
+    where
+        V: Clone,
+    {
         self.table.drain()
     }
 
@@ -233,14 +254,14 @@ impl<K: Key, V> KeyedState<K, V> {
 /// Builds state from keys and values, as a restore from a checkpoint does
 /// (a later value for the same key replaces an earlier one). Building state
 /// does not reach any key's value: that still takes a [`CurrentKey`].
-impl<K: Key, V> Extend<(K, V)> for KeyedState<K, V> {
+impl<K: Key, V: Clone> Extend<(K, V)> for KeyedState<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
         self.table
             .extend(entries.into_iter().map(|(k, v)| (stable_hash(&k), k, v)));
     }
 }
 
-impl<K: Key, V> FromIterator<(K, V)> for KeyedState<K, V> {
+impl<K: Key, V: Clone> FromIterator<(K, V)> for KeyedState<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
         let mut state = KeyedState::new();
         state.extend(entries);

@@ -11,8 +11,13 @@
 //! nobody writes is never copied. This is the copy-on-write of Flink's heap
 //! state backend (`CopyOnWriteStateMap`), at the granularity of a shard
 //! instead of an entry, so that a record's path needs no version check per
-//! entry, no atomic operation and no lock: a branch on whether its shard is
-//! owned.
+//! entry and no lock: a branch on whether its shard is owned. A value that
+//! owns memory elsewhere (a `Vec`, a `String`, a map: its type needs
+//! dropping) sits behind an `Arc`, so that copying its shard copies a
+//! pointer, and the value itself is copied when it is next written
+//! ([`Arc::make_mut`], the one atomic operation of such a write), per entry
+//! as Flink does; a plain value (a count, a sum) sits in its slot and is
+//! copied with it.
 //!
 //! A frozen view also tells what changed since an earlier freeze
 //! ([`FrozenTable::changed_since`], [`FrozenTable::epochs`]): each entry
@@ -105,12 +110,66 @@ impl<K: Hash> EntryHash<K> for StableHash {
 struct Slot<K, V, H> {
     hash: H,
     key: K,
-    value: V,
+    value: Stored<V>,
     /// The epoch in which the entry was last written (or handed out to be).
     version: u32,
 }
 
 type Table<K, V, H> = HashTable<Slot<K, V, H>>;
+
+/// A value in its slot: in place, or, for a value that owns memory
+/// elsewhere (its type needs dropping: a `Vec`, a `String`, a map), behind
+/// an [`Arc`], so that copying a shard a checkpoint still reads copies a
+/// pointer per value, and a value is copied when it is next written
+/// ([`Arc::make_mut`]), if ever. Which of the two is fixed by the type.
+#[derive(Clone)]
+enum Stored<V> {
+    Inline(V),
+    Shared(Arc<V>),
+}
+
+impl<V> Stored<V> {
+    #[inline]
+    fn new(value: V) -> Self {
+        if std::mem::needs_drop::<V>() {
+            Stored::Shared(Arc::new(value))
+        } else {
+            Stored::Inline(value)
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> &V {
+        match self {
+            Stored::Inline(value) => value,
+            Stored::Shared(value) => value,
+        }
+    }
+
+    /// The value to change: copied first if a frozen view shares it.
+    #[inline]
+    fn get_mut(&mut self) -> &mut V
+    where
+        V: Clone,
+    {
+        match self {
+            Stored::Inline(value) => value,
+            Stored::Shared(value) => Arc::make_mut(value),
+        }
+    }
+
+    /// The value, copied if a frozen view shares it.
+    #[inline]
+    fn into_inner(self) -> V
+    where
+        V: Clone,
+    {
+        match self {
+            Stored::Inline(value) => value,
+            Stored::Shared(value) => Arc::unwrap_or_clone(value),
+        }
+    }
+}
 
 /// Copies a table (a monomorphised `Clone`, kept where keys and values are
 /// not known to be clonable).
@@ -208,14 +267,14 @@ impl<K, V, H> KeyedTable<K, V, H> {
     {
         self.table(hash)?
             .find(hash, |s| s.key == *key)
-            .map(|s| &s.value)
+            .map(|s| s.value.get())
     }
 
     /// Every key and value, shard by shard.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.shards
             .iter()
-            .flat_map(|s| s.table().iter().map(|s| (&s.key, &s.value)))
+            .flat_map(|s| s.table().iter().map(|s| (&s.key, s.value.get())))
     }
 
     /// Freezes the table for a checkpoint: every shard is shared with the
@@ -252,7 +311,7 @@ impl<K, V, H> KeyedTable<K, V, H> {
     }
 }
 
-impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
+impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
     /// The shard of `hash`, for writing: made on the first write, taken
     /// back from a checkpoint that froze it (copied if it still reads it).
     #[inline]
@@ -294,7 +353,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
             .find_mut(hash, |s| s.key == *key)
             .map(|s| {
                 stamp(&mut s.version, epoch);
-                &mut s.value
+                s.value.get_mut()
             })
     }
 
@@ -308,17 +367,17 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
             Entry::Occupied(e) => {
                 let slot = e.into_mut();
                 stamp(&mut slot.version, epoch);
-                &mut slot.value
+                slot.value.get_mut()
             }
             Entry::Vacant(e) => {
                 *len += 1;
                 let slot = Slot {
                     hash: H::keep(hash),
                     key: key.clone(),
-                    value: make(),
+                    value: Stored::new(make()),
                     version: epoch,
                 };
-                &mut e.insert(slot).into_mut().value
+                e.insert(slot).into_mut().value.get_mut()
             }
         }
     }
@@ -345,14 +404,14 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
             Entry::Occupied(mut e) => {
                 let slot = e.get_mut();
                 stamp(&mut slot.version, version);
-                Some(std::mem::replace(&mut slot.value, value))
+                Some(std::mem::replace(&mut slot.value, Stored::new(value)).into_inner())
             }
             Entry::Vacant(e) => {
                 *len += 1;
                 e.insert(Slot {
                     hash: H::keep(hash),
                     key: key.into_owned(),
-                    value,
+                    value: Stored::new(value),
                     version,
                 });
                 None
@@ -370,7 +429,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
         let slot = entry.remove().0;
         self.len -= 1;
         self.epochs.removed(slot.key);
-        Some(slot.value)
+        Some(slot.value.into_inner())
     }
 
     /// Keeps the entries for which `keep` is true; a shard is copied only
@@ -384,7 +443,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
                     let before = table.len();
                     let epochs = &mut self.epochs;
                     table.retain(|s| {
-                        let kept = keep(&s.key, &s.value);
+                        let kept = keep(&s.key, s.value.get());
                         if !kept && epochs.tracks() {
                             epochs.removed(s.key.clone());
                         }
@@ -395,7 +454,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
                 Some(table) => {
                     let gone: Vec<(u64, K)> = table
                         .iter()
-                        .filter(|s| !keep(&s.key, &s.value))
+                        .filter(|s| !keep(&s.key, s.value.get()))
                         .map(|s| (s.hash.entry_hash(&s.key), s.key.clone()))
                         .collect();
                     for (hash, key) in gone {
@@ -418,7 +477,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
             let picked: Vec<(u64, K)> = self.shards[i]
                 .table()
                 .iter()
-                .filter(|s| select(&s.key, &s.value))
+                .filter(|s| select(&s.key, s.value.get()))
                 .map(|s| (s.hash.entry_hash(&s.key), s.key.clone()))
                 .collect();
             for (hash, key) in picked {
@@ -451,7 +510,7 @@ impl<K: Clone + Eq, V, H: EntryHash<K>> KeyedTable<K, V, H> {
                 Some(frozen) => thaw(frozen, copy),
                 None => shard.owned,
             };
-            table.into_iter().map(|s| (s.key, s.value))
+            table.into_iter().map(|s| (s.key, s.value.into_inner()))
         })
     }
 }
@@ -467,7 +526,7 @@ fn thaw<K, V, H>(frozen: Arc<Table<K, V, H>>, copy: Option<CopyTable<K, V, H>>) 
     }
 }
 
-impl<K: Clone + Eq, V, H: EntryHash<K>> Extend<(u64, K, V)> for KeyedTable<K, V, H> {
+impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> Extend<(u64, K, V)> for KeyedTable<K, V, H> {
     fn extend<I: IntoIterator<Item = (u64, K, V)>>(&mut self, entries: I) {
         for (hash, key, value) in entries {
             self.insert(hash, key, value);
@@ -498,7 +557,7 @@ impl<K, V, H> FrozenTable<K, V, H> {
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.shards
             .iter()
-            .flat_map(|t| t.iter().map(|s| (&s.key, &s.value)))
+            .flat_map(|t| t.iter().map(|s| (&s.key, s.value.get())))
     }
 
     /// Its epoch and the removals since earlier ones.
@@ -512,7 +571,7 @@ impl<K, V, H> FrozenTable<K, V, H> {
         self.shards.iter().flat_map(move |t| {
             t.iter()
                 .filter(move |s| s.version > epoch)
-                .map(|s| (&s.key, &s.value))
+                .map(|s| (&s.key, s.value.get()))
         })
     }
 }
@@ -553,20 +612,6 @@ mod tests {
         assert_eq!(table.get(hash, &7), Some(&8));
     }
 
-    #[test]
-    fn values_need_no_clone_until_a_freeze() {
-        struct Unclonable(u32);
-        let mut table: KeyedTable<u64, Unclonable, StableHash> = KeyedTable::new();
-        for k in 0..1_000u64 {
-            table
-                .get_or_insert_with(stable_hash(&k), &k, || Unclonable(0))
-                .0 += 1;
-        }
-        assert_eq!(table.len(), 1_000);
-        assert_eq!(table.remove(stable_hash(&3), &3).map(|v| v.0), Some(1));
-        assert_eq!(table.drain().count(), 999);
-    }
-
     /// A key that counts its clones (compared and hashed by its number).
     #[derive(Debug)]
     struct Counted(u64, std::rc::Rc<std::cell::Cell<u32>>);
@@ -602,6 +647,37 @@ mod tests {
         assert_eq!(table.set(stable_hash(&key), &key, 2), Some(1));
         assert_eq!(clones.get(), 1, "an existing key is not cloned again");
         assert_eq!(table.len(), 1);
+    }
+
+    /// Values that own memory are shared, not copied, when a shard a
+    /// checkpoint still reads is copied: the first write after a freeze
+    /// copies the shard's pointers and the one value written.
+    #[test]
+    fn a_write_after_a_freeze_copies_the_value_written_alone() {
+        let clones = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut table: KeyedTable<u64, Counted, StableHash> = KeyedTable::new();
+        for k in 0..1_000u64 {
+            table.insert(stable_hash(&k), k, Counted(k, clones.clone()));
+        }
+        let frozen = table.freeze();
+        let hash = stable_hash(&7u64);
+        table.get_mut(hash, &7).unwrap().0 = 70;
+        assert_eq!(
+            clones.get(),
+            1,
+            "one value copied, however many its shard holds"
+        );
+        table.get_mut(hash, &7).unwrap().0 = 71;
+        assert_eq!(clones.get(), 1, "a value copied once is the table's own");
+        assert_eq!(frozen.iter().find(|(k, _)| **k == 7).unwrap().1.0, 7);
+        assert_eq!(table.get(hash, &7).map(|v| v.0), Some(71));
+        // Taken out while the checkpoint reads it: a copy; after: itself.
+        assert_eq!(table.remove(stable_hash(&8u64), &8).map(|v| v.0), Some(8));
+        assert_eq!(clones.get(), 2);
+        drop(frozen);
+        assert_eq!(table.remove(stable_hash(&9u64), &9).map(|v| v.0), Some(9));
+        assert_eq!(clones.get(), 2);
+        assert_eq!(table.drain().count(), 998);
     }
 
     #[test]

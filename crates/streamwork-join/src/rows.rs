@@ -2,8 +2,6 @@
 //! checkpointing: both sides' rows with their times, the watermark, and the
 //! cleanup timers registered again on restore.
 
-use std::sync::Arc;
-
 use streamwork_core::SnapshotContext;
 use streamwork_core::hash::stable_hash;
 use streamwork_core::{Key, Restore, StateBytes, TaskError};
@@ -15,13 +13,14 @@ pub(crate) type Rows<L, R> = (Vec<(i64, L)>, Vec<(i64, R)>);
 /// Every key's rows, in a [`CowMap`]: a snapshot freezes them, and the
 /// coordinator archives them off the task thread.
 ///
-/// Each key's rows sit behind an [`Arc`], so that a shard the table copies
-/// after a freeze (its first write while the checkpoint still reads it)
-/// copies a pointer per key, not every row; a key's own rows are copied
-/// only when that key is written while the checkpoint still reads them
-/// (copy-on-write per key, as Flink's `CopyOnWriteStateMap` does per entry).
+/// The table keeps each key's rows behind an `Arc` (they own memory), so
+/// that a shard it copies after a freeze (its first write while the
+/// checkpoint still reads it) copies a pointer per key, not every row; a
+/// key's own rows are copied only when that key is written while the
+/// checkpoint still reads them (copy-on-write per key, as Flink's
+/// `CopyOnWriteStateMap` does per entry).
 #[derive(Clone)]
-pub(crate) struct RowMap<K, L, R>(CowMap<K, Arc<Rows<L, R>>>);
+pub(crate) struct RowMap<K, L, R>(CowMap<K, Rows<L, R>>);
 
 impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
     pub(crate) fn new() -> Self {
@@ -30,20 +29,18 @@ impl<K: Key, L: Clone, R: Clone> RowMap<K, L, R> {
 
     /// Every key's rows.
     pub(crate) fn values(&self) -> impl Iterator<Item = &Rows<L, R>> {
-        self.0.iter().map(|(_, rows)| &**rows)
+        self.0.iter().map(|(_, rows)| rows)
     }
 
     /// The rows of `key`, created empty if it has none.
     pub(crate) fn rows_of(&mut self, key: &K) -> &mut Rows<L, R> {
-        Arc::make_mut(
-            self.0
-                .get_or_insert_with(stable_hash(key), key, || Arc::new((Vec::new(), Vec::new()))),
-        )
+        self.0
+            .get_or_insert_with(stable_hash(key), key, || (Vec::new(), Vec::new()))
     }
 
     /// The rows of `key`, if it has any.
     pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut Rows<L, R>> {
-        self.0.get_mut(stable_hash(key), key).map(Arc::make_mut)
+        self.0.get_mut(stable_hash(key), key)
     }
 
     /// Forgets `key`'s rows.
@@ -67,7 +64,7 @@ where
     L: Clone + Send + Sync + 'static,
     R: Clone + Send + Sync + 'static,
 {
-    checkpoint.snapshot_map_borrowed(ctx, watermark, &mut rows.0, |rows| &**rows)
+    checkpoint.snapshot_map_borrowed(ctx, watermark, &mut rows.0, |rows| rows)
 }
 
 /// Restores the rows of the keys this instance owns and the watermark;
@@ -90,7 +87,7 @@ pub(crate) fn restore_rows<K: Key, L: Clone, R: Clone>(
         for &(t, _) in &key_rows.1 {
             timer(&key, false, t);
         }
-        rows.0.insert(stable_hash(&key), key, Arc::new(key_rows));
+        rows.0.insert(stable_hash(&key), key, key_rows);
     }
     Ok(())
 }
@@ -116,9 +113,9 @@ mod tests {
         // took key 7's shard back from the checkpoint.
         for key in (0..2_000u64).filter(|&k| k != 7) {
             let live = rows.0.get(stable_hash(&key), &key).unwrap();
-            assert!(Arc::ptr_eq(live, frozen_of(key)), "key {key} was copied");
+            assert!(std::ptr::eq(live, frozen_of(key)), "key {key} was copied");
         }
-        assert!(!Arc::ptr_eq(
+        assert!(!std::ptr::eq(
             rows.0.get(stable_hash(&7), &7).unwrap(),
             frozen_of(7)
         ));

@@ -1111,17 +1111,16 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
     /// made to archive them.
     ///
     /// ```
-    /// use std::sync::Arc;
     /// use streamwork::core::hash::stable_hash;
     /// use streamwork::core::{CheckpointId, SnapshotContext};
     /// use streamwork::state::{CowMap, KeyedCheckpoint};
     ///
     /// let mut checkpoint = KeyedCheckpoint::<i64, String, Vec<u64>>::enabled();
-    /// // Each key's rows behind an `Arc`: a copy of a shard copies pointers.
-    /// let mut rows: CowMap<String, Arc<Vec<u64>>> = CowMap::new();
-    /// rows.insert(stable_hash("a"), "a".to_string(), Arc::new(vec![1, 2]));
+    /// let mut rows: CowMap<String, Vec<u64>> = CowMap::new();
+    /// rows.insert(stable_hash("a"), "a".to_string(), vec![1, 2]);
     /// let ctx = SnapshotContext::single(CheckpointId::new(1));
-    /// let snapshot = checkpoint.snapshot_map_borrowed(&ctx, 0, &mut rows, |r| &**r).unwrap();
+    /// // Each key's rows archived where the frozen map holds them.
+    /// let snapshot = checkpoint.snapshot_map_borrowed(&ctx, 0, &mut rows, |r| r).unwrap();
     /// assert_eq!(snapshot.unwrap().side.len(), 1);
     /// ```
     pub fn snapshot_map_borrowed<MV, F>(

@@ -42,7 +42,7 @@ impl<K: Key, V> Default for ListState<K, V> {
     }
 }
 
-impl<K: Key, V> ListState<K, V> {
+impl<K: Key, V: Clone> ListState<K, V> {
     /// Appends to the current key's list.
     pub fn add(&mut self, key: CurrentKey<'_, K>, value: V) {
         self.0.get_or_default(key).push(value);
@@ -83,7 +83,10 @@ impl<K: Key, MK, MV> Default for MapState<K, MK, MV> {
     }
 }
 
-impl<K: Key, MK: Hash + Eq, MV> MapState<K, MK, MV> {
+impl<K: Key, MK: Hash + Eq, MV> MapState<K, MK, MV>
+where
+    HashMap<MK, MV>: Clone,
+{
     /// Sets `entry` in the current key's map, returning the previous value.
     pub fn insert(&mut self, key: CurrentKey<'_, K>, entry: MK, value: MV) -> Option<MV> {
         self.0.get_or_default(key).insert(entry, value)
@@ -149,7 +152,7 @@ impl<K: Key, V, F> ReducingState<K, V, F> {
     }
 }
 
-impl<K: Key, V, F: Fn(&mut V, V)> ReducingState<K, V, F> {
+impl<K: Key, V: Clone, F: Fn(&mut V, V)> ReducingState<K, V, F> {
     /// Empty state folding with `reduce(accumulated, new)`.
     pub fn new(reduce: F) -> Self {
         ReducingState {
@@ -195,7 +198,7 @@ pub trait Aggregate {
     /// What is added.
     type In;
     /// What is kept per key.
-    type Acc: Default;
+    type Acc: Default + Clone;
     /// What is read.
     type Out;
     /// Adds one input.
@@ -316,7 +319,7 @@ pub fn restore_keyed<K, V>(
 ) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Clone,
 {
     let parts = checkpoint
         .snapshots()
@@ -348,7 +351,7 @@ where
 pub fn restore_keyed_from<K, V>(restore: &Restore<'_>) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Clone,
 {
     let target = Target {
         checkpoint: restore.checkpoint,
@@ -375,7 +378,7 @@ fn restore_parts<'a, K, V>(
 ) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Clone,
 {
     let invalid =
         |part: InstanceIdx, type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {

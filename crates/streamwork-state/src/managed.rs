@@ -362,7 +362,7 @@ fn written_keyed(e: StateError) -> TaskError {
 fn restore_keyed_field<K, V>(field: &FieldRestore<'_>) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Clone,
 {
     let inline = field
         .parts

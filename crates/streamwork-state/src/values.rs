@@ -87,7 +87,7 @@ macro_rules! keyed_values_by_inherent_methods {
     };
 }
 
-keyed_values_by_inherent_methods!(KeyedState, impl<K, V> where { K: Key });
+keyed_values_by_inherent_methods!(KeyedState, impl<K, V> where { K: Key, V: Clone });
 keyed_values_by_inherent_methods!(
     StoredState,
     impl<K, V> where {
