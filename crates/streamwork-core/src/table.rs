@@ -48,6 +48,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
@@ -121,28 +122,50 @@ type Table<K, V, H> = HashTable<Slot<K, V, H>>;
 /// elsewhere (its type needs dropping: a `Vec`, a `String`, a map), behind
 /// an [`Arc`], so that copying a shard a checkpoint still reads copies a
 /// pointer per value, and a value is copied when it is next written
-/// ([`Arc::make_mut`]), if ever. Which of the two is fixed by the type.
-#[derive(Clone)]
-enum Stored<V> {
-    Inline(V),
-    Shared(Arc<V>),
+/// ([`Arc::make_mut`]), if ever. Which of the two is fixed by the type
+/// ([`Stored::SHARED`]), so a plain value (a count, a sum) takes no more
+/// room than itself: no tag says which, as an enum's would.
+struct Stored<V>(Repr<V>);
+
+/// The value or its `Arc`: which one [`Stored::SHARED`] says.
+union Repr<V> {
+    inline: ManuallyDrop<V>,
+    shared: ManuallyDrop<Arc<V>>,
 }
 
+// SAFETY of every `unsafe` block below: the field of `Repr` in use is
+// `shared` if `Stored::<V>::SHARED` and `inline` otherwise, a constant of
+// the type. `Stored::new` and `Stored::clone` are the only places a
+// `Repr` is made, and each writes that field; no code writes the other, so
+// each read below reads the field that was written, and `drop` and
+// `into_inner` each take the value out once.
+#[allow(unsafe_code)]
 impl<V> Stored<V> {
+    /// Whether values of this type sit behind an `Arc`.
+    const SHARED: bool = std::mem::needs_drop::<V>();
+
     #[inline]
     fn new(value: V) -> Self {
-        if std::mem::needs_drop::<V>() {
-            Stored::Shared(Arc::new(value))
+        if Self::SHARED {
+            Stored(Repr {
+                shared: ManuallyDrop::new(Arc::new(value)),
+            })
         } else {
-            Stored::Inline(value)
+            Stored(Repr {
+                inline: ManuallyDrop::new(value),
+            })
         }
     }
 
     #[inline]
     fn get(&self) -> &V {
-        match self {
-            Stored::Inline(value) => value,
-            Stored::Shared(value) => value,
+        // SAFETY: see above.
+        unsafe {
+            if Self::SHARED {
+                &self.0.shared
+            } else {
+                &self.0.inline
+            }
         }
     }
 
@@ -152,9 +175,13 @@ impl<V> Stored<V> {
     where
         V: Clone,
     {
-        match self {
-            Stored::Inline(value) => value,
-            Stored::Shared(value) => Arc::make_mut(value),
+        // SAFETY: see above.
+        unsafe {
+            if Self::SHARED {
+                Arc::make_mut(&mut self.0.shared)
+            } else {
+                &mut self.0.inline
+            }
         }
     }
 
@@ -164,10 +191,52 @@ impl<V> Stored<V> {
     where
         V: Clone,
     {
-        match self {
-            Stored::Inline(value) => value,
-            Stored::Shared(value) => Arc::unwrap_or_clone(value),
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: see above; `this` is never dropped, so the field is
+        // taken out once.
+        unsafe {
+            if Self::SHARED {
+                Arc::unwrap_or_clone(ManuallyDrop::take(&mut this.0.shared))
+            } else {
+                ManuallyDrop::take(&mut this.0.inline)
+            }
         }
+    }
+}
+
+#[allow(unsafe_code)]
+impl<V> Drop for Stored<V> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: see above; dropped once, here.
+        unsafe {
+            if Self::SHARED {
+                ManuallyDrop::drop(&mut self.0.shared);
+            } else {
+                ManuallyDrop::drop(&mut self.0.inline);
+            }
+        }
+    }
+}
+
+impl<V: Clone> Clone for Stored<V> {
+    /// A shared value's `Arc` is cloned (a pointer), a plain one copied.
+    #[inline]
+    fn clone(&self) -> Self {
+        #[allow(unsafe_code)]
+        // SAFETY: see above.
+        let repr = unsafe {
+            if Self::SHARED {
+                Repr {
+                    shared: self.0.shared.clone(),
+                }
+            } else {
+                Repr {
+                    inline: self.0.inline.clone(),
+                }
+            }
+        };
+        Stored(repr)
     }
 }
 
@@ -678,6 +747,21 @@ mod tests {
         assert_eq!(table.remove(stable_hash(&9u64), &9).map(|v| v.0), Some(9));
         assert_eq!(clones.get(), 2);
         assert_eq!(table.drain().count(), 998);
+    }
+
+    #[test]
+    fn a_plain_value_takes_no_more_room_than_itself() {
+        assert_eq!(std::mem::size_of::<Stored<u64>>(), 8);
+        assert_eq!(std::mem::size_of::<Stored<(u32, u32)>>(), 8);
+        assert_eq!(std::mem::size_of::<Stored<Vec<u64>>>(), 24);
+        assert!(matches!(
+            (
+                Stored::new(1u64).get(),
+                Stored::new(vec![2u64]).get().as_slice()
+            ),
+            (1, [2])
+        ));
+        const { assert!(!Stored::<u64>::SHARED && Stored::<Vec<u64>>::SHARED) };
     }
 
     #[test]
