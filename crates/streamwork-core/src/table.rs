@@ -185,6 +185,27 @@ impl<V> Stored<V> {
         }
     }
 
+    /// Puts `value` in place of the value, which it returns (copied if a
+    /// frozen view shares it); a value of its own is overwritten where it
+    /// is, with no allocation.
+    #[inline]
+    fn replace(&mut self, value: V) -> V
+    where
+        V: Clone,
+    {
+        if Self::SHARED {
+            // SAFETY: see above.
+            let shared = unsafe { &mut self.0.shared };
+            match Arc::get_mut(shared) {
+                Some(own) => std::mem::replace(own, value),
+                None => Arc::unwrap_or_clone(std::mem::replace(&mut **shared, Arc::new(value))),
+            }
+        } else {
+            // SAFETY: see above.
+            std::mem::replace(unsafe { &mut self.0.inline }, value)
+        }
+    }
+
     /// The value, copied if a frozen view shares it.
     #[inline]
     fn into_inner(self) -> V
@@ -473,7 +494,7 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
             Entry::Occupied(mut e) => {
                 let slot = e.get_mut();
                 stamp(&mut slot.version, version);
-                Some(std::mem::replace(&mut slot.value, Stored::new(value)).into_inner())
+                Some(slot.value.replace(value))
             }
             Entry::Vacant(e) => {
                 *len += 1;
@@ -745,6 +766,12 @@ mod tests {
         assert_eq!(clones.get(), 2);
         drop(frozen);
         assert_eq!(table.remove(stable_hash(&9u64), &9).map(|v| v.0), Some(9));
+        assert_eq!(clones.get(), 2);
+        // Set while its own: overwritten in place, no copy.
+        let ten = stable_hash(&10u64);
+        let before: *const Counted = table.get(ten, &10).unwrap();
+        table.set(ten, &10, Counted(100, clones.clone()));
+        assert!(std::ptr::eq(before, table.get(ten, &10).unwrap()));
         assert_eq!(clones.get(), 2);
         assert_eq!(table.drain().count(), 998);
     }

@@ -906,7 +906,7 @@ impl KafkaSource {
                 let partition = message.partition();
                 let expected = self.positions.get(&partition).copied();
                 if let HoleVerdict::ReadAgainFrom(next) =
-                    holes.check(partition, expected, message.offset(), Instant::now())
+                    holes.check(partition, expected, message.offset(), Instant::now)
                 {
                     consumer
                         .seek(&self.topic, partition, Offset::Offset(next), SEEK_WAIT)

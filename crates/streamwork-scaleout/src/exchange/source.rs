@@ -234,7 +234,7 @@ pub(crate) fn undelivered(
             Some(Ok(message)) => message,
         };
         if let HoleVerdict::ReadAgainFrom(again) =
-            holes.check(partition, Some(next), message.offset(), Instant::now())
+            holes.check(partition, Some(next), message.offset(), Instant::now)
         {
             consumer
                 .seek(
