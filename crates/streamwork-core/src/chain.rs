@@ -10,10 +10,13 @@
 //! So a checkpoint writes what changed, not the whole state, as Flink's
 //! changelog and RocksDB's incremental checkpoints do.
 //!
-//! A chain is bounded: a snapshot is whole again once the deltas since the
-//! last whole one add up to its size, or the chain would pass
-//! [`MAX_CHAIN`] records, so that a restore reads at most about twice the
-//! state, and retention frees what no chain reads.
+//! A chain is bounded: a snapshot is whole again once the chain's records
+//! add up to twice what a whole one would write now, or the chain would
+//! pass [`MAX_CHAIN`] records, so that a restore reads at most about twice
+//! the state, and retention frees what no chain reads. A state that grows
+//! (new keys, as a join's or a top-N's) writes each entry about once; one
+//! that rewrites its keys is written whole about once per its size in
+//! deltas.
 //!
 //! ```
 //! use std::sync::{Arc, OnceLock};
@@ -189,8 +192,11 @@ pub fn whole_is_smaller(entries: usize, removed: usize) -> bool {
     removed > entries
 }
 
-/// The most records a chain has: one whole snapshot and deltas.
-pub const MAX_CHAIN: usize = 8;
+/// The most records a chain has: one whole snapshot and deltas. With a
+/// checkpoint every 10 s, a whole one at least every 10 minutes (the
+/// default period of Flink's changelog backend's materialization), so
+/// that a whole record does not keep old log segments for longer.
+pub const MAX_CHAIN: usize = 64;
 
 /// One snapshot this instance took in this run.
 #[derive(Debug)]
@@ -260,10 +266,12 @@ impl SnapshotChain {
     /// builds on: no later snapshot builds on an older one).
     ///
     /// Whole once the chain would pass [`MAX_CHAIN`] records, or once its
-    /// deltas add up to what a whole snapshot would write now (the chain's
-    /// whole record, scaled by how the number of entries changed since): a
-    /// restore then reads at most about twice the state. (The caller also
-    /// takes a whole one when more keys went than are left: see
+    /// records add up to twice what a whole snapshot would write now (the
+    /// chain's whole record, scaled by how the number of entries changed
+    /// since): a restore then reads at most about twice the state. Deltas
+    /// that only add keys never make it whole; deltas that rewrite the
+    /// same keys do once they add up to the state. (The caller also takes
+    /// a whole one when more keys went than are left: see
     /// [`whole_is_smaller`].)
     pub fn plan(&mut self, completed: CheckpointId, entries: usize) -> (ChainPlan, Option<u32>) {
         let Some(at) = self.links.iter().rposition(|l| {
@@ -281,10 +289,10 @@ impl SnapshotChain {
         sizes.push(own);
         let mut before = base.before.clone();
         before.push(base.checkpoint);
-        let deltas: u64 = sizes[1..].iter().sum();
+        let read: u128 = sizes.iter().map(|&size| u128::from(size)).sum();
         let whole_now =
             u128::from(sizes[0]) * entries as u128 / u128::from(base.whole_entries.max(1));
-        let plan = if before.len() >= MAX_CHAIN || u128::from(deltas) >= whole_now {
+        let plan = if before.len() >= MAX_CHAIN || read >= 2 * whole_now {
             ChainPlan::Whole
         } else {
             ChainPlan::Delta {
@@ -405,8 +413,9 @@ mod tests {
             take_of(&mut chain, 2, 1, 2, 400),
             ChainPlan::Delta { .. }
         ));
-        // A delta larger than the first whole record, but the state is four
-        // times what it was: a whole one now would be about 4000 bytes.
+        // Deltas larger than the first whole record, but the state is four
+        // times what it was: a whole one now would be about 4000 bytes, and
+        // a restore reads 1000 + 1500 + 2600 of them: less than twice that.
         complete(&chain, 2, 1500);
         assert!(matches!(
             take_of(&mut chain, 3, 2, 3, 400),
@@ -415,6 +424,12 @@ mod tests {
         complete(&chain, 3, 2600);
         assert!(matches!(
             take_of(&mut chain, 4, 3, 4, 400),
+            ChainPlan::Delta { .. }
+        ));
+        // 1000 + 1500 + 2600 + 2900 = 8000: twice the state. Whole again.
+        complete(&chain, 4, 2900);
+        assert!(matches!(
+            take_of(&mut chain, 5, 4, 5, 400),
             ChainPlan::Whole
         ));
     }
@@ -425,7 +440,7 @@ mod tests {
         take(&mut chain, 1, 0, 1);
         complete(&chain, 1, 1_000_000);
         let mut longest = 0;
-        for checkpoint in 2..40u64 {
+        for checkpoint in 2..2 * MAX_CHAIN as u64 {
             let plan = take(&mut chain, checkpoint, checkpoint - 1, checkpoint as u32);
             if let ChainPlan::Delta { before, .. } = &plan {
                 longest = longest.max(before.len() + 1);
