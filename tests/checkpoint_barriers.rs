@@ -599,3 +599,83 @@ fn a_failure_among_early_checkpoints_restarts_without_loss_or_double_counting() 
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A record beside a snapshot whose bytes cannot be produced: writing it
+/// panics (an operator's own archive code, say).
+#[derive(Debug)]
+struct Unproducible;
+
+impl streamwork::core::checkpoint::DeferredBytes for Unproducible {
+    fn produce(&self, _: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        panic!("this record cannot be written")
+    }
+}
+
+/// Passes records on; its snapshot leaves a record for the coordinator to
+/// produce, which panics.
+#[derive(Clone)]
+struct LeavesAnUnproducibleRecord;
+
+impl Operator for LeavesAnUnproducibleRecord {
+    type In = u64;
+    type Key = ByKey<u64>;
+    type Out = Collector<u64>;
+    type Time = AnyTime;
+
+    fn statefulness(&self) -> Statefulness {
+        Statefulness::Checkpointed
+    }
+
+    fn on_record(&mut self, value: u64, ctx: &mut Context<'_, ByKey<u64>, Self::Out>) {
+        ctx.emit(value);
+    }
+
+    fn snapshot(&mut self, _: &SnapshotContext) -> Result<Option<StateBytes>, TaskError> {
+        use streamwork::core::checkpoint::{SideCheck, SideRecord};
+        Ok(Some(StateBytes {
+            schema: 1,
+            bytes: Vec::new(),
+            side: vec![SideRecord {
+                stream: 0,
+                schema: 1,
+                payload: std::sync::Arc::new(Unproducible),
+                check: SideCheck::OnLoad,
+                written: Default::default(),
+            }],
+            builds_on: Vec::new(),
+        }))
+    }
+
+    fn restore(&mut self, _: &Restore<'_>) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// A panic while the coordinator writes a checkpoint fails the job with
+/// its cause, on threads and on workers; it does not leave the job waiting
+/// for checkpoints that never come.
+#[test]
+fn a_panic_writing_a_checkpoint_fails_the_job_by_name() {
+    for workers in [0, 2] {
+        let root = dir(&format!("unproducible-{workers}"));
+        let sink = CollectSink::new();
+        let graph = job! {
+            name "unproducible";
+            workers workers;
+            source numbers = Numbers::new(10_000);
+            operator passed = LeavesAnUnproducibleRecord <- numbers.key(|v: &u64| v % 10);
+            sink out = sink.clone().transactional() <- passed;
+        }
+        .unwrap();
+        let error = graph
+            .run_with(options(&root, Delivery::ExactlyOnce))
+            .expect_err("no checkpoint can be written");
+        let text = error.to_string();
+        assert!(
+            text.contains("the checkpoint coordinator") && text.contains("cannot be written"),
+            "{text}"
+        );
+        assert!(sink.values().is_empty(), "nothing is published");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -365,8 +365,21 @@ fn spawn_coordinator(
     std::thread::Builder::new()
         .name("streamwork-checkpoints".into())
         .spawn(move || {
-            if let Err(e) = coordinator.run() {
-                failure.record(JobError::Checkpoint(e));
+            // It archives state with the operators' own types: a panic
+            // there (or in the engine) fails the job rather than leaving
+            // it waiting for checkpoints that never come.
+            match catch_unwind(AssertUnwindSafe(|| coordinator.run())) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    failure.record(JobError::Checkpoint(e));
+                }
+                Err(panic) => {
+                    failure.panic(
+                        "the checkpoint coordinator",
+                        streamwork_core::InstanceIdx(0),
+                        panic,
+                    );
+                }
             }
         })
         .map_err(|source| JobError::Spawn {

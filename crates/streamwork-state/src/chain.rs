@@ -58,6 +58,65 @@ pub struct DeltaGroup<K, V> {
     pub entries: Vec<(K, V)>,
 }
 
+/// Writes `groups` into `out` as frames (see `crate::frames`), each a
+/// [`KeyedDelta`] of part of one key group's removals or entries, the
+/// removals first: a delta of any size, applied frame by frame as the
+/// single archive would be.
+pub(crate) fn write_delta_frames<K, V>(
+    groups: Vec<DeltaGroup<K, V>>,
+    key_groups: u32,
+    out: &mut dyn std::io::Write,
+) -> Result<(), crate::StateError>
+where
+    KeyedDelta<K, V>: for<'a, 'w> Serialize<
+        rkyv::api::high::HighSerializer<
+            crate::state_data::StreamWriter<'w>,
+            rkyv::ser::allocator::ArenaHandle<'a>,
+            rkyv::rancor::Error,
+        >,
+    >,
+{
+    let mut frames = crate::frames::FrameWriter::new(out);
+    let write =
+        |frames: &mut crate::frames::FrameWriter<'_>, group: DeltaGroup<K, V>, len: usize| {
+            let frame = KeyedDelta {
+                key_groups,
+                groups: vec![group],
+            };
+            frames.write(&frame, len)
+        };
+    for DeltaGroup {
+        group,
+        removed,
+        entries,
+    } in groups
+    {
+        let mut removed = removed.into_iter().peekable();
+        while removed.peek().is_some() {
+            let chunk: Vec<K> = removed.by_ref().take(frames.chunk()).collect();
+            let len = chunk.len();
+            let part = DeltaGroup {
+                group,
+                removed: chunk,
+                entries: Vec::new(),
+            };
+            write(&mut frames, part, len)?;
+        }
+        let mut entries = entries.into_iter().peekable();
+        while entries.peek().is_some() {
+            let chunk: Vec<(K, V)> = entries.by_ref().take(frames.chunk()).collect();
+            let len = chunk.len();
+            let part = DeltaGroup {
+                group,
+                removed: Vec::new(),
+                entries: chunk,
+            };
+            write(&mut frames, part, len)?;
+        }
+    }
+    Ok(())
+}
+
 /// `entries` and `removed` grouped by key group, in group order, without
 /// empty groups.
 pub(crate) fn group_delta<K: std::hash::Hash, V>(

@@ -58,7 +58,7 @@ use crate::chain::{
 use crate::cow::{CowMap, FrozenMap};
 use crate::error::StateError;
 use crate::keyed::KeyGroupEntries;
-use crate::lent::{Lent, archive_into};
+use crate::lent::Lent;
 use crate::state_data::StateData;
 use crate::version::operator_id;
 
@@ -107,13 +107,14 @@ type SaveManifestFn<M> = fn(M, Vec<u64>, KeyGroups) -> Result<AlignedVec, StateE
 type LoadFn<M, K, V> =
     fn(&Restore<'_>, &[(InstanceIdx, Held<'_>)]) -> Result<RestoredEntries<M, K, V>, StateError>;
 
-/// One old instance's snapshot, as a restore holds it.
+/// One old instance's snapshot, as a restore holds it, and whether its
+/// records are written as frames.
 pub(crate) enum Held<'a> {
     /// Its whole entries ([`KeyedParts`]).
-    Whole(PartBytes<'a>),
+    Whole(PartBytes<'a>, bool),
     /// The manifest of a chain ([`ChainManifest`]), whose records the load
     /// reads from the checkpoint log.
-    Chain(&'a [u8]),
+    Chain(&'a [u8], bool),
 }
 
 /// Snapshots and restores keyed entries `(K, V)` with metadata `M`, by key
@@ -162,6 +163,17 @@ pub const KEYED_PARTS_BESIDE_SCHEMA: u32 = 2;
 /// a [`KeyedDelta`] on the records the manifest names before it.
 pub const KEYED_DELTA_SCHEMA: u32 = 3;
 
+/// [`KEYED_PARTS_BESIDE_SCHEMA`] with the side record written as frames
+/// (see `crate::frames`), each [`KeyedParts`] with part of the entries
+/// (and the metadata, read from the first): state of any size (one rkyv
+/// archive spans at most 2 GiB).
+pub const KEYED_PARTS_FRAMED_SCHEMA: u32 = 4;
+
+/// [`KEYED_DELTA_SCHEMA`] with every record of the chain written as
+/// frames: a whole record's of [`KeyedParts`], a delta's of
+/// [`KeyedDelta`]s.
+pub const KEYED_DELTA_FRAMED_SCHEMA: u32 = 5;
+
 /// The side stream that holds the parts of a snapshot taken beside.
 pub const BESIDE_STREAM: u32 = 0;
 
@@ -178,6 +190,18 @@ fn beside_schema(layout: u32) -> u32 {
 /// The schema of a delta snapshot, with entry layout `layout`.
 fn delta_schema(layout: u32) -> u32 {
     KEYED_DELTA_SCHEMA + (layout.max(1) - 1) * 256
+}
+
+/// The schema of a keyed snapshot taken beside as frames, with entry
+/// layout `layout`.
+fn framed_schema(layout: u32) -> u32 {
+    KEYED_PARTS_FRAMED_SCHEMA + (layout.max(1) - 1) * 256
+}
+
+/// The schema of a delta snapshot written as frames, with entry layout
+/// `layout`.
+fn framed_delta_schema(layout: u32) -> u32 {
+    KEYED_DELTA_FRAMED_SCHEMA + (layout.max(1) - 1) * 256
 }
 
 /// The bytes of one restored part: in the snapshot, in a side record mapped
@@ -206,6 +230,16 @@ impl PartBytes<'_> {
             PartBytes::Inline(bytes) => bytes,
             PartBytes::Shared(shared) => shared.bytes(),
             PartBytes::Copied(copy) => copy,
+        }
+    }
+
+    /// The archives it holds: its frames if `framed` (see
+    /// `crate::frames`), else itself; an error says what is wrong.
+    pub(crate) fn archives(&self, framed: bool) -> Result<Vec<&[u8]>, crate::frames::FrameError> {
+        if framed {
+            crate::frames::frames(self.bytes())
+        } else {
+            Ok(vec![self.bytes()])
         }
     }
 }
@@ -532,11 +566,11 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             key_groups,
         });
         StateBytes {
-            schema: beside_schema(self.layout),
+            schema: framed_schema(self.layout),
             bytes: Vec::new(),
             side: vec![SideRecord {
                 stream: BESIDE_STREAM,
-                schema: keyed_schema(self.layout),
+                schema: framed_schema(self.layout),
                 check: SideCheck::OnLoad,
                 payload,
                 written,
@@ -554,18 +588,13 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             beside_schema(self.layout),
             delta_schema(self.layout),
         );
+        let (framed, framed_delta) = (framed_schema(self.layout), framed_delta_schema(self.layout));
+        let known = |schema: u32| [inline, beside, delta, framed, framed_delta].contains(&schema);
         let operator = operator_id(restore.component);
         let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
-        if let Some(part) = restore
-            .parts
-            .iter()
-            .find(|p| p.schema != inline && p.schema != beside && p.schema != delta)
-        {
+        if let Some(part) = restore.parts.iter().find(|p| !known(p.schema)) {
             let container = part.schema % 256;
-            if container != KEYED_PARTS_SCHEMA
-                && container != KEYED_PARTS_BESIDE_SCHEMA
-                && container != KEYED_DELTA_SCHEMA
-            {
+            if !(KEYED_PARTS_SCHEMA..=KEYED_DELTA_FRAMED_SCHEMA).contains(&container) {
                 return Err(StateError::IncompatibleSchema {
                     operator,
                     part: part.part,
@@ -592,11 +621,14 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         let mut held = Vec::with_capacity(restore.parts.len());
         for part in &restore.parts {
             if part.schema == inline {
-                held.push((part.part, Held::Whole(PartBytes::Inline(part.bytes))));
+                held.push((part.part, Held::Whole(PartBytes::Inline(part.bytes), false)));
                 continue;
             }
-            if part.schema == delta {
-                held.push((part.part, Held::Chain(part.bytes)));
+            if part.schema == delta || part.schema == framed_delta {
+                held.push((
+                    part.part,
+                    Held::Chain(part.bytes, part.schema == framed_delta),
+                ));
                 continue;
             }
             let Some(record) = restore.side_record(restore.checkpoint, BESIDE_STREAM, part.part)
@@ -609,7 +641,10 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                     reason: "its entries, archived in a record beside the snapshot, are not in the checkpoint: restore from an earlier checkpoint".into(),
                 });
             };
-            held.push((part.part, Held::Whole(PartBytes::aligned(record))));
+            held.push((
+                part.part,
+                Held::Whole(PartBytes::aligned(record), part.schema == framed),
+            ));
         }
         (self.load)(restore, &held)
     }
@@ -630,13 +665,12 @@ where
         key_groups: key_groups.count(),
         groups: crate::keyed::group_entries(entries.into_iter(), key_groups),
     };
-    rkyv::to_bytes::<rancor::Error>(&parts).map_err(|e| StateError::Serialize {
-        type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
-        reason: e.to_string(),
-    })
+    crate::archive(&parts)
 }
 
-/// [`save`] of lent entries, straight into `out`: the same bytes.
+/// Lent entries straight into `out`, as frames of [`KeyedParts`] (see
+/// `crate::frames`), each with the metadata; the first frame holds it even
+/// when there is no entry.
 fn stream<M, K, V>(
     meta: &M,
     entries: Vec<(&K, &V)>,
@@ -649,12 +683,31 @@ where
     V: StateData,
 {
     let lent = entries.into_iter().map(|(k, v)| (Lent(k), Lent(v)));
-    let parts = KeyedParts {
+    let groups = crate::keyed::group_entries(lent, key_groups);
+    let mut frames = crate::frames::FrameWriter::new(out);
+    let frame = |groups| KeyedParts {
         meta: Lent(meta),
         key_groups: key_groups.count(),
-        groups: crate::keyed::group_entries(lent, key_groups),
+        groups,
     };
-    archive_into(&parts, out)
+    if groups.is_empty() {
+        return frames.write(&frame(Vec::new()), 0);
+    }
+    for KeyGroupEntries { group, entries } in groups {
+        let mut entries = entries.into_iter().peekable();
+        while entries.peek().is_some() {
+            let chunk: Vec<_> = entries.by_ref().take(frames.chunk()).collect();
+            let len = chunk.len();
+            frames.write(
+                &frame(vec![KeyGroupEntries {
+                    group,
+                    entries: chunk,
+                }]),
+                len,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// A delta of lent entries and removed keys, archived straight into
@@ -669,15 +722,12 @@ where
     K: Key + StateData,
     V: StateData,
 {
-    let delta = KeyedDelta {
-        key_groups: key_groups.count(),
-        groups: group_delta(
-            entries.into_iter().map(|(k, v)| (Lent(k), Lent(v))),
-            removed.into_iter().map(Lent),
-            key_groups,
-        ),
-    };
-    archive_into(&delta, out)
+    let groups = group_delta(
+        entries.into_iter().map(|(k, v)| (Lent(k), Lent(v))),
+        removed.into_iter().map(Lent),
+        key_groups,
+    );
+    crate::chain::write_delta_frames(groups, key_groups.count(), out)
 }
 
 fn save_manifest<M: StateData>(
@@ -690,10 +740,7 @@ fn save_manifest<M: StateData>(
         key_groups: key_groups.count(),
         chain,
     };
-    rkyv::to_bytes::<rancor::Error>(&manifest).map_err(|e| StateError::Serialize {
-        type_name: std::any::type_name::<ChainManifest<M>>(),
-        reason: e.to_string(),
-    })
+    crate::archive(&manifest)
 }
 
 /// The entries of one old instance's chain that the restoring instance
@@ -757,9 +804,9 @@ where
             expected: restore.key_groups.count(),
         };
         let manifest_copy: AlignedVec;
-        let (whole, deltas) = match held {
-            Held::Whole(bytes) => (PartBytes::Inline(bytes.bytes()), Vec::new()),
-            Held::Chain(bytes) => {
+        let (whole, deltas, framed) = match held {
+            Held::Whole(bytes, framed) => (PartBytes::Inline(bytes.bytes()), Vec::new(), *framed),
+            Held::Chain(bytes, framed) => {
                 manifest_copy = {
                     let mut copy = AlignedVec::with_capacity(bytes.len());
                     copy.extend_from_slice(bytes);
@@ -804,40 +851,58 @@ where
                     });
                 }
                 let whole = records.remove(0);
-                (whole, records)
+                (whole, records, *framed)
             }
         };
-        let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(whole.bytes())
-            .map_err(invalid)?;
-        let written_with = archived.key_groups.to_native();
-        if written_with != restore.key_groups.count() {
-            return Err(groups_changed(written_with));
-        }
-        if matches!(held, Held::Whole(_)) {
-            restored
-                .metas
-                .push(rkyv::deserialize::<M, rancor::Error>(&archived.meta).map_err(invalid)?);
-        }
+        let unreadable = |e: crate::frames::FrameError| StateError::InvalidArchive {
+            checkpoint: restore.checkpoint,
+            operator,
+            part,
+            type_name,
+            reason: e.to_string(),
+        };
         let mut applied = Applied {
             entries: Vec::new(),
             at: std::collections::HashMap::new(),
         };
-        for group in archived.groups.iter() {
-            if owns(group.group.to_native()) {
-                let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
-                    .map_err(invalid)?;
-                if deltas.is_empty() {
-                    restored.entries.extend(entries);
-                } else {
-                    for (k, v) in entries {
-                        applied.write(k, v);
+        for (at, bytes) in whole
+            .archives(framed)
+            .map_err(unreadable)?
+            .into_iter()
+            .enumerate()
+        {
+            let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(bytes)
+                .map_err(invalid)?;
+            let written_with = archived.key_groups.to_native();
+            if written_with != restore.key_groups.count() {
+                return Err(groups_changed(written_with));
+            }
+            if at == 0 && matches!(held, Held::Whole(..)) {
+                restored
+                    .metas
+                    .push(rkyv::deserialize::<M, rancor::Error>(&archived.meta).map_err(invalid)?);
+            }
+            for group in archived.groups.iter() {
+                if owns(group.group.to_native()) {
+                    let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                        .map_err(invalid)?;
+                    if deltas.is_empty() {
+                        restored.entries.extend(entries);
+                    } else {
+                        for (k, v) in entries {
+                            applied.write(k, v);
+                        }
                     }
                 }
             }
         }
-        for delta in &deltas {
-            let archived = rkyv::access::<ArchivedKeyedDelta<K, V>, rancor::Error>(delta.bytes())
-                .map_err(invalid)?;
+        let delta_archives = deltas
+            .iter()
+            .map(|delta| delta.archives(framed).map_err(unreadable))
+            .collect::<Result<Vec<_>, _>>()?;
+        for bytes in delta_archives.into_iter().flatten() {
+            let archived =
+                rkyv::access::<ArchivedKeyedDelta<K, V>, rancor::Error>(bytes).map_err(invalid)?;
             let written_with = archived.key_groups.to_native();
             if written_with != restore.key_groups.count() {
                 return Err(groups_changed(written_with));
@@ -1050,11 +1115,11 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
                     key_groups: ctx.key_groups,
                 };
                 StateBytes {
-                    schema: delta_schema(codec.layout),
+                    schema: framed_delta_schema(codec.layout),
                     bytes: manifest.into_vec(),
                     side: vec![SideRecord {
                         stream: BESIDE_STREAM,
-                        schema: delta_schema(codec.layout),
+                        schema: framed_delta_schema(codec.layout),
                         check: SideCheck::OnLoad,
                         payload: Arc::new(payload),
                         written: written.clone(),
@@ -1340,28 +1405,65 @@ mod tests {
         }
     }
 
+    /// Copies `bytes` to a 16-byte boundary, as the log's records are.
+    fn aligned(bytes: &[u8]) -> AlignedVec {
+        let mut copy = AlignedVec::with_capacity(bytes.len());
+        copy.extend_from_slice(bytes);
+        copy
+    }
+
+    type Entry = (String, (Vec<u8>, u64));
+
     #[test]
-    fn an_archive_of_lent_entries_streamed_into_a_writer_is_the_archive_made_in_memory() {
-        // Snapshots archived off the task thread stream into the log; the
-        // bytes must be those an in-memory archive makes (and older logs
-        // hold), whatever the alignment padding inside.
-        let entries: Vec<(String, (Vec<u8>, u64))> = (0..2_000u64)
+    fn lent_entries_streamed_as_frames_are_the_archive_made_in_memory_cut_up() {
+        // Snapshots archived off the task thread stream into the log as
+        // frames (one rkyv archive spans at most 2 GiB); read frame by
+        // frame, they hold what an in-memory archive of the copied entries
+        // (older logs' layout) holds, in the same order.
+        let entries: Vec<(String, (Vec<u8>, u64))> = (0..20_000u64)
             .map(|i| (format!("key-{i}"), (vec![i as u8; (i % 37) as usize], i)))
             .collect();
         let key_groups = KeyGroups::DEFAULT;
         let whole = save::<i64, String, (Vec<u8>, u64)>(-3, entries.clone(), key_groups).unwrap();
+        let whole =
+            rkyv::access::<ArchivedKeyedParts<i64, String, (Vec<u8>, u64)>, rancor::Error>(&whole)
+                .unwrap();
+        let expected: Vec<(u32, Vec<Entry>)> = whole
+            .groups
+            .iter()
+            .map(|g| {
+                let entries = rkyv::deserialize::<_, rancor::Error>(&g.entries).unwrap();
+                (g.group.to_native(), entries)
+            })
+            .collect();
         // Streamed from lent entries (archived where the state holds them).
         let lent: Vec<_> = entries.iter().map(|(k, v)| (k, v)).collect();
         let mut streamed = Vec::new();
         stream::<i64, String, (Vec<u8>, u64)>(&-3, lent.clone(), key_groups, &mut streamed)
             .unwrap();
-        assert_eq!(streamed, whole.as_slice());
+        let streamed = aligned(&streamed);
+        let frames = crate::frames::frames(&streamed).unwrap();
+        assert!(frames.len() > expected.len(), "a key group is cut up");
+        let mut read: Vec<(u32, Vec<Entry>)> = Vec::new();
+        for frame in frames {
+            let frame = rkyv::access::<
+                ArchivedKeyedParts<i64, String, (Vec<u8>, u64)>,
+                rancor::Error,
+            >(frame)
+            .unwrap();
+            assert_eq!(frame.meta.to_native(), -3);
+            for g in frame.groups.iter() {
+                let entries: Vec<(String, (Vec<u8>, u64))> =
+                    rkyv::deserialize::<_, rancor::Error>(&g.entries).unwrap();
+                match read.last_mut() {
+                    Some((group, held)) if *group == g.group.to_native() => held.extend(entries),
+                    _ => read.push((g.group.to_native(), entries)),
+                }
+            }
+        }
+        assert_eq!(read, expected);
+        // A delta: each key group's removals, then its entries.
         let removed: Vec<String> = (0..50).map(|i| format!("gone-{i}")).collect();
-        let delta = KeyedDelta {
-            key_groups: key_groups.count(),
-            groups: group_delta(entries.clone(), removed.clone(), key_groups),
-        };
-        let in_memory = rkyv::to_bytes::<rancor::Error>(&delta).unwrap();
         let mut streamed = Vec::new();
         stream_delta::<String, (Vec<u8>, u64)>(
             lent,
@@ -1370,7 +1472,42 @@ mod tests {
             &mut streamed,
         )
         .unwrap();
-        assert_eq!(streamed, in_memory.as_slice());
+        let streamed = aligned(&streamed);
+        let (mut gone, mut written) = (Vec::new(), Vec::new());
+        for frame in crate::frames::frames(&streamed).unwrap() {
+            let frame =
+                rkyv::access::<ArchivedKeyedDelta<String, (Vec<u8>, u64)>, rancor::Error>(frame)
+                    .unwrap();
+            for g in frame.groups.iter() {
+                let removed: Vec<String> =
+                    rkyv::deserialize::<_, rancor::Error>(&g.removed).unwrap();
+                let entries: Vec<(String, (Vec<u8>, u64))> =
+                    rkyv::deserialize::<_, rancor::Error>(&g.entries).unwrap();
+                gone.extend(removed);
+                written.extend(entries);
+            }
+        }
+        gone.sort();
+        let mut all_removed = removed.clone();
+        all_removed.sort();
+        assert_eq!(gone, all_removed);
+        written.sort();
+        let mut all = entries.clone();
+        all.sort();
+        assert_eq!(written, all);
+    }
+
+    #[test]
+    fn an_empty_snapshot_streamed_as_frames_keeps_its_metadata() {
+        let mut streamed = Vec::new();
+        stream::<i64, u64, u64>(&42, Vec::new(), KeyGroups::DEFAULT, &mut streamed).unwrap();
+        let streamed = aligned(&streamed);
+        let frames = crate::frames::frames(&streamed).unwrap();
+        assert_eq!(frames.len(), 1);
+        let frame =
+            rkyv::access::<ArchivedKeyedParts<i64, u64, u64>, rancor::Error>(frames[0]).unwrap();
+        assert_eq!(frame.meta.to_native(), 42);
+        assert!(frame.groups.is_empty());
     }
 
     #[test]

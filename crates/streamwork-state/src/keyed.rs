@@ -289,6 +289,42 @@ pub(crate) fn group_entries<K: Hash, V>(
         .collect()
 }
 
+/// Writes `groups` into `out` as frames (see `crate::frames`), each a
+/// [`KeyedSnapshot`] of part of one key group's entries: a snapshot of any
+/// size, read back frame by frame as the single archive would be.
+pub(crate) fn write_snapshot_frames<K, V>(
+    groups: Vec<KeyGroupEntries<K, V>>,
+    key_groups: u32,
+    out: &mut dyn std::io::Write,
+) -> Result<(), StateError>
+where
+    KeyedSnapshot<K, V>: for<'a, 'w> rkyv::Serialize<
+            rkyv::api::high::HighSerializer<
+                crate::state_data::StreamWriter<'w>,
+                rkyv::ser::allocator::ArenaHandle<'a>,
+                rancor::Error,
+            >,
+        >,
+{
+    let mut frames = crate::frames::FrameWriter::new(out);
+    for KeyGroupEntries { group, entries } in groups {
+        let mut entries = entries.into_iter().peekable();
+        while entries.peek().is_some() {
+            let chunk: Vec<(K, V)> = entries.by_ref().take(frames.chunk()).collect();
+            let len = chunk.len();
+            let frame = KeyedSnapshot {
+                key_groups,
+                groups: vec![KeyGroupEntries {
+                    group,
+                    entries: chunk,
+                }],
+            };
+            frames.write(&frame, len)?;
+        }
+    }
+    Ok(())
+}
+
 /// Archives `state` grouped by key group, ready for
 /// [`CheckpointLog::append_snapshot`](crate::CheckpointLog::append_snapshot).
 pub fn snapshot_keyed<K, V>(

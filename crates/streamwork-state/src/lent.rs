@@ -58,18 +58,20 @@ where
     // rkyv writes a field at a time: a buffer of its own here makes those
     // small writes copies, not calls through `dyn Write` (and the log's
     // checksum) each.
-    let buffered = std::io::BufWriter::with_capacity(1 << 16, out);
-    let serialize = |e: rancor::Error| StateError::Serialize {
-        type_name: std::any::type_name::<T>(),
-        reason: e.to_string(),
-    };
-    let writer = rkyv::api::high::to_bytes_in::<_, rancor::Error>(
-        value,
-        rkyv::ser::writer::IoWriter::new(buffered),
-    )
-    .map_err(serialize)?;
-    std::io::Write::flush(&mut writer.into_inner()).map_err(|e| StateError::Serialize {
-        type_name: std::any::type_name::<T>(),
-        reason: format!("writing the archive: {e}"),
+    crate::snapshot::guard_archive::<T, _>(|| {
+        let buffered = std::io::BufWriter::with_capacity(1 << 16, out);
+        let serialize = |e: rancor::Error| StateError::Serialize {
+            type_name: std::any::type_name::<T>(),
+            reason: e.to_string(),
+        };
+        let writer = rkyv::api::high::to_bytes_in::<_, rancor::Error>(
+            value,
+            rkyv::ser::writer::IoWriter::new(buffered),
+        )
+        .map_err(serialize)?;
+        std::io::Write::flush(&mut writer.into_inner()).map_err(|e| StateError::Serialize {
+            type_name: std::any::type_name::<T>(),
+            reason: format!("writing the archive: {e}"),
+        })
     })
 }

@@ -54,6 +54,7 @@ mod codec;
 mod cow;
 mod error;
 mod fold;
+mod frames;
 mod guarded;
 mod keyed;
 mod lent;

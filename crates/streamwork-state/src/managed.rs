@@ -31,10 +31,10 @@ use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
 use crate::codec::PartBytes;
 use crate::error::StateError;
 use crate::keyed::{
-    Aggregate, AggregatingState, KeyedSnapshot, ListState, MapState, ReducingState, group_entries,
+    Aggregate, AggregatingState, ListState, MapState, ReducingState, group_entries,
     restore_keyed_from,
 };
-use crate::lent::{Lent, archive_into};
+use crate::lent::Lent;
 use crate::state_data::StateData;
 
 /// The schema version of the container `#[derive(State)]` writes: every
@@ -219,6 +219,16 @@ const KEYED_BESIDE_FIELD_SCHEMA: u32 = 2;
 /// checkpoint.
 const KEYED_CHAIN_FIELD_SCHEMA: u32 = 3;
 
+/// [`KEYED_BESIDE_FIELD_SCHEMA`] with the side record written as frames
+/// (see `crate::frames`), each a `KeyedSnapshot` of part of the entries:
+/// keyed state of any size (one rkyv archive spans at most 2 GiB).
+const KEYED_FRAMED_FIELD_SCHEMA: u32 = 4;
+
+/// [`KEYED_CHAIN_FIELD_SCHEMA`] with every record of the chain written as
+/// frames: a whole record's of `KeyedSnapshot`s, a delta's of
+/// `KeyedDelta`s.
+const KEYED_FRAMED_CHAIN_FIELD_SCHEMA: u32 = 5;
+
 /// A keyed field's snapshot: its tables frozen (a pause of 128 pointer
 /// copies, whatever the number of keys), archived by the coordinator
 /// beside the part: every entry, or, once a snapshot of this run is in a
@@ -243,11 +253,11 @@ where
     let snapshot = match &plan {
         ChainPlan::Whole => FieldSnapshot {
             kind: FieldKind::Keyed,
-            schema: KEYED_BESIDE_FIELD_SCHEMA,
+            schema: KEYED_FRAMED_FIELD_SCHEMA,
             bytes: AlignedVec::new(),
             side: Some(SideRecord {
                 stream: 0,
-                schema: KEYED_BESIDE_FIELD_SCHEMA,
+                schema: KEYED_FRAMED_FIELD_SCHEMA,
                 check: SideCheck::OnLoad,
                 payload: std::sync::Arc::new(FrozenFieldEntries {
                     frozen,
@@ -259,11 +269,11 @@ where
         },
         ChainPlan::Delta { since, before, .. } => FieldSnapshot {
             kind: FieldKind::Keyed,
-            schema: KEYED_CHAIN_FIELD_SCHEMA,
+            schema: KEYED_FRAMED_CHAIN_FIELD_SCHEMA,
             bytes: crate::archive(&crate::chain::chain_ids(before))?,
             side: Some(SideRecord {
                 stream: 0,
-                schema: KEYED_CHAIN_FIELD_SCHEMA,
+                schema: KEYED_FRAMED_CHAIN_FIELD_SCHEMA,
                 check: SideCheck::OnLoad,
                 payload: std::sync::Arc::new(FrozenFieldDelta {
                     frozen,
@@ -304,17 +314,15 @@ where
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
         // Archived where the frozen tables hold them: nothing copied.
-        let delta = crate::chain::KeyedDelta {
-            key_groups: self.key_groups.count(),
-            groups: crate::chain::group_delta(
-                self.frozen
-                    .changed_since(self.since)
-                    .map(|(k, v)| (Lent(k), Lent(v))),
-                self.frozen.epochs().removed_since(self.since).map(Lent),
-                self.key_groups,
-            ),
-        };
-        archive_into(&delta, out).map_err(written_keyed)
+        let groups = crate::chain::group_delta(
+            self.frozen
+                .changed_since(self.since)
+                .map(|(k, v)| (Lent(k), Lent(v))),
+            self.frozen.epochs().removed_since(self.since).map(Lent),
+            self.key_groups,
+        );
+        crate::chain::write_delta_frames(groups, self.key_groups.count(), out)
+            .map_err(written_keyed)
     }
 }
 
@@ -340,14 +348,12 @@ where
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
         // Archived where the frozen tables hold them: nothing copied.
-        let snapshot = KeyedSnapshot {
-            key_groups: self.key_groups.count(),
-            groups: group_entries(
-                self.frozen.iter().map(|(k, v)| (Lent(k), Lent(v))),
-                self.key_groups,
-            ),
-        };
-        archive_into(&snapshot, out).map_err(written_keyed)
+        let groups = group_entries(
+            self.frozen.iter().map(|(k, v)| (Lent(k), Lent(v))),
+            self.key_groups,
+        );
+        crate::keyed::write_snapshot_frames(groups, self.key_groups.count(), out)
+            .map_err(written_keyed)
     }
 }
 
@@ -383,18 +389,32 @@ where
                 ))
             })
     };
+    // Each record, and whether it is written as frames.
     let mut wholes = Vec::with_capacity(field.parts.len());
     let mut deltas = Vec::new();
     for &(part, kind, schema, bytes) in &field.parts {
+        let framed = matches!(
+            schema,
+            KEYED_FRAMED_FIELD_SCHEMA | KEYED_FRAMED_CHAIN_FIELD_SCHEMA
+        );
         if kind != FieldKind::Keyed
-            || (schema != KEYED_BESIDE_FIELD_SCHEMA && schema != KEYED_CHAIN_FIELD_SCHEMA)
+            || !matches!(
+                schema,
+                KEYED_BESIDE_FIELD_SCHEMA
+                    | KEYED_CHAIN_FIELD_SCHEMA
+                    | KEYED_FRAMED_FIELD_SCHEMA
+                    | KEYED_FRAMED_CHAIN_FIELD_SCHEMA
+            )
         {
             return Err(field.refused(format!(
-                "instance {part} snapshotted it as {kind:?} state of layout {schema}; this build reads keyed state of layouts {KEYED_FIELD_SCHEMA} to {KEYED_CHAIN_FIELD_SCHEMA}"
+                "instance {part} snapshotted it as {kind:?} state of layout {schema}; this build reads keyed state of layouts {KEYED_FIELD_SCHEMA} to {KEYED_FRAMED_CHAIN_FIELD_SCHEMA}"
             )));
         }
-        if schema == KEYED_BESIDE_FIELD_SCHEMA {
-            wholes.push((part, record(restore.checkpoint, part)?));
+        if matches!(
+            schema,
+            KEYED_BESIDE_FIELD_SCHEMA | KEYED_FRAMED_FIELD_SCHEMA
+        ) {
+            wholes.push((part, record(restore.checkpoint, part)?, framed));
             continue;
         }
         let mut manifest = AlignedVec::<16>::with_capacity(bytes.len());
@@ -411,52 +431,63 @@ where
         let Some(whole) = records.next() else {
             return Err(field.refused(format!("instance {part}'s chain names no record")));
         };
-        wholes.push((part, whole?));
+        wholes.push((part, whole?, framed));
         for delta in records {
-            deltas.push((part, delta?));
+            deltas.push((part, delta?, framed));
         }
     }
     let mut own = field.as_restore();
-    own.parts = wholes
-        .iter()
-        .map(|(part, bytes)| RestoredPart {
-            part: *part,
-            schema: KEYED_BESIDE_FIELD_SCHEMA,
-            bytes: bytes.bytes(),
-        })
-        .collect();
+    own.parts = Vec::with_capacity(wholes.len());
+    for (part, bytes, framed) in &wholes {
+        let frames = bytes
+            .archives(*framed)
+            .map_err(|e| field.refused(format!("instance {part}'s record does not read: {e}")))?;
+        for archive in frames {
+            own.parts.push(RestoredPart {
+                part: *part,
+                schema: KEYED_BESIDE_FIELD_SCHEMA,
+                bytes: archive,
+            });
+        }
+    }
     let mut state: KeyedState<K, V> = restore_keyed_from(&own)?;
     let groups = restore.key_groups;
     let owns = |group: u32| groups.instance_of(group, restore.parallelism) == restore.instance.0;
-    for (part, delta) in &deltas {
+    for (part, delta, framed) in &deltas {
         let invalid = |e: rkyv::rancor::Error| {
             field.refused(format!("instance {part}'s changes do not read: {e}"))
         };
-        let archived = rkyv::access::<crate::chain::ArchivedKeyedDelta<K, V>, rkyv::rancor::Error>(
-            delta.bytes(),
-        )
-        .map_err(invalid)?;
-        let written_with = archived.key_groups.to_native();
-        if written_with != groups.count() {
-            return Err(StateError::KeyGroupsChanged {
-                operator: crate::operator_id(restore.component),
-                found: written_with,
-                expected: groups.count(),
-            });
-        }
-        for group in archived.groups.iter() {
-            if !owns(group.group.to_native()) {
-                continue;
+        let frames = delta
+            .archives(*framed)
+            .map_err(|e| field.refused(format!("instance {part}'s changes do not read: {e}")))?;
+        for archive in frames {
+            let archived = rkyv::access::<
+                crate::chain::ArchivedKeyedDelta<K, V>,
+                rkyv::rancor::Error,
+            >(archive)
+            .map_err(invalid)?;
+            let written_with = archived.key_groups.to_native();
+            if written_with != groups.count() {
+                return Err(StateError::KeyGroupsChanged {
+                    operator: crate::operator_id(restore.component),
+                    found: written_with,
+                    expected: groups.count(),
+                });
             }
-            for key in
-                rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed).map_err(invalid)?
-            {
-                state.remove_held(&key);
+            for group in archived.groups.iter() {
+                if !owns(group.group.to_native()) {
+                    continue;
+                }
+                for key in rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed)
+                    .map_err(invalid)?
+                {
+                    state.remove_held(&key);
+                }
+                state.extend(
+                    rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
+                        .map_err(invalid)?,
+                );
             }
-            state.extend(
-                rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
-                    .map_err(invalid)?,
-            );
         }
     }
     Ok(state)

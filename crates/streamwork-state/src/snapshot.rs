@@ -217,8 +217,73 @@ pub fn archive<T>(value: &T) -> Result<AlignedVec, StateError>
 where
     T: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
 {
-    rkyv::to_bytes::<rancor::Error>(value).map_err(|e| StateError::Serialize {
-        type_name: std::any::type_name::<T>(),
-        reason: e.to_string(),
+    guard_archive::<T, _>(|| {
+        rkyv::to_bytes::<rancor::Error>(value).map_err(|e| StateError::Serialize {
+            type_name: std::any::type_name::<T>(),
+            reason: e.to_string(),
+        })
     })
+}
+
+/// Runs `archive`, an rkyv serialization of a `T`, with its panics made an
+/// error: rkyv's relative pointers are 32-bit, and it panics (rather than
+/// failing) when one archive spans more than 2 GiB. A checkpoint must fail
+/// with a cause, not take its thread down.
+pub(crate) fn guard_archive<T, R>(
+    archive: impl FnOnce() -> Result<R, StateError>,
+) -> Result<R, StateError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(archive)).unwrap_or_else(|panic| {
+        let said = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        Err(StateError::Serialize {
+            type_name: std::any::type_name::<T>(),
+            reason: format!(
+                "rkyv gave up ({said}): one archive holds at most 2 GiB (its offsets are 32-bit); keep a value this large in keyed state, split by key, or in `StoredState`"
+            ),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rkyv::Place;
+    use rkyv::rancor::Fallible;
+
+    /// Archives as rkyv does past 2 GiB: by panicking as it resolves.
+    struct Overflowing;
+
+    impl rkyv::Archive for Overflowing {
+        type Archived = rkyv::Archived<u64>;
+        type Resolver = ();
+
+        fn resolve(&self, (): (), _: Place<Self::Archived>) {
+            panic!("out of range integral type conversion attempted");
+        }
+    }
+
+    impl<S: Fallible + ?Sized> Serialize<S> for Overflowing {
+        fn serialize(&self, _: &mut S) -> Result<(), S::Error> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_archive_rkyv_gives_up_on_is_an_error_that_names_the_limit() {
+        let in_memory = archive(&Overflowing).expect_err("rkyv panics");
+        let mut out = Vec::new();
+        let streamed = crate::lent::archive_into(&Overflowing, &mut out).expect_err("rkyv panics");
+        for error in [in_memory, streamed] {
+            let text = error.to_string();
+            assert!(
+                matches!(error, StateError::Serialize { .. })
+                    && text.contains("out of range")
+                    && text.contains("2 GiB"),
+                "{text}"
+            );
+        }
+    }
 }

@@ -406,3 +406,27 @@ fn after_a_complete_checkpoint_a_snapshot_writes_only_what_changed() {
     assert!(log.complete(3, state) < 64);
     assert_eq!(restored(&log, 3, 2), back);
 }
+
+/// A keyed field is written as frames of entries (one rkyv archive spans at
+/// most 2 GiB): whole records and deltas whose key groups are cut across
+/// frames (the first frame of a record holds 64 entries) restore as they
+/// were, at any parallelism.
+#[test]
+fn a_keyed_field_cut_into_frames_restores_whole_and_from_deltas() {
+    let mut ops: Vec<Op> = (0..30_000u16)
+        .map(|k| Op::Insert(k, u32::from(k)))
+        .collect();
+    ops.push(Op::Checkpoint(Completion::AtOnce));
+    // Removals cut across frames, then entries.
+    ops.extend((0..10_000u16).map(Op::Remove));
+    ops.extend((20_000..30_000u16).map(|k| Op::Insert(k, 7)));
+    ops.push(Op::Checkpoint(Completion::AtOnce));
+    // Entries alone cut across frames.
+    ops.extend((10_000..30_000u16).map(|k| Op::Add(k, 1)));
+    ops.push(Op::Checkpoint(Completion::AtOnce));
+    // Nothing changed: a delta of no frames.
+    ops.push(Op::Checkpoint(Completion::AtOnce));
+    for parallelism in 1..=3 {
+        any_complete_checkpoint_restores::<Field>(ops.clone(), parallelism).unwrap();
+    }
+}
