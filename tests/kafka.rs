@@ -709,6 +709,66 @@ fn a_source_expecting_no_holes_takes_the_records_after_a_hole_that_outlasts_its_
     );
 }
 
+/// A source that expects no holes knows where a partition it reads
+/// without a restored position starts (its group's committed offset), so a
+/// hole before its first record is read again too: here the commit marker
+/// a first reader stopped at, which it then waits out before taking the
+/// records after it (a broker showing a later batch before the first would
+/// otherwise make a fresh reader pass over the first for good).
+#[test]
+fn a_fresh_source_expecting_no_holes_reads_a_hole_before_its_first_record_again() {
+    let Some(brokers) = transactional_brokers() else {
+        return;
+    };
+    let input = topic("start-hole");
+    create_output_topic(&brokers, &input, 1);
+    let publish = |range: std::ops::Range<u64>| {
+        let sink = number_sink(&brokers, &input).transactional(&input);
+        let start = range.start;
+        job! {
+            source numbers = GeneratorSource::new(move |i: u64| start + i).take(range.end - range.start);
+            sink out = sink <- numbers;
+        }
+        .unwrap()
+        .run()
+        .unwrap();
+    };
+    let group = topic("start-hole-reader");
+    let reader = |wait: Duration| {
+        KafkaSource::new(&brokers, &input, &group)
+            .expect_no_holes(wait)
+            .idle_exit(Duration::from_millis(500))
+    };
+    // The first reader commits the offset after the first transaction's
+    // records: its commit marker's, which no reader is shown.
+    publish(0..100);
+    let first = read_with(reader(Duration::from_millis(300)));
+    assert_eq!(
+        first.iter().map(value).collect::<Vec<_>>(),
+        (0..100).collect::<Vec<_>>()
+    );
+    publish(100..200);
+    let wait = Duration::from_secs(4);
+    let started = std::time::Instant::now();
+    let second = read_with(reader(wait));
+    // A lower bound, which no speed of the machine makes fail: the reader
+    // read the hole at its start again for its whole wait.
+    assert!(
+        started.elapsed() >= wait,
+        "the hole before the first record was not read again: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        second.first().map(|r| r.offset),
+        Some(first.last().unwrap().offset + 2),
+        "the second reader starts after the marker"
+    );
+    assert_eq!(
+        second.iter().map(value).collect::<Vec<_>>(),
+        (100..200).collect::<Vec<_>>()
+    );
+}
+
 /// Produces `range` keyed by `i % 10` through a job with a Kafka sink.
 fn produce_range(brokers: &str, topic: &str, range: std::ops::Range<u64>) {
     let sink = number_sink(brokers, topic);

@@ -187,6 +187,10 @@ pub struct KafkaSource {
     hole_wait: Option<Duration>,
     /// The holes being read again, once open.
     holes: Option<OffsetHoles>,
+    /// With `expect_no_holes`: where each owned partition without a
+    /// restored position starts (its group's committed offset, or its
+    /// first), so that a hole before its first record is seen too.
+    starts: BTreeMap<i32, i64>,
     progress: Option<Arc<SourceProgress>>,
     /// Snapshots not known complete yet, by checkpoint.
     pending: Vec<(CheckpointId, BTreeMap<i32, i64>)>,
@@ -307,6 +311,7 @@ impl KafkaSource {
             dropped_replays: 0,
             hole_wait: None,
             holes: None,
+            starts: BTreeMap::new(),
             progress: None,
             pending: Vec::new(),
             last_completed: None,
@@ -443,6 +448,54 @@ impl KafkaSource {
                 ))
             })?;
         Ok(topic.partitions().iter().map(|p| p.id()).collect())
+    }
+
+    /// Where each of `owned` without a restored position starts reading:
+    /// its group's committed offset, or else its first offset (the reader
+    /// resets to `earliest`).
+    fn fresh_starts(
+        &self,
+        consumer: &BaseConsumer<EndsAreNoErrors>,
+        owned: &[i32],
+    ) -> Result<BTreeMap<i32, i64>, ConnectorError> {
+        let fresh: Vec<i32> = owned
+            .iter()
+            .copied()
+            .filter(|partition| !self.restored.contains_key(partition))
+            .collect();
+        let mut starts = BTreeMap::new();
+        if fresh.is_empty() {
+            return Ok(starts);
+        }
+        let context = |partition: i32| {
+            format!(
+                "finding where `{}` partition {partition} starts (to see holes from its first record)",
+                self.topic
+            )
+        };
+        let mut wanted = TopicPartitionList::new();
+        for &partition in &fresh {
+            wanted.add_partition(&self.topic, partition);
+        }
+        let committed = consumer
+            .committed_offsets(wanted, Duration::from_secs(10))
+            .map_err(|e| kafka_error(context(fresh[0]), e))?;
+        for partition in fresh {
+            let start = match committed
+                .find_partition(&self.topic, partition)
+                .map(|p| p.offset())
+            {
+                Some(Offset::Offset(at)) if at >= 0 => at,
+                _ => {
+                    consumer
+                        .fetch_watermarks(&self.topic, partition, Duration::from_secs(10))
+                        .map_err(|e| kafka_error(context(partition), e))?
+                        .0
+                }
+            };
+            starts.insert(partition, start);
+        }
+        Ok(starts)
     }
 
     /// The (partition, offset) of every record of `owned` partitions that
@@ -714,6 +767,10 @@ impl Source for KafkaSource {
         consumer
             .assign(&assignment)
             .map_err(|e| kafka_error("assigning partitions", e))?;
+        self.starts = match self.hole_wait {
+            Some(_) => self.fresh_starts(&consumer, &owned)?,
+            None => BTreeMap::new(),
+        };
         self.at_end.clear();
         if self.dead_letter.is_some() {
             let producer: BaseProducer = ClientConfig::new()
@@ -904,7 +961,11 @@ impl KafkaSource {
             };
             if let Some(holes) = &mut self.holes {
                 let partition = message.partition();
-                let expected = self.positions.get(&partition).copied();
+                let expected = self
+                    .positions
+                    .get(&partition)
+                    .or_else(|| self.starts.get(&partition))
+                    .copied();
                 if let HoleVerdict::ReadAgainFrom(next) =
                     holes.check(partition, expected, message.offset(), Instant::now)
                 {
