@@ -722,16 +722,9 @@ fn a_fresh_source_expecting_no_holes_reads_a_hole_before_its_first_record_again(
     };
     let input = topic("start-hole");
     create_output_topic(&brokers, &input, 1);
-    let publish = |range: std::ops::Range<u64>| {
+    let publish = |range| {
         let sink = number_sink(&brokers, &input).transactional(&input);
-        let start = range.start;
-        job! {
-            source numbers = GeneratorSource::new(move |i: u64| start + i).take(range.end - range.start);
-            sink out = sink <- numbers;
-        }
-        .unwrap()
-        .run()
-        .unwrap();
+        produce_range_into(sink, range);
     };
     let group = topic("start-hole-reader");
     let reader = |wait: Duration| {
@@ -771,7 +764,11 @@ fn a_fresh_source_expecting_no_holes_reads_a_hole_before_its_first_record_again(
 
 /// Produces `range` keyed by `i % 10` through a job with a Kafka sink.
 fn produce_range(brokers: &str, topic: &str, range: std::ops::Range<u64>) {
-    let sink = number_sink(brokers, topic);
+    produce_range_into(number_sink(brokers, topic), range);
+}
+
+/// Produces `range` through a job with `sink`.
+fn produce_range_into(sink: impl Sink<In = u64>, range: std::ops::Range<u64>) {
     let start = range.start;
     job! {
         source numbers = GeneratorSource::new(move |i: u64| start + i).take(range.end - range.start);
