@@ -551,3 +551,33 @@ proptest! {
         }
     }
 }
+
+/// A record larger than the pieces a load reads it in (16 MiB) is checked
+/// whole: intact it loads, and a flipped bit past the first piece makes its
+/// checkpoint unusable.
+#[test]
+fn a_record_larger_than_a_read_is_checked_to_its_last_byte() {
+    let dir = TestDir::new("large-record");
+    let mut log = CheckpointLog::open(&dir.0, LogOptions::default()).unwrap();
+    let id = log.next_checkpoint_id().unwrap();
+    let payload: Vec<u8> = (0..40u32 << 20).map(|i| (i % 251) as u8).collect();
+    log.append_snapshot(id, OPERATOR, InstanceIdx(0), 1, &payload)
+        .unwrap();
+    log.commit(id, 1).unwrap();
+    drop(log);
+    let checkpoint = load_latest(&dir.0).unwrap();
+    assert!(
+        checkpoint
+            .snapshot(OPERATOR, InstanceIdx(0))
+            .unwrap()
+            .bytes()
+            == &payload[..]
+    );
+    drop(checkpoint);
+    let segment = segments(&dir.0).into_iter().next().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    // Past the first 16 MiB and the second: in the third piece.
+    bytes[(35 << 20) + 7] ^= 0x01;
+    std::fs::write(&segment, &bytes).unwrap();
+    assert_refused(load_latest(&dir.0), id.get(), None);
+}
