@@ -77,42 +77,30 @@ where
     >,
 {
     let mut frames = crate::frames::FrameWriter::new(out);
-    let write =
-        |frames: &mut crate::frames::FrameWriter<'_>, group: DeltaGroup<K, V>, len: usize| {
-            let frame = KeyedDelta {
-                key_groups,
-                groups: vec![group],
-            };
-            frames.write(&frame, len)
-        };
+    let frame = |part: DeltaGroup<K, V>| KeyedDelta {
+        key_groups,
+        groups: vec![part],
+    };
     for DeltaGroup {
         group,
         removed,
         entries,
     } in groups
     {
-        let mut removed = removed.into_iter().peekable();
-        while removed.peek().is_some() {
-            let chunk: Vec<K> = removed.by_ref().take(frames.chunk()).collect();
-            let len = chunk.len();
-            let part = DeltaGroup {
+        frames.write_chunks(removed, |removed| {
+            frame(DeltaGroup {
                 group,
-                removed: chunk,
+                removed,
                 entries: Vec::new(),
-            };
-            write(&mut frames, part, len)?;
-        }
-        let mut entries = entries.into_iter().peekable();
-        while entries.peek().is_some() {
-            let chunk: Vec<(K, V)> = entries.by_ref().take(frames.chunk()).collect();
-            let len = chunk.len();
-            let part = DeltaGroup {
+            })
+        })?;
+        frames.write_chunks(entries, |entries| {
+            frame(DeltaGroup {
                 group,
                 removed: Vec::new(),
-                entries: chunk,
-            };
-            write(&mut frames, part, len)?;
-        }
+                entries,
+            })
+        })?;
     }
     Ok(())
 }

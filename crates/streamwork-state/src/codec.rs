@@ -694,18 +694,9 @@ where
         return frames.write(&frame(Vec::new()), 0);
     }
     for KeyGroupEntries { group, entries } in groups {
-        let mut entries = entries.into_iter().peekable();
-        while entries.peek().is_some() {
-            let chunk: Vec<_> = entries.by_ref().take(frames.chunk()).collect();
-            let len = chunk.len();
-            frames.write(
-                &frame(vec![KeyGroupEntries {
-                    group,
-                    entries: chunk,
-                }]),
-                len,
-            )?;
-        }
+        frames.write_chunks(entries, |entries| {
+            frame(vec![KeyGroupEntries { group, entries }])
+        })?;
     }
     Ok(())
 }

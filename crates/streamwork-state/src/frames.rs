@@ -74,6 +74,25 @@ impl<'o> FrameWriter<'o> {
             .clamp(1, MOST_ENTRIES)
     }
 
+    /// Writes `items` as frames of [`chunk`](Self::chunk) items each,
+    /// `frame` making each frame from its items.
+    pub(crate) fn write_chunks<I, T>(
+        &mut self,
+        items: impl IntoIterator<Item = I>,
+        mut frame: impl FnMut(Vec<I>) -> T,
+    ) -> Result<(), StateError>
+    where
+        T: for<'a, 'w> Serialize<HighSerializer<StreamWriter<'w>, ArenaHandle<'a>, rancor::Error>>,
+    {
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let chunk: Vec<I> = items.by_ref().take(self.chunk()).collect();
+            let len = chunk.len();
+            self.write(&frame(chunk), len)?;
+        }
+        Ok(())
+    }
+
     /// Archives `frame`, which holds `entries` entries, and its trailer.
     pub(crate) fn write<T>(&mut self, frame: &T, entries: usize) -> Result<(), StateError>
     where

@@ -308,19 +308,10 @@ where
 {
     let mut frames = crate::frames::FrameWriter::new(out);
     for KeyGroupEntries { group, entries } in groups {
-        let mut entries = entries.into_iter().peekable();
-        while entries.peek().is_some() {
-            let chunk: Vec<(K, V)> = entries.by_ref().take(frames.chunk()).collect();
-            let len = chunk.len();
-            let frame = KeyedSnapshot {
-                key_groups,
-                groups: vec![KeyGroupEntries {
-                    group,
-                    entries: chunk,
-                }],
-            };
-            frames.write(&frame, len)?;
-        }
+        frames.write_chunks(entries, |entries| KeyedSnapshot {
+            key_groups,
+            groups: vec![KeyGroupEntries { group, entries }],
+        })?;
     }
     Ok(())
 }
