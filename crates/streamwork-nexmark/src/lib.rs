@@ -136,6 +136,20 @@ pub struct Summary {
     pub checkpoints: u64,
     /// The longest a task waited for a checkpoint, in milliseconds.
     pub longest_checkpoint_pause_ms: f64,
+    /// The checkpoint the run resumed from, if any.
+    pub resumed: Option<Resumed>,
+}
+
+/// Where a run resumed, and what resuming cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resumed {
+    /// The checkpoint restored.
+    pub checkpoint: u64,
+    /// Finding, mapping and checking it, in milliseconds.
+    pub load_ms: f64,
+    /// The longest one instance took to rebuild its state from it, in
+    /// milliseconds (instances restore in parallel).
+    pub longest_instance_restore_ms: f64,
 }
 
 impl Summary {
@@ -264,5 +278,11 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             .iter()
             .map(|c| c.longest_pause.as_secs_f64() * 1e3)
             .fold(0.0, f64::max),
+        resumed: report.recovery.restored_from.map(|id| Resumed {
+            checkpoint: id.get(),
+            load_ms: report.recovery.load.as_secs_f64() * 1e3,
+            longest_instance_restore_ms: report.recovery.longest_instance_restore.as_secs_f64()
+                * 1e3,
+        }),
     })
 }

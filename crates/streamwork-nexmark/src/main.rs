@@ -197,6 +197,12 @@ fn main() -> anyhow::Result<()> {
         summary.cpu_s,
         summary.events_per_core_sec()
     );
+    if let Some(resumed) = &summary.resumed {
+        eprintln!(
+            "resumed from checkpoint {}: loaded in {:.1} ms, state rebuilt in {:.1} ms (the slowest instance)",
+            resumed.checkpoint, resumed.load_ms, resumed.longest_instance_restore_ms
+        );
+    }
     if args.json_summary {
         println!(
             "{}",
@@ -215,6 +221,11 @@ fn main() -> anyhow::Result<()> {
                 "events_per_sec": summary.events_per_sec(),
                 "events_per_core_sec": summary.events_per_core_sec(),
                 "peak_rss_bytes": peak_rss_bytes(),
+                "resumed": summary.resumed.as_ref().map(|r| serde_json::json!({
+                    "checkpoint": r.checkpoint,
+                    "load_ms": r.load_ms,
+                    "longest_instance_restore_ms": r.longest_instance_restore_ms,
+                })),
             })
         );
     }

@@ -31,6 +31,11 @@ fn killed_and_resumed(query: &str, events: u64, kills: usize) {
         resumed["events"].as_u64().unwrap() < events,
         "{query}: the run after the kill resumed from checkpoint {reached:?}, so it reads less than all {events} events: {resumed}"
     );
+    let restored = resumed["resumed"]["checkpoint"].as_u64();
+    assert!(
+        restored >= reached,
+        "{query}: the summary names the checkpoint resumed from, at least {reached:?}: {resumed}"
+    );
     let want = rows(&expected_path);
     assert!(!want.is_empty(), "{query}: the check needs rows");
     assert_eq!(rows(&out), want, "{query}: rows after {kills} kill(s)");
@@ -217,6 +222,7 @@ fn a_run_killed_before_its_first_checkpoint_starts_over() {
     assert_eq!(complete(&ckpt), None);
     let resumed = run_ok(&args);
     assert_eq!(resumed["events"].as_u64(), Some(200_000));
+    assert!(resumed["resumed"].is_null(), "nothing to resume: {resumed}");
     assert_eq!(rows(&out), rows(&expected_path));
 }
 
