@@ -480,9 +480,9 @@ where
 
 impl<M, K, V> KeyedCodec<M, K, V>
 where
-    M: StateData,
+    M: StateData + Send,
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Send,
 {
     /// The codec for these types, entry layout 1.
     pub fn new() -> Self {
@@ -504,9 +504,9 @@ where
 
 impl<M, K, V> Default for KeyedCodec<M, K, V>
 where
-    M: StateData,
+    M: StateData + Send,
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Send,
 {
     fn default() -> Self {
         Self::new()
@@ -765,9 +765,9 @@ fn load<M, K, V>(
     parts: &[(InstanceIdx, Held<'_>)],
 ) -> Result<RestoredEntries<M, K, V>, StateError>
 where
-    M: StateData,
+    M: StateData + Send,
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Send,
 {
     let operator = operator_id(restore.component);
     let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
@@ -856,27 +856,53 @@ where
             entries: Vec::new(),
             at: std::collections::HashMap::new(),
         };
-        for (at, bytes) in whole
-            .archives(framed)
-            .map_err(unreadable)?
-            .into_iter()
-            .enumerate()
-        {
-            let archived = rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(bytes)
-                .map_err(invalid)?;
-            let written_with = archived.key_groups.to_native();
-            if written_with != restore.key_groups.count() {
-                return Err(groups_changed(written_with));
-            }
-            if at == 0 && matches!(held, Held::Whole(..)) {
-                restored
-                    .metas
-                    .push(rkyv::deserialize::<M, rancor::Error>(&archived.meta).map_err(invalid)?);
-            }
-            for group in archived.groups.iter() {
-                if owns(group.group.to_native()) {
-                    let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+        // Frames are decoded on a thread per core when the part is large,
+        // and applied in their order.
+        let whole = whole.archives(framed).map_err(unreadable)?;
+        let delta_archives = deltas
+            .iter()
+            .map(|delta| delta.archives(framed).map_err(unreadable))
+            .collect::<Result<Vec<_>, _>>()?;
+        let delta_archives: Vec<&[u8]> = delta_archives.into_iter().flatten().collect();
+        let bytes = whole.iter().chain(&delta_archives).map(|b| b.len()).sum();
+        let threads = crate::ordered::decoding_threads(bytes);
+        let panicked = |what: &str| StateError::InvalidArchive {
+            checkpoint: restore.checkpoint,
+            operator,
+            part,
+            type_name,
+            reason: format!("deserializing its {what} panicked"),
+        };
+        let first_meta = matches!(held, Held::Whole(..));
+        crate::ordered::decode_in_order(
+            whole.len(),
+            threads,
+            |at| {
+                let archived =
+                    rkyv::access::<ArchivedKeyedParts<M, K, V>, rancor::Error>(whole[at])
                         .map_err(invalid)?;
+                let written_with = archived.key_groups.to_native();
+                if written_with != restore.key_groups.count() {
+                    return Err(groups_changed(written_with));
+                }
+                let meta = (at == 0 && first_meta)
+                    .then(|| rkyv::deserialize::<M, rancor::Error>(&archived.meta))
+                    .transpose()
+                    .map_err(invalid)?;
+                let groups = archived
+                    .groups
+                    .iter()
+                    .filter(|group| owns(group.group.to_native()))
+                    .map(|group| {
+                        rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                            .map_err(invalid)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((meta, groups))
+            },
+            |(meta, groups)| {
+                restored.metas.extend(meta);
+                for entries in groups {
                     if deltas.is_empty() {
                         restored.entries.extend(entries);
                     } else {
@@ -885,35 +911,48 @@ where
                         }
                     }
                 }
-            }
-        }
-        let delta_archives = deltas
-            .iter()
-            .map(|delta| delta.archives(framed).map_err(unreadable))
-            .collect::<Result<Vec<_>, _>>()?;
-        for bytes in delta_archives.into_iter().flatten() {
-            let archived =
-                rkyv::access::<ArchivedKeyedDelta<K, V>, rancor::Error>(bytes).map_err(invalid)?;
-            let written_with = archived.key_groups.to_native();
-            if written_with != restore.key_groups.count() {
-                return Err(groups_changed(written_with));
-            }
-            for group in archived.groups.iter() {
-                if !owns(group.group.to_native()) {
-                    continue;
+                Ok(())
+            },
+            |_| panicked("entries"),
+        )?;
+        crate::ordered::decode_in_order(
+            delta_archives.len(),
+            threads,
+            |at| {
+                let archived =
+                    rkyv::access::<ArchivedKeyedDelta<K, V>, rancor::Error>(delta_archives[at])
+                        .map_err(invalid)?;
+                let written_with = archived.key_groups.to_native();
+                if written_with != restore.key_groups.count() {
+                    return Err(groups_changed(written_with));
                 }
-                for key in
-                    rkyv::deserialize::<Vec<K>, rancor::Error>(&group.removed).map_err(invalid)?
-                {
-                    applied.remove(&key);
+                archived
+                    .groups
+                    .iter()
+                    .filter(|group| owns(group.group.to_native()))
+                    .map(|group| {
+                        let removed = rkyv::deserialize::<Vec<K>, rancor::Error>(&group.removed)
+                            .map_err(invalid)?;
+                        let entries =
+                            rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                                .map_err(invalid)?;
+                        Ok((removed, entries))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            },
+            |changes| {
+                for (removed, entries) in changes {
+                    for key in removed {
+                        applied.remove(&key);
+                    }
+                    for (k, v) in entries {
+                        applied.write(k, v);
+                    }
                 }
-                for (k, v) in rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
-                    .map_err(invalid)?
-                {
-                    applied.write(k, v);
-                }
-            }
-        }
+                Ok(())
+            },
+            |_| panicked("changes"),
+        )?;
         restored
             .entries
             .extend(applied.entries.into_iter().flatten());
@@ -967,9 +1006,9 @@ impl<M, K, V> fmt::Debug for KeyedCheckpoint<M, K, V> {
 
 impl<M, K, V> KeyedCheckpoint<M, K, V>
 where
-    M: StateData,
+    M: StateData + Send,
     K: Key + StateData,
-    V: StateData,
+    V: StateData + Send,
 {
     /// Checkpointing enabled, for archivable types, entry layout 1.
     pub fn enabled() -> Self {

@@ -336,7 +336,9 @@ where
 /// Restores the keyed state of `instance` (of `parallelism`) of `operator`
 /// from every snapshot the operator wrote, whatever the parallelism it ran
 /// at: the instance takes the key groups it now owns, reading only those
-/// groups' entries out of the mapped archives.
+/// groups' entries out of the mapped archives. Past 32 MiB of archives,
+/// they are validated and deserialized on a thread per core (so `V` is
+/// `Send`), and entered in order: the state is the one one thread builds.
 pub fn restore_keyed<K, V>(
     checkpoint: &Checkpoint,
     operator: OperatorId,
@@ -346,7 +348,7 @@ pub fn restore_keyed<K, V>(
 ) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send,
 {
     let parts = checkpoint
         .snapshots()
@@ -365,7 +367,8 @@ where
 /// Restores an operator's keyed state inside
 /// `Operator::restore` (in `streamwork::core`): the parts every
 /// old instance wrote with [`snapshot_keyed`], filtered to the key groups this
-/// instance now owns, read in place.
+/// instance now owns, read in place (on a thread per core past 32 MiB, as
+/// [`restore_keyed`]).
 ///
 /// ```
 /// use streamwork::core::{KeyedState, Restore, TaskError};
@@ -378,7 +381,7 @@ where
 pub fn restore_keyed_from<K, V>(restore: &Restore<'_>) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send,
 {
     let target = Target {
         checkpoint: restore.checkpoint,
@@ -405,40 +408,84 @@ fn restore_parts<'a, K, V>(
 ) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send,
 {
-    let invalid =
-        |part: InstanceIdx, type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {
+    let parts: Vec<(InstanceIdx, &[u8])> = parts.collect();
+    let bytes = parts.iter().map(|(_, bytes)| bytes.len()).sum();
+    restore_parts_on(&parts, target, crate::ordered::decoding_threads(bytes))
+}
+
+/// Restores from `parts` (whole snapshots, or frames of one), decoded on
+/// `threads` threads and entered in their order.
+fn restore_parts_on<K, V>(
+    parts: &[(InstanceIdx, &[u8])],
+    target: &Target,
+    threads: usize,
+) -> Result<KeyedState<K, V>, StateError>
+where
+    K: Key + StateData,
+    V: StateData + Clone + Send,
+{
+    let mut state = KeyedState::new();
+    crate::ordered::decode_in_order(
+        parts.len(),
+        threads,
+        |at| owned_entries(parts[at].0, parts[at].1, target),
+        |groups| {
+            groups.into_iter().for_each(|entries| state.extend(entries));
+            Ok(())
+        },
+        |at| StateError::InvalidArchive {
             checkpoint: target.checkpoint,
             operator: target.operator,
-            part,
-            type_name,
-            reason: e.to_string(),
-        };
-    let key_groups = target.key_groups;
-    let mut state = KeyedState::new();
-    for (part, bytes) in parts {
-        let archived = rkyv::access::<ArchivedKeyedSnapshot<K, V>, rancor::Error>(bytes)
-            .map_err(|e| invalid(part, std::any::type_name::<KeyedSnapshot<K, V>>(), e))?;
-        let written_with = archived.key_groups.to_native();
-        if written_with != key_groups.count() {
-            return Err(StateError::KeyGroupsChanged {
-                operator: target.operator,
-                found: written_with,
-                expected: key_groups.count(),
-            });
-        }
-        for group in archived.groups.iter() {
-            let owner = key_groups.instance_of(group.group.to_native(), target.parallelism);
-            if owner != target.instance {
-                continue;
-            }
-            let entries = rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
-                .map_err(|e| invalid(part, std::any::type_name::<Vec<(K, V)>>(), e))?;
-            state.extend(entries);
-        }
-    }
+            part: parts[at].0,
+            type_name: std::any::type_name::<KeyedSnapshot<K, V>>(),
+            reason: "deserializing it panicked".to_string(),
+        },
+    )?;
     Ok(state)
+}
+
+/// The entries of the key groups `target` owns in one archived snapshot,
+/// a key group's at a time.
+fn owned_entries<K, V>(
+    part: InstanceIdx,
+    bytes: &[u8],
+    target: &Target,
+) -> Result<Vec<Vec<(K, V)>>, StateError>
+where
+    K: Key + StateData,
+    V: StateData,
+{
+    let invalid = |type_name: &'static str, e: rancor::Error| StateError::InvalidArchive {
+        checkpoint: target.checkpoint,
+        operator: target.operator,
+        part,
+        type_name,
+        reason: e.to_string(),
+    };
+    let key_groups = target.key_groups;
+    let archived = rkyv::access::<ArchivedKeyedSnapshot<K, V>, rancor::Error>(bytes)
+        .map_err(|e| invalid(std::any::type_name::<KeyedSnapshot<K, V>>(), e))?;
+    let written_with = archived.key_groups.to_native();
+    if written_with != key_groups.count() {
+        return Err(StateError::KeyGroupsChanged {
+            operator: target.operator,
+            found: written_with,
+            expected: key_groups.count(),
+        });
+    }
+    archived
+        .groups
+        .iter()
+        .filter(|group| {
+            key_groups.instance_of(group.group.to_native(), target.parallelism) == target.instance
+        })
+        .map(|group| {
+            rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
+                .map_err(|e| invalid(std::any::type_name::<Vec<(K, V)>>(), e))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -466,5 +513,48 @@ mod tests {
         let copied = crate::archive(&copied).unwrap();
         let lent = snapshot_keyed(&state, key_groups).unwrap();
         assert_eq!(lent.as_slice(), copied.as_slice());
+    }
+
+    #[test]
+    fn a_state_restored_on_several_threads_is_the_one_one_thread_restores() {
+        // Parts of disjoint keys (old instances, or frames of one record);
+        // a hash table's iteration order follows its inserts, so the order
+        // of the state is the check that they are entered in order.
+        let parts: Vec<rkyv::util::AlignedVec> = (0..7u64)
+            .map(|part| {
+                let mut state: KeyedState<u64, String> = KeyedState::new();
+                for k in (part * 1_000..part * 1_000 + 900).rev() {
+                    state.insert(CurrentKey::for_testing(&k), format!("value {k}"));
+                }
+                snapshot_keyed(&state, KeyGroups::DEFAULT).unwrap()
+            })
+            .collect();
+        let parts: Vec<(InstanceIdx, &[u8])> = parts
+            .iter()
+            .enumerate()
+            .map(|(at, bytes)| (InstanceIdx(at as u32), bytes.as_slice()))
+            .collect();
+        for (instance, parallelism) in [(0, 1), (1, 3)] {
+            let target = Target {
+                checkpoint: CheckpointId::new(1),
+                operator: OperatorId(1),
+                key_groups: KeyGroups::DEFAULT,
+                instance,
+                parallelism,
+            };
+            let order = |threads| {
+                let state: KeyedState<u64, String> =
+                    restore_parts_on(&parts, &target, threads).unwrap();
+                state
+                    .iter()
+                    .map(|(k, v)| (*k, v.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let one = order(1);
+            assert!(one.len() > 1_000);
+            for threads in [2, 3, 8] {
+                assert_eq!(order(threads), one, "{threads} threads");
+            }
+        }
     }
 }

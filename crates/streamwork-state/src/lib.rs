@@ -63,6 +63,7 @@ mod managed;
 mod memory;
 mod mirror;
 mod operator_macros;
+mod ordered;
 mod reclaim;
 mod record;
 #[cfg(feature = "s3")]

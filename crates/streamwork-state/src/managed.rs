@@ -368,7 +368,7 @@ fn written_keyed(e: StateError) -> TaskError {
 fn restore_keyed_field<K, V>(field: &FieldRestore<'_>) -> Result<KeyedState<K, V>, StateError>
 where
     K: Key + StateData,
-    V: StateData + Clone,
+    V: StateData + Clone + Send,
 {
     let inline = field
         .parts
@@ -451,47 +451,85 @@ where
         }
     }
     let mut state: KeyedState<K, V> = restore_keyed_from(&own)?;
-    let groups = restore.key_groups;
-    let owns = |group: u32| groups.instance_of(group, restore.parallelism) == restore.instance.0;
+    // The changes since, each frame's decoded on the threads of a large
+    // restore and applied in order.
+    let mut frames = Vec::new();
     for (part, delta, framed) in &deltas {
-        let invalid = |e: rkyv::rancor::Error| {
-            field.refused(format!("instance {part}'s changes do not read: {e}"))
-        };
-        let frames = delta
+        let archives = delta
             .archives(*framed)
             .map_err(|e| field.refused(format!("instance {part}'s changes do not read: {e}")))?;
-        for archive in frames {
-            let archived = rkyv::access::<
-                crate::chain::ArchivedKeyedDelta<K, V>,
-                rkyv::rancor::Error,
-            >(archive)
-            .map_err(invalid)?;
-            let written_with = archived.key_groups.to_native();
-            if written_with != groups.count() {
-                return Err(StateError::KeyGroupsChanged {
-                    operator: crate::operator_id(restore.component),
-                    found: written_with,
-                    expected: groups.count(),
-                });
-            }
-            for group in archived.groups.iter() {
-                if !owns(group.group.to_native()) {
-                    continue;
-                }
-                for key in rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed)
-                    .map_err(invalid)?
-                {
+        frames.extend(archives.into_iter().map(|archive| (*part, archive)));
+    }
+    let bytes = frames.iter().map(|(_, archive)| archive.len()).sum();
+    crate::ordered::decode_in_order(
+        frames.len(),
+        crate::ordered::decoding_threads(bytes),
+        |at| owned_changes::<K, V>(frames[at].0, frames[at].1, field),
+        |changes| {
+            for (removed, entries) in changes {
+                for key in removed {
                     state.remove_held(&key);
                 }
-                state.extend(
-                    rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
-                        .map_err(invalid)?,
-                );
+                state.extend(entries);
             }
-        }
-    }
+            Ok(())
+        },
+        |at| {
+            field.refused(format!(
+                "instance {}'s changes do not read: deserializing them panicked",
+                frames[at].0
+            ))
+        },
+    )?;
     Ok(state)
 }
+/// The changes of the key groups this instance owns in one frame of a
+/// delta: per key group, the keys removed, then the entries written.
+#[expect(
+    clippy::type_complexity,
+    reason = "a key group's removed keys and written entries, as the delta holds them"
+)]
+fn owned_changes<K, V>(
+    part: InstanceIdx,
+    archive: &[u8],
+    field: &FieldRestore<'_>,
+) -> Result<Vec<(Vec<K>, Vec<(K, V)>)>, StateError>
+where
+    K: Key + StateData,
+    V: StateData,
+{
+    let restore = field.restore;
+    let groups = restore.key_groups;
+    let invalid = |e: rkyv::rancor::Error| {
+        field.refused(format!("instance {part}'s changes do not read: {e}"))
+    };
+    let archived =
+        rkyv::access::<crate::chain::ArchivedKeyedDelta<K, V>, rkyv::rancor::Error>(archive)
+            .map_err(invalid)?;
+    let written_with = archived.key_groups.to_native();
+    if written_with != groups.count() {
+        return Err(StateError::KeyGroupsChanged {
+            operator: crate::operator_id(restore.component),
+            found: written_with,
+            expected: groups.count(),
+        });
+    }
+    archived
+        .groups
+        .iter()
+        .filter(|group| {
+            groups.instance_of(group.group.to_native(), restore.parallelism) == restore.instance.0
+        })
+        .map(|group| {
+            let removed = rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed)
+                .map_err(invalid)?;
+            let entries = rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
+                .map_err(invalid)?;
+            Ok((removed, entries))
+        })
+        .collect()
+}
+
 /// The layout version of instance fields (the value's archive).
 const INSTANCE_FIELD_SCHEMA: u32 = 1;
 

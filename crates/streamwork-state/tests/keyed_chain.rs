@@ -135,7 +135,7 @@ fn op() -> impl Strategy<Value = Op> {
 fn restored<K, V>(log: &Log, id: u64, parallelism: u32) -> BTreeMap<K, V>
 where
     K: Key + StateData + Ord,
-    V: StateData,
+    V: StateData + Send,
 {
     let mut all = BTreeMap::new();
     for instance in 0..parallelism {
@@ -428,5 +428,115 @@ fn a_keyed_field_cut_into_frames_restores_whole_and_from_deltas() {
     ops.push(Op::Checkpoint(Completion::AtOnce));
     for parallelism in 1..=3 {
         any_complete_checkpoint_restores::<Field>(ops.clone(), parallelism).unwrap();
+    }
+}
+
+/// A keyed field past 32 MiB is decoded on several threads when restored,
+/// its whole record and its delta alike: what comes back is what was
+/// written, at any parallelism.
+#[test]
+fn a_keyed_field_large_enough_to_restore_on_several_threads_restores_as_it_was() {
+    const VALUE: usize = 8 << 10;
+    let value = |k: u32, round: u8| vec![(k as u8).wrapping_add(round); VALUE];
+    let mut state: KeyedState<u32, Vec<u8>> = KeyedState::new();
+    let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+    for k in 0..5_000u32 {
+        state.insert(CurrentKey::for_testing(&k), value(k, 0));
+        model.insert(k, value(k, 0));
+    }
+    let mut log = Log::default();
+    let snapshot = |state: &mut KeyedState<u32, Vec<u8>>, id: u64| {
+        let mut ctx = SnapshotContext::single(CheckpointId::new(id));
+        ctx.completed = CheckpointId::new(id - 1);
+        let mut fields = FieldsWriter::new();
+        fields.field("values", state.snapshot_field(&ctx).unwrap());
+        fields.finish()
+    };
+    let whole = log.complete(1, snapshot(&mut state, 1));
+    assert!(whole > 32 << 20, "the whole record is {whole} bytes");
+    let first = model.clone();
+    // 34 MiB of changes and 100 removals: a delta, itself past 32 MiB.
+    for k in 0..4_200u32 {
+        *state.get_or_default(CurrentKey::for_testing(&k)) = value(k, 1);
+        model.insert(k, value(k, 1));
+    }
+    for k in 4_900..5_000u32 {
+        state.remove_held(&k);
+        model.remove(&k);
+    }
+    let state2 = snapshot(&mut state, 2);
+    assert_eq!(state2.builds_on, vec![CheckpointId::new(1)], "a delta");
+    let delta = log.complete(2, state2);
+    assert!(delta > 32 << 20, "the delta is {delta} bytes");
+    for parallelism in 1..=2 {
+        for (id, expected) in [(1, &first), (2, &model)] {
+            let mut back = BTreeMap::new();
+            for instance in 0..parallelism {
+                let restore = log.restore(id, instance, parallelism);
+                let fields = FieldsReader::read(&restore).unwrap();
+                let mut restored: KeyedState<u32, Vec<u8>> = KeyedState::new();
+                restored
+                    .restore_field(&fields.field("values").unwrap())
+                    .unwrap();
+                back.extend(restored.iter().map(|(k, v)| (*k, v.clone())));
+            }
+            assert!(
+                back == *expected,
+                "checkpoint {id} at parallelism {parallelism}: {} keys back, {} expected",
+                back.len(),
+                expected.len()
+            );
+        }
+    }
+}
+
+/// The same for the entries of a window's or a join's structures
+/// (`KeyedCheckpoint::snapshot_map`): a whole record and a delta each past
+/// 32 MiB come back as written, at any parallelism.
+#[test]
+fn a_keyed_map_large_enough_to_restore_on_several_threads_restores_as_it_was() {
+    const VALUE: usize = 8 << 10;
+    let value = |k: u32, round: u8| vec![(k as u8).wrapping_add(round); VALUE];
+    let mut map: CowMap<u32, Vec<u8>> = CowMap::new();
+    let mut checkpoint = KeyedCheckpoint::<(), u32, Vec<u8>>::enabled();
+    let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+    for k in 0..5_000u32 {
+        map.insert(stable_hash(&k), k, value(k, 0));
+        model.insert(k, value(k, 0));
+    }
+    let mut log = Log::default();
+    let mut take = |map: &mut CowMap<u32, Vec<u8>>, id: u64| {
+        let mut ctx = SnapshotContext::single(CheckpointId::new(id));
+        ctx.completed = CheckpointId::new(id - 1);
+        checkpoint
+            .snapshot_map(&ctx, (), map, Vec::clone)
+            .unwrap()
+            .unwrap()
+    };
+    let whole = log.complete(1, take(&mut map, 1));
+    assert!(whole > 32 << 20, "the whole record is {whole} bytes");
+    let first = model.clone();
+    for k in 0..4_200u32 {
+        *map.get_mut(stable_hash(&k), &k).unwrap() = value(k, 1);
+        model.insert(k, value(k, 1));
+    }
+    for k in 4_900..5_000u32 {
+        map.remove(stable_hash(&k), &k);
+        model.remove(&k);
+    }
+    let state = take(&mut map, 2);
+    assert_eq!(state.builds_on, vec![CheckpointId::new(1)], "a delta");
+    let delta = log.complete(2, state);
+    assert!(delta > 32 << 20, "the delta is {delta} bytes");
+    for parallelism in 1..=2 {
+        for (id, expected) in [(1, &first), (2, &model)] {
+            let back: BTreeMap<u32, Vec<u8>> = restored(&log, id, parallelism);
+            assert!(
+                back == *expected,
+                "checkpoint {id} at parallelism {parallelism}: {} keys back, {} expected",
+                back.len(),
+                expected.len()
+            );
+        }
     }
 }

@@ -42,7 +42,7 @@ fn owner<K: std::hash::Hash>(key: &K, parallelism: u32) -> u32 {
 fn round_trip<K, V>(name: &str, states: Vec<KeyedState<K, V>>)
 where
     K: streamwork_core::state::Key + Ord + streamwork_state::StateData,
-    V: Clone + PartialEq + std::fmt::Debug + streamwork_state::StateData,
+    V: Clone + PartialEq + std::fmt::Debug + Send + streamwork_state::StateData,
 {
     let dir = Dir::new(name);
     let operator = operator_id(name);
