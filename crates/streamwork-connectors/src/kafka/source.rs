@@ -218,6 +218,9 @@ pub struct KafkaSource {
     /// With an idle exit: the owned partitions read to their end (the
     /// broker said so) and given nothing since.
     at_end: BTreeSet<i32>,
+    /// With an idle exit: a reader of every record's offsets, committed or
+    /// not, asked before the input ends (see [`KafkaSource::held_back`]).
+    ends: Option<BaseConsumer<EndsAreNoErrors>>,
 }
 
 /// A clone has the settings, and the state of a source not yet opened.
@@ -326,6 +329,7 @@ impl KafkaSource {
             last_message: None,
             owned: Vec::new(),
             at_end: BTreeSet::new(),
+            ends: None,
         }
     }
 
@@ -344,7 +348,11 @@ impl KafkaSource {
 
     /// Ends the input once every partition it reads is read to its end and
     /// `idle` has passed without a new record (for bounded runs). A broker
-    /// slow to answer delays the end; it never cuts the input short.
+    /// slow to answer delays the end; it never cuts the input short. Nor
+    /// does a transaction still open: `read_committed` (the default) ends a
+    /// partition before the records of a transaction neither committed nor
+    /// aborted yet, and the input waits for it (a writer that died in one
+    /// is aborted by the broker after its `transaction.timeout.ms`).
     pub fn idle_exit(mut self, idle: Duration) -> Self {
         self.idle_exit = Some(idle);
         self
@@ -813,7 +821,14 @@ impl Source for KafkaSource {
         }
         let idle_for = self.last_message.map_or(Duration::ZERO, |t| t.elapsed());
         match self.idle_exit {
-            Some(limit) if idle_for >= limit && self.read_to_end() => Ok(SourcePoll::Finished),
+            Some(limit) if idle_for >= limit && self.read_to_end() => {
+                if self.held_back() {
+                    // Asked again after another idle period.
+                    self.last_message = Some(Instant::now());
+                    return Ok(SourcePoll::Idle);
+                }
+                Ok(SourcePoll::Finished)
+            }
             _ => Ok(SourcePoll::Idle),
         }
     }
@@ -913,6 +928,7 @@ impl Source for KafkaSource {
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {
+        self.ends = None;
         let closing = self.closing_positions();
         // Offsets are Streamwork's to keep; the group's committed offsets are
         // advanced too, for tools that watch the group's lag (a scale-out
@@ -936,6 +952,79 @@ impl Source for KafkaSource {
 }
 
 impl KafkaSource {
+    /// Whether an owned partition read to its end still holds records
+    /// after it: the records of a transaction not committed or aborted
+    /// yet, which `read_committed` does not show, or records committed
+    /// since the end was reached. Its end with every record (the high
+    /// watermark, asked with `read_uncommitted`) is compared with the
+    /// reader's position past the last record and control marker it was
+    /// given; with no position (nothing read yet), with the end of the
+    /// records it can read. A broker that does not answer holds the input
+    /// back too: the end is asked again after another idle period.
+    fn held_back(&mut self) -> bool {
+        if self.ends.is_none() {
+            let mut config = ClientConfig::new();
+            config
+                .set("bootstrap.servers", &self.brokers)
+                .set("group.id", &self.group);
+            for (key, value) in &self.extra {
+                config.set(key, value);
+            }
+            config.set("isolation.level", "read_uncommitted");
+            match config.create_with_context(EndsAreNoErrors {
+                doing: "reading a topic's ends",
+            }) {
+                Ok(ends) => self.ends = Some(ends),
+                Err(e) => {
+                    tracing::warn!(topic = %self.topic, "kafka: cannot ask for the partitions' ends, so the input waits: {e}");
+                    return true;
+                }
+            }
+        }
+        let (Some(consumer), Some(ends)) = (&self.consumer, &self.ends) else {
+            return true;
+        };
+        let positions = match consumer.position() {
+            Ok(positions) => positions,
+            Err(e) => {
+                tracing::warn!(topic = %self.topic, "kafka: cannot read the reader's positions, so the input waits: {e}");
+                return true;
+            }
+        };
+        for &partition in &self.owned {
+            let every = ends.fetch_watermarks(&self.topic, partition, SEEK_WAIT);
+            let position = positions
+                .find_partition(&self.topic, partition)
+                .and_then(|p| match p.offset() {
+                    Offset::Offset(n) => Some(n),
+                    _ => None,
+                });
+            let reached = match position {
+                Some(n) => Ok(n),
+                None => consumer
+                    .fetch_watermarks(&self.topic, partition, SEEK_WAIT)
+                    .map(|(_, visible)| visible),
+            };
+            match (every, reached) {
+                (Ok((_, end)), Ok(reached)) if reached >= end => {}
+                (Ok((_, end)), Ok(reached)) => {
+                    tracing::info!(
+                        topic = %self.topic,
+                        partition,
+                        "kafka: partition {partition} of `{}` is read to offset {reached} and holds records up to {end}, in a transaction not committed or aborted yet, or not read yet: the input ends after them",
+                        self.topic
+                    );
+                    return true;
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(topic = %self.topic, partition, "kafka: cannot ask where partition {partition} ends, so the input waits: {e}");
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Emits what the consumer has, up to [`PER_POLL`] records; returns how
     /// many were read (emitted or refused).
     fn poll_from(
@@ -1032,6 +1121,99 @@ mod tests {
     use streamwork_core::checkpoint::RestoredPart;
 
     use super::*;
+
+    /// The test broker (`scripts/kafka-test-broker.sh`); under CI, a test
+    /// that needs one fails without it.
+    fn test_brokers() -> Option<String> {
+        match std::env::var("STREAMWORK_KAFKA_BROKERS") {
+            Ok(brokers) if !brokers.is_empty() => Some(brokers),
+            _ => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "no broker (set STREAMWORK_KAFKA_BROKERS, see scripts/kafka-test-broker.sh): under CI every Kafka test runs"
+                );
+                None
+            }
+        }
+    }
+
+    /// The values `out` holds, in order.
+    fn values(out: &mut Collector<KafkaRecord>) -> Vec<String> {
+        out.take_buffered()
+            .into_iter()
+            .map(|r| String::from_utf8(r.value.value).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_exit_waits_for_the_records_of_a_transaction_still_open() {
+        let Some(brokers) = test_brokers() else {
+            return;
+        };
+        const WAIT: Duration = Duration::from_secs(30);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let topic = format!("open-transaction-{}-{nanos}", std::process::id());
+        super::super::admin::create_topic(&brokers, &topic, 1).unwrap();
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("transactional.id", &topic)
+            .create()
+            .unwrap();
+        producer.init_transactions(WAIT).unwrap();
+        let send = |values: std::ops::Range<u32>| {
+            producer.begin_transaction().unwrap();
+            for i in values {
+                let value = i.to_string();
+                producer
+                    .send(BaseRecord::<(), _>::to(&topic).payload(&value))
+                    .unwrap();
+            }
+            producer.flush(WAIT).unwrap();
+        };
+        send(0..5);
+        producer.commit_transaction(WAIT).unwrap();
+        // Written and flushed, neither committed nor aborted.
+        send(5..12);
+        let mut source =
+            KafkaSource::new(&brokers, &topic, &format!("{topic}-group")).idle_exit(Duration::ZERO);
+        source
+            .open(&InstanceContext::new(
+                "records",
+                streamwork_core::InstanceIdx(0),
+                1,
+                KeyGroups::DEFAULT,
+            ))
+            .unwrap();
+        let mut out = Collector::detached();
+        // Read to the partition's end for `read_committed` (bounded: the
+        // broker answers within the loop, or the test fails)...
+        for _ in 0..5_000 {
+            if source.read_to_end() {
+                break;
+            }
+            source.poll(&mut out).unwrap();
+        }
+        assert!(source.read_to_end(), "the partition's end never came");
+        assert_eq!(values(&mut out), ["0", "1", "2", "3", "4"]);
+        // ... with no record for longer than the idle exit's limit: the
+        // input does not end before the open transaction's records.
+        assert_eq!(source.poll(&mut out).unwrap(), SourcePoll::Idle);
+        assert_eq!(source.poll(&mut out).unwrap(), SourcePoll::Idle);
+        producer.commit_transaction(WAIT).unwrap();
+        let mut finished = false;
+        for _ in 0..5_000 {
+            if source.poll(&mut out).unwrap() == SourcePoll::Finished {
+                finished = true;
+                break;
+            }
+        }
+        assert!(finished, "the input never ended");
+        let expected: Vec<String> = (5..12).map(|i| i.to_string()).collect();
+        assert_eq!(values(&mut out), expected);
+        source.close().unwrap();
+    }
 
     fn restore_of<'a>(parts: &'a [StateBytes]) -> Restore<'a> {
         Restore {
