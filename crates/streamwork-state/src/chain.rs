@@ -58,6 +58,49 @@ pub struct DeltaGroup<K, V> {
     pub entries: Vec<(K, V)>,
 }
 
+/// One frame of a delta, per key group an instance owns (`owns`): the keys
+/// removed, then the entries written. A frame rkyv does not validate is
+/// `invalid`'s error; one written with another number of key groups than
+/// `key_groups`, `StateError::KeyGroupsChanged` for `operator`.
+#[expect(
+    clippy::type_complexity,
+    reason = "a key group's removed keys and written entries, as the delta holds them"
+)]
+pub(crate) fn owned_changes<K, V>(
+    archive: &[u8],
+    key_groups: KeyGroups,
+    operator: streamwork_core::OperatorId,
+    owns: impl Fn(u32) -> bool,
+    invalid: impl Fn(rkyv::rancor::Error) -> crate::StateError,
+) -> Result<Vec<(Vec<K>, Vec<(K, V)>)>, crate::StateError>
+where
+    K: crate::StateData,
+    V: crate::StateData,
+{
+    let archived =
+        rkyv::access::<ArchivedKeyedDelta<K, V>, rkyv::rancor::Error>(archive).map_err(&invalid)?;
+    let written_with = archived.key_groups.to_native();
+    if written_with != key_groups.count() {
+        return Err(crate::StateError::KeyGroupsChanged {
+            operator,
+            found: written_with,
+            expected: key_groups.count(),
+        });
+    }
+    archived
+        .groups
+        .iter()
+        .filter(|group| owns(group.group.to_native()))
+        .map(|group| {
+            let removed = rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed)
+                .map_err(&invalid)?;
+            let entries = rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
+                .map_err(&invalid)?;
+            Ok((removed, entries))
+        })
+        .collect()
+}
+
 /// Writes `groups` into `out` as frames (see `crate::frames`), each a
 /// [`KeyedDelta`] of part of one key group's removals or entries, the
 /// removals first: a delta of any size, applied frame by frame as the

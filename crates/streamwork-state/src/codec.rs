@@ -52,8 +52,7 @@ use streamwork_core::{
 use streamwork_core::chain::{ChainPlan as Plan, SnapshotChain as Chain};
 
 use crate::chain::{
-    ArchivedChainManifest, ArchivedKeyedDelta, ChainManifest, KeyedDelta, THIS_CHECKPOINT,
-    chain_ids, group_delta,
+    ArchivedChainManifest, ChainManifest, KeyedDelta, THIS_CHECKPOINT, chain_ids, group_delta,
 };
 use crate::cow::{CowMap, FrozenMap};
 use crate::error::StateError;
@@ -919,26 +918,13 @@ where
             delta_archives.len(),
             threads,
             |at| {
-                let archived =
-                    rkyv::access::<ArchivedKeyedDelta<K, V>, rancor::Error>(delta_archives[at])
-                        .map_err(invalid)?;
-                let written_with = archived.key_groups.to_native();
-                if written_with != restore.key_groups.count() {
-                    return Err(groups_changed(written_with));
-                }
-                archived
-                    .groups
-                    .iter()
-                    .filter(|group| owns(group.group.to_native()))
-                    .map(|group| {
-                        let removed = rkyv::deserialize::<Vec<K>, rancor::Error>(&group.removed)
-                            .map_err(invalid)?;
-                        let entries =
-                            rkyv::deserialize::<Vec<(K, V)>, rancor::Error>(&group.entries)
-                                .map_err(invalid)?;
-                        Ok((removed, entries))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
+                crate::chain::owned_changes::<K, V>(
+                    delta_archives[at],
+                    restore.key_groups,
+                    operator,
+                    owns,
+                    invalid,
+                )
             },
             |changes| {
                 for (removed, entries) in changes {
@@ -1505,9 +1491,11 @@ mod tests {
         let streamed = aligned(&streamed);
         let (mut gone, mut written) = (Vec::new(), Vec::new());
         for frame in crate::frames::frames(&streamed).unwrap() {
-            let frame =
-                rkyv::access::<ArchivedKeyedDelta<String, (Vec<u8>, u64)>, rancor::Error>(frame)
-                    .unwrap();
+            let frame = rkyv::access::<
+                crate::chain::ArchivedKeyedDelta<String, (Vec<u8>, u64)>,
+                rancor::Error,
+            >(frame)
+            .unwrap();
             for g in frame.groups.iter() {
                 let removed: Vec<String> =
                     rkyv::deserialize::<_, rancor::Error>(&g.removed).unwrap();

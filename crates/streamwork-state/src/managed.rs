@@ -464,7 +464,18 @@ where
     crate::ordered::decode_in_order(
         frames.len(),
         crate::ordered::decoding_threads(bytes),
-        |at| owned_changes::<K, V>(frames[at].0, frames[at].1, field),
+        |at| {
+            let part = frames[at].0;
+            crate::chain::owned_changes::<K, V>(
+                frames[at].1,
+                restore.key_groups,
+                crate::operator_id(restore.component),
+                |group| {
+                    restore.key_groups.instance_of(group, restore.parallelism) == restore.instance.0
+                },
+                |e| field.refused(format!("instance {part}'s changes do not read: {e}")),
+            )
+        },
         |changes| {
             for (removed, entries) in changes {
                 for key in removed {
@@ -483,53 +494,6 @@ where
     )?;
     Ok(state)
 }
-/// The changes of the key groups this instance owns in one frame of a
-/// delta: per key group, the keys removed, then the entries written.
-#[expect(
-    clippy::type_complexity,
-    reason = "a key group's removed keys and written entries, as the delta holds them"
-)]
-fn owned_changes<K, V>(
-    part: InstanceIdx,
-    archive: &[u8],
-    field: &FieldRestore<'_>,
-) -> Result<Vec<(Vec<K>, Vec<(K, V)>)>, StateError>
-where
-    K: Key + StateData,
-    V: StateData,
-{
-    let restore = field.restore;
-    let groups = restore.key_groups;
-    let invalid = |e: rkyv::rancor::Error| {
-        field.refused(format!("instance {part}'s changes do not read: {e}"))
-    };
-    let archived =
-        rkyv::access::<crate::chain::ArchivedKeyedDelta<K, V>, rkyv::rancor::Error>(archive)
-            .map_err(invalid)?;
-    let written_with = archived.key_groups.to_native();
-    if written_with != groups.count() {
-        return Err(StateError::KeyGroupsChanged {
-            operator: crate::operator_id(restore.component),
-            found: written_with,
-            expected: groups.count(),
-        });
-    }
-    archived
-        .groups
-        .iter()
-        .filter(|group| {
-            groups.instance_of(group.group.to_native(), restore.parallelism) == restore.instance.0
-        })
-        .map(|group| {
-            let removed = rkyv::deserialize::<Vec<K>, rkyv::rancor::Error>(&group.removed)
-                .map_err(invalid)?;
-            let entries = rkyv::deserialize::<Vec<(K, V)>, rkyv::rancor::Error>(&group.entries)
-                .map_err(invalid)?;
-            Ok((removed, entries))
-        })
-        .collect()
-}
-
 /// The layout version of instance fields (the value's archive).
 const INSTANCE_FIELD_SCHEMA: u32 = 1;
 
