@@ -95,7 +95,13 @@ where
                 }
             });
         }
-        let outcome = (0..count).try_for_each(|index| {
+        // Also when `apply` fails or panics: the decoding threads would
+        // otherwise wait for it forever, and the scope with them.
+        let _stop = StopOnExit {
+            shared: &shared,
+            changed: &changed,
+        };
+        (0..count).try_for_each(|index| {
             let decoded = {
                 let mut state = lock();
                 loop {
@@ -109,13 +115,24 @@ where
             lock().applied = index + 1;
             changed.notify_all();
             Ok(())
-        });
-        if outcome.is_err() {
-            lock().stopped = true;
-            changed.notify_all();
-        }
-        outcome
+        })
     })
+}
+
+/// Tells the decoding threads to stop once the applying thread is done.
+struct StopOnExit<'a, T, E> {
+    shared: &'a Mutex<Shared<T, E>>,
+    changed: &'a Condvar,
+}
+
+impl<T, E> Drop for StopOnExit<'_, T, E> {
+    fn drop(&mut self) {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stopped = true;
+        self.changed.notify_all();
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +215,25 @@ mod tests {
                 |i| format!("decoding item {i} panicked"),
             );
             assert_eq!(outcome, Err("decoding item 5 panicked".to_string()));
+        }
+    }
+
+    #[test]
+    fn an_apply_that_panics_unwinds_rather_than_hangs() {
+        for threads in [1, 2, 4] {
+            let outcome = std::panic::catch_unwind(|| {
+                decode_in_order(
+                    1000,
+                    threads,
+                    Ok::<_, String>,
+                    |v| {
+                        assert!(v != 3, "an apply gave up");
+                        Ok(())
+                    },
+                    |i| format!("{i} panicked"),
+                )
+            });
+            assert!(outcome.is_err(), "{threads} threads");
         }
     }
 
