@@ -32,7 +32,8 @@ struct Shared<T, E> {
     slots: Vec<Option<Result<T, E>>>,
     /// Items applied so far.
     applied: usize,
-    /// The applying thread gave up (an error): decoding threads stop.
+    /// The applying thread is done (all applied, an error, or a panic):
+    /// decoding threads stop.
     stopped: bool,
 }
 
@@ -73,28 +74,36 @@ where
     let changed = Condvar::new();
     let lock = || shared.lock().unwrap_or_else(PoisonError::into_inner);
     std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    if index >= count {
+        let work = || {
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= count {
+                    return;
+                }
+                {
+                    let mut state = lock();
+                    while index >= state.applied + window && !state.stopped {
+                        state = changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    if state.stopped {
                         return;
                     }
-                    {
-                        let mut state = lock();
-                        while index >= state.applied + window && !state.stopped {
-                            state = changed.wait(state).unwrap_or_else(PoisonError::into_inner);
-                        }
-                        if state.stopped {
-                            return;
-                        }
-                    }
-                    let decoded = decode(index);
-                    lock().slots[index] = Some(decoded);
-                    changed.notify_all();
                 }
-            });
-        }
+                let decoded = decode(index);
+                lock().slots[index] = Some(decoded);
+                changed.notify_all();
+            }
+        };
+        // A thread the system refuses is one fewer; with none, the
+        // applying thread decodes too.
+        let spawned = (0..threads)
+            .filter(|_| {
+                std::thread::Builder::new()
+                    .name("streamwork-restore".into())
+                    .spawn_scoped(scope, work)
+                    .is_ok()
+            })
+            .count();
         // Also when `apply` fails or panics: the decoding threads would
         // otherwise wait for it forever, and the scope with them.
         let _stop = StopOnExit {
@@ -102,7 +111,9 @@ where
             changed: &changed,
         };
         (0..count).try_for_each(|index| {
-            let decoded = {
+            let decoded = if spawned == 0 {
+                decode(index)
+            } else {
                 let mut state = lock();
                 loop {
                     if let Some(decoded) = state.slots[index].take() {
