@@ -83,6 +83,10 @@ pub struct RunOptions {
     /// input arrives; those of the other queries are final when written,
     /// each a `"+"`.
     pub updates: bool,
+    /// For fault tests: the input never ends (see
+    /// [`NexmarkSource::HeldOpen`]), so that the run is killed, never
+    /// finished.
+    pub hold_input_open: bool,
 }
 
 /// How a run checkpoints. A run with the same directory resumes from its
@@ -111,6 +115,7 @@ impl RunOptions {
             side_input: None,
             checkpoints: None,
             updates: false,
+            hold_input_open: false,
         }
     }
 }
@@ -211,6 +216,11 @@ pub fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             };
             (NexmarkSource::generated(config, *events), instances)
         }
+    };
+    let source = if options.hold_input_open {
+        source.held_open()
+    } else {
+        source
     };
     // The side input is read entirely before the first event.
     let side_input = match (&options.side_input, options.query) {

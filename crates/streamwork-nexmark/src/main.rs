@@ -64,6 +64,10 @@ struct Args {
     /// `--output`, so that it is the only thing there).
     #[arg(long, requires = "output")]
     json_summary: bool,
+    /// For fault tests: the input never ends, so that the run is killed,
+    /// never finished.
+    #[arg(long, hide = true)]
+    hold_input_open: bool,
 }
 
 /// A checkpoint interval that is not one.
@@ -175,6 +179,7 @@ fn main() -> anyhow::Result<()> {
             delivery,
         }),
         updates: args.updates,
+        hold_input_open: args.hold_input_open,
     })?;
     let threads = match args
         .threads

@@ -17,6 +17,11 @@ pub enum NexmarkSource {
     File(Box<NumberedFile>),
     /// The built-in generator.
     Generated(GeneratorSource<Event>),
+    /// Another source whose input never ends: it idles after its last
+    /// event. For fault tests: a run is then killed, never finished, so a
+    /// kill after the next checkpoint always finds one, however fast the
+    /// machine.
+    HeldOpen(Box<NexmarkSource>),
 }
 
 /// A JSON-lines file whose events are numbered in the order they are read
@@ -62,6 +67,12 @@ impl NexmarkSource {
                 .take(count)
                 .boxed(),
         )
+    }
+
+    /// This source, idling after its last event instead of ending (see
+    /// [`NexmarkSource::HeldOpen`]).
+    pub fn held_open(self) -> Self {
+        NexmarkSource::HeldOpen(Box::new(self))
     }
 }
 
@@ -135,6 +146,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.file.replayable(),
             NexmarkSource::Generated(s) => s.replayable(),
+            NexmarkSource::HeldOpen(s) => s.replayable(),
         }
     }
 
@@ -142,6 +154,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.snapshot(),
             NexmarkSource::Generated(s) => s.snapshot(),
+            NexmarkSource::HeldOpen(s) => s.snapshot(),
         }
     }
 
@@ -149,6 +162,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.file.snapshot_taken(checkpoint),
             NexmarkSource::Generated(s) => s.snapshot_taken(checkpoint),
+            NexmarkSource::HeldOpen(s) => s.snapshot_taken(checkpoint),
         }
     }
 
@@ -156,6 +170,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.file.suspended_at(checkpoint),
             NexmarkSource::Generated(s) => s.suspended_at(checkpoint),
+            NexmarkSource::HeldOpen(s) => s.suspended_at(checkpoint),
         }
     }
 
@@ -163,6 +178,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.restore(restore),
             NexmarkSource::Generated(s) => s.restore(restore),
+            NexmarkSource::HeldOpen(s) => s.restore(restore),
         }
     }
 
@@ -170,6 +186,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.file.open(ctx),
             NexmarkSource::Generated(s) => s.open(ctx),
+            NexmarkSource::HeldOpen(s) => s.open(ctx),
         }
     }
 
@@ -188,6 +205,10 @@ impl Source for NexmarkSource {
                 Ok(poll)
             }
             NexmarkSource::Generated(s) => s.poll(out),
+            NexmarkSource::HeldOpen(s) => match s.poll(out)? {
+                SourcePoll::Finished => Ok(SourcePoll::Idle),
+                poll => Ok(poll),
+            },
         }
     }
 
@@ -195,6 +216,7 @@ impl Source for NexmarkSource {
         match self {
             NexmarkSource::File(s) => s.file.close(),
             NexmarkSource::Generated(s) => s.close(),
+            NexmarkSource::HeldOpen(s) => s.close(),
         }
     }
 }

@@ -718,6 +718,7 @@ fn generated_runs_are_identical_for_every_parallelism() {
                 side_input: None,
                 checkpoints: None,
                 updates: false,
+                hold_input_open: false,
             })
             .unwrap();
             assert_eq!((summary.events, summary.late), (30_000, 0));

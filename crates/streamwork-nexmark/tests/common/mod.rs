@@ -103,12 +103,14 @@ pub fn complete(dir: &Path) -> Option<u64> {
         .ok()
 }
 
-/// Starts the CLI, waits until a checkpoint past `after` is complete,
-/// and kills it with SIGKILL: the checkpoint it had reached. Fails if the
-/// run ends first (give it more events).
+/// Starts the CLI, its input held open after its last event (so that it
+/// never finishes, however fast the machine), waits until a checkpoint
+/// past `after` is complete, and kills it with SIGKILL: the checkpoint it
+/// had reached.
 pub fn kill_after_checkpoint(args: &[String], checkpoints: &Path, after: Option<u64>) -> u64 {
     let mut child: Child = Command::new(BINARY)
         .args(args)
+        .arg("--hold-input-open")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
