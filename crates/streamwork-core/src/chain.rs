@@ -112,6 +112,20 @@ impl<K> Epochs<K> {
         self.removed.clear();
     }
 
+    /// [`FrozenEpochs::whole_since`], asked before the freeze: whether a
+    /// snapshot of a table holding `entries` that would build on the
+    /// freeze of `epoch` should be whole instead.
+    pub fn whole_since(&self, epoch: u32, entries: usize) -> bool {
+        let removed = self
+            .removed
+            .iter()
+            .filter(|(at, _)| *at > epoch)
+            .map(|(_, keys)| keys.len())
+            .sum::<usize>()
+            + self.removing.len();
+        self.cleared_at > epoch || whole_is_smaller(entries, removed)
+    }
+
     /// Forgets the removals up to the freeze of `epoch`: no view will be
     /// asked what changed since an epoch before it.
     pub fn forget_through(&mut self, epoch: u32) {

@@ -9,7 +9,7 @@ use std::hash::Hash;
 use std::ops::Deref;
 
 use crate::hash::stable_hash;
-use crate::table::{FrozenTable, KeyedTable, StableHash};
+use crate::table::{FrozenChanges, FrozenTable, KeyedTable, StableHash};
 
 /// Bound on key types: hashable with the stable hash, comparable, clonable,
 /// sendable, and printable for diagnostics.
@@ -248,6 +248,38 @@ impl<K: Key, V> KeyedState<K, V> {
         V: Clone,
     {
         self.table.freeze()
+    }
+
+    /// Freezes the state for a checkpoint that writes what changed since
+    /// the freeze of `since`: a copy of the entries written since (their
+    /// `Arc` for values that own memory), a pause as long as the changes,
+    /// sharing no table; `None` when the state cannot tell them without
+    /// walking every entry (then [`freeze`](Self::freeze)). See
+    /// [`KeyedTable::freeze_changes`].
+    ///
+    /// ```
+    /// use streamwork::core::state::{CurrentKey, KeyedState};
+    /// let mut counts: KeyedState<String, u64> = KeyedState::new();
+    /// let (a, b) = ("a".to_string(), "b".to_string());
+    /// *counts.get_or_default(CurrentKey::for_testing(&a)) += 1;
+    /// *counts.get_or_default(CurrentKey::for_testing(&b)) += 1;
+    /// let first = counts.freeze().epochs().epoch();
+    /// *counts.get_or_default(CurrentKey::for_testing(&b)) += 1;
+    /// let changes = counts.freeze_changes(first).unwrap();
+    /// assert_eq!(changes.changed().collect::<Vec<_>>(), [(&b, &2)]);
+    /// ```
+    pub fn freeze_changes(&mut self, since: u32) -> Option<FrozenChanges<K, V>>
+    where
+        V: Clone,
+    {
+        self.table.freeze_changes(since)
+    }
+
+    /// Whether a snapshot building on the freeze of `since` should be
+    /// whole instead: the state was cleared since, or more keys went than
+    /// are left.
+    pub fn whole_since(&self, since: u32) -> bool {
+        self.table.whole_since(since)
     }
 }
 

@@ -24,6 +24,11 @@
 //! carries the epoch (the number of freezes before it) in which it was last
 //! written, and once a table has been frozen it notes the keys it removes.
 //! That is what an incremental checkpoint writes instead of the whole table.
+//! Once frozen, the table also lists the hashes of the entries it writes,
+//! epoch by epoch, so that a checkpoint that writes only what changed can
+//! copy those entries at the freeze ([`KeyedTable::freeze_changes`]), a
+//! pause as long as the changes, and share no shard: no shard is copied
+//! afterwards, and nothing walks the entries that did not change.
 //!
 //! Entries are found by a hash the caller gives (the stable hash the runtime
 //! computed for the record, so that nothing is hashed twice). How the table
@@ -53,7 +58,7 @@ use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
 
-use crate::chain::{Epochs, FrozenEpochs, stamp};
+use crate::chain::{Epochs, FrozenEpochs};
 use crate::hash::stable_hash;
 
 /// How many shards a table has: the first write after a freeze copies one
@@ -265,6 +270,107 @@ impl<V: Clone> Clone for Stored<V> {
 /// not known to be clonable).
 type CopyTable<K, V, H> = fn(&Table<K, V, H>) -> Table<K, V, H>;
 
+/// The hashes of the entries written, epoch by epoch, once the table has
+/// been frozen: an entry's hash is listed in the epoch it is first written
+/// in (its version changes to it), so that the entries written since an
+/// earlier freeze are found by their hashes, without walking the table.
+///
+/// A list can name an entry twice (a key removed and written again in one
+/// epoch, two keys of one hash): [`KeyedTable::freeze_changes`] then copies
+/// it twice, with the same value, which a restore writes twice.
+#[derive(Clone, Debug, Default)]
+struct Written {
+    /// Whether the current epoch's writes are listed: once the table has
+    /// been frozen, unless the list outgrew [`limit`](Self::limit).
+    listing: bool,
+    /// The current epoch's hashes.
+    now: Vec<u64>,
+    /// Earlier epochs' hashes, oldest first.
+    closed: Vec<(u32, Vec<u64>)>,
+    /// The first epoch whose writes are all listed (`u32::MAX`: none).
+    from: u32,
+    /// How many hashes the current epoch may list: past it, walking the
+    /// table is cheaper than finding the entries one by one.
+    limit: usize,
+}
+
+/// Hashes listed at most, beyond twice the entries of the table.
+const WRITTEN_SLACK: usize = 1 << 16;
+
+impl Written {
+    /// Lists `hash`, an entry first written in the current epoch.
+    #[inline(always)]
+    fn note(&mut self, hash: u64) {
+        if self.listing {
+            self.now.push(hash);
+            if self.now.len() > self.limit {
+                self.overflow();
+            }
+        }
+    }
+
+    /// Stamps an entry written in `epoch`, listing it on its first write of
+    /// the epoch: a key written again and again costs a compare.
+    #[inline(always)]
+    fn stamp(&mut self, version: &mut u32, epoch: u32, hash: u64) {
+        if *version != epoch {
+            *version = epoch;
+            self.note(hash);
+        }
+    }
+
+    /// The current epoch wrote more than is worth listing: nothing since
+    /// an epoch before the next is listed.
+    #[cold]
+    fn overflow(&mut self) {
+        self.listing = false;
+        self.now = Vec::new();
+        self.closed = Vec::new();
+        self.from = u32::MAX;
+    }
+
+    /// Closes the list of `epoch` at a freeze of a table of `len` entries,
+    /// and lists the next epoch's writes (dropping the earlier lists if
+    /// they hold more hashes than finding them would save).
+    fn freeze(&mut self, epoch: u32, len: usize) {
+        let limit = len.saturating_mul(2).saturating_add(WRITTEN_SLACK);
+        if self.listing {
+            // The next epoch likely writes about as many.
+            let next = Vec::with_capacity(self.now.len());
+            let now = std::mem::replace(&mut self.now, next);
+            self.closed.push((epoch, now));
+        }
+        let held: usize = self.closed.iter().map(|(_, hashes)| hashes.len()).sum();
+        if held > limit {
+            self.closed = Vec::new();
+        }
+        if !self.listing || self.closed.is_empty() {
+            self.from = epoch.saturating_add(1);
+        }
+        self.listing = true;
+        self.limit = limit;
+    }
+
+    /// Forgets the lists up to `epoch`'s.
+    fn forget_through(&mut self, epoch: u32) {
+        self.closed.retain(|(at, _)| *at > epoch);
+        if self.from != u32::MAX {
+            self.from = self.from.max(epoch.saturating_add(1));
+        }
+    }
+
+    /// Whether every entry written after the freeze of `since` is listed.
+    fn covers(&self, since: u32) -> bool {
+        self.listing && self.from != u32::MAX && since.saturating_add(1) >= self.from
+    }
+
+    /// Everything was removed: no list names a live entry.
+    fn cleared(&mut self) {
+        self.now.clear();
+        self.closed.clear();
+    }
+}
+
 /// One shard: its own table, or one shared with a checkpoint (then `owned`
 /// is empty).
 #[derive(Clone)]
@@ -292,6 +398,8 @@ pub struct KeyedTable<K, V, H = u64> {
     copy: Option<CopyTable<K, V, H>>,
     /// The epoch entries are stamped with, and the keys removed.
     epochs: Epochs<K>,
+    /// The hashes of the entries written in each epoch.
+    written: Written,
 }
 
 impl<K, V, H> Default for KeyedTable<K, V, H> {
@@ -307,6 +415,7 @@ impl<K: Clone, V: Clone, H: Clone> Clone for KeyedTable<K, V, H> {
             len: self.len,
             copy: self.copy,
             epochs: self.epochs.clone(),
+            written: self.written.clone(),
         }
     }
 }
@@ -330,6 +439,7 @@ impl<K, V, H> KeyedTable<K, V, H> {
             len: 0,
             copy: None,
             epochs: Epochs::default(),
+            written: Written::default(),
         }
     }
 
@@ -379,6 +489,7 @@ impl<K, V, H> KeyedTable<K, V, H> {
         H: Clone,
     {
         self.copy = Some(HashTable::clone);
+        self.written.freeze(self.epochs.now(), self.len);
         let shards = self
             .shards
             .iter_mut()
@@ -398,6 +509,70 @@ impl<K, V, H> KeyedTable<K, V, H> {
     /// be asked what changed since an epoch before it.
     pub fn forget_removed_through(&mut self, epoch: u32) {
         self.epochs.forget_through(epoch);
+        self.written.forget_through(epoch);
+    }
+
+    /// Whether a snapshot building on the freeze of `since` should be whole
+    /// instead (see [`FrozenEpochs::whole_since`]), asked before freezing.
+    pub fn whole_since(&self, since: u32) -> bool {
+        self.epochs.whole_since(since, self.len)
+    }
+
+    /// Freezes the table for a checkpoint that writes what changed since
+    /// the freeze of `since`: copies the entries written since (a value
+    /// that owns memory, its `Arc`), found by the hashes the table listed,
+    /// and shares no shard. A pause as long as the changes, in place of
+    /// copying every shard written afterwards and walking every entry to
+    /// find the changed ones. `None` when the writes since are not all
+    /// listed (the table was first frozen later, or an epoch wrote more
+    /// than twice its entries): then [`freeze`](Self::freeze).
+    pub fn freeze_changes(&mut self, since: u32) -> Option<FrozenChanges<K, V>>
+    where
+        K: Clone,
+        V: Clone,
+        H: EntryHash<K>,
+    {
+        if !self.written.covers(since) {
+            return None;
+        }
+        let epoch = self.epochs.now();
+        let listed = self.written.now.len()
+            + (self.written.closed.iter())
+                .filter(|(at, _)| *at > since)
+                .map(|(_, hashes)| hashes.len())
+                .sum::<usize>();
+        let mut entries = Vec::with_capacity(listed);
+        {
+            let lists = self
+                .written
+                .closed
+                .iter()
+                .filter(|(at, _)| *at > since)
+                .map(|(at, hashes)| (*at, hashes.as_slice()))
+                .chain([(epoch, self.written.now.as_slice())]);
+            for (at, hashes) in lists {
+                for &hash in hashes {
+                    let Some(table) = self.table(hash) else {
+                        continue;
+                    };
+                    // An entry is listed in every epoch it was written in,
+                    // and taken from the list of the last.
+                    entries.extend(
+                        table
+                            .iter_hash(hash)
+                            .filter(|s| s.version == at && s.hash.entry_hash(&s.key) == hash)
+                            .map(|s| (s.key.clone(), s.value.clone())),
+                    );
+                }
+            }
+        }
+        self.written.freeze(epoch, self.len);
+        Some(FrozenChanges {
+            entries,
+            since,
+            len: self.len,
+            epochs: self.epochs.freeze(),
+        })
     }
 }
 
@@ -406,12 +581,13 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
     /// back from a checkpoint that froze it (copied if it still reads it).
     #[inline]
     fn table_mut(&mut self, hash: u64) -> &mut Table<K, V, H> {
-        self.table_and_len(hash).0
+        self.parts(hash).0
     }
 
-    /// [`table_mut`](Self::table_mut), with the count of keys beside it.
+    /// [`table_mut`](Self::table_mut), with the count of keys and the
+    /// lists of written hashes beside it.
     #[inline]
-    fn table_and_len(&mut self, hash: u64) -> (&mut Table<K, V, H>, &mut usize) {
+    fn parts(&mut self, hash: u64) -> (&mut Table<K, V, H>, &mut usize, &mut Written) {
         if self.shards.is_empty() {
             self.make_tables();
         }
@@ -420,7 +596,7 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
         if let Some(frozen) = shard.frozen.take() {
             shard.owned = thaw(frozen, copy);
         }
-        (&mut shard.owned, &mut self.len)
+        (&mut shard.owned, &mut self.len, &mut self.written)
     }
 
     #[cold]
@@ -439,12 +615,11 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
         // Only a shard that holds the key is taken back from a checkpoint.
         self.get(hash, key)?;
         let epoch = self.epochs.now();
-        self.table_mut(hash)
-            .find_mut(hash, |s| s.key == *key)
-            .map(|s| {
-                stamp(&mut s.version, epoch);
-                s.value.get_mut()
-            })
+        let (table, _, written) = self.parts(hash);
+        table.find_mut(hash, |s| s.key == *key).map(|s| {
+            written.stamp(&mut s.version, epoch, hash);
+            s.value.get_mut()
+        })
     }
 
     /// The value of `key`, inserting `make()` first if it has none. The key
@@ -452,15 +627,16 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &K, make: impl FnOnce() -> V) -> &mut V {
         let epoch = self.epochs.now();
-        let (table, len) = self.table_and_len(hash);
+        let (table, len, written) = self.parts(hash);
         match table.entry(hash, |s| s.key == *key, |s| s.hash.entry_hash(&s.key)) {
             Entry::Occupied(e) => {
                 let slot = e.into_mut();
-                stamp(&mut slot.version, epoch);
+                written.stamp(&mut slot.version, epoch, hash);
                 slot.value.get_mut()
             }
             Entry::Vacant(e) => {
                 *len += 1;
+                written.note(hash);
                 let slot = Slot {
                     hash: H::keep(hash),
                     key: key.clone(),
@@ -489,15 +665,16 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
     #[inline]
     fn put(&mut self, hash: u64, key: Cow<'_, K>, value: V) -> Option<V> {
         let version = self.epochs.now();
-        let (table, len) = self.table_and_len(hash);
+        let (table, len, written) = self.parts(hash);
         match table.entry(hash, |s| s.key == *key, |s| s.hash.entry_hash(&s.key)) {
             Entry::Occupied(mut e) => {
                 let slot = e.get_mut();
-                stamp(&mut slot.version, version);
+                written.stamp(&mut slot.version, version, hash);
                 Some(slot.value.replace(value))
             }
             Entry::Vacant(e) => {
                 *len += 1;
+                written.note(hash);
                 e.insert(Slot {
                     hash: H::keep(hash),
                     key: key.into_owned(),
@@ -587,6 +764,7 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
         }
         self.len = 0;
         self.epochs.cleared();
+        self.written.cleared();
     }
 
     /// Takes every entry out, leaving the table empty.
@@ -595,6 +773,7 @@ impl<K: Clone + Eq, V: Clone, H: EntryHash<K>> KeyedTable<K, V, H> {
         let shards = std::mem::take(&mut self.shards);
         self.len = 0;
         self.epochs.cleared();
+        self.written.cleared();
         shards.into_iter().flat_map(move |shard| {
             let table = match shard.frozen {
                 Some(frozen) => thaw(frozen, copy),
@@ -666,6 +845,58 @@ impl<K, V, H> FrozenTable<K, V, H> {
     }
 }
 
+/// The entries of a [`KeyedTable`] written since an earlier freeze, copied
+/// at a freeze ([`KeyedTable::freeze_changes`]): what an incremental
+/// checkpoint reads, from any thread, while the table goes on.
+pub struct FrozenChanges<K, V> {
+    entries: Vec<(K, Stored<V>)>,
+    since: u32,
+    len: usize,
+    epochs: FrozenEpochs<K>,
+}
+
+impl<K, V> FrozenChanges<K, V> {
+    /// Keys the table held when frozen.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table was empty when frozen.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The epoch of the freeze the changes are since.
+    pub fn since(&self) -> u32 {
+        self.since
+    }
+
+    /// Its epoch and the removals since earlier ones.
+    pub fn epochs(&self) -> &FrozenEpochs<K> {
+        &self.epochs
+    }
+
+    /// The entries written since the freeze of [`since`](Self::since), in
+    /// no particular order (an entry may come twice, with the same value).
+    pub fn changed(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.entries.iter().map(|(k, v)| (k, v.get()))
+    }
+
+    /// How many entries [`changed`](Self::changed) gives.
+    pub fn changed_count(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+impl<K, V> fmt::Debug for FrozenChanges<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrozenChanges")
+            .field("since", &self.since)
+            .field("changed", &self.entries.len())
+            .finish()
+    }
+}
+
 impl<K, V, H> fmt::Debug for FrozenTable<K, V, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FrozenTable")
@@ -677,6 +908,8 @@ impl<K, V, H> fmt::Debug for FrozenTable<K, V, H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn the_hash_bits_of_a_shard_are_not_the_bucket_or_control_bits() {
@@ -789,6 +1022,137 @@ mod tests {
             (1, [2])
         ));
         const { assert!(!Stored::<u64>::SHARED && Stored::<Vec<u64>>::SHARED) };
+    }
+
+    /// What a table holds, as a model.
+    fn contents(table: &KeyedTable<u64, Vec<u8>, StableHash>) -> BTreeMap<u64, Vec<u8>> {
+        table.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set(u8, u8),
+        Append(u8),
+        Remove(u8),
+        Clear,
+        /// Freezes whole.
+        Freeze,
+        /// Freezes what changed since the freeze this many back, if it
+        /// was not forgotten.
+        Changes(usize),
+        /// Forgets the removals through the freeze this many back.
+        Forget(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u8..48, any::<u8>()).prop_map(|(k, v)| Op::Set(k, v)),
+            6 => (0u8..48).prop_map(Op::Append),
+            3 => (0u8..48).prop_map(Op::Remove),
+            1 => Just(Op::Clear),
+            1 => Just(Op::Freeze),
+            3 => (0usize..3).prop_map(Op::Changes),
+            1 => (0usize..3).prop_map(Op::Forget),
+        ]
+    }
+
+    proptest! {
+        /// The state at a freeze, with the removals and the entries
+        /// `freeze_changes` copied since, is the state now: whatever was
+        /// written, removed, cleared or forgotten in between.
+        #[test]
+        fn the_changes_copied_since_a_freeze_make_the_state_from_it(
+            ops in proptest::collection::vec(op(), 1..120)
+        ) {
+            let mut table: KeyedTable<u64, Vec<u8>, StableHash> = KeyedTable::new();
+            // Each freeze's epoch and the table then.
+            let mut freezes: Vec<(u32, BTreeMap<u64, Vec<u8>>)> = Vec::new();
+            let mut forgotten = 0;
+            for op in ops {
+                match op {
+                    Op::Set(k, v) => {
+                        let k = u64::from(k);
+                        table.set(stable_hash(&k), &k, vec![v]);
+                    }
+                    Op::Append(k) => {
+                        let k = u64::from(k);
+                        table.get_or_insert_with(stable_hash(&k), &k, Vec::new).push(1);
+                    }
+                    Op::Remove(k) => {
+                        let k = u64::from(k);
+                        table.remove(stable_hash(&k), &k);
+                    }
+                    Op::Clear => table.clear(),
+                    Op::Freeze => {
+                        let frozen = table.freeze();
+                        freezes.push((frozen.epochs().epoch(), contents(&table)));
+                    }
+                    Op::Changes(back) => {
+                        let Some(at) = freezes.len().checked_sub(back + 1) else { continue };
+                        let (since, then) = freezes[at].clone();
+                        if since < forgotten || table.whole_since(since) {
+                            continue;
+                        }
+                        let now = contents(&table);
+                        let copied = table.freeze_changes(since);
+                        prop_assert!(copied.is_some(), "every write since {since} is listed");
+                        let copied = copied.unwrap();
+                        let mut rebuilt = then;
+                        for key in copied.epochs().removed_since(since) {
+                            rebuilt.remove(key);
+                        }
+                        for (key, value) in copied.changed() {
+                            rebuilt.insert(*key, value.clone());
+                        }
+                        prop_assert_eq!(&rebuilt, &now);
+                        freezes.push((copied.epochs().epoch(), now));
+                    }
+                    Op::Forget(back) => {
+                        let Some(at) = freezes.len().checked_sub(back + 1) else { continue };
+                        let epoch = freezes[at].0;
+                        table.forget_removed_through(epoch);
+                        forgotten = forgotten.max(epoch);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn changes_are_copied_only_once_the_table_was_frozen_and_while_listing_is_worth_it() {
+        let mut table: KeyedTable<u64, u64, StableHash> = KeyedTable::new();
+        let set = |table: &mut KeyedTable<u64, u64, StableHash>, k: u64| {
+            table.set(stable_hash(&k), &k, k);
+        };
+        set(&mut table, 1);
+        assert!(
+            table.freeze_changes(0).is_none(),
+            "never frozen: nothing listed"
+        );
+        let first = table.freeze().epochs().epoch();
+        set(&mut table, 2);
+        let shared = |table: &KeyedTable<u64, u64, StableHash>| {
+            table.shards.iter().filter(|s| s.frozen.is_some()).count()
+        };
+        let before = shared(&table);
+        let copied = table.freeze_changes(first).unwrap();
+        assert_eq!(copied.changed().collect::<Vec<_>>(), [(&2, &2)]);
+        assert_eq!(copied.len(), 2);
+        assert_eq!(shared(&table), before, "no shard is shared for the changes");
+        let second = copied.epochs().epoch();
+        // An epoch that writes more than twice the table, and more than the
+        // slack, is not listed: its changes are found by walking the table.
+        let past = 2 * 2 + WRITTEN_SLACK + 1;
+        for k in 10..10 + past as u64 {
+            set(&mut table, k);
+        }
+        assert!(table.freeze_changes(second).is_none());
+        let third = table.freeze();
+        assert_eq!(third.changed_since(second).count(), past);
+        // Listed again from the next epoch on.
+        set(&mut table, 3);
+        let copied = table.freeze_changes(third.epochs().epoch()).unwrap();
+        assert_eq!(copied.changed().collect::<Vec<_>>(), [(&3, &3)]);
     }
 
     #[test]

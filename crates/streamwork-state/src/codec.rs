@@ -372,11 +372,60 @@ where
     }
 }
 
-/// A frozen [`CowMap`] and how its entries give their archived values:
-/// keys are always lent, values lent where the entries hold them.
+/// A frozen [`CowMap`], or what changed in it copied at the freeze, and
+/// how its entries give their archived values: keys are always lent,
+/// values lent where the entries hold them.
 struct MapChanges<K, MV, A> {
-    frozen: FrozenMap<K, MV>,
+    frozen: MapFreeze<K, MV>,
     value: A,
+}
+
+/// What [`KeyedCheckpoint::snapshot_map`] froze of a map.
+enum MapFreeze<K, MV> {
+    /// Every shard: for a whole snapshot, or a delta when the map cannot
+    /// tell its changes without walking every entry.
+    Table(FrozenMap<K, MV>),
+    /// The entries written since the freeze a delta builds on, decided
+    /// before freezing (no whole snapshot is made of them).
+    Changes(MapChangesCopied<K, MV>),
+}
+
+type MapChangesCopied<K, MV> = streamwork_core::table::FrozenChanges<K, MV>;
+
+impl<K, MV> MapFreeze<K, MV> {
+    fn epochs(&self) -> &streamwork_core::chain::FrozenEpochs<K> {
+        match self {
+            MapFreeze::Table(frozen) => frozen.epochs(),
+            MapFreeze::Changes(copied) => copied.epochs(),
+        }
+    }
+
+    /// The entries written since the freeze of `epoch`.
+    fn changed_since(&self, epoch: u32) -> Box<dyn Iterator<Item = (&K, &MV)> + '_> {
+        match self {
+            MapFreeze::Table(frozen) => Box::new(frozen.changed_since(epoch)),
+            MapFreeze::Changes(copied) => {
+                debug_assert_eq!(copied.since(), epoch, "copied for another delta");
+                Box::new(copied.changed())
+            }
+        }
+    }
+
+    /// Every entry: of a frozen table only (a copy of the changes is made
+    /// for a delta alone).
+    fn iter(&self) -> Box<dyn Iterator<Item = (&K, &MV)> + '_> {
+        match self {
+            MapFreeze::Table(frozen) => Box::new(frozen.iter()),
+            MapFreeze::Changes(copied) => {
+                debug_assert!(
+                    false,
+                    "the changes since {} are not every entry",
+                    copied.since()
+                );
+                Box::new(std::iter::empty())
+            }
+        }
+    }
 }
 
 impl<K, MV, A> MapChanges<K, MV, A> {
@@ -408,7 +457,11 @@ where
     }
 
     fn whole_since(&self, epoch: u32) -> bool {
-        self.frozen.epochs().whole_since(epoch, self.frozen.len())
+        match &self.frozen {
+            MapFreeze::Table(frozen) => frozen.epochs().whole_since(epoch, frozen.len()),
+            // Decided before the changes were copied.
+            MapFreeze::Changes(_) => false,
+        }
     }
 
     fn entries(&self) -> Vec<(K, V)> {
@@ -1244,8 +1297,19 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
         if let Some(epoch) = planned.forget_through() {
             map.forget_removed_through(epoch);
         }
+        // A delta copies what changed, if the map can tell it, and shares
+        // no shard; a whole snapshot shares every shard.
+        let mut planned = planned;
+        planned.plan = planned.plan.or_whole_if(|since| map.whole_since(since));
+        let copied = match &planned.plan {
+            Plan::Delta { since, .. } => map.freeze_changes(*since),
+            Plan::Whole => None,
+        };
         let frozen = MapChanges {
-            frozen: map.freeze(),
+            frozen: match copied {
+                Some(copied) => MapFreeze::Changes(copied),
+                None => MapFreeze::Table(map.freeze()),
+            },
             value,
         };
         self.snapshot_frozen(ctx, planned, meta, frozen)

@@ -26,6 +26,7 @@ use streamwork_core::checkpoint::{
     DeferredBytes, Restore, RestoredPart, SideCheck, SideRecord, SnapshotContext, StateBytes,
 };
 use streamwork_core::state::{FrozenKeyed, Key, KeyedState};
+use streamwork_core::table::FrozenChanges;
 use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
 
 use crate::codec::PartBytes;
@@ -229,10 +230,12 @@ const KEYED_FRAMED_FIELD_SCHEMA: u32 = 4;
 /// `KeyedDelta`s.
 const KEYED_FRAMED_CHAIN_FIELD_SCHEMA: u32 = 5;
 
-/// A keyed field's snapshot: its tables frozen (a pause of 128 pointer
-/// copies, whatever the number of keys), archived by the coordinator
-/// beside the part: every entry, or, once a snapshot of this run is in a
-/// complete checkpoint, what changed since (see `streamwork_core::chain`).
+/// A keyed field's snapshot, archived by the coordinator beside the part:
+/// every entry (its tables frozen, a pause of 128 pointer copies whatever
+/// the number of keys), or, once a snapshot of this run is in a complete
+/// checkpoint, what changed since (see `streamwork_core::chain`): the
+/// entries written since, copied at the freeze (a pause as long as the
+/// changes; the tables frozen instead when the state cannot tell them).
 fn snapshot_keyed_field<K, V>(
     state: &mut KeyedState<K, V>,
     ctx: &SnapshotContext,
@@ -246,44 +249,61 @@ where
     if let Some(epoch) = forget {
         state.forget_removed_through(epoch);
     }
-    let frozen = state.freeze();
-    let plan = plan.or_whole_if(|since| frozen.epochs().whole_since(since, frozen.len()));
-    let epoch = frozen.epochs().epoch();
+    let plan = plan.or_whole_if(|since| state.whole_since(since));
     let written = std::sync::Arc::new(std::sync::OnceLock::new());
-    let snapshot = match &plan {
-        ChainPlan::Whole => FieldSnapshot {
-            kind: FieldKind::Keyed,
-            schema: KEYED_FRAMED_FIELD_SCHEMA,
-            bytes: AlignedVec::new(),
-            side: Some(SideRecord {
-                stream: 0,
-                schema: KEYED_FRAMED_FIELD_SCHEMA,
-                check: SideCheck::OnLoad,
-                payload: std::sync::Arc::new(FrozenFieldEntries {
-                    frozen,
-                    key_groups: ctx.key_groups,
-                }),
-                written: written.clone(),
-            }),
-            builds_on: Vec::new(),
-        },
-        ChainPlan::Delta { since, before, .. } => FieldSnapshot {
-            kind: FieldKind::Keyed,
-            schema: KEYED_FRAMED_CHAIN_FIELD_SCHEMA,
-            bytes: crate::archive(&crate::chain::chain_ids(before))?,
-            side: Some(SideRecord {
-                stream: 0,
-                schema: KEYED_FRAMED_CHAIN_FIELD_SCHEMA,
-                check: SideCheck::OnLoad,
-                payload: std::sync::Arc::new(FrozenFieldDelta {
-                    frozen,
+    let (snapshot, epoch) = match &plan {
+        ChainPlan::Whole => {
+            let frozen = state.freeze();
+            let epoch = frozen.epochs().epoch();
+            (
+                FieldSnapshot {
+                    kind: FieldKind::Keyed,
+                    schema: KEYED_FRAMED_FIELD_SCHEMA,
+                    bytes: AlignedVec::new(),
+                    side: Some(SideRecord {
+                        stream: 0,
+                        schema: KEYED_FRAMED_FIELD_SCHEMA,
+                        check: SideCheck::OnLoad,
+                        payload: std::sync::Arc::new(FrozenFieldEntries {
+                            frozen,
+                            key_groups: ctx.key_groups,
+                        }),
+                        written: written.clone(),
+                    }),
+                    builds_on: Vec::new(),
+                },
+                epoch,
+            )
+        }
+        ChainPlan::Delta { since, before, .. } => {
+            let changed = match state.freeze_changes(*since) {
+                Some(copied) => Changed::Copied(copied),
+                None => Changed::Frozen {
+                    frozen: state.freeze(),
                     since: *since,
-                    key_groups: ctx.key_groups,
-                }),
-                written: written.clone(),
-            }),
-            builds_on: before.clone(),
-        },
+                },
+            };
+            let epoch = changed.epochs().epoch();
+            (
+                FieldSnapshot {
+                    kind: FieldKind::Keyed,
+                    schema: KEYED_FRAMED_CHAIN_FIELD_SCHEMA,
+                    bytes: crate::archive(&crate::chain::chain_ids(before))?,
+                    side: Some(SideRecord {
+                        stream: 0,
+                        schema: KEYED_FRAMED_CHAIN_FIELD_SCHEMA,
+                        check: SideCheck::OnLoad,
+                        payload: std::sync::Arc::new(FrozenFieldDelta {
+                            changed,
+                            key_groups: ctx.key_groups,
+                        }),
+                        written: written.clone(),
+                    }),
+                    builds_on: before.clone(),
+                },
+                epoch,
+            )
+        }
     };
     state
         .snapshot_chain()
@@ -294,15 +314,38 @@ where
 /// What changed in a keyed field since an earlier freeze, archived when
 /// the coordinator writes the checkpoint.
 struct FrozenFieldDelta<K, V> {
-    frozen: FrozenKeyed<K, V>,
-    since: u32,
+    changed: Changed<K, V>,
     key_groups: streamwork_core::KeyGroups,
+}
+
+/// The entries a delta writes: copied at the freeze, or found in the
+/// frozen tables by the epoch they were written in.
+enum Changed<K, V> {
+    Copied(FrozenChanges<K, V>),
+    Frozen {
+        frozen: FrozenKeyed<K, V>,
+        since: u32,
+    },
+}
+
+impl<K, V> Changed<K, V> {
+    fn epochs(&self) -> &streamwork_core::chain::FrozenEpochs<K> {
+        match self {
+            Changed::Copied(copied) => copied.epochs(),
+            Changed::Frozen { frozen, .. } => frozen.epochs(),
+        }
+    }
 }
 
 impl<K, V> std::fmt::Debug for FrozenFieldDelta<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (since, copied) = match &self.changed {
+            Changed::Copied(copied) => (copied.since(), true),
+            Changed::Frozen { since, .. } => (*since, false),
+        };
         f.debug_struct("FrozenFieldDelta")
-            .field("since", &self.since)
+            .field("since", &since)
+            .field("copied", &copied)
             .finish()
     }
 }
@@ -313,14 +356,21 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
-        // Archived where the frozen tables hold them: nothing copied.
-        let groups = crate::chain::group_delta(
-            self.frozen
-                .changed_since(self.since)
-                .map(|(k, v)| (Lent(k), Lent(v))),
-            self.frozen.epochs().removed_since(self.since).map(Lent),
-            self.key_groups,
-        );
+        // Archived where the freeze left them: nothing copied again.
+        let groups = match &self.changed {
+            Changed::Copied(copied) => crate::chain::group_delta(
+                copied.changed().map(|(k, v)| (Lent(k), Lent(v))),
+                copied.epochs().removed_since(copied.since()).map(Lent),
+                self.key_groups,
+            ),
+            Changed::Frozen { frozen, since } => crate::chain::group_delta(
+                frozen
+                    .changed_since(*since)
+                    .map(|(k, v)| (Lent(k), Lent(v))),
+                frozen.epochs().removed_since(*since).map(Lent),
+                self.key_groups,
+            ),
+        };
         crate::chain::write_delta_frames(groups, self.key_groups.count(), out)
             .map_err(written_keyed)
     }
