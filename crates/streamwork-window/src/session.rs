@@ -91,11 +91,7 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
 
     /// Registers the timer that next concerns `session` of key `hash`/`key`.
     fn wake(&mut self, hash: u64, key: &KK::Value, session_end: i64, fired: bool) {
-        let wake = if fired {
-            session_end.saturating_add(self.lateness)
-        } else {
-            session_end
-        };
+        let wake = wake_time(session_end, fired, self.lateness);
         self.timers
             .register_event(Timestamp::from_millis(wake), (hash, key.clone()));
     }
@@ -152,6 +148,16 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> SessionWindows<T, KK, D, 
     }
 }
 
+/// When the timer of a session that ends at `end` is due: at its end, or,
+/// once fired, when the lateness after it has passed and it is forgotten.
+fn wake_time(end: i64, fired: bool, lateness: i64) -> i64 {
+    if fired {
+        end.saturating_add(lateness)
+    } else {
+        end
+    }
+}
+
 impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindows<T, KK, D, A> {
     type In = T;
     type Key = KK;
@@ -193,25 +199,36 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
             ctx.out().late.emit(value);
             return;
         }
+        let mut gone = Vec::with_capacity(overlapping.len());
         for &i in overlapping.iter().rev() {
             let s = sessions.remove(i);
             self.aggregate.merge(&mut acc, &s.acc);
-            self.timers
-                .delete_event(Timestamp::from_millis(s.end), &(hash, key_value.clone()));
+            gone.push(wake_time(s.end, s.fired, self.lateness));
         }
+        // A timer is a time and a key: one another session of the key still
+        // waits for is kept (deleting it lost that session's firing or its
+        // cleanup).
+        for wake in gone {
+            let shared = sessions
+                .iter()
+                .any(|s| wake_time(s.end, s.fired, self.lateness) == wake);
+            if !shared {
+                self.timers
+                    .delete_event(Timestamp::from_millis(wake), &(hash, key_value.clone()));
+            }
+        }
+        // A merged session that ends ahead of the time reached is a window
+        // not emitted yet, whatever its parts were: it fires at its end.
         let mut session = Session {
             start,
             end,
             acc,
-            fired,
+            fired: false,
         };
         if D::EVENT_TIME && end <= self.now {
-            // Late, within the lateness: the session fires at once.
-            let firing = if session.fired {
-                Firing::Update
-            } else {
-                Firing::Final
-            };
+            // Late, within the lateness: the session fires at once, as an
+            // update if part of it fired before.
+            let firing = if fired { Firing::Update } else { Firing::Final };
             session.fired = true;
             Self::emit(&self.aggregate, key_value, &session, firing, ctx.out());
             let cleanup = end.saturating_add(self.lateness);
