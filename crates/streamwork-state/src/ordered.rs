@@ -98,10 +98,11 @@ where
         // applying thread decodes too.
         let spawned = (0..threads)
             .filter(|_| {
-                std::thread::Builder::new()
-                    .name("streamwork-restore".into())
-                    .spawn_scoped(scope, work)
-                    .is_ok()
+                !refused_by_test()
+                    && std::thread::Builder::new()
+                        .name("streamwork-restore".into())
+                        .spawn_scoped(scope, work)
+                        .is_ok()
             })
             .count();
         // Also when `apply` fails or panics: the decoding threads would
@@ -127,6 +128,28 @@ where
             changed.notify_all();
             Ok(())
         })
+    })
+}
+
+/// Whether a test told the next thread start to fail, as the system does
+/// when it is out of threads or memory (never outside tests).
+#[cfg(not(test))]
+fn refused_by_test() -> bool {
+    false
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many of the next thread starts on this thread fail.
+    static REFUSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+fn refused_by_test() -> bool {
+    REFUSED.with(|refused| {
+        let left = refused.get();
+        refused.set(left.saturating_sub(1));
+        left > 0
     })
 }
 
@@ -245,6 +268,39 @@ mod tests {
                 )
             });
             assert!(outcome.is_err(), "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn threads_the_system_refuses_leave_the_work_to_the_others_or_the_restoring_thread() {
+        for refused in [1, 3, 4] {
+            REFUSED.with(|r| r.set(refused));
+            let decoders = Mutex::new(std::collections::HashSet::new());
+            let mut applied = Vec::new();
+            decode_in_order(
+                200,
+                4,
+                |i| {
+                    decoders.lock().unwrap().insert(std::thread::current().id());
+                    Ok::<_, String>(i + 1)
+                },
+                |v| {
+                    applied.push(v);
+                    Ok(())
+                },
+                |i| format!("{i} panicked"),
+            )
+            .unwrap();
+            assert_eq!(REFUSED.with(std::cell::Cell::get), 0, "{refused} refused");
+            assert_eq!(applied, (1..=200).collect::<Vec<_>>(), "{refused} refused");
+            let decoders = decoders.into_inner().unwrap();
+            let here = std::thread::current().id();
+            if refused == 4 {
+                assert_eq!(decoders.into_iter().collect::<Vec<_>>(), [here]);
+            } else {
+                assert!(!decoders.contains(&here), "{refused} refused");
+                assert!(decoders.len() <= 4 - refused);
+            }
         }
     }
 
