@@ -103,6 +103,10 @@ pub struct KeyedState<K, V> {
 /// on changing (see [`KeyedState::freeze`]).
 pub type FrozenKeyed<K, V> = FrozenTable<K, V, StableHash>;
 
+/// What changed in a state since an earlier freeze, copied or shared at a
+/// freeze (see [`KeyedState::freeze_changes`]).
+pub type FrozenKeyedChanges<K, V> = FrozenChanges<K, V, StableHash>;
+
 impl<K: Key, V: std::fmt::Debug> std::fmt::Debug for KeyedState<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -252,10 +256,11 @@ impl<K: Key, V> KeyedState<K, V> {
 
     /// Freezes the state for a checkpoint that writes what changed since
     /// the freeze of `since`: a copy of the entries written since (their
-    /// `Arc` for values that own memory), a pause as long as the changes,
-    /// sharing no table; `None` when the state cannot tell them without
-    /// walking every entry (then [`freeze`](Self::freeze)). See
-    /// [`KeyedTable::freeze_changes`].
+    /// `Arc` for values that own memory) from the tables where they are
+    /// few, the other tables shared; the pause is bounded by
+    /// [`COPIED_AT_MOST`](crate::table::COPIED_AT_MOST) copies. `None` when
+    /// the state cannot tell them without walking every entry (then
+    /// [`freeze`](Self::freeze)). See [`KeyedTable::freeze_changes`].
     ///
     /// ```
     /// use streamwork::core::state::{CurrentKey, KeyedState};
@@ -268,7 +273,7 @@ impl<K: Key, V> KeyedState<K, V> {
     /// let changes = counts.freeze_changes(first).unwrap();
     /// assert_eq!(changes.changed().collect::<Vec<_>>(), [(&b, &2)]);
     /// ```
-    pub fn freeze_changes(&mut self, since: u32) -> Option<FrozenChanges<K, V>>
+    pub fn freeze_changes(&mut self, since: u32) -> Option<FrozenKeyedChanges<K, V>>
     where
         V: Clone,
     {

@@ -526,17 +526,16 @@ impl<K, V, H> KeyedTable<K, V, H> {
     }
 
     /// Freezes the table for a checkpoint that writes what changed since
-    /// the freeze of `since`: copies the entries written since (a value
-    /// that owns memory, its `Arc`), found by the hashes the table listed,
-    /// and shares no shard. A pause as long as the changes, in place of
-    /// copying every shard written afterwards and walking every entry to
-    /// find the changed ones. `None` when the writes since are not all
-    /// listed (the table was first frozen later, or an epoch wrote more
-    /// than twice its entries), or when more were written than are worth
-    /// copying in a pause (more than [`COPIED_AT_MOST`], or more than half
-    /// the table, which copying the shards written afterwards costs about
-    /// as much as): then [`freeze`](Self::freeze).
-    pub fn freeze_changes(&mut self, since: u32) -> Option<FrozenChanges<K, V>>
+    /// the freeze of `since`. A shard whose entries written since are
+    /// fewer than half of its own has them copied (a value that owns
+    /// memory, its `Arc`), found by the hashes the table listed, and is
+    /// not shared: nothing copies it afterwards, and nothing walks its
+    /// unchanged entries. The others are shared, as [`freeze`](Self::freeze)
+    /// shares them, and so are those past [`COPIED_AT_MOST`] copies, which
+    /// bounds the pause. `None` when the writes since are not all listed
+    /// (the table was first frozen later, or an epoch wrote more than
+    /// twice its entries): then [`freeze`](Self::freeze).
+    pub fn freeze_changes(&mut self, since: u32) -> Option<FrozenChanges<K, V, H>>
     where
         K: Clone,
         V: Clone,
@@ -546,42 +545,59 @@ impl<K, V, H> KeyedTable<K, V, H> {
             return None;
         }
         let epoch = self.epochs.now();
-        let listed = self.written.now.len()
-            + (self.written.closed.iter())
-                .filter(|(at, _)| *at > since)
-                .map(|(_, hashes)| hashes.len())
-                .sum::<usize>();
-        if listed > COPIED_AT_MOST || listed.saturating_mul(2) > self.len {
-            return None;
-        }
-        let mut entries = Vec::with_capacity(listed);
-        {
-            let lists = self
-                .written
-                .closed
-                .iter()
-                .filter(|(at, _)| *at > since)
+        let lists = || {
+            (self.written.closed.iter())
+                .filter(move |(at, _)| *at > since)
                 .map(|(at, hashes)| (*at, hashes.as_slice()))
-                .chain([(epoch, self.written.now.as_slice())]);
-            for (at, hashes) in lists {
-                for &hash in hashes {
-                    let Some(table) = self.table(hash) else {
-                        continue;
-                    };
-                    // An entry is listed in every epoch it was written in,
-                    // and taken from the list of the last.
-                    entries.extend(
-                        table
-                            .iter_hash(hash)
-                            .filter(|s| s.version == at && s.hash.entry_hash(&s.key) == hash)
-                            .map(|s| (s.key.clone(), s.value.clone())),
-                    );
-                }
+                .chain([(epoch, self.written.now.as_slice())])
+        };
+        // Which shards copy their changes: those that changed in fewer
+        // than half their entries (copying the rest of a shard costs about
+        // what copying the shard does), while the pause allows.
+        let mut listed = [0usize; SHARDS];
+        for (_, hashes) in lists() {
+            for &hash in hashes {
+                listed[shard_of(hash)] += 1;
             }
         }
+        let mut copied = [false; SHARDS];
+        let mut left = COPIED_AT_MOST;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let changed = listed[i];
+            if changed <= left && changed.saturating_mul(2) <= shard.table().len() {
+                copied[i] = true;
+                left -= changed;
+            }
+        }
+        let mut entries = Vec::with_capacity(COPIED_AT_MOST - left);
+        for (at, hashes) in lists() {
+            for &hash in hashes.iter().filter(|&&hash| copied[shard_of(hash)]) {
+                let Some(table) = self.table(hash) else {
+                    continue;
+                };
+                // An entry is listed in every epoch it was written in, and
+                // taken from the list of the last.
+                entries.extend(
+                    table
+                        .iter_hash(hash)
+                        .filter(|s| s.version == at && s.hash.entry_hash(&s.key) == hash)
+                        .map(|s| (s.key.clone(), s.value.clone())),
+                );
+            }
+        }
+        // The other shards are shared, as a whole freeze shares them.
+        self.copy = Some(HashTable::clone);
+        let shared = (self.shards.iter_mut().enumerate())
+            .filter(|(i, _)| !copied[*i])
+            .map(|(_, shard)| {
+                let owned = std::mem::take(&mut shard.owned);
+                shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
+            })
+            .collect();
         self.written.freeze(epoch, self.len);
         Some(FrozenChanges {
             entries,
+            shared,
             since,
             len: self.len,
             epochs: self.epochs.freeze(),
@@ -861,14 +877,18 @@ impl<K, V, H> FrozenTable<K, V, H> {
 /// The entries of a [`KeyedTable`] written since an earlier freeze, copied
 /// at a freeze ([`KeyedTable::freeze_changes`]): what an incremental
 /// checkpoint reads, from any thread, while the table goes on.
-pub struct FrozenChanges<K, V> {
+pub struct FrozenChanges<K, V, H = u64> {
+    /// The changes of the shards that copied theirs.
     entries: Vec<(K, Stored<V>)>,
+    /// The other shards, shared: their entries written since are found by
+    /// their epoch.
+    shared: Vec<Arc<Table<K, V, H>>>,
     since: u32,
     len: usize,
     epochs: FrozenEpochs<K>,
 }
 
-impl<K, V> FrozenChanges<K, V> {
+impl<K, V, H> FrozenChanges<K, V, H> {
     /// Keys the table held when frozen.
     pub fn len(&self) -> usize {
         self.len
@@ -892,20 +912,28 @@ impl<K, V> FrozenChanges<K, V> {
     /// The entries written since the freeze of [`since`](Self::since), in
     /// no particular order (an entry may come twice, with the same value).
     pub fn changed(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.entries.iter().map(|(k, v)| (k, v.get()))
+        let since = self.since;
+        let copied = self.entries.iter().map(|(k, v)| (k, v.get()));
+        let shared = self.shared.iter().flat_map(move |t| {
+            t.iter()
+                .filter(move |s| s.version > since)
+                .map(|s| (&s.key, s.value.get()))
+        });
+        copied.chain(shared)
     }
 
-    /// How many entries [`changed`](Self::changed) gives.
-    pub fn changed_count(&self) -> usize {
-        self.entries.len()
+    /// How many entries were copied, and how many shards shared.
+    pub fn copied_and_shared(&self) -> (usize, usize) {
+        (self.entries.len(), self.shared.len())
     }
 }
 
-impl<K, V> fmt::Debug for FrozenChanges<K, V> {
+impl<K, V, H> fmt::Debug for FrozenChanges<K, V, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FrozenChanges")
             .field("since", &self.since)
-            .field("changed", &self.entries.len())
+            .field("copied", &self.entries.len())
+            .field("shared_shards", &self.shared.len())
             .finish()
     }
 }
@@ -1113,32 +1141,19 @@ mod tests {
                         }
                         let now = contents(&table);
                         let mut rebuilt = then;
-                        // Copied, or, when more changed than is worth
-                        // copying, found in the frozen shards.
-                        let epoch = match table.freeze_changes(since) {
-                            Some(copied) => {
-                                for key in copied.epochs().removed_since(since) {
-                                    rebuilt.remove(key);
-                                }
-                                for (key, value) in copied.changed() {
-                                    rebuilt.insert(*key, value.clone());
-                                }
-                                copied.epochs().epoch()
-                            }
-                            None => {
-                                prop_assert!(table.len() < 800, "only when more than half changed");
-                                let frozen = table.freeze();
-                                for key in frozen.epochs().removed_since(since) {
-                                    rebuilt.remove(key);
-                                }
-                                for (key, value) in frozen.changed_since(since) {
-                                    rebuilt.insert(*key, value.clone());
-                                }
-                                frozen.epochs().epoch()
-                            }
+                        // Copied from the shards that changed little,
+                        // found in the others, shared.
+                        let Some(changes) = table.freeze_changes(since) else {
+                            return Err(TestCaseError::fail(format!("the writes since {since} are listed")));
                         };
+                        for key in changes.epochs().removed_since(since) {
+                            rebuilt.remove(key);
+                        }
+                        for (key, value) in changes.changed() {
+                            rebuilt.insert(*key, value.clone());
+                        }
                         prop_assert_eq!(&rebuilt, &now);
-                        freezes.push((epoch, now));
+                        freezes.push((changes.epochs().epoch(), now));
                     }
                     Op::Forget(back) => {
                         let Some(at) = freezes.len().checked_sub(back + 1) else { continue };
@@ -1151,13 +1166,16 @@ mod tests {
         }
     }
 
+    fn set(table: &mut KeyedTable<u64, u64, StableHash>, k: u64) {
+        table.set(stable_hash(&k), &k, k);
+    }
+
     #[test]
     fn changes_are_copied_only_once_the_table_was_frozen_and_while_listing_is_worth_it() {
         let mut table: KeyedTable<u64, u64, StableHash> = KeyedTable::new();
-        let set = |table: &mut KeyedTable<u64, u64, StableHash>, k: u64| {
-            table.set(stable_hash(&k), &k, k);
-        };
-        set(&mut table, 1);
+        for k in 0..1_000 {
+            set(&mut table, k);
+        }
         assert!(
             table.freeze_changes(0).is_none(),
             "never frozen: nothing listed"
@@ -1168,15 +1186,16 @@ mod tests {
             table.shards.iter().filter(|s| s.frozen.is_some()).count()
         };
         let before = shared(&table);
-        let copied = table.freeze_changes(first).unwrap();
-        assert_eq!(copied.changed().collect::<Vec<_>>(), [(&2, &2)]);
-        assert_eq!(copied.len(), 2);
+        let changes = table.freeze_changes(first).unwrap();
+        assert_eq!(changes.changed().collect::<Vec<_>>(), [(&2, &2)]);
+        assert_eq!(changes.copied_and_shared(), (1, 0));
+        assert_eq!(changes.len(), 1_000);
         assert_eq!(shared(&table), before, "no shard is shared for the changes");
-        let second = copied.epochs().epoch();
+        let second = changes.epochs().epoch();
         // An epoch that writes more than twice the table, and more than the
         // slack, is not listed: its changes are found by walking the table.
-        let past = 2 * 2 + WRITTEN_SLACK + 1;
-        for k in 10..10 + past as u64 {
+        let past = 2 * 1_000 + WRITTEN_SLACK + 1;
+        for k in 10_000..10_000 + past as u64 {
             set(&mut table, k);
         }
         assert!(table.freeze_changes(second).is_none());
@@ -1184,8 +1203,40 @@ mod tests {
         assert_eq!(third.changed_since(second).count(), past);
         // Listed again from the next epoch on.
         set(&mut table, 3);
-        let copied = table.freeze_changes(third.epochs().epoch()).unwrap();
-        assert_eq!(copied.changed().collect::<Vec<_>>(), [(&3, &3)]);
+        let changes = table.freeze_changes(third.epochs().epoch()).unwrap();
+        assert_eq!(changes.changed().collect::<Vec<_>>(), [(&3, &3)]);
+    }
+
+    #[test]
+    fn shards_that_changed_much_or_past_the_bound_are_shared() {
+        let mut table: KeyedTable<u64, u64, StableHash> = KeyedTable::new();
+        for k in 0..100_000 {
+            set(&mut table, k);
+        }
+        let first = table.freeze().epochs().epoch();
+        // Every key written: every shard is shared.
+        for k in 0..100_000 {
+            set(&mut table, k);
+        }
+        let changes = table.freeze_changes(first).unwrap();
+        assert_eq!(changes.copied_and_shared(), (0, SHARDS));
+        assert_eq!(changes.changed().count(), 100_000);
+        let second = changes.epochs().epoch();
+        drop(changes);
+        // 40% of the keys: each shard is worth copying, until the bound.
+        for k in (0..100_000).filter(|k| k % 5 < 2) {
+            set(&mut table, k);
+        }
+        let changes = table.freeze_changes(second).unwrap();
+        let (copied, shared) = changes.copied_and_shared();
+        assert!(
+            copied <= COPIED_AT_MOST && copied > COPIED_AT_MOST / 2,
+            "{copied}"
+        );
+        assert!(shared > 0 && shared < SHARDS, "{shared}");
+        let mut keys: Vec<u64> = changes.changed().map(|(k, _)| *k).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, (0..100_000).filter(|k| k % 5 < 2).collect::<Vec<_>>());
     }
 
     #[test]

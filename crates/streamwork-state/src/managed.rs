@@ -25,8 +25,7 @@ use streamwork_core::chain::ChainPlan;
 use streamwork_core::checkpoint::{
     DeferredBytes, Restore, RestoredPart, SideCheck, SideRecord, SnapshotContext, StateBytes,
 };
-use streamwork_core::state::{FrozenKeyed, Key, KeyedState};
-use streamwork_core::table::FrozenChanges;
+use streamwork_core::state::{FrozenKeyed, FrozenKeyedChanges, Key, KeyedState};
 use streamwork_core::{CheckpointId, InstanceContext, InstanceIdx, TaskError};
 
 use crate::codec::PartBytes;
@@ -321,7 +320,7 @@ struct FrozenFieldDelta<K, V> {
 /// The entries a delta writes: copied at the freeze, or found in the
 /// frozen tables by the epoch they were written in.
 enum Changed<K, V> {
-    Copied(FrozenChanges<K, V>),
+    Copied(FrozenKeyedChanges<K, V>),
     Frozen {
         frozen: FrozenKeyed<K, V>,
         since: u32,
