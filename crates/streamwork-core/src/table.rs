@@ -300,7 +300,7 @@ const WRITTEN_SLACK: usize = 1 << 16;
 /// The most entries [`KeyedTable::freeze_changes`] copies: each is a probe
 /// and a copy (an `Arc`'s count, for a value that owns memory) at a random
 /// place in memory, 100-450 ns on this project's machine, so the pause stays
-/// within about 15 ms; past it, the shards are shared (a pause of pointer
+/// within about 17 ms; past it, the shards are shared (a pause of pointer
 /// copies) and copied as they are next written.
 pub const COPIED_AT_MOST: usize = 1 << 15;
 
