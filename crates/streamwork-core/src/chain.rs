@@ -116,13 +116,7 @@ impl<K> Epochs<K> {
     /// snapshot of a table holding `entries` that would build on the
     /// freeze of `epoch` should be whole instead.
     pub fn whole_since(&self, epoch: u32, entries: usize) -> bool {
-        let removed = self
-            .removed
-            .iter()
-            .filter(|(at, _)| *at > epoch)
-            .map(|(_, keys)| keys.len())
-            .sum::<usize>()
-            + self.removing.len();
+        let removed = removed_count_since(&self.removed, epoch) + self.removing.len();
         self.cleared_at > epoch || whole_is_smaller(entries, removed)
     }
 
@@ -182,11 +176,7 @@ impl<K> FrozenEpochs<K> {
 
     /// How many keys were removed after the freeze of `epoch`.
     pub fn removed_count_since(&self, epoch: u32) -> usize {
-        self.removed
-            .iter()
-            .filter(|(at, _)| *at > epoch)
-            .map(|(_, keys)| keys.len())
-            .sum()
+        removed_count_since(&self.removed, epoch)
     }
 
     /// Whether a snapshot of a table now holding `entries` that would
@@ -196,6 +186,15 @@ impl<K> FrozenEpochs<K> {
     pub fn whole_since(&self, epoch: u32, entries: usize) -> bool {
         self.cleared_since(epoch) || whole_is_smaller(entries, self.removed_count_since(epoch))
     }
+}
+
+/// How many keys the epochs after `epoch` removed.
+fn removed_count_since<K>(removed: &[(u32, Arc<[K]>)], epoch: u32) -> usize {
+    removed
+        .iter()
+        .filter(|(at, _)| *at > epoch)
+        .map(|(_, keys)| keys.len())
+        .sum()
 }
 
 /// Whether a whole snapshot of `entries` is smaller than a delta that

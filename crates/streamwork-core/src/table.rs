@@ -26,9 +26,10 @@
 //! That is what an incremental checkpoint writes instead of the whole table.
 //! Once frozen, the table also lists the hashes of the entries it writes,
 //! epoch by epoch, so that a checkpoint that writes only what changed can
-//! copy those entries at the freeze ([`KeyedTable::freeze_changes`]), a
-//! pause as long as the changes, and share no shard: no shard is copied
-//! afterwards, and nothing walks the entries that did not change.
+//! copy those entries at the freeze ([`KeyedTable::freeze_changes`]) from
+//! the shards where they are few, up to a bound on the pause: such a shard
+//! is not shared, so it is not copied afterwards, and nothing walks its
+//! entries that did not change.
 //!
 //! Entries are found by a hash the caller gives (the stable hash the runtime
 //! computed for the record, so that nothing is hashed twice). How the table
@@ -391,6 +392,13 @@ impl<K, V, H> Shard<K, V, H> {
     fn table(&self) -> &Table<K, V, H> {
         self.frozen.as_deref().unwrap_or(&self.owned)
     }
+
+    /// Shares the shard with a checkpoint (a pointer copy; `owned` is
+    /// empty until the next write takes it back).
+    fn share(&mut self) -> Arc<Table<K, V, H>> {
+        let owned = std::mem::take(&mut self.owned);
+        self.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
+    }
 }
 
 /// A map from keys to values, cut into shards that a checkpoint freezes
@@ -497,14 +505,7 @@ impl<K, V, H> KeyedTable<K, V, H> {
     {
         self.copy = Some(HashTable::clone);
         self.written.freeze(self.epochs.now(), self.len);
-        let shards = self
-            .shards
-            .iter_mut()
-            .map(|shard| {
-                let owned = std::mem::take(&mut shard.owned);
-                shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
-            })
-            .collect();
+        let shards = self.shards.iter_mut().map(Shard::share).collect();
         FrozenTable {
             shards,
             len: self.len,
@@ -589,10 +590,7 @@ impl<K, V, H> KeyedTable<K, V, H> {
         self.copy = Some(HashTable::clone);
         let shared = (self.shards.iter_mut().enumerate())
             .filter(|(i, _)| !copied[*i])
-            .map(|(_, shard)| {
-                let owned = std::mem::take(&mut shard.owned);
-                shard.frozen.get_or_insert_with(|| Arc::new(owned)).clone()
-            })
+            .map(|(_, shard)| shard.share())
             .collect();
         self.written.freeze(epoch, self.len);
         Some(FrozenChanges {

@@ -261,8 +261,8 @@ impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenChanges<K, TemporalKeyState<S
             )
     }
 
-    fn entries(&self) -> Vec<(K, TemporalKeyState<S, V>)> {
-        self.per_key(|_| true).into_iter().collect()
+    fn entries(&self) -> Result<Vec<(K, TemporalKeyState<S, V>)>, streamwork_state::StateError> {
+        Ok(self.per_key(|_| true).into_iter().collect())
     }
 
     /// The keys whose versions changed, that have an event waiting since

@@ -398,8 +398,8 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
         self.epochs.whole_since(epoch, rows)
     }
 
-    fn entries(&self) -> Vec<(K, KeyWindows<L, R>)> {
-        self.per_key(|_| true).into_iter().collect()
+    fn entries(&self) -> Result<Vec<(K, KeyWindows<L, R>)>, streamwork_state::StateError> {
+        Ok(self.per_key(|_| true).into_iter().collect())
     }
 
     /// The keys with a row written since the freeze of `epoch`, or in a

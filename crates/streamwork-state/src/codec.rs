@@ -280,8 +280,8 @@ pub trait FrozenChanges<K, V>: Send + Sync + 'static {
     /// instead: everything went at once since, or more keys went than are
     /// left (`streamwork_core::chain::whole_is_smaller`).
     fn whole_since(&self, epoch: u32) -> bool;
-    /// Every entry.
-    fn entries(&self) -> Vec<(K, V)>;
+    /// Every entry (an error from a view that holds only what changed).
+    fn entries(&self) -> Result<Vec<(K, V)>, StateError>;
     /// The entries written and the keys removed after the freeze of
     /// `epoch`.
     fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>);
@@ -290,7 +290,7 @@ pub trait FrozenChanges<K, V>: Send + Sync + 'static {
     /// [`entries`](Self::entries) makes; state that keeps its entries as
     /// they are archived lends its own, and nothing is copied.
     fn lend_entries(&self, write: &mut LendEntries<'_, K, V>) -> Result<(), StateError> {
-        let entries = self.entries();
+        let entries = self.entries()?;
         write(entries.iter().map(|(k, v)| (k, v)).collect())
     }
 
@@ -400,31 +400,35 @@ impl<K, MV> MapFreeze<K, MV> {
         }
     }
 
-    /// The entries written since the freeze of `epoch`.
-    fn changed_since(&self, epoch: u32) -> Box<dyn Iterator<Item = (&K, &MV)> + '_> {
+    /// Every entry, of a frozen table: the changes copied for a delta are
+    /// not every entry, and asking them is refused rather than answered
+    /// with part of the state (a whole snapshot is decided before such a
+    /// copy is made, so this is a bug of the framework's).
+    fn every_entry(&self) -> Result<&FrozenMap<K, MV>, StateError> {
         match self {
-            MapFreeze::Table(frozen) => Box::new(frozen.changed_since(epoch)),
-            MapFreeze::Changes(copied) => {
-                debug_assert_eq!(copied.since(), epoch, "copied for another delta");
-                Box::new(copied.changed())
-            }
+            MapFreeze::Table(frozen) => Ok(frozen),
+            MapFreeze::Changes(copied) => Err(StateError::Serialize {
+                type_name: std::any::type_name::<K>(),
+                reason: format!(
+                    "a whole snapshot was asked of the changes copied since epoch {} (a bug in streamwork); the checkpoint is not written",
+                    copied.since()
+                ),
+            }),
         }
     }
 
-    /// Every entry: of a frozen table only (a copy of the changes is made
-    /// for a delta alone).
-    fn iter(&self) -> Box<dyn Iterator<Item = (&K, &MV)> + '_> {
-        match self {
-            MapFreeze::Table(frozen) => Box::new(frozen.iter()),
-            MapFreeze::Changes(copied) => {
-                debug_assert!(
-                    false,
-                    "the changes since {} are not every entry",
-                    copied.since()
-                );
-                Box::new(std::iter::empty())
-            }
+    /// Checks that changes copied at the freeze are those since `epoch`.
+    fn copied_since(copied: &MapChangesCopied<K, MV>, epoch: u32) -> Result<(), StateError> {
+        if copied.since() == epoch {
+            return Ok(());
         }
+        Err(StateError::Serialize {
+            type_name: std::any::type_name::<K>(),
+            reason: format!(
+                "the changes since epoch {epoch} were asked of a copy of those since {} (a bug in streamwork); the checkpoint is not written",
+                copied.since()
+            ),
+        })
     }
 }
 
@@ -464,19 +468,21 @@ where
         }
     }
 
-    fn entries(&self) -> Vec<(K, V)> {
-        self.frozen
+    fn entries(&self) -> Result<Vec<(K, V)>, StateError> {
+        Ok(self
+            .frozen
+            .every_entry()?
             .iter()
             .map(|(k, v)| (k.clone(), self.value.of(v).into_owned()))
-            .collect()
+            .collect())
     }
 
     fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>) {
-        let written = self
-            .frozen
-            .changed_since(epoch)
-            .map(|(k, v)| (k.clone(), self.value.of(v).into_owned()))
-            .collect();
+        let owned = |(k, v): (&K, &MV)| (k.clone(), self.value.of(v).into_owned());
+        let written = match &self.frozen {
+            MapFreeze::Table(frozen) => frozen.changed_since(epoch).map(owned).collect(),
+            MapFreeze::Changes(copied) => copied.changed().map(owned).collect(),
+        };
         (
             written,
             self.frozen.epochs().removed_since(epoch).cloned().collect(),
@@ -484,7 +490,7 @@ where
     }
 
     fn lend_entries(&self, write: &mut LendEntries<'_, K, V>) -> Result<(), StateError> {
-        self.lend(self.frozen.iter(), write)
+        self.lend(self.frozen.every_entry()?.iter(), write)
     }
 
     fn lend_changes_since(
@@ -493,9 +499,15 @@ where
         write: &mut LendChanges<'_, K, V>,
     ) -> Result<(), StateError> {
         let removed = self.frozen.epochs().removed_since(epoch).collect();
-        self.lend(self.frozen.changed_since(epoch), |written| {
-            write(written, removed)
-        })
+        match &self.frozen {
+            MapFreeze::Table(frozen) => self.lend(frozen.changed_since(epoch), |written| {
+                write(written, removed)
+            }),
+            MapFreeze::Changes(copied) => {
+                MapFreeze::copied_since(copied, epoch)?;
+                self.lend(copied.changed(), |written| write(written, removed))
+            }
+        }
     }
 }
 
@@ -1704,5 +1716,42 @@ mod tests {
         good.bytes.truncate(len / 2);
         let err = codec.restore(&restore_at(&[good], 0, 1)).unwrap_err();
         assert!(matches!(err, StateError::InvalidArchive { .. }), "{err}");
+    }
+
+    /// The changes copied for a delta are not every entry: a whole
+    /// snapshot or a delta since another epoch asked of them is an error,
+    /// never part of the state written as if it were all of it.
+    #[test]
+    fn copied_changes_refuse_to_stand_for_every_entry_or_another_delta() {
+        let mut map: CowMap<u64, u64> = CowMap::new();
+        for k in 0..1_000u64 {
+            map.insert(stable_hash(&k), k, k);
+        }
+        let first = map.freeze().epochs().epoch();
+        map.insert(stable_hash(&7u64), 7, 70);
+        let copied = map
+            .freeze_changes(first)
+            .expect("the writes since are listed");
+        let changes = MapChanges {
+            frozen: MapFreeze::Changes(copied),
+            value: Made(|v: &u64| *v),
+        };
+        assert!(matches!(
+            FrozenChanges::<u64, u64>::entries(&changes),
+            Err(StateError::Serialize { .. })
+        ));
+        let mut whole = |_: Vec<(&u64, &u64)>| -> Result<(), StateError> {
+            panic!("no entry is lent for a whole snapshot")
+        };
+        assert!(FrozenChanges::<u64, u64>::lend_entries(&changes, &mut whole).is_err());
+        let mut delta =
+            |written: Vec<(&u64, &u64)>, removed: Vec<&u64>| -> Result<(), StateError> {
+                assert_eq!((written, removed.len()), (vec![(&7, &70)], 0));
+                Ok(())
+            };
+        FrozenChanges::<u64, u64>::lend_changes_since(&changes, first, &mut delta).unwrap();
+        assert!(
+            FrozenChanges::<u64, u64>::lend_changes_since(&changes, first + 1, &mut delta).is_err()
+        );
     }
 }

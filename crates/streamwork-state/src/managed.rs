@@ -233,8 +233,10 @@ const KEYED_FRAMED_CHAIN_FIELD_SCHEMA: u32 = 5;
 /// every entry (its tables frozen, a pause of 128 pointer copies whatever
 /// the number of keys), or, once a snapshot of this run is in a complete
 /// checkpoint, what changed since (see `streamwork_core::chain`): the
-/// entries written since, copied at the freeze (a pause as long as the
-/// changes; the tables frozen instead when the state cannot tell them).
+/// entries written since, copied at the freeze from the tables where they
+/// are few (up to a bound on the pause) and found in the others, shared;
+/// every table shared when the state cannot tell them
+/// (`KeyedState::freeze_changes`).
 fn snapshot_keyed_field<K, V>(
     state: &mut KeyedState<K, V>,
     ctx: &SnapshotContext,
@@ -317,8 +319,9 @@ struct FrozenFieldDelta<K, V> {
     key_groups: streamwork_core::KeyGroups,
 }
 
-/// The entries a delta writes: copied at the freeze, or found in the
-/// frozen tables by the epoch they were written in.
+/// The entries a delta writes: copied at the freeze or found in shared
+/// tables ([`FrozenKeyedChanges`]), or all found in the frozen tables by
+/// the epoch they were written in.
 enum Changed<K, V> {
     Copied(FrozenKeyedChanges<K, V>),
     Frozen {

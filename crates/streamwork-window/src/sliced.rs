@@ -206,8 +206,8 @@ where
         self.epochs.whole_since(epoch, partials)
     }
 
-    fn entries(&self) -> Vec<(K, SliceParts<Acc>)> {
-        entries_of(&self.slices)
+    fn entries(&self) -> Result<Vec<(K, SliceParts<Acc>)>, streamwork_state::StateError> {
+        Ok(entries_of(&self.slices))
     }
 
     /// The keys with a partial changed since, or in a slice dropped since,
