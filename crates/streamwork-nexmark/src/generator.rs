@@ -7,6 +7,9 @@
 //! same for every parallelism. Event times advance by `1000 / rate` ms per
 //! event from a base time, in order.
 
+use std::cell::Cell;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
 use crate::model::{Auction, Bid, Event, Person};
 use crate::text::Text;
 
@@ -153,7 +156,7 @@ fn price(random: &mut Random) -> u64 {
 /// The URL of channel `k` (a pure function of the seed and `k`): three
 /// random directories, and for nine in ten of the other channels a
 /// `channel_id` parameter (as Flink's generator's channel cache).
-fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> Text {
+fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> String {
     let stream = k + (u64::from(other) << 32);
     let mut random = Random(config.seed ^ stream.wrapping_mul(0x9e6c_63d0_676a_9a99));
     let mut url = format!(
@@ -166,7 +169,106 @@ fn channel_url(config: &GeneratorConfig, k: u64, other: bool) -> Text {
         let id = (k as u32).reverse_bits() as i32;
         url.push_str(&format!("&channel_id={}", id.unsigned_abs()));
     }
-    url.into()
+    url
+}
+
+/// The name of channel `k` (one of the hot ones when `hot`) and its URL,
+/// made afresh.
+fn make_channel(config: &GeneratorConfig, k: u64, hot: bool) -> (Text, String) {
+    let name = if hot {
+        Text::from_static(CHANNELS[k as usize % CHANNELS.len()])
+    } else {
+        Text::from(format!("channel-{k}"))
+    };
+    (name, channel_url(config, k, !hot))
+}
+
+/// The names and URLs of one seed's channels, each made once, when first
+/// met, and kept for the rest of the process: as Flink's generator keeps
+/// its channels' URLs (Java strings, shared by reference), every bid
+/// through a channel shares its URL (a [`Text::from_static`]), so that
+/// generating a bid neither formats nor allocates one, a copy of a bid
+/// allocates nothing for it, and state that keeps bids keeps each URL
+/// once rather than once per bid.
+struct ChannelTable {
+    seed: u64,
+    /// The hot channels, then the others.
+    slots: Box<[OnceLock<(Text, Text)>]>,
+}
+
+impl ChannelTable {
+    fn new(seed: u64) -> Self {
+        let slots = CHANNELS.len() + NUM_CHANNELS as usize;
+        ChannelTable {
+            seed,
+            slots: (0..slots).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Channel `k`'s name and URL, made on the first call.
+    fn channel(&self, config: &GeneratorConfig, k: u64, hot: bool) -> (Text, Text) {
+        let slot = if hot {
+            k as usize % CHANNELS.len()
+        } else {
+            CHANNELS.len() + (k % NUM_CHANNELS) as usize
+        };
+        self.slots[slot]
+            .get_or_init(|| {
+                let (name, url) = make_channel(config, k, hot);
+                // Kept for the process: at most `NUM_CHANNELS + 4` URLs of
+                // up to 70 bytes for each of `INTERNED_SEEDS` seeds.
+                (name, Text::from_static(Box::leak(url.into_boxed_str())))
+            })
+            .clone()
+    }
+}
+
+/// Seeds whose channels are kept (a process that generates with more
+/// makes the channels of the others for each bid, as the same text).
+const INTERNED_SEEDS: usize = 8;
+
+/// The channel tables of the seeds met so far.
+static CHANNEL_TABLES: Mutex<Vec<&'static ChannelTable>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The table this thread used last: a generating thread looks its
+    /// seed's table up once, not once per bid.
+    static LAST_TABLE: Cell<Option<&'static ChannelTable>> = const { Cell::new(None) };
+}
+
+/// The channel table of `seed`, made on first use, or none past
+/// [`INTERNED_SEEDS`] seeds.
+fn channel_table(seed: u64) -> Option<&'static ChannelTable> {
+    LAST_TABLE.with(|last| {
+        if let Some(table) = last.get().filter(|t| t.seed == seed) {
+            return Some(table);
+        }
+        let mut tables = CHANNEL_TABLES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let table = match tables.iter().find(|t| t.seed == seed) {
+            Some(table) => *table,
+            None if tables.len() < INTERNED_SEEDS => {
+                let table: &'static ChannelTable = Box::leak(Box::new(ChannelTable::new(seed)));
+                tables.push(table);
+                table
+            }
+            None => return None,
+        };
+        last.set(Some(table));
+        Some(table)
+    })
+}
+
+/// Channel `k`'s name and URL, from the seed's table where it has one.
+fn channel(config: &GeneratorConfig, k: u64, hot: bool) -> (Text, Text) {
+    match channel_table(config.seed) {
+        Some(table) => table.channel(config, k, hot),
+        None => {
+            let (name, url) = make_channel(config, k, hot);
+            (name, Text::from(url))
+        }
+    }
 }
 
 /// Event number `n` for `config`.
@@ -240,17 +342,9 @@ pub fn event(config: &GeneratorConfig, n: u64) -> Event {
             next_base0_person_id(n, &mut random)
         } + FIRST_PERSON_ID;
         let (channel, url) = if random.below(HOT_CHANNEL_RATIO) > 0 {
-            let hot = random.below(CHANNELS.len() as u64);
-            (
-                Text::from(CHANNELS[hot as usize]),
-                channel_url(config, hot, false),
-            )
+            channel(config, random.below(CHANNELS.len() as u64), true)
         } else {
-            let k = random.below(NUM_CHANNELS);
-            (
-                Text::from(format!("channel-{k}")),
-                channel_url(config, k, true),
-            )
+            channel(config, random.below(NUM_CHANNELS), false)
         };
         Event::Bid(Bid {
             auction,
@@ -291,6 +385,64 @@ mod tests {
                 .windows(2)
                 .all(|w| w[0].date_time() <= w[1].date_time())
         );
+    }
+
+    #[test]
+    fn kept_channels_are_the_channels_made_afresh() {
+        for seed in [42, 7, u64::MAX] {
+            let config = GeneratorConfig {
+                seed,
+                ..GeneratorConfig::default()
+            };
+            let table = ChannelTable::new(seed);
+            for (k, hot) in [
+                (0, true),
+                (3, true),
+                (0, false),
+                (9_999, false),
+                (17, false),
+            ] {
+                let (name, url) = make_channel(&config, k, hot);
+                // Twice: made, then kept.
+                for _ in 0..2 {
+                    assert_eq!(
+                        table.channel(&config, k, hot),
+                        (name.clone(), Text::from(url.clone()))
+                    );
+                    assert_eq!(
+                        channel(&config, k, hot),
+                        (name.clone(), Text::from(url.clone()))
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn seeds_past_those_kept_generate_the_same_bids() {
+        // More seeds than are kept: the later ones make their channels for
+        // each bid, and the bids are the same.
+        for seed in 1_000..1_000 + 2 * INTERNED_SEEDS as u64 {
+            let config = GeneratorConfig {
+                seed,
+                ..GeneratorConfig::default()
+            };
+            for n in 0..500 {
+                if let Event::Bid(bid) = event(&config, n) {
+                    let hot = CHANNELS.contains(&bid.channel.as_str());
+                    let k = if hot {
+                        CHANNELS
+                            .iter()
+                            .position(|c| *c == bid.channel.as_str())
+                            .unwrap() as u64
+                    } else {
+                        bid.channel["channel-".len()..].parse().unwrap()
+                    };
+                    let (name, url) = make_channel(&config, k, hot);
+                    assert_eq!((bid.channel, bid.url.as_str()), (name, url.as_str()));
+                }
+            }
+        }
     }
 
     #[test]

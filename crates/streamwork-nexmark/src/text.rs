@@ -33,6 +33,20 @@ impl Text {
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
+
+    /// A text that refers to `text` rather than holding a copy, however
+    /// long: cloning it copies the reference, never the bytes, and
+    /// allocates nothing.
+    ///
+    /// ```
+    /// use streamwork_nexmark::Text;
+    /// let url = Text::from_static("https://www.nexmark.com/abcde/fghij/klmno/item.htm?query=1");
+    /// assert_eq!(url.clone(), url);
+    /// ```
+    #[inline]
+    pub const fn from_static(text: &'static str) -> Self {
+        Text(compact_str::CompactString::const_new(text))
+    }
 }
 
 impl From<&str> for Text {
