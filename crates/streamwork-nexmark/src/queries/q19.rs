@@ -52,8 +52,15 @@ impl TopBids {
                 out.emit(Change::retract(ranked(moved, old)));
             }
         }
+        if top.len() == TOP {
+            // The worst leaves first, so that the list never outgrows `TOP`.
+            top.pop();
+        } else if top.len() == top.capacity() {
+            // Grown to exactly `TOP` at most (4, 8, then 10), where doubling
+            // would leave room for 16 bids and use 6 of it never.
+            top.reserve_exact((top.len() * 2).clamp(4, TOP) - top.len());
+        }
         top.insert(at, bid);
-        top.truncate(TOP);
         if self.updates {
             for (new, moved) in top.iter().enumerate().skip(at) {
                 out.emit(Change::insert(ranked(moved, new)));
