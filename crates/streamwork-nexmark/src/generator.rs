@@ -419,6 +419,20 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_url_is_shared_not_copied() {
+        let config = GeneratorConfig::default();
+        let table = ChannelTable::new(config.seed);
+        for (k, hot) in [(1, true), (1_234, false)] {
+            let (_, first) = table.channel(&config, k, hot);
+            let (_, again) = table.channel(&config, k, hot);
+            // Past the 24 bytes a text holds in place, yet the same bytes.
+            assert!(first.len() > 24);
+            assert_eq!(first.as_ptr(), again.as_ptr());
+            assert_eq!(first.clone().as_ptr(), first.as_ptr());
+        }
+    }
+
+    #[test]
     fn seeds_past_those_kept_generate_the_same_bids() {
         // More seeds than are kept: the later ones make their channels for
         // each bid, and the bids are the same.
