@@ -199,23 +199,23 @@ impl<T: Data, KK: KeyKind, D: Domain, A: Aggregate<T>> Operator for SessionWindo
             ctx.out().late.emit(value);
             return;
         }
-        let mut gone = Vec::with_capacity(overlapping.len());
-        for &i in overlapping.iter().rev() {
-            let s = sessions.remove(i);
-            self.aggregate.merge(&mut acc, &s.acc);
-            gone.push(wake_time(s.end, s.fired, self.lateness));
-        }
-        // A timer is a time and a key: one another session of the key still
-        // waits for is kept (deleting it lost that session's firing or its
-        // cleanup).
-        for wake in gone {
-            let shared = sessions
-                .iter()
-                .any(|s| wake_time(s.end, s.fired, self.lateness) == wake);
+        // A timer is a time and a key: one that a session of the key not
+        // merged away still waits for is kept (deleting it lost that
+        // session's firing or its cleanup). `overlapping` is in order.
+        for &i in &overlapping {
+            let wake = wake_time(sessions[i].end, sessions[i].fired, self.lateness);
+            let shared = sessions.iter().enumerate().any(|(j, s)| {
+                overlapping.binary_search(&j).is_err()
+                    && wake_time(s.end, s.fired, self.lateness) == wake
+            });
             if !shared {
                 self.timers
                     .delete_event(Timestamp::from_millis(wake), &(hash, key_value.clone()));
             }
+        }
+        for &i in overlapping.iter().rev() {
+            let s = sessions.remove(i);
+            self.aggregate.merge(&mut acc, &s.acc);
         }
         // A merged session that ends ahead of the time reached is a window
         // not emitted yet, whatever its parts were: it fires at its end.
