@@ -269,7 +269,13 @@ impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenChanges<K, TemporalKeyState<S
     /// the freeze of `epoch`, or whose events were released since, each
     /// with all it holds now (nothing: removed). A time without a count of
     /// then (new since, or forgotten) counts whole.
-    fn changes_since(&self, epoch: u32) -> (Vec<(K, TemporalKeyState<S, V>)>, Vec<K>) {
+    fn changes_since(
+        &self,
+        epoch: u32,
+    ) -> Result<
+        streamwork_state::ChangesSince<K, TemporalKeyState<S, V>>,
+        streamwork_state::StateError,
+    > {
         let then = self.marks.get(&epoch);
         let mut changed: FastHashMap<&K, ()> = FastHashMap::default();
         for (key, _) in self.versions.changed_since(epoch) {
@@ -290,7 +296,7 @@ impl<K: Key, S: Data + Sync, V: Data + Sync> FrozenChanges<K, TemporalKeyState<S
             }
         }
         let per_key = self.per_key(|k| changed.contains_key(k));
-        crate::checkpointing::written_and_removed(changed, per_key)
+        Ok(crate::checkpointing::written_and_removed(changed, per_key))
     }
 }
 

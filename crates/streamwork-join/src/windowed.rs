@@ -406,7 +406,11 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
     /// window fired since, each with every window it has now (none:
     /// removed). A window open then has its sides' lengths of then; one
     /// without (opened since, or its lengths forgotten) counts whole.
-    fn changes_since(&self, epoch: u32) -> (Vec<(K, KeyWindows<L, R>)>, Vec<K>) {
+    fn changes_since(
+        &self,
+        epoch: u32,
+    ) -> Result<streamwork_state::ChangesSince<K, KeyWindows<L, R>>, streamwork_state::StateError>
+    {
         let then = self.marks.get(&epoch);
         let mut changed: FastHashMap<&K, ()> = FastHashMap::default();
         for (end, lefts, rights) in &self.windows {
@@ -436,7 +440,7 @@ impl<K: Key, L: Data + Sync, R: Data + Sync> FrozenChanges<K, KeyWindows<L, R>>
             changed.insert(key, ());
         }
         let per_key = self.per_key(|k| changed.contains_key(k));
-        crate::checkpointing::written_and_removed(changed, per_key)
+        Ok(crate::checkpointing::written_and_removed(changed, per_key))
     }
 }
 

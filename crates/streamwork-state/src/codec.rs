@@ -271,6 +271,10 @@ impl<M: Send + Sync, K, V> DeferredBytes for BesideEntries<M, K, V> {
     }
 }
 
+/// What [`FrozenChanges::changes_since`] gives: the entries written, and
+/// the keys removed.
+pub type ChangesSince<K, V> = (Vec<(K, V)>, Vec<K>);
+
 /// State frozen for an incremental snapshot: every entry as archived, and
 /// what changed since an earlier freeze. Gathered off the task thread.
 pub trait FrozenChanges<K, V>: Send + Sync + 'static {
@@ -283,8 +287,9 @@ pub trait FrozenChanges<K, V>: Send + Sync + 'static {
     /// Every entry (an error from a view that holds only what changed).
     fn entries(&self) -> Result<Vec<(K, V)>, StateError>;
     /// The entries written and the keys removed after the freeze of
-    /// `epoch`.
-    fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>);
+    /// `epoch` (an error from a view that holds the changes since another
+    /// epoch).
+    fn changes_since(&self, epoch: u32) -> Result<ChangesSince<K, V>, StateError>;
 
     /// Every entry, lent to `write` (which archives it): by default those
     /// [`entries`](Self::entries) makes; state that keeps its entries as
@@ -301,7 +306,7 @@ pub trait FrozenChanges<K, V>: Send + Sync + 'static {
         epoch: u32,
         write: &mut LendChanges<'_, K, V>,
     ) -> Result<(), StateError> {
-        let (entries, removed) = self.changes_since(epoch);
+        let (entries, removed) = self.changes_since(epoch)?;
         write(
             entries.iter().map(|(k, v)| (k, v)).collect(),
             removed.iter().collect(),
@@ -477,16 +482,19 @@ where
             .collect())
     }
 
-    fn changes_since(&self, epoch: u32) -> (Vec<(K, V)>, Vec<K>) {
+    fn changes_since(&self, epoch: u32) -> Result<ChangesSince<K, V>, StateError> {
         let owned = |(k, v): (&K, &MV)| (k.clone(), self.value.of(v).into_owned());
         let written = match &self.frozen {
             MapFreeze::Table(frozen) => frozen.changed_since(epoch).map(owned).collect(),
-            MapFreeze::Changes(copied) => copied.changed().map(owned).collect(),
+            MapFreeze::Changes(copied) => {
+                MapFreeze::copied_since(copied, epoch)?;
+                copied.changed().map(owned).collect()
+            }
         };
-        (
+        Ok((
             written,
             self.frozen.epochs().removed_since(epoch).cloned().collect(),
-        )
+        ))
     }
 
     fn lend_entries(&self, write: &mut LendEntries<'_, K, V>) -> Result<(), StateError> {
@@ -1753,5 +1761,13 @@ mod tests {
         assert!(
             FrozenChanges::<u64, u64>::lend_changes_since(&changes, first + 1, &mut delta).is_err()
         );
+        assert_eq!(
+            FrozenChanges::<u64, u64>::changes_since(&changes, first).unwrap(),
+            (vec![(7, 70)], vec![])
+        );
+        assert!(matches!(
+            FrozenChanges::<u64, u64>::changes_since(&changes, first + 1),
+            Err(StateError::Serialize { .. })
+        ));
     }
 }

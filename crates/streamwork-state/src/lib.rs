@@ -81,8 +81,8 @@ pub use rkyv;
 
 pub use chain::{ChainManifest, DeltaGroup, KeyedDelta};
 pub use codec::{
-    FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts, LendChanges,
-    LendEntries, Planned, RestoredEntries, TimerCodec,
+    ChangesSince, FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts,
+    LendChanges, LendEntries, Planned, RestoredEntries, TimerCodec,
 };
 pub use cow::{CowCell, CowMap, FrozenMap};
 pub use error::StateError;

@@ -212,7 +212,11 @@ where
 
     /// The keys with a partial changed since, or in a slice dropped since,
     /// each with every partial it has now (none: removed).
-    fn changes_since(&self, epoch: u32) -> (Vec<(K, SliceParts<Acc>)>, Vec<K>) {
+    fn changes_since(
+        &self,
+        epoch: u32,
+    ) -> Result<streamwork_state::ChangesSince<K, SliceParts<Acc>>, streamwork_state::StateError>
+    {
         fn note<'k, K: Eq>(changed: &mut HashTable<(u64, &'k K)>, hash: u64, key: &'k K) {
             if let Entry::Vacant(e) = changed.entry(hash, |(_, k)| *k == key, |(h, _)| *h) {
                 e.insert((hash, key));
@@ -243,7 +247,7 @@ where
                 written.push((key.clone(), parts));
             }
         }
-        (written, removed)
+        Ok((written, removed))
     }
 }
 
