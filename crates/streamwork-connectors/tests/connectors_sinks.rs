@@ -427,6 +427,18 @@ fn a_run_that_starts_before_published_output_is_refused() {
     for mut sink in both(&dir) {
         sink.restore(&restore_at(0, true)).unwrap();
     }
+    // The fix the refusal names: with what it names removed, a run from no
+    // checkpoint starts over and publishes once.
+    std::fs::remove_dir_all(dir.join("parts")).unwrap();
+    std::fs::remove_file(dir.join("single")).unwrap();
+    for mut sink in both(&dir) {
+        sink.restore(&restore_at(0, false)).unwrap();
+        sink.write(record(7)).unwrap();
+        sink.pre_commit(CheckpointId::new(1)).unwrap();
+        sink.commit(CheckpointId::new(1)).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(dir.join("single")).unwrap(), "7\n");
+    assert_eq!(visible(&dir.join("parts")), ["part-0-00000000000000000001"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -357,9 +357,18 @@ impl Staging {
 
     /// The newest checkpoint whose output this instance published: by the
     /// names of its committed files, or, for one file, by the record its
-    /// commits keep.
+    /// commits keep. One file that is no longer there was removed, with
+    /// what it published (the fix the refusal names): its record no longer
+    /// counts.
     fn published(&self) -> Result<Option<Staged>, ConnectorError> {
         if self.appends() {
+            if self.roll.is_none() {
+                match std::fs::metadata(&self.target) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(io("reading the length of", &self.target, e)),
+                }
+            }
             let path = self.hidden("published");
             return match std::fs::read_to_string(&path) {
                 Ok(text) => Ok(parse_staged(text.trim())),
