@@ -119,6 +119,16 @@ struct ValueCounts {
     /// Bids at ranks 1, 2 and 3.
     bids: [u64; 3],
     minute: u16,
+    /// [`channel_hash`] of the channel (0 for q15): compared before the
+    /// channel, so that looking a group up among a value's many compares
+    /// integers; it fills what was padding.
+    channel_hash: u32,
+}
+
+/// The channel's stable hash, cut to 32 bits: the same in every process,
+/// as it is kept in checkpoints.
+fn channel_hash(channel: &Text) -> u32 {
+    streamwork::core::hash::stable_hash(channel.as_str()) as u32
 }
 
 /// A value's groups: the first in place (a value is seen on a day or two,
@@ -137,9 +147,11 @@ struct ValueGroups {
 
 impl ValueGroups {
     /// The counts of the group of `day` and `channel` (compared only when
-    /// `by_channel`), added if new.
-    fn group(&mut self, day: i64, channel: &Text, by_channel: bool) -> &mut ValueCounts {
-        let matches = |g: &ValueCounts| g.day == day && (!by_channel || g.channel == *channel);
+    /// `by_channel`; `hash` is its [`channel_hash`], or 0), added if new.
+    fn group(&mut self, day: i64, channel: &Text, hash: u32, by_channel: bool) -> &mut ValueCounts {
+        let matches = |g: &ValueCounts| {
+            g.day == day && g.channel_hash == hash && (!by_channel || g.channel == *channel)
+        };
         let fresh = || ValueCounts {
             day,
             channel: if by_channel {
@@ -147,6 +159,7 @@ impl ValueGroups {
             } else {
                 Text::default()
             },
+            channel_hash: hash,
             ..ValueCounts::default()
         };
         if self.first.bids == [0; 3] {
@@ -173,6 +186,23 @@ impl ValueGroups {
     }
 }
 
+/// A group as [`DailyStats::on_end`] sums it: hashed by its day and its
+/// channel's hash, compared by its channel too, so that no string is
+/// hashed per value.
+#[derive(PartialEq, Eq)]
+struct GroupKey {
+    day: i64,
+    hash: u32,
+    channel: Text,
+}
+
+impl std::hash::Hash for GroupKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.day.hash(state);
+        self.hash.hash(state);
+    }
+}
+
 /// Counts bids and distinct values per group (see the module docs), by
 /// the value counted (the key), so that the counts move with their keys to
 /// any parallelism; at the end, emits each group's [`Partial`].
@@ -187,8 +217,10 @@ pub struct DailyStats {
     #[state(transient)]
     updates: bool,
     /// Each value's groups: a value is met on a day or two, on a few
-    /// channels.
-    values: KeyedState<u64, ValueGroups>,
+    /// channels. (Named `values` until its groups kept their channel's
+    /// hash: a checkpoint written before is refused by that name, rather
+    /// than read with no hashes.)
+    value_groups: KeyedState<u64, ValueGroups>,
 }
 
 impl DailyStats {
@@ -199,7 +231,7 @@ impl DailyStats {
             distinct,
             by_channel,
             updates,
-            values: KeyedState::new(),
+            value_groups: KeyedState::new(),
         }
     }
 }
@@ -214,10 +246,15 @@ impl DailyStats {
     ) {
         let day = day_number(bid.facts.date_time);
         let updates = self.updates;
-        let counts = self
-            .values
-            .get_or_default(value)
-            .group(day, &bid.channel, self.by_channel);
+        let hash = if self.by_channel {
+            channel_hash(&bid.channel)
+        } else {
+            0
+        };
+        let counts =
+            self.value_groups
+                .get_or_default(value)
+                .group(day, &bid.channel, hash, self.by_channel);
         let rank = price_rank(bid.facts.price);
         let new_value = counts.bids == [0; 3];
         let new_rank = counts.bids[rank - 1] == 0;
@@ -242,13 +279,19 @@ impl DailyStats {
     fn on_end(&mut self, out: &mut Collector<(Group, Distinct, Partial)>) {
         if self.updates {
             // Every bid's part was sent as it came.
-            self.values.drain().for_each(drop);
+            self.value_groups.drain().for_each(drop);
             return;
         }
-        let mut groups: FastHashMap<(i64, Text), Partial> = FastHashMap::default();
-        for (_, values) in self.values.drain() {
+        let mut groups: FastHashMap<GroupKey, Partial> = FastHashMap::default();
+        for (_, values) in self.value_groups.drain() {
             for counts in values.into_groups() {
-                let partial = groups.entry((counts.day, counts.channel)).or_default();
+                let partial = groups
+                    .entry(GroupKey {
+                        day: counts.day,
+                        hash: counts.channel_hash,
+                        channel: counts.channel,
+                    })
+                    .or_default();
                 partial.distinct[0] += 1;
                 for rank in 1..4 {
                     let bids = counts.bids[rank - 1];
@@ -259,9 +302,9 @@ impl DailyStats {
                 partial.minute = partial.minute.max(counts.minute);
             }
         }
-        for ((day, channel), partial) in groups {
-            let channel = self.by_channel.then(|| channel.as_str().to_string());
-            out.emit(((day, channel), self.distinct, partial));
+        for (group, partial) in groups {
+            let channel = self.by_channel.then(|| group.channel.as_str().to_string());
+            out.emit(((group.day, channel), self.distinct, partial));
         }
     }
 }
