@@ -195,6 +195,7 @@ pub mod __private {
     pub use streamwork_runtime::{GraphError, InputPort, JobBuilder, JobGraph};
     pub use streamwork_state::rkyv;
     pub use streamwork_state::{FieldsReader, FieldsWriter, OperatorState, StateError, StateField};
+    pub use streamwork_state::{StateLayout, layout_mix, layout_of};
 }
 
 /// Compiles the code of README.md as a doctest, so that the README never lies.

@@ -1,5 +1,5 @@
 //! Checkpoints written by earlier versions, kept in the repository
-//! (`tests/fixtures/checkpoint-v1`, `checkpoint-v2`), that every later
+//! (`tests/fixtures/checkpoint-v1`, `checkpoint-v2`, `checkpoint-v3`), that every later
 //! version must load: a savepoint taken in the middle of a job with user
 //! keyed state (`#[derive(State)]`), a window, an interval join and a file
 //! source. Version 2's savepoint is incremental: it builds on earlier
@@ -27,7 +27,7 @@ type Line = (u64, Vec<u8>);
 type Entry = (u64, u64, i64);
 
 /// The newest version, the one `write_the_fixture` writes.
-const NEWEST: u32 = 2;
+const NEWEST: u32 = 3;
 
 fn fixture(version: u32) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/checkpoint-v{version}"))
@@ -243,10 +243,13 @@ fn write_the_fixture() {
     );
     std::fs::write(dir.join("before.txt"), out.lines().join("\n")).unwrap();
     // The savepoint builds on earlier checkpoints: some of its keyed parts
-    // are deltas (container 3), and the log keeps what they read.
+    // are deltas (container 3, or 5 written as frames), and the log keeps
+    // what they read.
     let savepoint = streamwork::state::load_latest(dir.join("ckpt")).unwrap();
     assert!(
-        savepoint.snapshots().any(|s| s.schema() % 256 == 3),
+        savepoint
+            .snapshots()
+            .any(|s| [3, 5].contains(&(s.schema() % 256))),
         "the savepoint holds incremental parts"
     );
 }
@@ -259,6 +262,11 @@ fn the_checkpoint_of_version_1_still_resumes_exactly() {
 #[test]
 fn the_incremental_checkpoint_of_version_2_still_resumes_exactly() {
     resumes_exactly(2);
+}
+
+#[test]
+fn the_checkpoint_of_version_3_with_layout_fingerprints_still_resumes_exactly() {
+    resumes_exactly(3);
 }
 
 fn resumes_exactly(version: u32) {

@@ -101,10 +101,18 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
             #p::StateField::open_field(&mut self.#ident, ctx);
         });
         snapshots.push(quote_spanned! {ty.span()=>
-            __sw_fields.field(#key, #p::StateField::snapshot_field(&mut self.#ident, ctx)?);
+            __sw_fields.field(
+                #key,
+                #p::StateField::layout(&self.#ident),
+                #p::StateField::snapshot_field(&mut self.#ident, ctx)?,
+            );
         });
         restores.push(quote_spanned! {ty.span()=>
             if let ::std::option::Option::Some(__sw_field) = __sw_fields.field(#key) {
+                __sw_field.expect_layout(
+                    #p::StateField::layout(&self.#ident),
+                    ::std::any::type_name::<#ty>(),
+                )?;
                 #p::StateField::restore_field(&mut self.#ident, &__sw_field)?;
             }
         });

@@ -3,7 +3,7 @@
 //! a user writes one line instead of three derives and a crate path.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{ToTokens, quote};
 use syn::DeriveInput;
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -27,6 +27,7 @@ fn generate(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
             "`#[state_data]` is for a struct or an enum: rkyv cannot archive a union",
         ));
     }
+    let layout = layout_impl(&input);
     Ok(quote! {
         #[derive(
             ::streamwork::__private::rkyv::Archive,
@@ -35,7 +36,111 @@ fn generate(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
         )]
         #[rkyv(crate = ::streamwork::__private::rkyv)]
         #input
+        #layout
     })
+}
+
+/// `StateLayout` for the type: the fingerprint of its shape (struct or
+/// enum; field and variant names in order; rkyv's attributes on them),
+/// mixed with each field's type's fingerprint in order. A type parameter
+/// must have a fingerprint too.
+fn layout_impl(input: &DeriveInput) -> TokenStream {
+    let mut shape = String::new();
+    let mut field_types: Vec<&syn::Type> = Vec::new();
+    let describe = |fields: &syn::Fields, shape: &mut String| {
+        let (open, close) = match fields {
+            syn::Fields::Named(_) => ("{", "}"),
+            syn::Fields::Unnamed(_) => ("(", ")"),
+            syn::Fields::Unit => ("", ""),
+        };
+        shape.push_str(open);
+        for (i, field) in fields.iter().enumerate() {
+            for attr in field.attrs.iter().filter(|a| a.path().is_ident("rkyv")) {
+                shape.push('#');
+                shape.push_str(&canonical(attr.meta.to_token_stream()));
+            }
+            match &field.ident {
+                Some(name) => shape.push_str(&name.to_string()),
+                None => shape.push_str(&i.to_string()),
+            }
+            shape.push(',');
+        }
+        shape.push_str(close);
+    };
+    match &input.data {
+        syn::Data::Struct(data) => {
+            shape.push_str("struct");
+            describe(&data.fields, &mut shape);
+            field_types.extend(data.fields.iter().map(|f| &f.ty));
+        }
+        syn::Data::Enum(data) => {
+            shape.push_str("enum{");
+            for variant in &data.variants {
+                shape.push_str(&variant.ident.to_string());
+                describe(&variant.fields, &mut shape);
+                shape.push(';');
+                field_types.extend(variant.fields.iter().map(|f| &f.ty));
+            }
+            shape.push('}');
+        }
+        syn::Data::Union(_) => return TokenStream::new(),
+    }
+    let name = &input.ident;
+    let mut generics = input.generics.clone();
+    let params: Vec<syn::Ident> = generics.type_params().map(|p| p.ident.clone()).collect();
+    {
+        let clause = generics.make_where_clause();
+        for param in params {
+            clause
+                .predicates
+                .push(syn::parse_quote!(#param: ::streamwork::__private::StateLayout));
+        }
+    }
+    let (impl_generics, type_generics, where_clause) = generics.split_for_impl();
+    quote! {
+        impl #impl_generics ::streamwork::__private::StateLayout for #name #type_generics #where_clause {
+            const LAYOUT: u64 = {
+                #[allow(unused_mut)]
+                let mut layout = ::streamwork::__private::layout_of(#shape);
+                #(layout = ::streamwork::__private::layout_mix(
+                    layout,
+                    <#field_types as ::streamwork::__private::StateLayout>::LAYOUT,
+                );)*
+                layout
+            };
+        }
+    }
+}
+
+/// The tokens as one string, the same for the same tokens whatever their
+/// spacing in the source.
+fn canonical(tokens: TokenStream) -> String {
+    let mut out = String::new();
+    for token in tokens {
+        match token {
+            proc_macro2::TokenTree::Group(group) => {
+                let (open, close) = match group.delimiter() {
+                    proc_macro2::Delimiter::Parenthesis => ("(", ")"),
+                    proc_macro2::Delimiter::Brace => ("{", "}"),
+                    proc_macro2::Delimiter::Bracket => ("[", "]"),
+                    proc_macro2::Delimiter::None => ("", ""),
+                };
+                out.push_str(open);
+                out.push_str(&canonical(group.stream()));
+                out.push_str(close);
+            }
+            proc_macro2::TokenTree::Ident(ident) => {
+                out.push_str(&ident.to_string());
+                out.push(' ');
+            }
+            proc_macro2::TokenTree::Punct(punct) => out.push(punct.as_char()),
+            proc_macro2::TokenTree::Literal(literal) => {
+                out.push_str(&literal.to_string());
+                out.push(' ');
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -64,6 +169,53 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("struct Count"), "{out}");
+    }
+
+    #[test]
+    fn the_layout_names_fields_in_order_and_bounds_type_parameters() {
+        let out = expand(
+            quote!(),
+            quote!(
+                struct Pair<T> {
+                    #[rkyv(with = Skip)]
+                    a: u64,
+                    b: T,
+                }
+            ),
+        )
+        .to_string();
+        assert!(out.contains("StateLayout for Pair < T >"), "{out}");
+        assert!(
+            out.contains("T : :: streamwork :: __private :: StateLayout"),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#""struct{#rkyv (with =Skip )a,b,}""#),
+            "{out}"
+        );
+        let swapped = expand(
+            quote!(),
+            quote!(
+                struct Pair {
+                    b: u64,
+                    a: u64,
+                }
+            ),
+        )
+        .to_string();
+        assert!(swapped.contains(r#""struct{b,a,}""#), "{swapped}");
+        let variants = expand(
+            quote!(),
+            quote!(
+                enum E {
+                    A(u8),
+                    B { x: u8 },
+                    C,
+                }
+            ),
+        )
+        .to_string();
+        assert!(variants.contains(r#""enum{A(0,);B{x,};C;}""#), "{variants}");
     }
 
     #[test]

@@ -128,6 +128,12 @@ pub struct KeyedCodec<M, K, V> {
     /// whenever an operator changes what it keeps, so that a snapshot of
     /// another layout is refused by name instead of misread.
     layout: u32,
+    /// The fingerprint of `M`, `K` and `V`'s layouts
+    /// ([`StateLayout`](crate::StateLayout)), kept beside each snapshot
+    /// ([`LAYOUT_STREAM`]) and compared on restore: what the user's types
+    /// in an operator's state are, which the operator's `layout` cannot
+    /// know.
+    fingerprint: u64,
 }
 
 impl<M, K, V> Clone for KeyedCodec<M, K, V> {
@@ -175,6 +181,32 @@ pub const KEYED_DELTA_FRAMED_SCHEMA: u32 = 5;
 
 /// The side stream that holds the parts of a snapshot taken beside.
 pub const BESIDE_STREAM: u32 = 0;
+
+/// The side stream that holds a snapshot's layout fingerprint (8 bytes,
+/// little-endian), written beside every snapshot a [`KeyedCodec`] takes; a
+/// snapshot without one was written before they were kept, and is read
+/// unchecked.
+pub const LAYOUT_STREAM: u32 = 1;
+
+/// The fingerprint a [`KeyedCodec`] of `M`, `K` and `V` keeps.
+const fn codec_fingerprint<M: StateData, K: StateData, V: StateData>() -> u64 {
+    use crate::layout::{layout_mix, layout_of};
+    layout_mix(
+        layout_mix(layout_mix(layout_of("KeyedParts"), M::LAYOUT), K::LAYOUT),
+        V::LAYOUT,
+    )
+}
+
+/// A snapshot's layout fingerprint, written beside it.
+#[derive(Debug)]
+struct LayoutBytes(u64);
+
+impl DeferredBytes for LayoutBytes {
+    fn produce(&self, out: &mut dyn std::io::Write) -> Result<(), TaskError> {
+        out.write_all(&self.0.to_le_bytes())
+            .map_err(|e| TaskError::Snapshot(format!("writing the layout fingerprint: {e}")))
+    }
+}
 
 /// The schema of a keyed snapshot with entry layout `layout`.
 fn keyed_schema(layout: u32) -> u32 {
@@ -570,6 +602,7 @@ where
             save_manifest: save_manifest::<M>,
             load: load::<M, K, V>,
             layout: layout.max(1),
+            fingerprint: codec_fingerprint::<M, K, V>(),
         }
     }
 }
@@ -594,7 +627,44 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         key_groups: KeyGroups,
     ) -> Result<StateBytes, StateError> {
         let bytes = (self.save)(meta, entries, key_groups)?;
-        Ok(StateBytes::new(keyed_schema(self.layout), bytes.into_vec()))
+        let mut state = StateBytes::new(keyed_schema(self.layout), bytes.into_vec());
+        state.side.push(self.layout_record());
+        Ok(state)
+    }
+
+    /// The record of this codec's layout fingerprint, beside a snapshot.
+    fn layout_record(&self) -> SideRecord {
+        SideRecord {
+            stream: LAYOUT_STREAM,
+            schema: 1,
+            check: SideCheck::OnLoad,
+            payload: Arc::new(LayoutBytes(self.fingerprint)),
+            written: Arc::default(),
+        }
+    }
+
+    /// Refuses the parts of `restore` whose layout fingerprint, beside
+    /// them, is not this codec's.
+    fn check_layouts(&self, restore: &Restore<'_>) -> Result<(), StateError> {
+        for part in &restore.parts {
+            let Some(record) = restore.side_record(restore.checkpoint, LAYOUT_STREAM, part.part)
+            else {
+                continue;
+            };
+            let found = <[u8; 8]>::try_from(record.bytes())
+                .ok()
+                .map(u64::from_le_bytes);
+            if found != Some(self.fingerprint) {
+                return Err(StateError::LayoutChanged {
+                    operator: operator_id(restore.component),
+                    part: part.part,
+                    type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
+                    found: found.unwrap_or_default(),
+                    expected: self.fingerprint,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A snapshot whose entries are archived off the task thread: `entries`
@@ -640,13 +710,16 @@ impl<M, K, V> KeyedCodec<M, K, V> {
         StateBytes {
             schema: framed_schema(self.layout),
             bytes: Vec::new(),
-            side: vec![SideRecord {
-                stream: BESIDE_STREAM,
-                schema: framed_schema(self.layout),
-                check: SideCheck::OnLoad,
-                payload,
-                written,
-            }],
+            side: vec![
+                SideRecord {
+                    stream: BESIDE_STREAM,
+                    schema: framed_schema(self.layout),
+                    check: SideCheck::OnLoad,
+                    payload,
+                    written,
+                },
+                self.layout_record(),
+            ],
             builds_on: Vec::new(),
         }
     }
@@ -690,6 +763,7 @@ impl<M, K, V> KeyedCodec<M, K, V> {
                 },
             });
         }
+        self.check_layouts(restore)?;
         let mut held = Vec::with_capacity(restore.parts.len());
         for part in &restore.parts {
             if part.schema == inline {
@@ -1206,13 +1280,16 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
                 StateBytes {
                     schema: framed_delta_schema(codec.layout),
                     bytes: manifest.into_vec(),
-                    side: vec![SideRecord {
-                        stream: BESIDE_STREAM,
-                        schema: framed_delta_schema(codec.layout),
-                        check: SideCheck::OnLoad,
-                        payload: Arc::new(payload),
-                        written: written.clone(),
-                    }],
+                    side: vec![
+                        SideRecord {
+                            stream: BESIDE_STREAM,
+                            schema: framed_delta_schema(codec.layout),
+                            check: SideCheck::OnLoad,
+                            payload: Arc::new(payload),
+                            written: written.clone(),
+                        },
+                        codec.layout_record(),
+                    ],
                     builds_on: before.clone(),
                 }
             }
@@ -1240,7 +1317,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
     /// let ctx = SnapshotContext::single(CheckpointId::new(1));
     /// let snapshot = checkpoint.snapshot_map(&ctx, 0, &mut counts, |v| *v).unwrap();
     /// // Nothing complete to build on yet: every entry, archived beside.
-    /// assert_eq!(snapshot.unwrap().side.len(), 1);
+    /// assert_eq!(snapshot.unwrap().side.len(), 2); // the entries, and their layout's fingerprint
     /// ```
     pub fn snapshot_map<MV, F>(
         &mut self,
@@ -1275,7 +1352,7 @@ impl<M, K, V> KeyedCheckpoint<M, K, V> {
     /// let ctx = SnapshotContext::single(CheckpointId::new(1));
     /// // Each key's rows archived where the frozen map holds them.
     /// let snapshot = checkpoint.snapshot_map_borrowed(&ctx, 0, &mut rows, |r| r).unwrap();
-    /// assert_eq!(snapshot.unwrap().side.len(), 1);
+    /// assert_eq!(snapshot.unwrap().side.len(), 2); // the entries, and their layout's fingerprint
     /// ```
     pub fn snapshot_map_borrowed<MV, F>(
         &mut self,

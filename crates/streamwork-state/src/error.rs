@@ -89,6 +89,24 @@ pub enum StateError {
         /// What to do about it.
         reason: &'static str,
     },
+    /// A snapshot was written by state types of another layout (a field
+    /// added, removed, renamed or reordered; a type changed): its bytes
+    /// would read back as values they do not hold.
+    #[error(
+        "cannot restore operator {operator} part {part} as `{type_name}`: it was written with another layout of its types (fingerprint {found:#018x}, this build's is {expected:#018x}): a field, variant or type of its state changed since. Resume with the build that wrote the checkpoint, or start over without restoring"
+    )]
+    LayoutChanged {
+        /// The operator's id.
+        operator: OperatorId,
+        /// The instance index or first key group.
+        part: InstanceIdx,
+        /// The state type.
+        type_name: &'static str,
+        /// The fingerprint the snapshot was written with.
+        found: u64,
+        /// This build's.
+        expected: u64,
+    },
     /// Keyed state was written with another number of key groups.
     #[error(
         "operator {operator}'s keyed state was written with {found} key groups, the job now has {expected}: the number of key groups is fixed for the life of a job; restore with {found}"

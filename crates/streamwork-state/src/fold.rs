@@ -39,7 +39,7 @@ where
     let field = values
         .snapshot_field(ctx)
         .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-    fields.field(FIELD, field);
+    fields.field(FIELD, <KeyedState<K, V> as StateField>::LAYOUT, field);
     Ok(Some(fields.finish()))
 }
 
@@ -55,6 +55,12 @@ where
     let fields = FieldsReader::read(restore).map_err(refused)?;
     fields.only(&[FIELD], &[]).map_err(refused)?;
     if let Some(field) = fields.field(FIELD) {
+        field
+            .expect_layout(
+                <KeyedState<K, V> as StateField>::LAYOUT,
+                std::any::type_name::<KeyedState<K, V>>(),
+            )
+            .map_err(refused)?;
         values.restore_field(&field).map_err(refused)?;
     }
     Ok(())

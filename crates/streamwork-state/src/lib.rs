@@ -57,6 +57,7 @@ mod fold;
 mod frames;
 mod guarded;
 mod keyed;
+mod layout;
 mod lent;
 mod log;
 mod managed;
@@ -82,7 +83,7 @@ pub use rkyv;
 pub use chain::{ChainManifest, DeltaGroup, KeyedDelta};
 pub use codec::{
     ChangesSince, FrozenChanges, KEYED_PARTS_SCHEMA, KeyedCheckpoint, KeyedCodec, KeyedParts,
-    LendChanges, LendEntries, Planned, RestoredEntries, TimerCodec,
+    LAYOUT_STREAM, LendChanges, LendEntries, Planned, RestoredEntries, TimerCodec,
 };
 pub use cow::{CowCell, CowMap, FrozenMap};
 pub use error::StateError;
@@ -92,6 +93,7 @@ pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
     MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,
 };
+pub use layout::{StateLayout, layout_mix, layout_of};
 pub use log::{CheckpointLog, LogOptions, RecordAt, load_checkpoint, load_latest};
 pub use managed::{
     FieldKind, FieldRestore, FieldSnapshot, FieldsReader, FieldsWriter, InstanceState,

@@ -13,10 +13,12 @@
 //!   restored into the same instance at the same parallelism, and refused
 //!   (with the reason) at another.
 //!
-//! A snapshot holds every field by name, each with its kind and layout
-//! version, so that a field added to the struct starts empty, and a field
-//! the struct no longer has is refused unless the struct says to forget it
-//! (`#[state(forget("name"))]`).
+//! A snapshot holds every field by name, each with its kind, layout version
+//! and the fingerprint of its types' layouts ([`StateField::LAYOUT`]), so
+//! that a field added to the struct starts empty, a field the struct no
+//! longer has is refused unless the struct says to forget it
+//! (`#[state(forget("name"))]`), and a field whose types changed is refused
+//! rather than read as values it does not hold.
 
 use std::ops::{Deref, DerefMut};
 
@@ -38,8 +40,12 @@ use crate::lent::Lent;
 use crate::state_data::StateData;
 
 /// The schema version of the container `#[derive(State)]` writes: every
-/// field by name, with its kind and version.
-pub const MANAGED_STATE_SCHEMA: u32 = 0x5357_0001;
+/// field by name, with its kind, version and layout fingerprint.
+pub const MANAGED_STATE_SCHEMA: u32 = 0x5357_0002;
+
+/// The container earlier versions wrote: the same without the fields'
+/// layout fingerprints (still read; their layouts cannot be checked).
+const MANAGED_STATE_SCHEMA_NO_LAYOUT: u32 = 0x5357_0001;
 
 /// The first bytes of a managed-state container.
 const MAGIC: &[u8; 4] = b"SWST";
@@ -110,6 +116,15 @@ impl FieldSnapshot {
     }
 }
 
+/// The layout of a keyed field of `K` and `V` (the keyed kinds are kept as
+/// a `KeyedState` of their values: a `ListState<K, V>` as of `Vec<V>`).
+const fn keyed_layout<K: crate::StateLayout, V: crate::StateLayout>() -> u64 {
+    crate::layout_mix(
+        crate::layout_mix(crate::layout_of("KeyedState"), K::LAYOUT),
+        V::LAYOUT,
+    )
+}
+
 /// The side stream of field `name`: the same for the same name in every
 /// version of the program.
 pub(crate) fn field_stream(name: &str) -> u32 {
@@ -124,6 +139,16 @@ pub(crate) fn field_stream(name: &str) -> u32 {
     note = "or mark the field `#[state(transient)]` if losing it at a restart is right (a cache, a buffer rebuilt on open)"
 )]
 pub trait StateField {
+    /// The fingerprint of what the field archives (its kind's
+    /// representation and its types' [`StateLayout`](crate::StateLayout)s),
+    /// kept with its snapshot and compared on restore.
+    const LAYOUT: u64;
+
+    /// [`LAYOUT`](Self::LAYOUT), of this field.
+    fn layout(&self) -> u64 {
+        Self::LAYOUT
+    }
+
     /// Tells the field where it runs, as its instance opens.
     fn open_field(&mut self, ctx: &InstanceContext) {
         let _ = ctx;
@@ -144,6 +169,9 @@ pub struct FieldRestore<'a> {
     pub name: &'a str,
     /// Each old instance's part: its index, kind, schema and bytes.
     pub parts: Vec<(InstanceIdx, FieldKind, u32, &'a [u8])>,
+    /// Each old instance's layout fingerprint of the field (none in a
+    /// container written before they were kept).
+    pub layouts: Vec<(InstanceIdx, Option<u64>)>,
 }
 
 impl FieldRestore<'_> {
@@ -182,6 +210,23 @@ impl FieldRestore<'_> {
             component: self.restore.component.to_string(),
             field: self.name.to_string(),
             reason,
+        }
+    }
+
+    /// Checks every part was written by a field of layout `layout`
+    /// ([`StateField::LAYOUT`]; a part written before layouts were kept is
+    /// taken as it is).
+    pub fn expect_layout(&self, layout: u64, type_name: &str) -> Result<(), StateError> {
+        match self
+            .layouts
+            .iter()
+            .find(|(_, found)| found.is_some_and(|found| found != layout))
+        {
+            None => Ok(()),
+            Some((part, found)) => Err(self.refused(format!(
+                "instance {part} wrote it with another layout of its types (fingerprint {:#018x}, this build's `{type_name}` has {layout:#018x}): a field, variant or type in its state changed since, and its bytes would be read as values they do not hold. Resume with the build that wrote the checkpoint, or give the field another name (it then starts empty), or start over without restoring",
+                found.unwrap_or_default()
+            ))),
         }
     }
 
@@ -554,6 +599,8 @@ where
     K: Key + StateData,
     V: StateData + Clone + Send + Sync + 'static,
 {
+    const LAYOUT: u64 = keyed_layout::<K, V>();
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         snapshot_keyed_field(self, ctx)
     }
@@ -569,6 +616,8 @@ where
     K: Key + StateData,
     V: StateData + Clone + Send + Sync + 'static,
 {
+    const LAYOUT: u64 = keyed_layout::<K, Vec<V>>();
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         snapshot_keyed_field(self.keyed_mut(), ctx)
     }
@@ -587,6 +636,8 @@ where
     MK: std::hash::Hash + Eq,
     std::collections::HashMap<MK, MV>: StateData + Clone + Send + Sync + 'static,
 {
+    const LAYOUT: u64 = keyed_layout::<K, std::collections::HashMap<MK, MV>>();
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         snapshot_keyed_field(self.keyed_mut(), ctx)
     }
@@ -605,6 +656,8 @@ where
     V: StateData + Clone + Send + Sync + 'static,
     F: Fn(&mut V, V),
 {
+    const LAYOUT: u64 = keyed_layout::<K, V>();
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         snapshot_keyed_field(self.keyed_mut(), ctx)
     }
@@ -620,6 +673,8 @@ where
     A: Aggregate,
     A::Acc: StateData + Clone + Send + Sync + 'static,
 {
+    const LAYOUT: u64 = keyed_layout::<K, A::Acc>();
+
     fn snapshot_field(&mut self, ctx: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         snapshot_keyed_field(self.keyed_mut(), ctx)
     }
@@ -658,6 +713,8 @@ impl<T> DerefMut for InstanceState<T> {
 }
 
 impl<T: StateData> StateField for InstanceState<T> {
+    const LAYOUT: u64 = crate::layout_mix(crate::layout_of("InstanceState"), T::LAYOUT);
+
     fn snapshot_field(&mut self, _: &SnapshotContext) -> Result<FieldSnapshot, StateError> {
         Ok(FieldSnapshot::new(
             FieldKind::Instance,
@@ -733,8 +790,9 @@ impl FieldsWriter {
         }
     }
 
-    /// Adds field `name`'s snapshot.
-    pub fn field(&mut self, name: &str, snapshot: FieldSnapshot) {
+    /// Adds field `name`'s snapshot, taken by a field of layout `layout`
+    /// ([`StateField::LAYOUT`]).
+    pub fn field(&mut self, name: &str, layout: u64, snapshot: FieldSnapshot) {
         if let Some(mut side) = snapshot.side {
             side.stream = field_stream(name);
             self.side.push(side);
@@ -746,6 +804,7 @@ impl FieldsWriter {
         self.bytes.extend_from_slice(name);
         self.bytes.push(snapshot.kind as u8);
         self.bytes.extend_from_slice(&snapshot.schema.to_le_bytes());
+        self.bytes.extend_from_slice(&layout.to_le_bytes());
         self.bytes
             .extend_from_slice(&(snapshot.bytes.len() as u64).to_le_bytes());
         self.bytes.extend_from_slice(&snapshot.bytes);
@@ -772,6 +831,8 @@ struct ReadField {
     name: String,
     kind: FieldKind,
     schema: u32,
+    /// Its layout fingerprint, if the container kept it.
+    layout: Option<u64>,
     /// Copied, so that the archive is aligned wherever the container was.
     bytes: AlignedVec,
 }
@@ -797,7 +858,8 @@ impl<'a> FieldsReader<'a> {
                     part.part, restore.checkpoint
                 ),
             };
-            if part.schema != MANAGED_STATE_SCHEMA {
+            let with_layouts = part.schema == MANAGED_STATE_SCHEMA;
+            if !with_layouts && part.schema != MANAGED_STATE_SCHEMA_NO_LAYOUT {
                 return Err(damaged(&format!(
                     "has layout {:#x}, not the one #[derive(State)] writes ({MANAGED_STATE_SCHEMA:#x}): was the operator's state written by hand before?",
                     part.schema
@@ -821,6 +883,11 @@ impl<'a> FieldsReader<'a> {
                         _ => return None,
                     };
                     let schema = cursor.u32()?;
+                    let layout = if with_layouts {
+                        Some(cursor.u64()?)
+                    } else {
+                        None
+                    };
                     let len = usize::try_from(cursor.u64()?).ok()?;
                     let mut bytes = AlignedVec::with_capacity(len);
                     bytes.extend_from_slice(cursor.take(len)?);
@@ -829,6 +896,7 @@ impl<'a> FieldsReader<'a> {
                         name,
                         kind,
                         schema,
+                        layout,
                         bytes,
                     })
                 })()
@@ -848,10 +916,17 @@ impl<'a> FieldsReader<'a> {
             .filter(|f| f.name == name)
             .map(|f| (f.part, f.kind, f.schema, f.bytes.as_slice()))
             .collect();
+        let layouts = self
+            .fields
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| (f.part, f.layout))
+            .collect();
         (!parts.is_empty()).then_some(FieldRestore {
             restore: self.restore,
             name,
             parts,
+            layouts,
         })
     }
 

@@ -8,10 +8,13 @@ use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 
-/// A type rkyv can archive into a checkpoint, validate and read back: the
-/// primitives, `String`, `Vec`, `Option`, tuples, and types deriving rkyv's
-/// `Archive`, `Serialize` and `Deserialize` (through [`rkyv`](crate::rkyv);
-/// `#[streamwork::state_data]` on a struct or enum derives the three).
+use crate::layout::StateLayout;
+
+/// A type rkyv can archive into a checkpoint, validate and read back, with
+/// a fingerprint of its layout ([`StateLayout`]): the primitives, `String`,
+/// `Vec`, `Option`, tuples, maps, and the structs and enums marked
+/// `#[streamwork::state_data]` (which derives rkyv's `Archive`, `Serialize`
+/// and `Deserialize` through [`rkyv`](crate::rkyv), and the fingerprint).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be archived into a checkpoint",
     label = "state the framework checkpoints must be archivable",
@@ -23,6 +26,7 @@ pub trait StateData:
                       + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
     > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
     + for<'a, 'w> Serialize<HighSerializer<StreamWriter<'w>, ArenaHandle<'a>, rancor::Error>>
+    + StateLayout
     + Sized
 {
 }
@@ -40,5 +44,6 @@ impl<T> StateData for T where
                           + for<'v> CheckBytes<HighValidator<'v, rancor::Error>>,
         > + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>
         + for<'a, 'w> Serialize<HighSerializer<StreamWriter<'w>, ArenaHandle<'a>, rancor::Error>>
+        + StateLayout
 {
 }

@@ -239,7 +239,11 @@ impl Subject for Field {
     }
     fn snapshot(&mut self, ctx: &SnapshotContext) -> StateBytes {
         let mut fields = FieldsWriter::new();
-        fields.field("counts", self.state.snapshot_field(ctx).unwrap());
+        fields.field(
+            "counts",
+            <KeyedState<u16, u32> as StateField>::LAYOUT,
+            self.state.snapshot_field(ctx).unwrap(),
+        );
         fields.finish()
     }
     fn restored(log: &Log, id: u64, parallelism: u32) -> BTreeMap<u16, u32> {
@@ -449,7 +453,11 @@ fn a_keyed_field_large_enough_to_restore_on_several_threads_restores_as_it_was()
         let mut ctx = SnapshotContext::single(CheckpointId::new(id));
         ctx.completed = CheckpointId::new(id - 1);
         let mut fields = FieldsWriter::new();
-        fields.field("values", state.snapshot_field(&ctx).unwrap());
+        fields.field(
+            "values",
+            <KeyedState<u32, Vec<u8>> as StateField>::LAYOUT,
+            state.snapshot_field(&ctx).unwrap(),
+        );
         fields.finish()
     };
     let whole = log.complete(1, snapshot(&mut state, 1));

@@ -183,7 +183,7 @@ impl<S: StateField> Job<S> {
                 completed: self.completed,
             };
             let mut writer = FieldsWriter::new();
-            writer.field(FIELD, state.snapshot_field(&ctx).unwrap());
+            writer.field(FIELD, S::LAYOUT, state.snapshot_field(&ctx).unwrap());
             let part = writer.finish();
             self.log
                 .append_snapshot(

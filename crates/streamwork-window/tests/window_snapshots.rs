@@ -90,9 +90,10 @@ where
         .snapshot()
         .expect("checkpointed windows take a snapshot");
     // The task thread only froze its state: the entries are a side
-    // record, archived when the checkpoint is written.
+    // record, archived when the checkpoint is written (beside the layout
+    // fingerprint of their types).
     prop_assert!(snapshot.bytes.is_empty());
-    prop_assert_eq!(snapshot.side.len(), 1);
+    prop_assert_eq!(snapshot.side.len(), 2);
     drive(&mut original, &steps[cut..]);
     original.end();
     let after = original.take(drained);
@@ -155,13 +156,17 @@ fn a_snapshot_written_inline_by_an_earlier_version_restores() {
     // Before snapshots were archived beside, a window wrote its entries in
     // the snapshot itself: (slice index, accumulator, events) per key.
     let codec = KeyedCodec::<i64, u32, Vec<(i64, u64, u64)>>::new();
-    let inline = codec
+    let mut inline = codec
         .snapshot(
             150,
             vec![(7, vec![(1, 5, 2)]), (8, vec![(1, 1, 1), (2, 4, 1)])],
             KeyGroups::DEFAULT,
         )
         .unwrap();
+    // Nor did it keep its types' layout fingerprint beside it.
+    inline
+        .side
+        .retain(|record| record.stream != streamwork_state::LAYOUT_STREAM);
     assert!(!inline.bytes.is_empty() && inline.side.is_empty());
     let windows = Windows::tumbling(Duration::from_millis(100)).sum::<u64, u32, _>(|v: &u64| *v);
     let mut restored = Harness::restored(windows, CheckpointId::new(3), Some(&inline)).unwrap();

@@ -975,6 +975,11 @@ where
     V: StateData + Clone + Send + Sync + 'static,
     Vec<RunEntry<K, V>>: StateData,
 {
+    const LAYOUT: u64 = crate::layout_mix(
+        crate::layout_mix(crate::layout_of("StoredState"), K::LAYOUT),
+        V::LAYOUT,
+    );
+
     fn open_field(&mut self, ctx: &InstanceContext) {
         self.lower.checkpoints = ctx.checkpoints().cloned();
         self.lower.next_check = 0;

@@ -60,6 +60,13 @@ pub struct Expiring<V> {
     pub value: V,
 }
 
+impl<V: crate::StateLayout> crate::StateLayout for Expiring<V> {
+    const LAYOUT: u64 = crate::layout_mix(
+        crate::layout_mix(crate::layout_of("struct{written,value,}"), i64::LAYOUT),
+        V::LAYOUT,
+    );
+}
+
 /// A [`StoredState`] whose values expire [`Ttl::after`] their last write:
 /// an expired value reads as absent, and is left out of every checkpoint
 /// written after it expired (and so out of memory once that checkpoint
@@ -199,6 +206,11 @@ where
     Expiring<V>: StateData,
     Vec<RunEntry<K, Expiring<V>>>: StateData,
 {
+    const LAYOUT: u64 = crate::layout_mix(
+        crate::layout_mix(crate::layout_of("ExpiringState"), K::LAYOUT),
+        V::LAYOUT,
+    );
+
     fn open_field(&mut self, ctx: &InstanceContext) {
         self.inner.open_field(ctx);
     }
