@@ -46,9 +46,32 @@ pub(crate) fn draw(caption: &str, panels: &[Panel]) -> String {
     svg
 }
 
+/// Where each legend entry of `series` goes, from `left`: `(x, line)`,
+/// each entry as wide as its name (about 6.2 px a character at 11 px),
+/// on the next line when it would pass the chart's right edge.
+fn legend_places(series: &[String], left: f64) -> Vec<(f64, u32)> {
+    let mut places = Vec::with_capacity(series.len());
+    let (mut x, mut line) = (left, 0);
+    for name in series {
+        let width = 14.0 + 6.2 * name.chars().count() as f64;
+        if x > left && x + width > WIDTH - 20.0 {
+            x = left;
+            line += 1;
+        }
+        places.push((x, line));
+        x += width + 24.0;
+    }
+    places
+}
+
+/// The height of a legend line.
+const LEGEND_LINE: f64 = 14.0;
+
 fn draw_panel(svg: &mut String, panel: &Panel, top: f64) {
-    let plot_top = top + 48.0;
-    let plot_height = PANEL - 100.0;
+    let places = legend_places(&panel.series, LEFT);
+    let extra = f64::from(places.iter().map(|&(_, line)| line).max().unwrap_or(0)) * LEGEND_LINE;
+    let plot_top = top + 48.0 + extra;
+    let plot_height = PANEL - 100.0 - extra;
     let bottom = plot_top + plot_height;
     let max = panel
         .groups
@@ -62,20 +85,17 @@ fn draw_panel(svg: &mut String, panel: &Panel, top: f64) {
         top + 18.0,
         escape(&panel.title)
     );
-    // The legend on the line below the title, each entry as wide as its
-    // name (about 6.2 px a character at 11 px).
-    let mut x = LEFT;
-    for (s, name) in panel.series.iter().enumerate() {
+    // The legend on the lines below the title.
+    for (s, (name, &(x, line))) in panel.series.iter().zip(&places).enumerate() {
+        let y = top + 26.0 + f64::from(line) * LEGEND_LINE;
         let _ = writeln!(
             svg,
-            r#"<rect x="{x:.1}" y="{}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{}">{}</text>"#,
-            top + 26.0,
+            r#"<rect x="{x:.1}" y="{y}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{}">{}</text>"#,
             COLOURS[s % COLOURS.len()],
             x + 14.0,
-            top + 35.0,
+            y + 9.0,
             escape(name)
         );
-        x += 14.0 + 6.2 * name.chars().count() as f64 + 24.0;
     }
     for tick in 0..=4 {
         let value = scale * f64::from(tick) / 4.0;
@@ -223,5 +243,27 @@ mod tests {
         assert!(svg.contains("q&lt;1&gt;"));
         assert_eq!(nice_ceiling(3.0), 5.0);
         assert_eq!(short(1_500_000.0), "1.5M");
+    }
+
+    #[test]
+    fn a_legend_too_long_for_one_line_takes_two_within_the_chart() {
+        let series: Vec<String> = [
+            "Streamwork p1, at most once",
+            "p1, exactly once (checkpoint every 500ms)",
+            "p2, exactly once (checkpoint every 500ms)",
+            "Feldera, published (16 cores / 16)",
+            "Flink 1.13, published (throughput / cores)",
+        ]
+        .map(String::from)
+        .to_vec();
+        let places = legend_places(&series, LEFT);
+        for ((x, _), name) in places.iter().zip(&series) {
+            assert!(
+                x + 14.0 + 6.2 * name.chars().count() as f64 <= WIDTH - 20.0,
+                "{name}"
+            );
+        }
+        assert_eq!(places.iter().map(|p| p.1).max(), Some(1));
+        assert_eq!(places[0], (LEFT, 0));
     }
 }
