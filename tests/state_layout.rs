@@ -164,6 +164,7 @@ fn a_field_added_in_padding_is_refused_by_name() {
         error.contains("Resume with the build that wrote"),
         "{error}"
     );
+    assert!(error.contains(r#"#[state(forget("totals"))]"#), "{error}");
 }
 
 #[test]

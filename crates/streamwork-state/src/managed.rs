@@ -224,8 +224,9 @@ impl FieldRestore<'_> {
         {
             None => Ok(()),
             Some((part, found)) => Err(self.refused(format!(
-                "instance {part} wrote it with another layout of its types (fingerprint {:#018x}, this build's `{type_name}` has {layout:#018x}): a field, variant or type in its state changed since, and its bytes would be read as values they do not hold. Resume with the build that wrote the checkpoint, or give the field another name (it then starts empty), or start over without restoring",
-                found.unwrap_or_default()
+                "instance {part} wrote it with another layout of its types (fingerprint {:#018x}, this build's `{type_name}` has {layout:#018x}): a field, variant or type in its state changed since, and its bytes would be read as values they do not hold. Resume with the build that wrote the checkpoint, or give the field another name and let the struct drop the old one with `#[state(forget(\"{}\"))]` (the field then starts empty), or start over without restoring",
+                found.unwrap_or_default(),
+                self.name,
             ))),
         }
     }
