@@ -104,14 +104,28 @@ impl<T: Update + streamwork::state::StateData> Totals<T> {
     }
 }
 
+/// What the jobs below run: a keyed operator of numbers.
+trait TotalsJob:
+    Operator<In = (u64, i64), Key = ByKey<u64>, Out = Collector<(u64, i64)>, Time = AnyTime>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<O> TotalsJob for O where
+    O: Operator<In = (u64, i64), Key = ByKey<u64>, Out = Collector<(u64, i64)>, Time = AnyTime>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
 /// A job of `operator` over 4,000 numbers that fails at the 3,000th record
 /// (after a checkpoint completed at the 2,000th) when `fail` is set.
 fn job<O>(operator: O, fail: bool, sink: &CollectSink<(u64, i64)>) -> JobGraph
 where
-    O: Operator<In = (u64, i64), Key = ByKey<u64>, Out = Collector<(u64, i64)>, Time = AnyTime>
-        + Clone
-        + Send
-        + 'static,
+    O: TotalsJob,
 {
     let at = if fail { 3_000 } else { usize::MAX };
     let fault = InjectFault::new(0, Fault::BeforeRecord(at));
@@ -129,14 +143,8 @@ where
 /// checkpoint: the second run's outcome.
 fn resumed<A, B>(name: &str, before: A, after: B) -> Result<(), String>
 where
-    A: Operator<In = (u64, i64), Key = ByKey<u64>, Out = Collector<(u64, i64)>, Time = AnyTime>
-        + Clone
-        + Send
-        + 'static,
-    B: Operator<In = (u64, i64), Key = ByKey<u64>, Out = Collector<(u64, i64)>, Time = AnyTime>
-        + Clone
-        + Send
-        + 'static,
+    A: TotalsJob,
+    B: TotalsJob,
 {
     let dir = dir(name);
     let sink = CollectSink::new();
@@ -150,16 +158,25 @@ where
         .map_err(|e| e.to_string())
 }
 
+/// [`resumed`], refused for field `totals`'s changed layout: the error.
+fn refused_for_its_layout<A, B>(name: &str, before: A, after: B) -> String
+where
+    A: TotalsJob,
+    B: TotalsJob,
+{
+    let error = resumed(name, before, after).expect_err("the changed type is refused");
+    assert!(error.contains("field `totals`"), "{error}");
+    assert!(error.contains("another layout of its types"), "{error}");
+    error
+}
+
 #[test]
 fn a_field_added_in_padding_is_refused_by_name() {
-    let error = resumed(
+    let error = refused_for_its_layout(
         "layout-padding",
         Totals::<v1::Total>::default(),
         Totals::<v2::Total>::default(),
-    )
-    .expect_err("the changed type is refused");
-    assert!(error.contains("field `totals`"), "{error}");
-    assert!(error.contains("another layout of its types"), "{error}");
+    );
     assert!(
         error.contains("Resume with the build that wrote"),
         "{error}"
@@ -169,13 +186,11 @@ fn a_field_added_in_padding_is_refused_by_name() {
 
 #[test]
 fn fields_of_one_type_swapped_are_refused() {
-    let error = resumed(
+    refused_for_its_layout(
         "layout-swapped",
         Totals::<unswapped::Pair>::default(),
         Totals::<swapped::Pair>::default(),
-    )
-    .expect_err("the changed type is refused");
-    assert!(error.contains("field `totals`"), "{error}");
+    );
 }
 
 #[test]

@@ -101,20 +101,10 @@ fn generate(input: &DeriveInput) -> syn::Result<TokenStream> {
             #p::StateField::open_field(&mut self.#ident, ctx);
         });
         snapshots.push(quote_spanned! {ty.span()=>
-            __sw_fields.field(
-                #key,
-                #p::StateField::layout(&self.#ident),
-                #p::StateField::snapshot_field(&mut self.#ident, ctx)?,
-            );
+            #p::StateField::snapshot_into(&mut self.#ident, #key, &mut __sw_fields, ctx)?;
         });
         restores.push(quote_spanned! {ty.span()=>
-            if let ::std::option::Option::Some(__sw_field) = __sw_fields.field(#key) {
-                __sw_field.expect_layout(
-                    #p::StateField::layout(&self.#ident),
-                    ::std::any::type_name::<#ty>(),
-                )?;
-                #p::StateField::restore_field(&mut self.#ident, &__sw_field)?;
-            }
+            #p::StateField::restore_from(&mut self.#ident, #key, &__sw_fields)?;
         });
         bounds.push(quote_spanned!(ty.span()=> #ty: #p::StateField));
         known.push(key);

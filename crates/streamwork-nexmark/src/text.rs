@@ -170,13 +170,13 @@ impl<'de> serde::Deserialize<'de> for Text {
     }
 }
 
-// Archived as a `String`: its archived form validates UTF-8 when checked.
 /// Archived as a `String` is (the same [`ArchivedString`]), so its layout
 /// is a `String`'s.
 impl streamwork::state::StateLayout for Text {
     const LAYOUT: u64 = <String as streamwork::state::StateLayout>::LAYOUT;
 }
 
+// Archived as a `String`: its archived form validates UTF-8 when checked.
 impl rkyv::Archive for Text {
     type Archived = ArchivedString;
     type Resolver = StringResolver;

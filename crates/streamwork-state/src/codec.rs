@@ -651,15 +651,25 @@ impl<M, K, V> KeyedCodec<M, K, V> {
             else {
                 continue;
             };
-            let found = <[u8; 8]>::try_from(record.bytes())
-                .ok()
-                .map(u64::from_le_bytes);
-            if found != Some(self.fingerprint) {
+            let type_name = std::any::type_name::<KeyedParts<M, K, V>>();
+            let Ok(found) = <[u8; 8]>::try_from(record.bytes()).map(u64::from_le_bytes) else {
+                return Err(StateError::InvalidArchive {
+                    checkpoint: restore.checkpoint,
+                    operator: operator_id(restore.component),
+                    part: part.part,
+                    type_name,
+                    reason: format!(
+                        "the layout fingerprint beside it is {} bytes, not 8: the checkpoint is damaged; restore from an earlier one",
+                        record.bytes().len()
+                    ),
+                });
+            };
+            if found != self.fingerprint {
                 return Err(StateError::LayoutChanged {
                     operator: operator_id(restore.component),
                     part: part.part,
-                    type_name: std::any::type_name::<KeyedParts<M, K, V>>(),
-                    found: found.unwrap_or_default(),
+                    type_name,
+                    found,
                     expected: self.fingerprint,
                 });
             }
@@ -1717,6 +1727,66 @@ mod tests {
             v2.restore(&restore_at(&new, 0, 1)).unwrap().entries,
             [(1, 1)]
         );
+    }
+
+    /// A checkpoint that offers one layout record, `layout`, beside every
+    /// part.
+    struct LayoutOnly(Vec<u8>);
+
+    impl streamwork_core::checkpoint::RestoreSource for LayoutOnly {
+        fn checkpoint(&self) -> streamwork_core::CheckpointId {
+            streamwork_core::CheckpointId::new(7)
+        }
+        fn is_final(&self) -> bool {
+            false
+        }
+        fn parts(&self, _: &str) -> Vec<RestoredPart<'_>> {
+            Vec::new()
+        }
+        fn ended(&self, _: &str) -> Vec<streamwork_core::InstanceIdx> {
+            Vec::new()
+        }
+        fn side_record(
+            &self,
+            key: streamwork_core::checkpoint::SideRecordKey<'_>,
+        ) -> Option<streamwork_core::checkpoint::SharedBytes> {
+            let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(self.0.clone());
+            (key.stream == LAYOUT_STREAM)
+                .then(|| streamwork_core::checkpoint::SharedBytes::new(owner, 0..self.0.len()))
+                .flatten()
+        }
+    }
+
+    #[test]
+    fn a_changed_or_damaged_layout_fingerprint_is_refused() {
+        let groups = KeyGroups::DEFAULT;
+        let codec = KeyedCodec::<i64, u64, u64>::new();
+        let parts = [codec.snapshot(0, vec![(1, 1)], groups).unwrap()];
+        let restore =
+            |fingerprint: Vec<u8>,
+             check: &dyn Fn(Result<RestoredEntries<i64, u64, u64>, StateError>)| {
+                let source = LayoutOnly(fingerprint);
+                let mut at = restore_at(&parts, 0, 1);
+                at.records = Some(&source);
+                check(codec.restore(&at));
+            };
+        restore(codec.fingerprint.to_le_bytes().to_vec(), &|r| {
+            assert_eq!(r.unwrap().entries, [(1, 1)]);
+        });
+        // Written by a codec whose values were `i64`.
+        let other = KeyedCodec::<i64, u64, i64>::new().fingerprint;
+        assert_ne!(other, codec.fingerprint);
+        restore(other.to_le_bytes().to_vec(), &|r| {
+            assert!(matches!(r, Err(StateError::LayoutChanged { found, .. }) if found == other));
+        });
+        restore(vec![1, 2, 3], &|r| {
+            let error = r.err().unwrap();
+            assert!(
+                matches!(error, StateError::InvalidArchive { .. }),
+                "{error}"
+            );
+            assert!(error.to_string().contains("is 3 bytes, not 8"), "{error}");
+        });
     }
 
     #[test]

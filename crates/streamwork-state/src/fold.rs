@@ -21,7 +21,7 @@ use streamwork_core::{
     Statefulness, TaskError,
 };
 
-use crate::managed::{FieldsReader, FieldsWriter, StateField};
+use crate::managed::{FieldsReader, FieldsWriter};
 use crate::state_data::StateData;
 
 /// The name of the one field these operators checkpoint.
@@ -36,10 +36,9 @@ where
     V: StateData + Clone + Send + Sync + 'static,
 {
     let mut fields = FieldsWriter::new();
-    let field = values
-        .snapshot_field(ctx)
+    fields
+        .snapshot(FIELD, values, ctx)
         .map_err(|e| TaskError::Snapshot(e.to_string()))?;
-    fields.field(FIELD, <KeyedState<K, V> as StateField>::LAYOUT, field);
     Ok(Some(fields.finish()))
 }
 
@@ -54,16 +53,7 @@ where
     let refused = |e: crate::StateError| TaskError::Restore(e.to_string());
     let fields = FieldsReader::read(restore).map_err(refused)?;
     fields.only(&[FIELD], &[]).map_err(refused)?;
-    if let Some(field) = fields.field(FIELD) {
-        field
-            .expect_layout(
-                <KeyedState<K, V> as StateField>::LAYOUT,
-                std::any::type_name::<KeyedState<K, V>>(),
-            )
-            .map_err(refused)?;
-        values.restore_field(&field).map_err(refused)?;
-    }
-    Ok(())
+    fields.restore(FIELD, values).map_err(refused)
 }
 
 /// Folds each key's records into one value with `f(&mut value, record)`,

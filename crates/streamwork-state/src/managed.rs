@@ -144,9 +144,29 @@ pub trait StateField {
     /// kept with its snapshot and compared on restore.
     const LAYOUT: u64;
 
-    /// [`LAYOUT`](Self::LAYOUT), of this field.
-    fn layout(&self) -> u64 {
-        Self::LAYOUT
+    /// Adds this field's snapshot to `fields` as field `name`, with its
+    /// layout fingerprint ([`FieldsWriter::snapshot`]; what
+    /// `#[derive(State)]` calls).
+    fn snapshot_into(
+        &mut self,
+        name: &str,
+        fields: &mut FieldsWriter,
+        ctx: &SnapshotContext,
+    ) -> Result<(), StateError>
+    where
+        Self: Sized,
+    {
+        fields.snapshot(name, self, ctx)
+    }
+
+    /// Restores this field from field `name` of `fields`, its layout
+    /// checked first ([`FieldsReader::restore`]; what `#[derive(State)]`
+    /// calls).
+    fn restore_from(&mut self, name: &str, fields: &FieldsReader<'_>) -> Result<(), StateError>
+    where
+        Self: Sized,
+    {
+        fields.restore(name, self)
     }
 
     /// Tells the field where it runs, as its instance opens.
@@ -216,7 +236,7 @@ impl FieldRestore<'_> {
     /// Checks every part was written by a field of layout `layout`
     /// ([`StateField::LAYOUT`]; a part written before layouts were kept is
     /// taken as it is).
-    pub fn expect_layout(&self, layout: u64, type_name: &str) -> Result<(), StateError> {
+    fn expect_layout(&self, layout: u64, type_name: &str) -> Result<(), StateError> {
         match self
             .layouts
             .iter()
@@ -791,9 +811,22 @@ impl FieldsWriter {
         }
     }
 
-    /// Adds field `name`'s snapshot, taken by a field of layout `layout`
-    /// ([`StateField::LAYOUT`]).
-    pub fn field(&mut self, name: &str, layout: u64, snapshot: FieldSnapshot) {
+    /// Adds the snapshot of `field`, named `name`, with its layout
+    /// fingerprint ([`StateField::LAYOUT`]), which
+    /// [`FieldsReader::restore`] checks.
+    pub fn snapshot<F: StateField>(
+        &mut self,
+        name: &str,
+        field: &mut F,
+        ctx: &SnapshotContext,
+    ) -> Result<(), StateError> {
+        let snapshot = field.snapshot_field(ctx)?;
+        self.add(name, F::LAYOUT, snapshot);
+        Ok(())
+    }
+
+    /// Adds field `name`'s snapshot, taken by a field of layout `layout`.
+    fn add(&mut self, name: &str, layout: u64, snapshot: FieldSnapshot) {
         if let Some(mut side) = snapshot.side {
             side.stream = field_stream(name);
             self.side.push(side);
@@ -908,21 +941,33 @@ impl<'a> FieldsReader<'a> {
         Ok(FieldsReader { restore, fields })
     }
 
+    /// Restores `field` from the parts of field `name`, if the snapshot
+    /// has it (a field added since starts empty); a part written by a
+    /// field of another layout ([`StateField::LAYOUT`]) is refused before
+    /// anything is read.
+    pub fn restore<F: StateField>(&self, name: &str, field: &mut F) -> Result<(), StateError> {
+        let Some(parts) = self.field(name) else {
+            return Ok(());
+        };
+        parts.expect_layout(F::LAYOUT, std::any::type_name::<F>())?;
+        field.restore_field(&parts)
+    }
+
     /// Every old instance's part of field `name` (none if the snapshot does
-    /// not have it: a field added since starts empty).
+    /// not have it), as written: [`restore`](Self::restore) checks their
+    /// layout first.
     pub fn field<'r>(&'r self, name: &'r str) -> Option<FieldRestore<'r>> {
-        let parts: Vec<_> = self
+        let (parts, layouts): (Vec<_>, Vec<_>) = self
             .fields
             .iter()
             .filter(|f| f.name == name)
-            .map(|f| (f.part, f.kind, f.schema, f.bytes.as_slice()))
-            .collect();
-        let layouts = self
-            .fields
-            .iter()
-            .filter(|f| f.name == name)
-            .map(|f| (f.part, f.layout))
-            .collect();
+            .map(|f| {
+                (
+                    (f.part, f.kind, f.schema, f.bytes.as_slice()),
+                    (f.part, f.layout),
+                )
+            })
+            .unzip();
         (!parts.is_empty()).then_some(FieldRestore {
             restore: self.restore,
             name,

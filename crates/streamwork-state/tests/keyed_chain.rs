@@ -16,9 +16,7 @@ use streamwork_core::state::{CurrentKey, KeyedState};
 use streamwork_core::{
     CheckpointId, InstanceIdx, KeyGroups, Restore, SharedBytes, SnapshotContext, StateBytes,
 };
-use streamwork_state::{
-    CowMap, FieldsReader, FieldsWriter, KeyedCheckpoint, StateData, StateField,
-};
+use streamwork_state::{CowMap, FieldsReader, FieldsWriter, KeyedCheckpoint, StateData};
 
 /// What a coordinator does with a checkpoint's parts, in memory: the
 /// inline bytes, and the side record produced off the "task thread".
@@ -239,11 +237,7 @@ impl Subject for Field {
     }
     fn snapshot(&mut self, ctx: &SnapshotContext) -> StateBytes {
         let mut fields = FieldsWriter::new();
-        fields.field(
-            "counts",
-            <KeyedState<u16, u32> as StateField>::LAYOUT,
-            self.state.snapshot_field(ctx).unwrap(),
-        );
+        fields.snapshot("counts", &mut self.state, ctx).unwrap();
         fields.finish()
     }
     fn restored(log: &Log, id: u64, parallelism: u32) -> BTreeMap<u16, u32> {
@@ -252,9 +246,8 @@ impl Subject for Field {
             let restore = log.restore(id, instance, parallelism);
             let fields = FieldsReader::read(&restore).unwrap();
             let mut state: KeyedState<u16, u32> = KeyedState::new();
-            state
-                .restore_field(&fields.field("counts").unwrap())
-                .unwrap();
+            assert!(fields.field("counts").is_some());
+            fields.restore("counts", &mut state).unwrap();
             for (k, v) in state.iter() {
                 let groups = KeyGroups::DEFAULT;
                 assert_eq!(
@@ -453,11 +446,7 @@ fn a_keyed_field_large_enough_to_restore_on_several_threads_restores_as_it_was()
         let mut ctx = SnapshotContext::single(CheckpointId::new(id));
         ctx.completed = CheckpointId::new(id - 1);
         let mut fields = FieldsWriter::new();
-        fields.field(
-            "values",
-            <KeyedState<u32, Vec<u8>> as StateField>::LAYOUT,
-            state.snapshot_field(&ctx).unwrap(),
-        );
+        fields.snapshot("values", state, &ctx).unwrap();
         fields.finish()
     };
     let whole = log.complete(1, snapshot(&mut state, 1));
@@ -483,9 +472,8 @@ fn a_keyed_field_large_enough_to_restore_on_several_threads_restores_as_it_was()
                 let restore = log.restore(id, instance, parallelism);
                 let fields = FieldsReader::read(&restore).unwrap();
                 let mut restored: KeyedState<u32, Vec<u8>> = KeyedState::new();
-                restored
-                    .restore_field(&fields.field("values").unwrap())
-                    .unwrap();
+                assert!(fields.field("values").is_some());
+                fields.restore("values", &mut restored).unwrap();
                 back.extend(restored.iter().map(|(k, v)| (*k, v.clone())));
             }
             assert!(

@@ -183,7 +183,7 @@ impl<S: StateField> Job<S> {
                 completed: self.completed,
             };
             let mut writer = FieldsWriter::new();
-            writer.field(FIELD, S::LAYOUT, state.snapshot_field(&ctx).unwrap());
+            writer.snapshot(FIELD, state, &ctx).unwrap();
             let part = writer.finish();
             self.log
                 .append_snapshot(
@@ -271,8 +271,8 @@ fn restored<S: StateField>(
         records: Some(source),
     };
     let fields = FieldsReader::read(&restore).unwrap();
-    let field = fields.field(FIELD).expect("the field was checkpointed");
-    state.restore_field(&field).unwrap();
+    assert!(fields.field(FIELD).is_some(), "the field was checkpointed");
+    fields.restore(FIELD, &mut state).unwrap();
     state
 }
 
