@@ -67,6 +67,7 @@ fn layout_impl(input: &DeriveInput) -> TokenStream {
         }
         shape.push_str(close);
     };
+    push_archive_attrs(&input.attrs, &mut shape);
     match &input.data {
         syn::Data::Struct(data) => {
             shape.push_str("struct");
@@ -76,6 +77,7 @@ fn layout_impl(input: &DeriveInput) -> TokenStream {
         syn::Data::Enum(data) => {
             shape.push_str("enum{");
             for variant in &data.variants {
+                push_archive_attrs(&variant.attrs, &mut shape);
                 shape.push_str(&variant.ident.to_string());
                 describe(&variant.fields, &mut shape);
                 shape.push(';');
@@ -108,6 +110,57 @@ fn layout_impl(input: &DeriveInput) -> TokenStream {
                 );)*
                 layout
             };
+        }
+    }
+}
+
+/// rkyv's arguments on a type or a variant that may change what it
+/// archives (`as`, `remote`, or one this macro does not know), into
+/// `shape`; those that only name, derive for or bound the archived type
+/// (`derive`, `compare`, `attr`, `archived`, `resolver`, `bytecheck`, the
+/// bounds, `crate`) are left out, so that adding one does not refuse the
+/// checkpoints written before.
+fn push_archive_attrs(attrs: &[syn::Attribute], shape: &mut String) {
+    const LAYOUT_NEUTRAL: [&str; 10] = [
+        "derive",
+        "compare",
+        "attr",
+        "archived",
+        "resolver",
+        "bytecheck",
+        "archive_bounds",
+        "serialize_bounds",
+        "deserialize_bounds",
+        "crate",
+    ];
+    for attr in attrs.iter().filter(|a| a.path().is_ident("rkyv")) {
+        let syn::Meta::List(list) = &attr.meta else {
+            shape.push('#');
+            shape.push_str(&canonical(attr.meta.to_token_stream()));
+            continue;
+        };
+        // Split at the commas between arguments (a group is one token, so
+        // commas inside one do not split): `as` is a keyword, which syn's
+        // `Meta` does not parse.
+        let mut arguments: Vec<Vec<proc_macro2::TokenTree>> = vec![Vec::new()];
+        for token in list.tokens.clone() {
+            match &token {
+                proc_macro2::TokenTree::Punct(p) if p.as_char() == ',' => {
+                    arguments.push(Vec::new());
+                }
+                _ => arguments.last_mut().expect("one at least").push(token),
+            }
+        }
+        for argument in arguments.into_iter().filter(|a| !a.is_empty()) {
+            let neutral = matches!(
+                argument.first(),
+                Some(proc_macro2::TokenTree::Ident(name))
+                    if LAYOUT_NEUTRAL.iter().any(|neutral| name == neutral)
+            );
+            if !neutral {
+                shape.push('#');
+                shape.push_str(&canonical(argument.into_iter().collect()));
+            }
         }
     }
 }
@@ -216,6 +269,46 @@ mod tests {
         )
         .to_string();
         assert!(variants.contains(r#""enum{A(0,);B{x,};C;}""#), "{variants}");
+    }
+
+    #[test]
+    fn rkyv_arguments_on_a_type_or_variant_that_may_change_its_archive_are_in_the_layout() {
+        let shape_of = |item: TokenStream| {
+            let out = expand(quote!(), item).to_string();
+            let start = out.find("layout_of (\"").expect("a layout") + "layout_of (\"".len();
+            out[start..start + out[start..].find('"').unwrap()].to_string()
+        };
+        let plain = shape_of(quote!(
+            struct A {
+                x: u64,
+            }
+        ));
+        // Deriving for, comparing or naming the archived type changes
+        // nothing it archives ...
+        let derived = shape_of(quote!(
+            #[rkyv(derive(Debug), compare(PartialEq))]
+            struct A {
+                x: u64,
+            }
+        ));
+        assert_eq!(plain, derived);
+        // ... archiving it as another type does.
+        let remote = shape_of(quote!(
+            #[rkyv(derive(Debug), as = Other)]
+            struct A {
+                x: u64,
+            }
+        ));
+        assert_ne!(plain, remote);
+        assert!(remote.contains("#as =Other"), "{remote}");
+        let variant = shape_of(quote!(
+            enum E {
+                #[rkyv(as = Other)]
+                A(u8),
+                B,
+            }
+        ));
+        assert!(variant.contains("#as =Other A(0,)"), "{variant}");
     }
 
     #[test]

@@ -602,7 +602,7 @@ where
             save_manifest: save_manifest::<M>,
             load: load::<M, K, V>,
             layout: layout.max(1),
-            fingerprint: codec_fingerprint::<M, K, V>(),
+            fingerprint: crate::layout::kept_layout(codec_fingerprint::<M, K, V>()),
         }
     }
 }

@@ -54,6 +54,51 @@ pub const fn layout_mix(outer: u64, inner: u64) -> u64 {
     k ^ (k >> 33)
 }
 
+/// The archive format rkyv's features chose for this build, as a tag: the
+/// width of archived lengths and relative pointers (rkyv's
+/// `pointer_width_*`), their alignment (`unaligned`) and byte order
+/// (`big_endian`). `0` for rkyv's defaults (32 bits, aligned, little
+/// endian), the format every checkpoint was written in before the tag was
+/// kept. A dependency that turns one of these features on (Cargo unifies
+/// features) changes every archive without changing a type: a checkpoint
+/// keeps each fingerprint in its build's format ([`kept_layout`]), so that
+/// another build's is refused rather than read as other values.
+pub fn archive_format() -> u64 {
+    static FORMAT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *FORMAT.get_or_init(|| {
+        use rkyv::primitive::{ArchivedU32, ArchivedUsize};
+        let width = std::mem::size_of::<ArchivedUsize>() as u64;
+        let unaligned = std::mem::align_of::<ArchivedU32>() == 1;
+        let big_endian = rkyv::to_bytes::<rkyv::rancor::Error>(&1u32)
+            .is_ok_and(|bytes| bytes.first() == Some(&0));
+        format_tag(width, unaligned, big_endian)
+    })
+}
+
+/// The tag of a format: `0` for rkyv's defaults.
+const fn format_tag(width: u64, unaligned: bool, big_endian: bool) -> u64 {
+    if width == 4 && !unaligned && !big_endian {
+        0
+    } else {
+        width | (unaligned as u64) << 8 | (big_endian as u64) << 9
+    }
+}
+
+/// `layout` in the archive format `format`: unchanged in the default one.
+const fn in_format(layout: u64, format: u64) -> u64 {
+    if format == 0 {
+        layout
+    } else {
+        layout_mix(layout, format)
+    }
+}
+
+/// The fingerprint a checkpoint keeps of a type of layout `layout`: the
+/// layout in this build's [`archive_format`].
+pub fn kept_layout(layout: u64) -> u64 {
+    in_format(layout, archive_format())
+}
+
 macro_rules! leaf_layouts {
     ($($ty:ty),* $(,)?) => {$(
         impl StateLayout for $ty {
@@ -193,6 +238,28 @@ mod tests {
             <Vec<(u64, String)> as StateLayout>::LAYOUT,
             0x60ca_0e65_875e_6861
         );
+    }
+
+    #[test]
+    fn the_archive_format_is_rkyvs_default_and_another_changes_the_fingerprint() {
+        // This build archives in rkyv's default format, the one the pinned
+        // values above (and the kept fixtures) were written in.
+        assert_eq!(archive_format(), 0);
+        assert_eq!(format_tag(4, false, false), 0);
+        let layout = <Vec<u64> as StateLayout>::LAYOUT;
+        assert_eq!(kept_layout(layout), layout);
+        // 64-bit pointers, unaligned, big endian: each its own fingerprint.
+        let others = [
+            format_tag(8, false, false),
+            format_tag(4, true, false),
+            format_tag(4, false, true),
+            format_tag(2, false, false),
+        ]
+        .map(|format| in_format(layout, format));
+        for (i, a) in others.iter().enumerate() {
+            assert_ne!(*a, layout);
+            assert!(others[i + 1..].iter().all(|b| b != a), "{others:x?}");
+        }
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub use keyed::{
     Aggregate, AggregatingState, ArchivedKeyedSnapshot, KeyGroupEntries, KeyedSnapshot, ListState,
     MapState, ReducingState, ValueState, restore_keyed, restore_keyed_from, snapshot_keyed,
 };
-pub use layout::{StateLayout, layout_mix, layout_of};
+pub use layout::{StateLayout, archive_format, kept_layout, layout_mix, layout_of};
 pub use log::{CheckpointLog, LogOptions, RecordAt, load_checkpoint, load_latest};
 pub use managed::{
     FieldKind, FieldRestore, FieldSnapshot, FieldsReader, FieldsWriter, InstanceState,

@@ -821,7 +821,7 @@ impl FieldsWriter {
         ctx: &SnapshotContext,
     ) -> Result<(), StateError> {
         let snapshot = field.snapshot_field(ctx)?;
-        self.add(name, F::LAYOUT, snapshot);
+        self.add(name, crate::layout::kept_layout(F::LAYOUT), snapshot);
         Ok(())
     }
 
@@ -949,7 +949,10 @@ impl<'a> FieldsReader<'a> {
         let Some(parts) = self.field(name) else {
             return Ok(());
         };
-        parts.expect_layout(F::LAYOUT, std::any::type_name::<F>())?;
+        parts.expect_layout(
+            crate::layout::kept_layout(F::LAYOUT),
+            std::any::type_name::<F>(),
+        )?;
         field.restore_field(&parts)
     }
 
