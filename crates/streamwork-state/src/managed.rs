@@ -237,15 +237,15 @@ impl FieldRestore<'_> {
     /// ([`StateField::LAYOUT`]; a part written before layouts were kept is
     /// taken as it is).
     fn expect_layout(&self, layout: u64, type_name: &str) -> Result<(), StateError> {
-        match self
-            .layouts
-            .iter()
-            .find(|(_, found)| found.is_some_and(|found| found != layout))
-        {
+        let changed = self.layouts.iter().find_map(|&(part, found)| {
+            found
+                .filter(|&found| found != layout)
+                .map(|found| (part, found))
+        });
+        match changed {
             None => Ok(()),
             Some((part, found)) => Err(self.refused(format!(
-                "instance {part} wrote it with another layout of its types (fingerprint {:#018x}, this build's `{type_name}` has {layout:#018x}): a field, variant or type in its state changed since, and its bytes would be read as values they do not hold. Resume with the build that wrote the checkpoint, or give the field another name and let the struct drop the old one with `#[state(forget(\"{}\"))]` (the field then starts empty), or start over without restoring",
-                found.unwrap_or_default(),
+                "instance {part} wrote it with another layout of its types (fingerprint {found:#018x}, this build's `{type_name}` has {layout:#018x}): a field, variant or type in its state changed since, and its bytes would be read as values they do not hold. Resume with the build that wrote the checkpoint, or give the field another name and let the struct drop the old one with `#[state(forget(\"{}\"))]` (the field then starts empty), or start over without restoring",
                 self.name,
             ))),
         }
@@ -956,10 +956,15 @@ impl<'a> FieldsReader<'a> {
         field.restore_field(&parts)
     }
 
+    /// Whether the snapshot has field `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.fields.iter().any(|f| f.name == name)
+    }
+
     /// Every old instance's part of field `name` (none if the snapshot does
-    /// not have it), as written: [`restore`](Self::restore) checks their
-    /// layout first.
-    pub fn field<'r>(&'r self, name: &'r str) -> Option<FieldRestore<'r>> {
+    /// not have it), as written, layouts unchecked: only
+    /// [`restore`](Self::restore), which checks them first, reads them.
+    fn field<'r>(&'r self, name: &'r str) -> Option<FieldRestore<'r>> {
         let (parts, layouts): (Vec<_>, Vec<_>) = self
             .fields
             .iter()

@@ -246,7 +246,7 @@ impl Subject for Field {
             let restore = log.restore(id, instance, parallelism);
             let fields = FieldsReader::read(&restore).unwrap();
             let mut state: KeyedState<u16, u32> = KeyedState::new();
-            assert!(fields.field("counts").is_some());
+            assert!(fields.contains("counts"));
             fields.restore("counts", &mut state).unwrap();
             for (k, v) in state.iter() {
                 let groups = KeyGroups::DEFAULT;
@@ -472,7 +472,7 @@ fn a_keyed_field_large_enough_to_restore_on_several_threads_restores_as_it_was()
                 let restore = log.restore(id, instance, parallelism);
                 let fields = FieldsReader::read(&restore).unwrap();
                 let mut restored: KeyedState<u32, Vec<u8>> = KeyedState::new();
-                assert!(fields.field("values").is_some());
+                assert!(fields.contains("values"));
                 fields.restore("values", &mut restored).unwrap();
                 back.extend(restored.iter().map(|(k, v)| (*k, v.clone())));
             }

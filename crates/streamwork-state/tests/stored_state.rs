@@ -271,7 +271,7 @@ fn restored<S: StateField>(
         records: Some(source),
     };
     let fields = FieldsReader::read(&restore).unwrap();
-    assert!(fields.field(FIELD).is_some(), "the field was checkpointed");
+    assert!(fields.contains(FIELD), "the field was checkpointed");
     fields.restore(FIELD, &mut state).unwrap();
     state
 }
